@@ -1,0 +1,35 @@
+//! The `Stage` trait every kind of program implements, and what a stage sees of its worker.
+
+use crate::batch::{Batch, Mask};
+use crate::qsbr::Guard;
+use std::sync::Arc;
+
+/// Most workers a data plane runs; sizes per-worker counter arrays.
+pub const MAX_WORKERS: usize = 64;
+
+/// What a stage knows about the worker running it.
+pub struct WorkerCx<'g> {
+    /// Index of the worker (0-based), for per-worker state.
+    pub worker: usize,
+    /// Time of this batch, `time::now_ns`.
+    pub now_ns: u64,
+    /// Lets a stage load other slots (externs) for the rest of this batch.
+    pub guard: &'g Guard<'g>,
+}
+
+/// A program in the pipeline. `run` processes the packets of `batch` selected by `sel`, setting
+/// their verdicts and `out_port`s; it must not block, and must not panic on any packet.
+pub trait Stage: Send + Sync + 'static {
+    /// Short name for listings and metrics (`l2fwd`, `set-field`, an eBPF program name, ...).
+    fn name(&self) -> &str;
+
+    fn run(&self, batch: &mut Batch, sel: Mask, cx: &mut WorkerCx<'_>);
+
+    /// A one-line description of the configuration, for `hotplane` listings.
+    fn describe(&self) -> String {
+        self.name().to_string()
+    }
+}
+
+/// Stages are shared between slots and workers by reference count.
+pub type StageRef = Arc<dyn Stage>;
