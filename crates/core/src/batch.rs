@@ -96,10 +96,7 @@ impl Batch {
     /// A batch holding up to `burst` packets (clamped to 1..=MAX_BATCH).
     pub fn new(burst: usize) -> Self {
         let burst = burst.clamp(1, MAX_BATCH);
-        Self {
-            pkts: Vec::with_capacity(MAX_BATCH),
-            burst,
-        }
+        Self { pkts: Vec::with_capacity(MAX_BATCH), burst }
     }
 
     pub fn burst(&self) -> usize {
@@ -200,10 +197,7 @@ impl Batch {
 
 impl core::fmt::Debug for Batch {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Batch")
-            .field("len", &self.len())
-            .field("burst", &self.burst)
-            .finish()
+        f.debug_struct("Batch").field("len", &self.len()).field("burst", &self.burst).finish()
     }
 }
 
@@ -222,11 +216,7 @@ mod tests {
 
     #[test]
     fn push_respects_burst_and_live_tracks_verdicts() {
-        let pool = Pool::new(PoolConfig {
-            buffers: 8,
-            ..Default::default()
-        })
-        .unwrap();
+        let pool = Pool::new(PoolConfig { buffers: 8, ..Default::default() }).unwrap();
         let mut b = Batch::new(3);
         for _ in 0..3 {
             b.push(pool.alloc().unwrap()).unwrap();

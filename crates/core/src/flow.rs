@@ -26,12 +26,7 @@ pub struct FlowKey {
 
 impl FlowKey {
     pub fn from_ips(src: IpAddr, dst: IpAddr, proto: u8, src_port: u16, dst_port: u16) -> Self {
-        let mut k = FlowKey {
-            proto,
-            src_port,
-            dst_port,
-            ..Default::default()
-        };
+        let mut k = FlowKey { proto, src_port, dst_port, ..Default::default() };
         match (src, dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
                 k.ip_version = 4;
@@ -63,13 +58,7 @@ impl FlowKey {
             | ((self.proto as u64) << 24)
             | ((self.ip_version as u64) << 16)
             | self.vlan as u64;
-        [
-            w(&self.src[..8]),
-            w(&self.src[8..]),
-            w(&self.dst[..8]),
-            w(&self.dst[8..]),
-            tail,
-        ]
+        [w(&self.src[..8]), w(&self.src[8..]), w(&self.dst[..8]), w(&self.dst[8..]), tail]
     }
 
     /// A 64-bit hash of the key: multiply-fold rounds and the murmur3 finaliser. Stable across
@@ -219,10 +208,7 @@ fn classify_inner(frame: &[u8], meta: &mut Meta) -> FlowKey {
                 meta.layers |= Layers::FRAGMENT;
             }
             // Transport bytes end where the IP datagram ends, not at the frame's padding.
-            (
-                ip.protocol(),
-                (off + ip.header_len(), off + ip.total_len() as usize),
-            )
+            (ip.protocol(), (off + ip.header_len(), off + ip.total_len() as usize))
         }
         EtherType::IPV6 => {
             let Ok(ip) = Ipv6Packet::new_checked(l3) else {
@@ -337,10 +323,7 @@ mod tests {
         let mut m = Meta::default();
         let k = classify(&frame, &mut m);
         assert_eq!(k.to_string(), "udp 10.0.0.1:1234 -> 10.0.0.2:5678 vlan 42");
-        assert_eq!(
-            m.layers,
-            Layers::ETHERNET | Layers::VLAN | Layers::IPV4 | Layers::UDP
-        );
+        assert_eq!(m.layers, Layers::ETHERNET | Layers::VLAN | Layers::IPV4 | Layers::UDP);
         assert_eq!((m.l3_off, m.l4_off, m.payload_off), (18, 38, 46));
         assert_eq!(m.flow_hash, k.hash32());
     }
@@ -384,10 +367,9 @@ mod tests {
 
     #[test]
     fn every_truncation_of_a_frame_is_safe() {
-        for frame in [
-            udp_frame("10.0.0.1", "10.0.0.2", Some(7)),
-            udp_frame("fd00::1", "fd00::2", None),
-        ] {
+        for frame in
+            [udp_frame("10.0.0.1", "10.0.0.2", Some(7)), udp_frame("fd00::1", "fd00::2", None)]
+        {
             for n in 0..=frame.len() {
                 let mut m = Meta::default();
                 let _ = classify(&frame[..n], &mut m);

@@ -66,11 +66,7 @@ impl FlowSelector {
     /// Number of mask bits: more bits, more specific.
     pub fn specificity(&self) -> u32 {
         let m = &self.mask;
-        m.src
-            .iter()
-            .chain(m.dst.iter())
-            .map(|b| b.count_ones())
-            .sum::<u32>()
+        m.src.iter().chain(m.dst.iter()).map(|b| b.count_ones()).sum::<u32>()
             + m.src_port.count_ones()
             + m.dst_port.count_ones()
             + m.proto.count_ones()
@@ -79,10 +75,7 @@ impl FlowSelector {
     }
 
     fn set_ip(&mut self, dst: bool, text: &str, field: &'static str) -> Result<(), SelectorError> {
-        let bad = || SelectorError::BadValue {
-            field,
-            value: text.to_string(),
-        };
+        let bad = || SelectorError::BadValue { field, value: text.to_string() };
         let (addr, plen) = match text.split_once('/') {
             Some((a, p)) => (a, Some(p.parse::<u8>().map_err(|_| bad())?)),
             None => (text, None),
@@ -138,10 +131,7 @@ impl core::str::FromStr for FlowSelector {
             }
             seen.push(k);
             let port = |field: &'static str| {
-                v.parse::<u16>().map_err(|_| SelectorError::BadValue {
-                    field,
-                    value: v.into(),
-                })
+                v.parse::<u16>().map_err(|_| SelectorError::BadValue { field, value: v.into() })
             };
             match k {
                 "proto" => {
@@ -286,41 +276,22 @@ const DISPATCH_GROUPS: usize = 8;
 
 impl FlowMap {
     fn empty() -> Self {
-        Self {
-            groups: Vec::new(),
-            default: None,
-            len: 0,
-        }
+        Self { groups: Vec::new(), default: None, len: 0 }
     }
 
     fn build(master: &Master) -> Self {
         let mut by_mask: BTreeMap<FlowKey, PrehashedMap<FlowFunction>> = BTreeMap::new();
         for (sel, f) in &master.entries {
-            let key = HashedKey {
-                hash: sel.key.hash64(),
-                key: sel.key,
-            };
+            let key = HashedKey { hash: sel.key.hash64(), key: sel.key };
             by_mask.entry(sel.mask).or_default().insert(key, f.clone());
         }
-        let mut groups: Vec<MaskGroup> = by_mask
-            .into_iter()
-            .map(|(mask, map)| MaskGroup { mask, map })
-            .collect();
+        let mut groups: Vec<MaskGroup> =
+            by_mask.into_iter().map(|(mask, map)| MaskGroup { mask, map }).collect();
         // Most specific mask first: the first hit is the best match.
         groups.sort_by_key(|g| {
-            std::cmp::Reverse(
-                FlowSelector {
-                    key: g.mask,
-                    mask: g.mask,
-                }
-                .specificity(),
-            )
+            std::cmp::Reverse(FlowSelector { key: g.mask, mask: g.mask }.specificity())
         });
-        Self {
-            groups,
-            default: master.default.clone(),
-            len: master.entries.len(),
-        }
+        Self { groups, default: master.default.clone(), len: master.entries.len() }
     }
 
     /// True when no selector and no default are installed: the flow step can be skipped.
@@ -334,10 +305,7 @@ impl FlowMap {
     pub fn lookup(&self, key: &FlowKey) -> Option<&FlowFunction> {
         for g in &self.groups {
             let k = key.masked(&g.mask);
-            if let Some(f) = g.map.get(&HashedKey {
-                hash: k.hash64(),
-                key: k,
-            }) {
+            if let Some(f) = g.map.get(&HashedKey { hash: k.hash64(), key: k }) {
                 return Some(f);
             }
         }
@@ -437,10 +405,7 @@ pub struct FlowTable {
 
 impl FlowTable {
     pub fn new(qsbr: &Qsbr) -> Self {
-        Self {
-            slot: Slot::new(qsbr, FlowMap::empty()),
-            master: Mutex::new(Master::default()),
-        }
+        Self { slot: Slot::new(qsbr, FlowMap::empty()), master: Mutex::new(Master::default()) }
     }
 
     /// The map for this batch.
@@ -515,12 +480,7 @@ impl FlowTable {
 
     /// The function installed for exactly this selector (control side).
     pub fn function(&self, sel: &FlowSelector) -> Option<FlowFunction> {
-        self.master
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entries
-            .get(sel)
-            .cloned()
+        self.master.lock().unwrap_or_else(|e| e.into_inner()).entries.get(sel).cloned()
     }
 }
 
@@ -544,19 +504,13 @@ mod tests {
 
     #[test]
     fn selector_text_round_trips() {
-        for s in [
-            "*",
-            "proto=udp,src=10.0.0.1,dport=2000",
-            "dst=10.1.0.0/16",
-            "src=fd00::/8,vlan=3",
-        ] {
+        for s in
+            ["*", "proto=udp,src=10.0.0.1,dport=2000", "dst=10.1.0.0/16", "src=fd00::/8,vlan=3"]
+        {
             let sel: FlowSelector = s.parse().unwrap();
             assert_eq!(sel.to_string(), s);
         }
-        assert!(matches!(
-            "foo=1".parse::<FlowSelector>(),
-            Err(SelectorError::UnknownField(_))
-        ));
+        assert!(matches!("foo=1".parse::<FlowSelector>(), Err(SelectorError::UnknownField(_))));
         assert!(matches!(
             "src=10.0.0.1/33".parse::<FlowSelector>(),
             Err(SelectorError::BadValue { .. })
@@ -587,35 +541,18 @@ mod tests {
         let wide: StageRef = Arc::new(DropAll);
         let narrow: StageRef = Arc::new(crate::native::Count::new());
         let dflt: StageRef = Arc::new(crate::native::Forward::to(3));
-        t.apply(FlowChange::Set(
-            "dst=10.1.0.0/16".parse().unwrap(),
-            wide.clone(),
-        ))
-        .unwrap();
-        t.apply(FlowChange::Set(
-            "dst=10.1.2.3,dport=80".parse().unwrap(),
-            narrow.clone(),
-        ))
-        .unwrap();
+        t.apply(FlowChange::Set("dst=10.1.0.0/16".parse().unwrap(), wide.clone())).unwrap();
+        t.apply(FlowChange::Set("dst=10.1.2.3,dport=80".parse().unwrap(), narrow.clone())).unwrap();
         let v = t.apply(FlowChange::SetDefault(Some(dflt.clone()))).unwrap();
         assert_eq!(v, 4);
         let r = q.register("t");
         let g = r.guard();
         let map = &t.slot().load(&g).value;
         let name = |k: FlowKey| map.lookup(&k).map(|f| f.stage.name().to_string());
-        assert_eq!(
-            name(key("9.9.9.9", "10.1.2.3", 1, 80)).as_deref(),
-            Some("count")
-        );
-        assert_eq!(
-            name(key("9.9.9.9", "10.1.2.3", 1, 81)).as_deref(),
-            Some("drop")
-        );
-        assert_eq!(
-            name(key("9.9.9.9", "10.2.2.3", 1, 81)).as_deref(),
-            Some("forward")
-        );
-        drop(g);
+        assert_eq!(name(key("9.9.9.9", "10.1.2.3", 1, 80)).as_deref(), Some("count"));
+        assert_eq!(name(key("9.9.9.9", "10.1.2.3", 1, 81)).as_deref(), Some("drop"));
+        assert_eq!(name(key("9.9.9.9", "10.2.2.3", 1, 81)).as_deref(), Some("forward"));
+        let _ = map;
         drop(r);
         let e = t.entries();
         assert_eq!(e[0].selector, "dst=10.1.2.3,dport=80");

@@ -17,10 +17,7 @@ impl LocalCounter {
 
     #[inline(always)]
     pub fn add(&self, v: u64) {
-        self.0.store(
-            self.0.load(Ordering::Relaxed).wrapping_add(v),
-            Ordering::Relaxed,
-        );
+        self.0.store(self.0.load(Ordering::Relaxed).wrapping_add(v), Ordering::Relaxed);
     }
 
     #[inline(always)]
@@ -66,11 +63,7 @@ impl Default for PerWorker {
 
 impl PerWorker {
     pub fn new() -> Self {
-        Self {
-            cells: (0..MAX_WORKERS)
-                .map(|_| CachePadded::new(LocalCounter::new()))
-                .collect(),
-        }
+        Self { cells: (0..MAX_WORKERS).map(|_| CachePadded::new(LocalCounter::new())).collect() }
     }
 
     /// Add on behalf of `worker`; each worker index must have a single writer.

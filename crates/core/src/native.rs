@@ -18,10 +18,7 @@ pub struct Forward {
 
 impl Forward {
     pub fn to(port: u16) -> Self {
-        Self {
-            map: Vec::new(),
-            all: Some(port),
-        }
+        Self { map: Vec::new(), all: Some(port) }
     }
 
     /// `map[in_port] = out_port`.
@@ -31,10 +28,7 @@ impl Forward {
 
     /// Keep each packet's default output (its input port's peer).
     pub fn peers() -> Self {
-        Self {
-            map: Vec::new(),
-            all: None,
-        }
+        Self { map: Vec::new(), all: None }
     }
 
     #[inline(always)]
@@ -157,11 +151,7 @@ impl Stage for Count {
     }
 
     fn describe(&self) -> String {
-        format!(
-            "count packets={} bytes={}",
-            self.packets.sum(),
-            self.bytes.sum()
-        )
+        format!("count packets={} bytes={}", self.packets.sum(), self.bytes.sum())
     }
 }
 

@@ -97,15 +97,7 @@ impl Packet {
         capacity: u16,
         headroom: u16,
     ) -> Self {
-        Self {
-            base,
-            core,
-            index,
-            head: headroom,
-            len: 0,
-            capacity,
-            meta: Meta::default(),
-        }
+        Self { base, core, index, head: headroom, len: 0, capacity, meta: Meta::default() }
     }
 
     /// The frame bytes.
@@ -163,13 +155,24 @@ impl Packet {
         self.index
     }
 
+    /// Parse the frame: fill `meta`'s layers, offsets and flow hash; return the flow key.
+    #[inline]
+    pub fn classify(&mut self) -> crate::flow::FlowKey {
+        // SAFETY: as in `data`; the frame bytes and `self.meta` are disjoint, so borrowing the
+        // bytes while `meta` is written is sound.
+        let data = unsafe {
+            core::slice::from_raw_parts(
+                self.base.as_ptr().add(self.head as usize),
+                self.len as usize,
+            )
+        };
+        crate::flow::classify(data, &mut self.meta)
+    }
+
     /// Set the frame length, keeping its start. Bytes newly exposed are whatever the buffer held.
     pub fn set_len(&mut self, len: usize) -> Result<(), PacketError> {
         if len > self.max_len() {
-            return Err(PacketError::NoTailroom {
-                need: len,
-                have: self.max_len(),
-            });
+            return Err(PacketError::NoTailroom { need: len, have: self.max_len() });
         }
         self.len = len as u16;
         Ok(())
@@ -188,10 +191,7 @@ impl Packet {
         if delta < 0 {
             let need = delta.unsigned_abs();
             if need > self.head as usize {
-                return Err(PacketError::NoHeadroom {
-                    need,
-                    have: self.head as usize,
-                });
+                return Err(PacketError::NoHeadroom { need, have: self.head as usize });
             }
             self.head -= need as u16;
             self.len += need as u16;
@@ -211,10 +211,7 @@ impl Packet {
         if delta >= 0 {
             let need = delta as usize;
             if need > self.tailroom() {
-                return Err(PacketError::NoTailroom {
-                    need,
-                    have: self.tailroom(),
-                });
+                return Err(PacketError::NoTailroom { need, have: self.tailroom() });
             }
             self.len += need as u16;
         } else {

@@ -21,11 +21,7 @@ pub struct PoolConfig {
 
 impl Default for PoolConfig {
     fn default() -> Self {
-        Self {
-            buffers: 4096,
-            buffer_size: 2048,
-            headroom: 128,
-        }
+        Self { buffers: 4096, buffer_size: 2048, headroom: 128 }
     }
 }
 
@@ -72,13 +68,7 @@ impl PoolCore {
         unsafe {
             let base =
                 NonNull::new_unchecked(self.arena.as_ptr().add(index as usize * self.buffer_size));
-            Packet::from_raw(
-                base,
-                self_ptr,
-                index,
-                self.buffer_size as u16,
-                self.headroom,
-            )
+            Packet::from_raw(base, self_ptr, index, self.buffer_size as u16, self.headroom)
         }
     }
 }
@@ -158,9 +148,7 @@ impl Pool {
         });
         // SAFETY: Box::into_raw never returns null.
         let core = unsafe { NonNull::new_unchecked(Box::into_raw(core)) };
-        Ok(Self {
-            owner: Arc::new(PoolOwner { core }),
-        })
+        Ok(Self { owner: Arc::new(PoolOwner { core }) })
     }
 
     fn core(&self) -> &PoolCore {
@@ -319,12 +307,7 @@ mod tests {
     use super::*;
 
     fn small() -> Pool {
-        Pool::new(PoolConfig {
-            buffers: 8,
-            buffer_size: 256,
-            headroom: 64,
-        })
-        .unwrap()
+        Pool::new(PoolConfig { buffers: 8, buffer_size: 256, headroom: 64 }).unwrap()
     }
 
     #[test]
@@ -396,18 +379,9 @@ mod tests {
 
     #[test]
     fn config_is_validated() {
-        let bad = |b, s, h| {
-            Pool::new(PoolConfig {
-                buffers: b,
-                buffer_size: s,
-                headroom: h,
-            })
-        };
+        let bad = |b, s, h| Pool::new(PoolConfig { buffers: b, buffer_size: s, headroom: h });
         assert_eq!(bad(0, 2048, 128).unwrap_err(), PoolError::Empty);
         assert_eq!(bad(1, 2000, 128).unwrap_err(), PoolError::BufferSize(2000));
-        assert!(matches!(
-            bad(1, 128, 100).unwrap_err(),
-            PoolError::Headroom { .. }
-        ));
+        assert!(matches!(bad(1, 128, 100).unwrap_err(), PoolError::Headroom { .. }));
     }
 }

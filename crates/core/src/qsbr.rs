@@ -78,16 +78,8 @@ impl Qsbr {
             seen: CachePadded::new(AtomicU64::new(OFFLINE)),
             name: name.into(),
         });
-        self.shared
-            .readers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(state.clone());
-        OfflineReader {
-            state,
-            shared: self.shared.clone(),
-        }
-        .online()
+        self.shared.readers.lock().unwrap_or_else(|e| e.into_inner()).push(state.clone());
+        OfflineReader { state, shared: self.shared.clone() }.online()
     }
 
     /// Start a new epoch; objects unpublished before this call may be freed once
@@ -105,12 +97,8 @@ impl Qsbr {
         if ONLINE_READERS.with(|c| c.get()) > 0 {
             return Err(GraceError::CalledFromReader);
         }
-        let readers: Vec<Arc<ReaderState>> = self
-            .shared
-            .readers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let readers: Vec<Arc<ReaderState>> =
+            self.shared.readers.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let start = Instant::now();
         let mut rounds = 0u32;
         for r in &readers {
@@ -157,20 +145,12 @@ impl Qsbr {
 
     /// Keep `obj` until a grace period covering `epoch` completes, then drop it.
     pub(crate) fn defer(&self, epoch: u64, obj: Box<dyn Send>) {
-        self.shared
-            .deferred
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((epoch, obj));
+        self.shared.deferred.lock().unwrap_or_else(|e| e.into_inner()).push((epoch, obj));
     }
 
     fn free_deferred(&self, completed: u64) {
         let ready: Vec<Box<dyn Send>> = {
-            let mut d = self
-                .shared
-                .deferred
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let mut d = self.shared.deferred.lock().unwrap_or_else(|e| e.into_inner());
             if d.is_empty() {
                 return;
             }
@@ -183,20 +163,12 @@ impl Qsbr {
 
     /// Objects waiting for a grace period that timed out.
     pub fn deferred_count(&self) -> usize {
-        self.shared
-            .deferred
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
+        self.shared.deferred.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// Number of registered readers (online or not).
     pub fn readers(&self) -> usize {
-        self.shared
-            .readers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
+        self.shared.readers.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
 
@@ -224,9 +196,7 @@ impl Reader {
     /// Access published objects until the guard is dropped.
     #[inline(always)]
     pub fn guard(&self) -> Guard<'_> {
-        Guard {
-            _reader: PhantomData,
-        }
+        Guard { _reader: PhantomData }
     }
 
     /// Stop being waited for (idle sleep, shutdown).
@@ -266,11 +236,7 @@ impl OfflineReader {
         self.state.seen.store(e, Ordering::SeqCst);
         std::sync::atomic::fence(Ordering::SeqCst);
         ONLINE_READERS.with(|c| c.set(c.get() + 1));
-        Reader {
-            state: self.state,
-            shared: self.shared,
-            _not_send: PhantomData,
-        }
+        Reader { state: self.state, shared: self.shared, _not_send: PhantomData }
     }
 }
 
@@ -332,10 +298,7 @@ mod tests {
     fn reader_thread_cannot_wait_for_itself() {
         let q = Qsbr::new();
         let r = q.register("self");
-        assert_eq!(
-            q.synchronize(Duration::from_millis(1)),
-            Err(GraceError::CalledFromReader)
-        );
+        assert_eq!(q.synchronize(Duration::from_millis(1)), Err(GraceError::CalledFromReader));
         let off = r.offline();
         q.synchronize(Duration::from_millis(1)).unwrap();
         drop(off.online());

@@ -92,9 +92,7 @@ impl<T: Send + Sync + 'static> Drop for Slot<T> {
 
 impl<T: Send + Sync + 'static> core::fmt::Debug for Slot<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Slot")
-            .field("version", &self.version())
-            .finish()
+        f.debug_struct("Slot").field("version", &self.version()).finish()
     }
 }
 
@@ -190,9 +188,7 @@ mod tests {
         assert_eq!(v, 2);
         assert_eq!(slot.version(), 2);
         // The reader is inside its batch: the grace period cannot complete.
-        assert!(q
-            .wait_for(retired.epoch(), Duration::from_millis(30))
-            .is_err());
+        assert!(q.wait_for(retired.epoch(), Duration::from_millis(30)).is_err());
         assert_eq!(drops.load(Ordering::SeqCst), 0);
         release.store(true, Ordering::SeqCst);
         retired.wait(Duration::from_secs(10)).unwrap();

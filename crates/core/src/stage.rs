@@ -33,3 +33,53 @@ pub trait Stage: Send + Sync + 'static {
 
 /// Stages are shared between slots and workers by reference count.
 pub type StageRef = Arc<dyn Stage>;
+
+/// Fixed pipeline positions a program can occupy (DESIGN.md: pre -> P4 ingress -> mid -> P4
+/// egress -> post).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Position {
+    /// Before parsing: sees every received packet.
+    Pre,
+    /// Between ingress and egress (after the per-flow functions).
+    Mid,
+    /// Before transmit.
+    Post,
+}
+
+impl Position {
+    pub const ALL: [Position; 3] = [Position::Pre, Position::Mid, Position::Post];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Position::Pre => "pre",
+            Position::Mid => "mid",
+            Position::Post => "post",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    pub fn from_index(i: u8) -> Option<Self> {
+        Self::ALL.get(i as usize).copied()
+    }
+}
+
+impl core::str::FromStr for Position {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "pre" => Ok(Position::Pre),
+            "mid" => Ok(Position::Mid),
+            "post" => Ok(Position::Post),
+            other => Err(format!("`{other}` is not a position (pre, mid, post)")),
+        }
+    }
+}
+
+impl core::fmt::Display for Position {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -39,16 +39,10 @@ impl UdpFrame {
     pub fn emit(&self, payload: &[u8], buf: &mut [u8]) -> Result<usize, UdpFrameError> {
         let need = self.header_len() + payload.len();
         if need > buf.len() {
-            return Err(UdpFrameError::TooLong {
-                need,
-                have: buf.len(),
-            });
+            return Err(UdpFrameError::TooLong { need, have: buf.len() });
         }
         if need > u16::MAX as usize {
-            return Err(UdpFrameError::TooLong {
-                need,
-                have: u16::MAX as usize,
-            });
+            return Err(UdpFrameError::TooLong { need, have: u16::MAX as usize });
         }
         let buf = &mut buf[..need];
         let mut eth = EthernetFrame::new_unchecked(&mut buf[..]);
@@ -104,20 +98,14 @@ impl UdpFrame {
 
 /// UDP checksum over a datagram whose checksum field is zero. A computed zero is sent as
 /// 0xffff (RFC 768).
-pub(crate) fn udp_checksum(src: IpAddr, dst: IpAddr, datagram: &[u8]) -> u16 {
+pub fn udp_checksum(src: IpAddr, dst: IpAddr, datagram: &[u8]) -> u16 {
     let mut c = match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => pseudo_header_sum(
-            &s.octets(),
-            &d.octets(),
-            IpProtocol::UDP,
-            datagram.len() as u32,
-        ),
-        (IpAddr::V6(s), IpAddr::V6(d)) => pseudo_header_sum(
-            &s.octets(),
-            &d.octets(),
-            IpProtocol::UDP,
-            datagram.len() as u32,
-        ),
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            pseudo_header_sum(&s.octets(), &d.octets(), IpProtocol::UDP, datagram.len() as u32)
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            pseudo_header_sum(&s.octets(), &d.octets(), IpProtocol::UDP, datagram.len() as u32)
+        }
         _ => return 0,
     };
     match c.add_bytes(datagram).finish() {
@@ -170,10 +158,7 @@ mod tests {
     #[test]
     fn refuses_small_buffer_and_mixed_versions() {
         let mut buf = [0u8; 40];
-        assert!(matches!(
-            spec(false).emit(b"x", &mut buf),
-            Err(UdpFrameError::TooLong { .. })
-        ));
+        assert!(matches!(spec(false).emit(b"x", &mut buf), Err(UdpFrameError::TooLong { .. })));
         let mut f = spec(false);
         f.dst_ip = "fd00::2".parse().unwrap();
         let mut buf = [0u8; 128];

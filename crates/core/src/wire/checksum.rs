@@ -48,10 +48,7 @@ pub fn internet_checksum(data: &[u8]) -> u16 {
 /// Start a UDP/TCP checksum with the pseudo header (addresses of 4 or 16 bytes each).
 pub fn pseudo_header_sum(src: &[u8], dst: &[u8], protocol: u8, l4_len: u32) -> Checksum {
     let mut c = Checksum::new();
-    c.add_bytes(src)
-        .add_bytes(dst)
-        .add_u16(protocol as u16)
-        .add_u32(l4_len);
+    c.add_bytes(src).add_bytes(dst).add_u16(protocol as u16).add_u32(l4_len);
     c
 }
 

@@ -24,11 +24,7 @@ impl EthernetAddress {
 impl fmt::Display for EthernetAddress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        write!(
-            f,
-            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            b[0], b[1], b[2], b[3], b[4], b[5]
-        )
+        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5])
     }
 }
 
@@ -186,10 +182,7 @@ mod tests {
         f.swap_addrs();
         assert_eq!(f.dst_addr().0, [7, 8, 9, 10, 11, 12]);
         assert_eq!(f.src_addr().0, [1, 2, 3, 4, 5, 6]);
-        assert_eq!(
-            EthernetFrame::new_checked(&bytes[..13]).unwrap_err(),
-            Error::Truncated
-        );
+        assert_eq!(EthernetFrame::new_checked(&bytes[..13]).unwrap_err(), Error::Truncated);
     }
 
     #[test]
@@ -199,5 +192,20 @@ mod tests {
         assert!("02:00:0a:0b:0c".parse::<EthernetAddress>().is_err());
         assert!("02:00:0a:0b:0c:0d:0e".parse::<EthernetAddress>().is_err());
         assert!("zz:00:0a:0b:0c:0d".parse::<EthernetAddress>().is_err());
+    }
+}
+
+impl serde::Serialize for EthernetAddress {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> core::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for EthernetAddress {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> core::result::Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(|_| {
+            serde::de::Error::custom(format!("`{s}` is not a MAC address (aa:bb:cc:dd:ee:ff)"))
+        })
     }
 }

@@ -115,22 +115,12 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 
     pub fn src_addr(&self) -> Ipv4Addr {
         let b = self.buffer.as_ref();
-        Ipv4Addr::new(
-            b[field::SRC],
-            b[field::SRC + 1],
-            b[field::SRC + 2],
-            b[field::SRC + 3],
-        )
+        Ipv4Addr::new(b[field::SRC], b[field::SRC + 1], b[field::SRC + 2], b[field::SRC + 3])
     }
 
     pub fn dst_addr(&self) -> Ipv4Addr {
         let b = self.buffer.as_ref();
-        Ipv4Addr::new(
-            b[field::DST],
-            b[field::DST + 1],
-            b[field::DST + 2],
-            b[field::DST + 3],
-        )
+        Ipv4Addr::new(b[field::DST], b[field::DST + 1], b[field::DST + 2], b[field::DST + 3])
     }
 
     /// Raw address bytes, for flow keys: avoids building `Ipv4Addr` on the fast path.
@@ -235,25 +225,13 @@ mod tests {
     fn rejects_lies() {
         let mut b = header();
         b[0] = 0x44; // ihl 4 words < 5
-        assert_eq!(
-            Ipv4Packet::new_checked(&b[..]).unwrap_err(),
-            Error::Malformed
-        );
+        assert_eq!(Ipv4Packet::new_checked(&b[..]).unwrap_err(), Error::Malformed);
         let mut b = header();
         b[2..4].copy_from_slice(&100u16.to_be_bytes());
-        assert_eq!(
-            Ipv4Packet::new_checked(&b[..]).unwrap_err(),
-            Error::Truncated
-        );
+        assert_eq!(Ipv4Packet::new_checked(&b[..]).unwrap_err(), Error::Truncated);
         let mut b = header();
         b[0] = 0x65;
-        assert_eq!(
-            Ipv4Packet::new_checked(&b[..]).unwrap_err(),
-            Error::Malformed
-        );
-        assert_eq!(
-            Ipv4Packet::new_checked(&b[..19]).unwrap_err(),
-            Error::Truncated
-        );
+        assert_eq!(Ipv4Packet::new_checked(&b[..]).unwrap_err(), Error::Malformed);
+        assert_eq!(Ipv4Packet::new_checked(&b[..19]).unwrap_err(), Error::Truncated);
     }
 }

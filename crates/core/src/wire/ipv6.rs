@@ -127,14 +127,8 @@ mod tests {
         let p = Ipv6Packet::new_checked(&b[..]).unwrap();
         assert_eq!(p.payload().len(), 8);
         assert_eq!(p.next_header(), 17);
-        assert_eq!(
-            Ipv6Packet::new_checked(&b[..47]).unwrap_err(),
-            Error::Truncated
-        );
+        assert_eq!(Ipv6Packet::new_checked(&b[..47]).unwrap_err(), Error::Truncated);
         b[0] = 0x40;
-        assert_eq!(
-            Ipv6Packet::new_checked(&b[..]).unwrap_err(),
-            Error::Malformed
-        );
+        assert_eq!(Ipv6Packet::new_checked(&b[..]).unwrap_err(), Error::Malformed);
     }
 }

@@ -92,10 +92,7 @@ mod tests {
         let mut b = [0u8; 22];
         Stamp::emit(&mut b[..], 7, 42, 123_456).unwrap().set_mark(9);
         let s = Stamp::new_checked(&b[..]).unwrap();
-        assert_eq!(
-            (s.flow(), s.seq(), s.tx_ts(), s.mark()),
-            (7, 42, 123_456, 9)
-        );
+        assert_eq!((s.flow(), s.seq(), s.tx_ts(), s.mark()), (7, 42, 123_456, 9));
         assert_eq!(Stamp::new_checked(&b[..19]).unwrap_err(), Error::Truncated);
         b[0] = 0;
         assert_eq!(Stamp::new_checked(&b[..]).unwrap_err(), Error::Malformed);

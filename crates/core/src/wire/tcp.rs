@@ -81,14 +81,8 @@ mod tests {
         let t = TcpPacket::new_checked(&b[..]).unwrap();
         assert_eq!(t.dst_port(), 80);
         assert_eq!(t.payload().len(), 0);
-        assert_eq!(
-            TcpPacket::new_checked(&b[..22]).unwrap_err(),
-            Error::Truncated
-        );
+        assert_eq!(TcpPacket::new_checked(&b[..22]).unwrap_err(), Error::Truncated);
         b[12] = 0x40;
-        assert_eq!(
-            TcpPacket::new_checked(&b[..]).unwrap_err(),
-            Error::Malformed
-        );
+        assert_eq!(TcpPacket::new_checked(&b[..]).unwrap_err(), Error::Malformed);
     }
 }

@@ -90,14 +90,8 @@ mod tests {
         assert_eq!(u.payload().len(), 4);
         assert_eq!(u.dst_port(), 53);
         b[4..6].copy_from_slice(&13u16.to_be_bytes());
-        assert_eq!(
-            UdpPacket::new_checked(&b[..]).unwrap_err(),
-            Error::Truncated
-        );
+        assert_eq!(UdpPacket::new_checked(&b[..]).unwrap_err(), Error::Truncated);
         b[4..6].copy_from_slice(&7u16.to_be_bytes());
-        assert_eq!(
-            UdpPacket::new_checked(&b[..]).unwrap_err(),
-            Error::Malformed
-        );
+        assert_eq!(UdpPacket::new_checked(&b[..]).unwrap_err(), Error::Malformed);
     }
 }

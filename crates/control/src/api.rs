@@ -1,0 +1,148 @@
+//! The local control API: newline-delimited JSON over a UNIX stream socket. Each request is one
+//! JSON object on one line; each response is one JSON object on one line. `docs/control-api.md`
+//! documents every operation.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+/// Longest request line a server accepts (programs travel inside requests).
+pub const MAX_REQUEST_BYTES: usize = 16 << 20;
+
+/// A control request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Request {
+    /// Counters of ports, workers, slots and updates.
+    Stats {},
+    /// Every slot on every worker: target, program, version.
+    Slots {},
+    /// Flow-table entries of one worker (default: worker 0).
+    Flows {
+        #[serde(default)]
+        worker: Option<u16>,
+    },
+    /// The pre-defined programs that `switch` can select.
+    Predefined {},
+    /// Prometheus text exposition.
+    Metrics {},
+    /// Install a native stage at a target: `{"op":"install","target":"pre","stage":{...}}`.
+    Install {
+        target: String,
+        #[serde(default)]
+        worker: Option<u16>,
+        stage: Value,
+    },
+    /// Switch a target to a pre-defined program.
+    Switch {
+        target: String,
+        #[serde(default)]
+        worker: Option<u16>,
+        id: u32,
+    },
+    /// Remove the program at a target.
+    Remove {
+        target: String,
+        #[serde(default)]
+        worker: Option<u16>,
+    },
+    /// Submit update-envelope datagrams (hex), authenticated exactly as in-band ones.
+    Update { fragments: Vec<String> },
+    /// Stop the data plane.
+    Shutdown {},
+}
+
+/// A control response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Response {
+    pub fn ok(result: Value) -> Self {
+        Self { ok: true, result: Some(result), error: None }
+    }
+
+    pub fn err(msg: impl Into<String>) -> Self {
+        Self { ok: false, result: None, error: Some(msg.into()) }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach the data plane at {path}: {source} (is `hotplane run` running with this socket?)")]
+    Connect {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("control connection failed: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("malformed response from the data plane: {0}")]
+    Protocol(String),
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// A blocking client for the control socket.
+pub struct Client {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Client {
+    pub fn connect(path: &Path) -> Result<Self, ClientError> {
+        let s = UnixStream::connect(path)
+            .map_err(|source| ClientError::Connect { path: path.display().to_string(), source })?;
+        s.set_read_timeout(Some(Duration::from_secs(30)))?;
+        Ok(Self { reader: BufReader::new(s.try_clone()?), writer: s })
+    }
+
+    /// Send a request and wait for its response; a refused request becomes `Refused`.
+    pub fn call(&mut self, req: &Request) -> Result<Value, ClientError> {
+        let mut line = serde_json::to_vec(req).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        line.push(b'\n');
+        self.writer.write_all(&line)?;
+        let mut resp = String::new();
+        if self.reader.read_line(&mut resp)? == 0 {
+            return Err(ClientError::Protocol("connection closed before a response".into()));
+        }
+        let r: Response =
+            serde_json::from_str(&resp).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        if r.ok {
+            Ok(r.result.unwrap_or(Value::Null))
+        } else {
+            Err(ClientError::Refused(r.error.unwrap_or_else(|| "refused without a reason".into())))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_have_a_stable_json_form() {
+        let r: Request =
+            serde_json::from_str(r#"{"op":"install","target":"pre","stage":{"stage":"drop"}}"#)
+                .unwrap();
+        assert_eq!(
+            r,
+            Request::Install {
+                target: "pre".into(),
+                worker: None,
+                stage: serde_json::json!({"stage":"drop"})
+            }
+        );
+        assert_eq!(serde_json::to_string(&Request::Stats {}).unwrap(), r#"{"op":"stats"}"#);
+        assert!(serde_json::from_str::<Request>(r#"{"op":"stats","extra":1}"#).is_err());
+        assert!(serde_json::from_str::<Request>(r#"{"op":"launch-missiles"}"#).is_err());
+    }
+}

@@ -1,0 +1,125 @@
+//! hotplane-io: the ports packets enter and leave by. A [`Port`] is one queue of one port, owned
+//! by one worker: `mem` (a generator of stamped test traffic and a sink that measures it),
+//! `pcap` (replay a capture, write one), and a software-RSS wrapper that spreads a single-queue
+//! port over several workers by flow hash.
+//!
+//! Depends on `hotplane-core` only; never on program kinds, control or the binary.
+
+pub mod mem;
+pub mod pcap;
+pub mod rss;
+
+use hotplane_core::metrics::LocalCounter;
+use hotplane_core::{Batch, Pool, PoolCache};
+use std::sync::Arc;
+
+/// Live counters of one port queue; written by its worker, read by anyone.
+#[derive(Debug, Default)]
+pub struct PortCounters {
+    pub rx_packets: LocalCounter,
+    pub rx_bytes: LocalCounter,
+    /// Packets the port had but could not hand over (no free buffer, ring full).
+    pub rx_dropped: LocalCounter,
+    pub tx_packets: LocalCounter,
+    pub tx_bytes: LocalCounter,
+    /// Packets given to `send` that the port could not transmit (and freed).
+    pub tx_dropped: LocalCounter,
+    /// Malformed input (bad capture records, oversized frames, ...).
+    pub errors: LocalCounter,
+}
+
+/// A snapshot of [`PortCounters`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct PortStats {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub rx_dropped: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub tx_dropped: u64,
+    pub errors: u64,
+}
+
+impl PortCounters {
+    pub fn snapshot(&self) -> PortStats {
+        PortStats {
+            rx_packets: self.rx_packets.get(),
+            rx_bytes: self.rx_bytes.get(),
+            rx_dropped: self.rx_dropped.get(),
+            tx_packets: self.tx_packets.get(),
+            tx_bytes: self.tx_bytes.get(),
+            tx_dropped: self.tx_dropped.get(),
+            errors: self.errors.get(),
+        }
+    }
+}
+
+impl std::ops::AddAssign for PortStats {
+    fn add_assign(&mut self, o: Self) {
+        self.rx_packets += o.rx_packets;
+        self.rx_bytes += o.rx_bytes;
+        self.rx_dropped += o.rx_dropped;
+        self.tx_packets += o.tx_packets;
+        self.tx_bytes += o.tx_bytes;
+        self.tx_dropped += o.tx_dropped;
+        self.errors += o.errors;
+    }
+}
+
+/// One queue of a port, owned and polled by one worker. Implementations never block.
+pub trait Port: Send {
+    /// The port's configured name.
+    fn name(&self) -> &str;
+
+    /// Append up to `batch.room()` received packets to `batch`, with `meta.in_port` and
+    /// `meta.rx_ts = now_ns` set. Returns how many were added.
+    fn recv(&mut self, batch: &mut Batch, cache: &mut PoolCache, now_ns: u64) -> usize;
+
+    /// Transmit every packet of `batch`, leaving it empty. Packets that cannot be sent are freed
+    /// and counted in `tx_dropped`. Returns how many were sent.
+    fn send(&mut self, batch: &mut Batch, cache: &mut PoolCache, now_ns: u64) -> usize;
+
+    /// This queue's live counters.
+    fn counters(&self) -> Arc<PortCounters>;
+
+    /// True once a finite source (a capture file, a generator with a packet count) has nothing
+    /// left to receive. Infinite sources always return false.
+    fn rx_done(&self) -> bool {
+        false
+    }
+
+    /// Push out anything buffered (a capture writer). Called when the worker idles and stops.
+    fn flush(&mut self) {}
+}
+
+/// Why a port could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum PortError {
+    #[error("port `{port}`: {msg}")]
+    Config { port: String, msg: String },
+    #[error("port `{port}`: {path}: {source}")]
+    Io {
+        port: String,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("port `{port}`: {path}: {source}")]
+    Capture {
+        port: String,
+        path: String,
+        #[source]
+        source: pcap::format::CaptureError,
+    },
+}
+
+/// What opening a port needs besides its own configuration.
+pub struct OpenCtx<'a> {
+    /// Port id: index in the data plane's port list, stamped into `meta.in_port`.
+    pub id: u16,
+    pub name: &'a str,
+    /// One pool per worker; queue `i` belongs to worker `i`.
+    pub pools: &'a [Pool],
+    /// Burst size, for internal batches.
+    pub burst: usize,
+}

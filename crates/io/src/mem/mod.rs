@@ -1,0 +1,369 @@
+//! `mem` ports: in-process traffic for experiments, tests and benchmarks. The receive side is a
+//! [`GenSpec`] generator (one share of the flows per queue: flow `i` on queue `i mod queues`),
+//! the transmit side a measuring [`Sink`]. Reports are collected when the queues are dropped
+//! (workers own them while running, so reading them needs no lock on the fast path).
+
+mod gen;
+mod sink;
+
+pub use gen::{GenSpec, Vary};
+pub use sink::{MarkSeen, Sample, SinkSpec};
+
+use crate::{OpenCtx, Port, PortCounters, PortError};
+use crossbeam_queue::ArrayQueue;
+use gen::Generator;
+use hdrhistogram::Histogram;
+use hotplane_core::{classify, Batch, Meta, PoolCache};
+use sink::Sink;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// Configuration of a `mem` port.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemSpec {
+    /// Traffic to generate; a port without `gen` receives only injected frames.
+    pub gen: Option<GenSpec>,
+    pub sink: SinkSpec,
+}
+
+/// Frames queued for injection per queue (update packets in experiments).
+const INJECT_DEPTH: usize = 256;
+
+struct Shared {
+    name: String,
+    gens: Mutex<Vec<FlowSent>>,
+    sinks: Mutex<Vec<SinkResult>>,
+    inject: Vec<Arc<ArrayQueue<Vec<u8>>>>,
+    counters: Vec<Arc<PortCounters>>,
+}
+
+#[derive(Debug, Clone)]
+struct FlowSent {
+    id: u16,
+    flow: String,
+    sent: u64,
+}
+
+struct SinkResult {
+    flows: BTreeMap<u16, sink::FlowRecord>,
+    samples: Vec<Sample>,
+    captured: Vec<Vec<u8>>,
+    unstamped: u64,
+}
+
+/// The experimenter's handle on a `mem` port: inject frames, read reports.
+#[derive(Clone)]
+pub struct MemHandle {
+    shared: Arc<Shared>,
+}
+
+impl MemHandle {
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// Queue a frame to be received on queue `queue` before generated traffic.
+    pub fn inject_to(&self, queue: usize, frame: Vec<u8>) -> Result<(), Vec<u8>> {
+        match self.shared.inject.get(queue) {
+            Some(q) => q.push(frame),
+            None => Err(frame),
+        }
+    }
+
+    /// Queue a frame on the queue its flow hash selects (software RSS).
+    pub fn inject(&self, frame: Vec<u8>) -> Result<(), Vec<u8>> {
+        let mut m = Meta::default();
+        classify(&frame, &mut m);
+        let q = m.flow_hash as usize % self.shared.inject.len().max(1);
+        self.inject_to(q, frame)
+    }
+
+    /// Live counters of each queue.
+    pub fn counters(&self) -> &[Arc<PortCounters>] {
+        &self.shared.counters
+    }
+
+    /// Merge what every queue reported. Complete once the port's queues have been dropped
+    /// (the data plane stopped).
+    pub fn report(&self) -> MemReport {
+        MemReport::merge(std::slice::from_ref(self))
+    }
+}
+
+/// Per-flow results over one or more `mem` ports.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FlowReport {
+    pub flow: u16,
+    /// The flow's 5-tuple as generated.
+    pub tuple: String,
+    pub sent: u64,
+    pub received: u64,
+    /// Sent but never received (distinct sequence numbers).
+    pub lost: u64,
+    pub duplicates: u64,
+    pub reordered: u64,
+    pub latency_ns_p50: u64,
+    pub latency_ns_p99: u64,
+    pub latency_ns_max: u64,
+    pub marks: Vec<MarkSeen>,
+}
+
+/// Results of one experiment on `mem` ports.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct MemReport {
+    pub flows: Vec<FlowReport>,
+    /// Per-packet samples, ordered by receive time.
+    #[serde(skip)]
+    pub samples: Vec<Sample>,
+    /// Unstamped frames seen by sinks (acknowledgements, replies), in arrival order per queue.
+    #[serde(skip)]
+    pub captured: Vec<Vec<u8>>,
+    pub unstamped: u64,
+    #[serde(skip)]
+    latency: Option<Histogram<u64>>,
+}
+
+impl MemReport {
+    /// Merge reports of several ports: flows are matched by stamp flow id, so traffic generated
+    /// on one port and received on another is accounted end to end.
+    pub fn merge(handles: &[MemHandle]) -> MemReport {
+        let mut sent: BTreeMap<u16, FlowSent> = BTreeMap::new();
+        let mut flows: BTreeMap<u16, sink::FlowRecord> = BTreeMap::new();
+        let mut out = MemReport::default();
+        for h in handles {
+            for f in h.shared.gens.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                let e = sent.entry(f.id).or_insert(FlowSent {
+                    id: f.id,
+                    flow: f.flow.clone(),
+                    sent: 0,
+                });
+                e.sent += f.sent;
+            }
+            for s in h.shared.sinks.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                for (id, rec) in &s.flows {
+                    match flows.get_mut(id) {
+                        None => {
+                            flows.insert(*id, rec.clone());
+                        }
+                        Some(into) => into.absorb(rec),
+                    }
+                }
+                out.samples.extend_from_slice(&s.samples);
+                out.captured.extend(s.captured.iter().cloned());
+                out.unstamped += s.unstamped;
+            }
+        }
+        out.samples.sort_by_key(|s| (s.rx_ts, s.flow, s.seq));
+        let mut all = sink::new_histogram();
+        let ids: std::collections::BTreeSet<u16> =
+            sent.keys().chain(flows.keys()).copied().collect();
+        for id in ids {
+            let s = sent.get(&id);
+            let r = flows.get(&id);
+            let received = r.map_or(0, |r| r.received);
+            let unique = r.map_or(0, |r| r.unique());
+            if let Some(r) = r {
+                let _ = all.add(&r.latency);
+            }
+            out.flows.push(FlowReport {
+                flow: id,
+                tuple: s.map_or_else(|| "?".into(), |s| s.flow.clone()),
+                sent: s.map_or(0, |s| s.sent),
+                received,
+                lost: s.map_or(0, |s| s.sent.saturating_sub(unique)),
+                duplicates: r.map_or(0, |r| r.duplicates),
+                reordered: r.map_or(0, |r| r.reordered),
+                latency_ns_p50: r.map_or(0, |r| r.latency.value_at_quantile(0.5)),
+                latency_ns_p99: r.map_or(0, |r| r.latency.value_at_quantile(0.99)),
+                latency_ns_max: r.map_or(0, |r| r.latency.max()),
+                marks: r.map_or_else(Vec::new, |r| r.marks.clone()),
+            });
+        }
+        out.latency = Some(all);
+        out
+    }
+
+    pub fn sent(&self) -> u64 {
+        self.flows.iter().map(|f| f.sent).sum()
+    }
+
+    pub fn received(&self) -> u64 {
+        self.flows.iter().map(|f| f.received).sum()
+    }
+
+    pub fn lost(&self) -> u64 {
+        self.flows.iter().map(|f| f.lost).sum()
+    }
+
+    pub fn duplicates(&self) -> u64 {
+        self.flows.iter().map(|f| f.duplicates).sum()
+    }
+
+    pub fn flow(&self, id: u16) -> Option<&FlowReport> {
+        self.flows.iter().find(|f| f.flow == id)
+    }
+
+    /// Latency quantile over all flows, in nanoseconds.
+    pub fn latency_ns(&self, q: f64) -> u64 {
+        self.latency.as_ref().map_or(0, |h| h.value_at_quantile(q))
+    }
+}
+
+impl sink::FlowRecord {
+    fn absorb(&mut self, o: &sink::FlowRecord) {
+        // A flow is received by one queue unless it was spread by a stage; merge conservatively.
+        self.received += o.received;
+        self.duplicates += o.duplicates;
+        self.reordered += o.reordered;
+        let _ = self.latency.add(&o.latency);
+        for m in o.marks.iter().copied() {
+            match self.marks.iter_mut().find(|x| x.mark == m.mark) {
+                Some(x) => {
+                    x.packets += m.packets;
+                    if m.first_tx_ts < x.first_tx_ts {
+                        x.first_tx_ts = m.first_tx_ts;
+                        x.first_seq = m.first_seq;
+                    }
+                }
+                None => self.marks.push(m),
+            }
+        }
+    }
+}
+
+/// One queue of a `mem` port.
+pub struct MemQueue {
+    name: String,
+    gen: Option<Generator>,
+    inject: Arc<ArrayQueue<Vec<u8>>>,
+    sink: Sink,
+    counters: Arc<PortCounters>,
+    shared: Arc<Shared>,
+    port: u16,
+}
+
+/// Open a `mem` port with one queue per pool (worker).
+pub fn open(
+    spec: &MemSpec,
+    cx: &OpenCtx<'_>,
+) -> Result<(Vec<Box<dyn Port>>, MemHandle), PortError> {
+    let queues = cx.pools.len().max(1);
+    let cfg_err = |msg: String| PortError::Config { port: cx.name.to_string(), msg };
+    if let Some(g) = &spec.gen {
+        let max = cx.pools.first().map_or(1920, |p| p.buffer_size() - p.headroom() as usize);
+        g.validate(max).map_err(|m| cfg_err(format!("gen.{m}")))?;
+    }
+    let inject: Vec<_> = (0..queues).map(|_| Arc::new(ArrayQueue::new(INJECT_DEPTH))).collect();
+    let counters: Vec<_> = (0..queues).map(|_| Arc::new(PortCounters::default())).collect();
+    let shared = Arc::new(Shared {
+        name: cx.name.to_string(),
+        gens: Mutex::new(Vec::new()),
+        sinks: Mutex::new(Vec::new()),
+        inject: inject.clone(),
+        counters: counters.clone(),
+    });
+    let mut out: Vec<Box<dyn Port>> = Vec::with_capacity(queues);
+    for q in 0..queues {
+        let gen = spec.gen.as_ref().map(|g| Generator::new(g, cx.id, q, queues, inject[q].clone()));
+        if let (Some(g), Some(spec)) = (&gen, &spec.gen) {
+            if spec.prebuilt {
+                if let Some(pool) = cx.pools.get(q) {
+                    pool.prefill(|i, buf| {
+                        if let Some(f) = g.prebuilt_frame(i) {
+                            buf[..f.len()].copy_from_slice(f);
+                        }
+                    });
+                }
+            }
+        }
+        out.push(Box::new(MemQueue {
+            name: cx.name.to_string(),
+            gen,
+            inject: inject[q].clone(),
+            sink: Sink::new(spec.sink.clone()),
+            counters: counters[q].clone(),
+            shared: shared.clone(),
+            port: cx.id,
+        }));
+    }
+    Ok((out, MemHandle { shared }))
+}
+
+impl Port for MemQueue {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    #[inline]
+    fn recv(&mut self, batch: &mut Batch, cache: &mut PoolCache, now_ns: u64) -> usize {
+        match &mut self.gen {
+            Some(g) => g.recv(batch, cache, now_ns, &self.counters),
+            None => {
+                let mut n = 0;
+                while batch.room() > 0 {
+                    let Some(frame) = self.inject.pop() else { break };
+                    let Some(mut p) = cache.alloc() else {
+                        self.counters.rx_dropped.add(1);
+                        break;
+                    };
+                    if p.set_frame(&frame).is_err() {
+                        self.counters.errors.add(1);
+                        cache.free(p);
+                        continue;
+                    }
+                    p.meta.in_port = self.port;
+                    p.meta.rx_ts = now_ns;
+                    self.counters.rx_bytes.add(p.len() as u64);
+                    let _ = batch.push(p);
+                    n += 1;
+                }
+                self.counters.rx_packets.add(n as u64);
+                n
+            }
+        }
+    }
+
+    #[inline]
+    fn send(&mut self, batch: &mut Batch, cache: &mut PoolCache, now_ns: u64) -> usize {
+        let n = batch.len();
+        let mut bytes = 0u64;
+        let measure = self.sink.measures();
+        for p in batch.drain() {
+            bytes += p.len() as u64;
+            if measure {
+                self.sink.note(&p, now_ns);
+            }
+            cache.free(p);
+        }
+        self.counters.tx_packets.add(n as u64);
+        self.counters.tx_bytes.add(bytes);
+        n
+    }
+
+    fn counters(&self) -> Arc<PortCounters> {
+        self.counters.clone()
+    }
+
+    fn rx_done(&self) -> bool {
+        self.inject.is_empty() && self.gen.as_ref().is_none_or(|g| g.done())
+    }
+}
+
+impl Drop for MemQueue {
+    fn drop(&mut self) {
+        if let Some(g) = &self.gen {
+            let mut gens = self.shared.gens.lock().unwrap_or_else(|e| e.into_inner());
+            for f in &g.flows {
+                gens.push(FlowSent { id: f.id, flow: f.frame_tuple(), sent: f.sent });
+            }
+        }
+        let s = std::mem::replace(&mut self.sink, Sink::new(SinkSpec::default()));
+        self.shared.sinks.lock().unwrap_or_else(|e| e.into_inner()).push(SinkResult {
+            flows: s.flows,
+            samples: s.samples,
+            captured: s.captured,
+            unstamped: s.unstamped,
+        });
+    }
+}

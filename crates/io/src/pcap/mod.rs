@@ -1,0 +1,250 @@
+//! `pcap` ports: replay a capture file (pcap or pcapng) as the receive side, write transmitted
+//! packets to a pcap file. A capture is one queue; with several workers it is spread by the
+//! software-RSS wrapper.
+
+pub mod format;
+
+use crate::{OpenCtx, Port, PortCounters, PortError};
+use format::{CaptureReader, CaptureWriter};
+use hotplane_core::{time, Batch, PoolCache};
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Configuration of a `pcap` port.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PcapSpec {
+    /// Capture to replay as received traffic.
+    pub read: Option<PathBuf>,
+    /// File to write transmitted packets to (classic pcap, nanosecond timestamps).
+    pub write: Option<PathBuf>,
+    /// Replay rate in packets per second; as fast as possible when absent.
+    pub rate_pps: Option<f64>,
+    /// Times to replay the file; 0 replays forever.
+    pub loops: u32,
+}
+
+impl Default for PcapSpec {
+    fn default() -> Self {
+        Self { read: None, write: None, rate_pps: None, loops: 1 }
+    }
+}
+
+/// The single queue of a `pcap` port.
+pub struct PcapPort {
+    name: String,
+    id: u16,
+    spec: PcapSpec,
+    reader: Option<CaptureReader<BufReader<File>>>,
+    writer: Option<CaptureWriter<BufWriter<File>>>,
+    loops_done: u32,
+    done: bool,
+    record: Vec<u8>,
+    counters: Arc<PortCounters>,
+    start_ns: u64,
+    replayed: u64,
+}
+
+fn open_reader(port: &str, path: &PathBuf) -> Result<CaptureReader<BufReader<File>>, PortError> {
+    let f = File::open(path).map_err(|source| PortError::Io {
+        port: port.into(),
+        path: path.display().to_string(),
+        source,
+    })?;
+    CaptureReader::new(BufReader::new(f)).map_err(|source| PortError::Capture {
+        port: port.into(),
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+impl PcapPort {
+    pub fn open(spec: &PcapSpec, id: u16, name: &str) -> Result<Self, PortError> {
+        if let Some(r) = spec.rate_pps {
+            if !(r.is_finite() && r > 0.0) {
+                return Err(PortError::Config {
+                    port: name.into(),
+                    msg: format!("rate_pps = {r}: must be a positive number"),
+                });
+            }
+        }
+        if spec.read.is_none() && spec.write.is_none() {
+            return Err(PortError::Config {
+                port: name.into(),
+                msg: "a pcap port needs `read`, `write` or both".into(),
+            });
+        }
+        let reader = spec.read.as_ref().map(|p| open_reader(name, p)).transpose()?;
+        let writer = match &spec.write {
+            None => None,
+            Some(path) => {
+                let f = File::create(path).map_err(|source| PortError::Io {
+                    port: name.into(),
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                Some(CaptureWriter::new(BufWriter::with_capacity(1 << 16, f), 65535).map_err(
+                    |source| PortError::Io {
+                        port: name.into(),
+                        path: path.display().to_string(),
+                        source,
+                    },
+                )?)
+            }
+        };
+        Ok(Self {
+            name: name.into(),
+            id,
+            done: reader.is_none(),
+            spec: spec.clone(),
+            reader,
+            writer,
+            loops_done: 0,
+            record: Vec::with_capacity(2048),
+            counters: Arc::new(PortCounters::default()),
+            start_ns: 0,
+            replayed: 0,
+        })
+    }
+
+    /// Next record, reopening the file for another loop at its end.
+    fn next_record(&mut self) -> Option<()> {
+        loop {
+            let reader = self.reader.as_mut()?;
+            match reader.next_record(&mut self.record) {
+                Ok(Some(_)) => return Some(()),
+                Ok(None) => {
+                    self.loops_done += 1;
+                    if self.spec.loops != 0 && self.loops_done >= self.spec.loops {
+                        self.reader = None;
+                        return None;
+                    }
+                    let path = self.spec.read.clone()?;
+                    match open_reader(&self.name, &path) {
+                        Ok(r) => self.reader = Some(r),
+                        Err(e) => {
+                            tracing::error!(error = %e, "cannot reopen capture for the next loop");
+                            self.counters.errors.add(1);
+                            self.reader = None;
+                            return None;
+                        }
+                    }
+                    if self.replayed == 0 {
+                        // An empty file would loop forever without yielding anything.
+                        self.reader = None;
+                        return None;
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(port = %self.name, error = %e, "capture unreadable; stopping replay");
+                    self.counters.errors.add(1);
+                    self.reader = None;
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+impl Port for PcapPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn recv(&mut self, batch: &mut Batch, cache: &mut PoolCache, now_ns: u64) -> usize {
+        if self.done {
+            return 0;
+        }
+        let mut want = batch.room();
+        if let Some(rate) = self.spec.rate_pps {
+            if self.start_ns == 0 {
+                self.start_ns = now_ns;
+            }
+            let due = ((now_ns - self.start_ns) as f64 * rate / 1e9) as u64 + 1;
+            want = want.min(due.saturating_sub(self.replayed) as usize);
+        }
+        let mut n = 0;
+        while n < want {
+            if self.next_record().is_none() {
+                self.done = true;
+                break;
+            }
+            self.replayed += 1;
+            let Some(mut p) = cache.alloc() else {
+                self.counters.rx_dropped.add(1);
+                continue;
+            };
+            if p.set_frame(&self.record).is_err() {
+                // Larger than a buffer (jumbo frame into a standard pool): counted, skipped.
+                self.counters.rx_dropped.add(1);
+                self.counters.errors.add(1);
+                cache.free(p);
+                continue;
+            }
+            p.meta.in_port = self.id;
+            p.meta.rx_ts = now_ns;
+            self.counters.rx_bytes.add(p.len() as u64);
+            let _ = batch.push(p);
+            n += 1;
+        }
+        self.counters.rx_packets.add(n as u64);
+        n
+    }
+
+    fn send(&mut self, batch: &mut Batch, cache: &mut PoolCache, _now_ns: u64) -> usize {
+        let n = batch.len();
+        let Some(w) = self.writer.as_mut() else {
+            self.counters.tx_dropped.add(n as u64);
+            batch.free_all(cache);
+            return 0;
+        };
+        let ts = time::unix_micros() * 1000;
+        let mut sent = 0;
+        for p in batch.drain() {
+            match w.write(ts, p.data()) {
+                Ok(()) => {
+                    sent += 1;
+                    self.counters.tx_bytes.add(p.len() as u64);
+                }
+                Err(_) => {
+                    self.counters.tx_dropped.add(1);
+                    self.counters.errors.add(1);
+                }
+            }
+            cache.free(p);
+        }
+        self.counters.tx_packets.add(sent as u64);
+        sent
+    }
+
+    fn counters(&self) -> Arc<PortCounters> {
+        self.counters.clone()
+    }
+
+    fn rx_done(&self) -> bool {
+        self.done
+    }
+
+    fn flush(&mut self) {
+        if let Some(w) = self.writer.as_mut() {
+            if let Err(e) = w.flush() {
+                tracing::error!(port = %self.name, error = %e, "capture write failed");
+                self.counters.errors.add(1);
+            }
+        }
+    }
+}
+
+impl Drop for PcapPort {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+/// Open a `pcap` port: one queue, spread over `cx.pools.len()` workers by software RSS.
+pub fn open(spec: &PcapSpec, cx: &OpenCtx<'_>) -> Result<Vec<Box<dyn Port>>, PortError> {
+    let port = PcapPort::open(spec, cx.id, cx.name)?;
+    Ok(crate::rss::spread(Box::new(port), cx.pools.len().max(1), cx.burst))
+}
