@@ -176,6 +176,13 @@ pub(crate) struct GenFlow {
     pub sent: u64,
 }
 
+impl GenFlow {
+    pub fn frame_tuple(&self) -> String {
+        let f = &self.frame;
+        format!("udp {}:{} -> {}:{}", f.src_ip, f.src_port, f.dst_ip, f.dst_port)
+    }
+}
+
 /// Per-queue generator state.
 pub(crate) struct Generator {
     port: u16,
@@ -399,12 +406,5 @@ mod tests {
         assert_eq!(s.frame(3).dst_ip, "10.1.0.4".parse::<IpAddr>().unwrap());
         let s = GenSpec { vary: Vary::SrcPort, ..Default::default() };
         assert_eq!(s.frame(3).src_port, 1027);
-    }
-}
-
-impl GenFlow {
-    pub fn frame_tuple(&self) -> String {
-        let f = &self.frame;
-        format!("udp {}:{} -> {}:{}", f.src_ip, f.src_port, f.dst_ip, f.dst_port)
     }
 }
