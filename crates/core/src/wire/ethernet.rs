@@ -53,6 +53,21 @@ impl core::str::FromStr for EthernetAddress {
     }
 }
 
+impl serde::Serialize for EthernetAddress {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> core::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for EthernetAddress {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> core::result::Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(|_| {
+            serde::de::Error::custom(format!("`{s}` is not a MAC address (aa:bb:cc:dd:ee:ff)"))
+        })
+    }
+}
+
 /// EtherType values the engine understands.
 pub struct EtherType;
 
@@ -192,20 +207,5 @@ mod tests {
         assert!("02:00:0a:0b:0c".parse::<EthernetAddress>().is_err());
         assert!("02:00:0a:0b:0c:0d:0e".parse::<EthernetAddress>().is_err());
         assert!("zz:00:0a:0b:0c:0d".parse::<EthernetAddress>().is_err());
-    }
-}
-
-impl serde::Serialize for EthernetAddress {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> core::result::Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for EthernetAddress {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> core::result::Result<Self, D::Error> {
-        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        s.parse().map_err(|_| {
-            serde::de::Error::custom(format!("`{s}` is not a MAC address (aa:bb:cc:dd:ee:ff)"))
-        })
     }
 }
