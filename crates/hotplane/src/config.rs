@@ -1,0 +1,440 @@
+//! The TOML configuration of a data plane, and its validation. Errors name the key at fault
+//! (`port[1].peer: no port named "p9"`).
+
+use hotplane_io::mem::{GenSpec, SinkSpec};
+use hotplane_io::pcap::PcapSpec;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use crate::stages::StageSpec;
+
+/// Default UDP port for in-band updates.
+pub const DEFAULT_UPDATE_PORT: u16 = 47474;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub dataplane: DataplaneConfig,
+    #[serde(default, rename = "port")]
+    pub ports: Vec<PortConfig>,
+    #[serde(default)]
+    pub pipeline: PipelineConfig,
+    #[serde(default)]
+    pub predefined: Vec<PredefinedConfig>,
+    #[serde(default)]
+    pub control: ControlConfig,
+    #[serde(default)]
+    pub metrics: MetricsConfig,
+}
+
+/// What a worker does when a poll finds no packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IdlePolicy {
+    /// Busy-poll: lowest latency, one core at 100%.
+    Poll,
+    /// Yield the CPU after a run of empty polls: friendly to shared machines.
+    #[default]
+    Yield,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DataplaneConfig {
+    /// Number of workers (one per core).
+    pub workers: usize,
+    /// Cores to pin workers to, one per worker; unpinned when absent.
+    pub cores: Option<Vec<usize>>,
+    /// Burst size, 1 to 64.
+    pub batch: usize,
+    pub idle: IdlePolicy,
+    /// Per-worker packet buffer pool.
+    pub pool: hotplane_core::PoolConfig,
+}
+
+impl Default for DataplaneConfig {
+    fn default() -> Self {
+        Self {
+            workers: 1,
+            cores: None,
+            batch: hotplane_core::DEFAULT_BATCH,
+            idle: IdlePolicy::Yield,
+            pool: Default::default(),
+        }
+    }
+}
+
+/// One port. `kind` selects the rest of the fields.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum PortConfig {
+    Mem {
+        name: String,
+        /// Where packets received here go unless a program says otherwise (default: back out
+        /// of this port).
+        #[serde(default)]
+        peer: Option<String>,
+        #[serde(default)]
+        gen: Option<GenSpec>,
+        #[serde(default)]
+        sink: SinkSpec,
+    },
+    Pcap {
+        name: String,
+        #[serde(default)]
+        peer: Option<String>,
+        #[serde(default)]
+        read: Option<PathBuf>,
+        #[serde(default)]
+        write: Option<PathBuf>,
+        #[serde(default)]
+        rate_pps: Option<f64>,
+        #[serde(default = "one")]
+        loops: u32,
+    },
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl PortConfig {
+    pub fn name(&self) -> &str {
+        match self {
+            PortConfig::Mem { name, .. } | PortConfig::Pcap { name, .. } => name,
+        }
+    }
+
+    pub fn peer(&self) -> Option<&str> {
+        match self {
+            PortConfig::Mem { peer, .. } | PortConfig::Pcap { peer, .. } => peer.as_deref(),
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            PortConfig::Mem { .. } => "mem",
+            PortConfig::Pcap { .. } => "pcap",
+        }
+    }
+
+    pub fn pcap_spec(&self) -> Option<PcapSpec> {
+        match self {
+            PortConfig::Pcap { read, write, rate_pps, loops, .. } => Some(PcapSpec {
+                read: read.clone(),
+                write: write.clone(),
+                rate_pps: *rate_pps,
+                loops: *loops,
+            }),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PipelineConfig {
+    pub pre: Option<StageSpec>,
+    pub mid: Option<StageSpec>,
+    pub post: Option<StageSpec>,
+    /// Per-flow functions: the most specific matching selector wins.
+    pub flows: Vec<FlowConfig>,
+    /// Function for flows no selector matches.
+    pub flow_default: Option<StageSpec>,
+    /// Named extern slots (callable by the `call` stage and, later, P4 actions).
+    pub externs: BTreeMap<String, StageSpec>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowConfig {
+    /// Flow selector: `proto=udp,src=10.0.0.1,dst=10.1.0.0/16,sport=1,dport=2,vlan=3`.
+    #[serde(rename = "match")]
+    pub selector: String,
+    pub stage: StageSpec,
+}
+
+/// A program installed at start and selectable by id at runtime ("pre-defined" mode).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PredefinedConfig {
+    pub id: u32,
+    #[serde(default)]
+    pub name: Option<String>,
+    pub stage: StageSpec,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControlConfig {
+    /// UNIX socket of the control API; the API is off when absent.
+    pub socket: Option<PathBuf>,
+    /// UDP destination port that marks in-band update packets; 0 disables in-band updates.
+    pub update_port: u16,
+    /// Accept updates with key id 0 and no MAC. Never on unless you mean it.
+    pub allow_unauthenticated: bool,
+    pub max_update_bytes: u32,
+    pub max_pending: usize,
+    pub reassembly_timeout_ms: u64,
+    /// Persist the last applied sequence number per key here, so a restart does not reopen
+    /// old updates to replay.
+    pub state_file: Option<PathBuf>,
+    pub keys: Vec<KeyConfig>,
+}
+
+impl Default for ControlConfig {
+    fn default() -> Self {
+        Self {
+            socket: None,
+            update_port: DEFAULT_UPDATE_PORT,
+            allow_unauthenticated: false,
+            max_update_bytes: 1 << 20,
+            max_pending: 16,
+            reassembly_timeout_ms: 2000,
+            state_file: None,
+            keys: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyConfig {
+    pub id: u32,
+    /// 64 hex digits.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// File holding 64 hex digits.
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Serve Prometheus text at http://ADDR/metrics (e.g. "127.0.0.1:9464").
+    pub prometheus: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {msg}")]
+    Parse { path: String, msg: String },
+    #[error("{key}: {msg}")]
+    Invalid { key: String, msg: String },
+}
+
+fn invalid(key: impl Into<String>, msg: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key: key.into(), msg: msg.into() }
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        let cfg: Config = toml::from_str(text)
+            .map_err(|e| ConfigError::Parse { path: origin.into(), msg: e.to_string() })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks that need more than one field; the error names the key at fault.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let d = &self.dataplane;
+        if d.workers == 0 || d.workers > hotplane_core::MAX_WORKERS {
+            return Err(invalid(
+                "dataplane.workers",
+                format!("{}: must be 1 to {}", d.workers, hotplane_core::MAX_WORKERS),
+            ));
+        }
+        if d.batch == 0 || d.batch > hotplane_core::MAX_BATCH {
+            return Err(invalid(
+                "dataplane.batch",
+                format!("{}: must be 1 to {}", d.batch, hotplane_core::MAX_BATCH),
+            ));
+        }
+        if let Some(cores) = &d.cores {
+            if cores.len() != d.workers {
+                return Err(invalid(
+                    "dataplane.cores",
+                    format!("lists {} cores for {} workers", cores.len(), d.workers),
+                ));
+            }
+            let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+            if let Some(c) = cores.iter().find(|c| **c >= online) {
+                return Err(invalid(
+                    "dataplane.cores",
+                    format!("core {c} does not exist (this machine has {online})"),
+                ));
+            }
+        }
+        hotplane_core::Pool::new(hotplane_core::PoolConfig { buffers: 1, ..d.pool })
+            .map_err(|e| invalid("dataplane.pool", e.to_string()))?;
+        if self.ports.is_empty() {
+            return Err(invalid("port", "at least one [[port]] is needed"));
+        }
+        if self.ports.len() > u16::MAX as usize - 1 {
+            return Err(invalid("port", "too many ports"));
+        }
+        let mut names = HashSet::new();
+        for (i, p) in self.ports.iter().enumerate() {
+            let key = format!("port[{i}]");
+            if p.name().is_empty() {
+                return Err(invalid(format!("{key}.name"), "must not be empty"));
+            }
+            if !names.insert(p.name()) {
+                return Err(invalid(
+                    format!("{key}.name"),
+                    format!("`{}` is used by another port", p.name()),
+                ));
+            }
+        }
+        for (i, p) in self.ports.iter().enumerate() {
+            if let Some(peer) = p.peer() {
+                if !names.contains(peer) {
+                    return Err(invalid(
+                        format!("port[{i}].peer"),
+                        format!("no port named `{peer}`"),
+                    ));
+                }
+            }
+            if let PortConfig::Pcap { read: None, write: None, .. } = p {
+                return Err(invalid(
+                    format!("port[{i}]"),
+                    "a pcap port needs `read`, `write` or both",
+                ));
+            }
+        }
+        let mut ids = HashSet::new();
+        for (i, p) in self.predefined.iter().enumerate() {
+            if !ids.insert(p.id) {
+                return Err(invalid(
+                    format!("predefined[{i}].id"),
+                    format!("id {} is used twice", p.id),
+                ));
+            }
+        }
+        for (i, f) in self.pipeline.flows.iter().enumerate() {
+            f.selector
+                .parse::<hotplane_core::FlowSelector>()
+                .map_err(|e| invalid(format!("pipeline.flows[{i}].match"), e.to_string()))?;
+        }
+        for name in self.pipeline.externs.keys() {
+            if name.is_empty() || name.len() > hotplane_control::envelope::MAX_EXTERN_NAME {
+                return Err(invalid(
+                    format!("pipeline.externs.{name}"),
+                    "extern names are 1 to 64 bytes",
+                ));
+            }
+        }
+        let c = &self.control;
+        let mut key_ids = HashSet::new();
+        for (i, k) in c.keys.iter().enumerate() {
+            if k.id == 0 {
+                return Err(invalid(
+                    format!("control.keys[{i}].id"),
+                    "key id 0 means unauthenticated; use 1 or above",
+                ));
+            }
+            if !key_ids.insert(k.id) {
+                return Err(invalid(
+                    format!("control.keys[{i}].id"),
+                    format!("id {} is used twice", k.id),
+                ));
+            }
+            if k.key.is_some() == k.key_file.is_some() {
+                return Err(invalid(
+                    format!("control.keys[{i}]"),
+                    "give exactly one of `key` and `key_file`",
+                ));
+            }
+        }
+        if self.control.keys.iter().all(|k| k.key.is_some()) {
+            self.keys()?;
+        }
+        if c.max_pending == 0 {
+            return Err(invalid("control.max_pending", "must be at least 1"));
+        }
+        if let Some(addr) = &self.metrics.prometheus {
+            addr.parse::<std::net::SocketAddr>().map_err(|_| {
+                invalid(
+                    "metrics.prometheus",
+                    format!("`{addr}` is not an address like 127.0.0.1:9464"),
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The keys, read and decoded.
+    pub fn keys(&self) -> Result<std::collections::HashMap<u32, [u8; 32]>, ConfigError> {
+        let mut out = std::collections::HashMap::new();
+        for (i, k) in self.control.keys.iter().enumerate() {
+            let text = match (&k.key, &k.key_file) {
+                (Some(t), _) => t.clone(),
+                (None, Some(p)) => std::fs::read_to_string(p).map_err(|e| {
+                    invalid(format!("control.keys[{i}].key_file"), format!("{}: {e}", p.display()))
+                })?,
+                (None, None) => return Err(invalid(format!("control.keys[{i}]"), "no key")),
+            };
+            let key = hotplane_control::parse_key(&text)
+                .map_err(|e| invalid(format!("control.keys[{i}]"), e))?;
+            out.insert(k.id, key);
+        }
+        Ok(out)
+    }
+
+    /// Index of a port by name.
+    pub fn port_id(&self, name: &str) -> Option<u16> {
+        self.ports.iter().position(|p| p.name() == name).map(|i| i as u16)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        Config::parse(text, "test.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn minimal_config_parses() {
+        let c = Config::parse("[[port]]\nname = \"p0\"\nkind = \"mem\"\n", "t").unwrap();
+        assert_eq!(c.dataplane.workers, 1);
+        assert_eq!(c.control.update_port, DEFAULT_UPDATE_PORT);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        assert!(err("[dataplane]\nworkers = 0\n[[port]]\nname=\"a\"\nkind=\"mem\"")
+            .starts_with("dataplane.workers"));
+        assert!(err("[[port]]\nname=\"a\"\nkind=\"mem\"\npeer=\"b\"")
+            .starts_with("port[0].peer: no port named `b`"));
+        let e = err("[[port]]\nname=\"a\"\nkind=\"mem\"\nspeed=1");
+        assert!(e.contains("unknown field `speed`"), "{e}");
+        let e = err("[[port]]\nname=\"a\"\nkind=\"floppy\"");
+        assert!(e.contains("floppy"), "{e}");
+        let e = err("[[port]]\nname=\"a\"\nkind=\"mem\"\n[[control.keys]]\nid=1\nkey=\"00\"");
+        assert!(
+            e.starts_with("control.keys[0]: key must be 32 bytes") || e.contains("control.keys[0]"),
+            "{e}"
+        );
+        let e = err("[[port]]\nname=\"a\"\nkind=\"mem\"\n[[pipeline.flows]]\nmatch=\"sport=x\"\nstage={stage=\"drop\"}");
+        assert!(e.starts_with("pipeline.flows[0].match"), "{e}");
+        let e = err("[[port]]\nname=\"a\"\nkind=\"mem\"\n[pipeline]\npre={stage=\"teleport\"}");
+        assert!(e.contains("teleport"), "{e}");
+    }
+}

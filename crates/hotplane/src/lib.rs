@@ -1,0 +1,12 @@
+//! hotplane: the binary's library. Configuration, native stage specs, the runtime that wires
+//! ports, workers, slots and the control thread together, and the commands built on it (demo,
+//! benchmarks, generator, push client).
+//!
+//! This is the only crate allowed to depend on every other hotplane crate.
+
+pub mod config;
+pub mod runtime;
+pub mod stages;
+
+pub use config::Config;
+pub use runtime::DataPlane;

@@ -1,0 +1,421 @@
+//! The control thread: everything slow happens here, never on a worker. It drains the rings of
+//! punted in-band update packets, serves control API requests, authenticates, reassembles and
+//! applies updates, and queues acknowledgements back to the worker that received the update.
+
+use super::observe::Observability;
+use super::registry::{InstallError, Installed, Registry};
+use crate::stages::{Program, StageSpec};
+use crossbeam_queue::ArrayQueue;
+use hotplane_control::api::{Request, Response};
+use hotplane_control::{
+    Ack, AckStatus, Kind, Reason, Received, Receiver, Refusal, Target, Update, WorkerScope,
+};
+use hotplane_core::wire::{EthernetFrame, UdpFrame};
+use hotplane_core::{Layers, Packet, Pool};
+use serde_json::{json, Value};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A control API request with the channel its response goes back on.
+pub struct ApiCall {
+    pub req: Request,
+    pub reply: crossbeam_channel::Sender<Response>,
+}
+
+/// Refusal acks for unauthenticated datagrams are rate-limited: an attacker without a key
+/// should not be able to make the node send traffic at will.
+struct TokenBucket {
+    tokens: f64,
+    rate: f64,
+    burst: f64,
+    last: Instant,
+}
+
+impl TokenBucket {
+    fn take(&mut self) -> bool {
+        let now = Instant::now();
+        self.tokens =
+            (self.tokens + now.duration_since(self.last).as_secs_f64() * self.rate).min(self.burst);
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+pub(crate) struct Control {
+    pub registry: Arc<Registry>,
+    pub receiver: Receiver,
+    pub punts: Vec<Arc<ArrayQueue<Packet>>>,
+    pub injects: Vec<Arc<ArrayQueue<Packet>>>,
+    pub pools: Vec<Pool>,
+    pub requests: crossbeam_channel::Receiver<ApiCall>,
+    pub stop: Arc<AtomicBool>,
+    pub shutdown: Arc<AtomicBool>,
+    pub busy: Arc<AtomicBool>,
+    pub obs: Arc<Observability>,
+    pub state_file: Option<PathBuf>,
+}
+
+impl Control {
+    pub fn run(mut self) {
+        let mut limiter =
+            TokenBucket { tokens: 100.0, rate: 100.0, burst: 100.0, last: Instant::now() };
+        let mut last_expire = Instant::now();
+        while !self.stop.load(Ordering::Relaxed) {
+            self.busy.store(true, Ordering::Release);
+            let mut did = false;
+            for w in 0..self.punts.len() {
+                while let Some(p) = self.punts[w].pop() {
+                    self.inband(w, p, &mut limiter);
+                    did = true;
+                }
+            }
+            while let Ok(call) = self.requests.try_recv() {
+                let resp = self.handle(call.req);
+                let _ = call.reply.send(resp);
+                did = true;
+            }
+            if last_expire.elapsed() > Duration::from_millis(50) {
+                for r in self.receiver.expire(Instant::now()) {
+                    tracing::warn!(reason = %r.reason, "{}", r.message);
+                }
+                last_expire = Instant::now();
+            }
+            if !did {
+                self.busy.store(false, Ordering::Release);
+                std::thread::park_timeout(Duration::from_millis(2));
+            }
+        }
+        self.busy.store(false, Ordering::Release);
+    }
+
+    /// One punted update packet from worker `w`.
+    fn inband(&mut self, w: usize, pkt: Packet, limiter: &mut TokenBucket) {
+        let m = pkt.meta;
+        let data = pkt.data();
+        let (payload_at, udp_end) = {
+            let l4 = m.l4_off as usize;
+            let len =
+                data.get(l4 + 4..l4 + 6).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]) as usize);
+            (m.payload_off as usize, (l4 + len).min(data.len()))
+        };
+        if m.layers & Layers::UDP == 0 || payload_at > udp_end {
+            self.receiver.count_refusal(Reason::Malformed);
+            return;
+        }
+        let payload = &data[payload_at..udp_end];
+        let started = Instant::now();
+        let ack = match self.receiver.receive(payload, started) {
+            Ok(Received::Complete(u)) => {
+                let r = self.apply(&u, Some(w));
+                self.obs.record_apply(started.elapsed());
+                self.ack_for(&u, r)
+            }
+            Ok(Received::Partial { header, received, .. }) => Some((
+                Ack {
+                    status: AckStatus::Partial,
+                    reason: None,
+                    key_id: header.key_id,
+                    seq: header.seq,
+                    version: 0,
+                    received,
+                    message: String::new(),
+                },
+                header.key_id != 0,
+                header.flags.no_ack(),
+            )),
+            Err(r) => {
+                tracing::info!(worker = w, reason = %r.reason, "update refused: {}", r.message);
+                if !r.authenticated && !limiter.take() {
+                    None
+                } else {
+                    Some((refused_ack(&r), r.authenticated, r.no_ack))
+                }
+            }
+        };
+        if let Some((ack, authenticated, no_ack)) = ack {
+            if !no_ack {
+                let key = if authenticated { self.receiver.key(ack.key_id).copied() } else { None };
+                let bytes = ack.encode(key.as_ref());
+                self.reply(w, &pkt, &bytes);
+            }
+        }
+    }
+
+    fn ack_for(&mut self, u: &Update, r: Result<Installed, Refusal>) -> Option<(Ack, bool, bool)> {
+        let h = &u.header;
+        let target = h.target.to_string();
+        let ack = match r {
+            Ok(inst) => {
+                self.registry.count(&target, None);
+                self.persist_sequences();
+                Ack {
+                    status: AckStatus::Applied,
+                    reason: None,
+                    key_id: h.key_id,
+                    seq: h.seq,
+                    version: inst.version,
+                    received: u.payload.len() as u32,
+                    message: inst.warning.unwrap_or_default(),
+                }
+            }
+            Err(refusal) => {
+                tracing::info!(target = %target, reason = %refusal.reason, "update not applied: {}", refusal.message);
+                self.receiver.count_refusal(refusal.reason);
+                self.registry.count(&target, Some(refusal.reason.as_str()));
+                self.persist_sequences();
+                refused_ack(&refusal)
+            }
+        };
+        Some((ack, h.key_id != 0, h.flags.no_ack()))
+    }
+
+    /// Queue `payload` as a UDP reply to the sender of `to`, out of the port it came in on.
+    fn reply(&self, w: usize, to: &Packet, payload: &[u8]) {
+        let Some(frame) = reply_frame(to, payload) else { return };
+        let Some(mut p) = self.pools[w].alloc() else {
+            tracing::warn!(worker = w, "no buffer for an acknowledgement");
+            return;
+        };
+        if p.set_frame(&frame).is_err() {
+            return;
+        }
+        p.meta.out_port = to.meta.in_port;
+        if self.injects[w].push(p).is_err() {
+            tracing::warn!(worker = w, "acknowledgement ring full");
+        }
+    }
+
+    /// Apply a complete, authenticated update. `origin` is the worker that received it in-band.
+    fn apply(&self, u: &Update, origin: Option<usize>) -> Result<Installed, Refusal> {
+        let h = &u.header;
+        let n = self.registry.worker_count();
+        let workers: Vec<usize> = match h.worker {
+            WorkerScope::All => (0..n).collect(),
+            WorkerScope::Receiving => origin.map_or_else(|| (0..n).collect(), |o| vec![o]),
+            WorkerScope::One(w) if (w as usize) < n => vec![w as usize],
+            WorkerScope::One(w) => {
+                return Err(Refusal::of(
+                    h,
+                    Reason::BadTarget,
+                    format!("worker {w} does not exist ({n} workers)"),
+                ))
+            }
+        };
+        let program: Program = match h.kind {
+            Kind::NativeStage => {
+                let spec: StageSpec = serde_json::from_slice(&u.payload)
+                    .map_err(|e| Refusal::of(h, Reason::ApplyFailed, format!("stage spec: {e}")))?;
+                self.registry.build(&spec).map_err(|e| Refusal::of(h, Reason::ApplyFailed, e))?
+            }
+            Kind::SelectPredefined => {
+                let id: [u8; 4] = u.payload.as_slice().try_into().map_err(|_| {
+                    Refusal::of(
+                        h,
+                        Reason::ApplyFailed,
+                        "select-predefined payload must be a 4-byte id",
+                    )
+                })?;
+                let id = u32::from_be_bytes(id);
+                Some(self.registry.predefined(id).ok_or_else(|| {
+                    Refusal::of(
+                        h,
+                        Reason::ApplyFailed,
+                        format!("no pre-defined program with id {id}"),
+                    )
+                })?)
+            }
+            Kind::Remove => None,
+            other => {
+                return Err(Refusal::of(
+                    h,
+                    Reason::UnsupportedKind,
+                    format!("{} updates are not supported by this build yet", other.name()),
+                ))
+            }
+        };
+        self.registry.install(&h.target, &workers, program).map_err(|e| match e {
+            InstallError::BadTarget(m) => Refusal::of(h, Reason::BadTarget, m),
+            InstallError::BadProgram(m) => Refusal::of(h, Reason::ApplyFailed, m),
+            InstallError::Called(g) => Refusal::of(h, Reason::ApplyFailed, g.to_string()),
+        })
+    }
+
+    fn persist_sequences(&self) {
+        let Some(path) = &self.state_file else { return };
+        let seqs = self.receiver.last_sequences();
+        let text = serde_json::to_string_pretty(&json!({ "last_seq": seqs })).unwrap_or_default();
+        let tmp = path.with_extension("tmp");
+        if let Err(e) = std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, path)) {
+            tracing::error!(path = %path.display(), error = %e, "cannot persist replay state");
+        }
+    }
+
+    fn handle(&mut self, req: Request) -> Response {
+        let workers_of = |w: Option<u16>, n: usize| -> Result<Vec<usize>, String> {
+            match w {
+                None => Ok((0..n).collect()),
+                Some(w) if (w as usize) < n => Ok(vec![w as usize]),
+                Some(w) => Err(format!("worker {w} does not exist ({n} workers)")),
+            }
+        };
+        let n = self.registry.worker_count();
+        let installed = |r: Result<Installed, InstallError>, reg: &Registry, target: &str| match r {
+            Ok(i) => {
+                reg.count(target, None);
+                Response::ok(json!({ "version": i.version, "warning": i.warning }))
+            }
+            Err(e) => {
+                reg.count(target, Some("api_error"));
+                Response::err(e.to_string())
+            }
+        };
+        match req {
+            Request::Stats {} => Response::ok(self.obs.stats_json()),
+            Request::Slots {} => Response::ok(json!(self.registry.slots())),
+            Request::Flows { worker } => match self.registry.flows(worker.unwrap_or(0) as usize) {
+                Some(f) => Response::ok(Value::Array(
+                    f.into_iter()
+                        .map(|e| json!({"selector": e.selector, "function": e.function, "version": e.version}))
+                        .collect(),
+                )),
+                None => Response::err(format!("worker {} does not exist", worker.unwrap_or(0))),
+            },
+            Request::Predefined {} => Response::ok(Value::Array(
+                self.registry.predefined_list().into_iter().map(|(id, name)| json!({"id": id, "name": name})).collect(),
+            )),
+            Request::Metrics {} => Response::ok(json!({ "text": self.obs.prometheus() })),
+            Request::Install { target, worker, stage } => {
+                let r = (|| {
+                    let t: Target = target.parse()?;
+                    let ws = workers_of(worker, n)?;
+                    let spec: StageSpec = serde_json::from_value(stage).map_err(|e| format!("stage spec: {e}"))?;
+                    let prog = self.registry.build(&spec)?;
+                    Ok::<_, String>((t, ws, prog))
+                })();
+                match r {
+                    Ok((t, ws, prog)) => installed(self.registry.install(&t, &ws, prog), &self.registry, &target),
+                    Err(e) => Response::err(e),
+                }
+            }
+            Request::Switch { target, worker, id } => {
+                let r = (|| {
+                    let t: Target = target.parse()?;
+                    let ws = workers_of(worker, n)?;
+                    let prog = self.registry.predefined(id).ok_or(format!("no pre-defined program with id {id}"))?;
+                    Ok::<_, String>((t, ws, prog))
+                })();
+                match r {
+                    Ok((t, ws, prog)) => installed(self.registry.install(&t, &ws, Some(prog)), &self.registry, &target),
+                    Err(e) => Response::err(e),
+                }
+            }
+            Request::Remove { target, worker } => {
+                match target.parse::<Target>().and_then(|t| Ok((t, workers_of(worker, n)?))) {
+                    Ok((t, ws)) => installed(self.registry.install(&t, &ws, None), &self.registry, &target),
+                    Err(e) => Response::err(e),
+                }
+            }
+            Request::Update { fragments } => {
+                let mut acks = Vec::new();
+                for (i, f) in fragments.iter().enumerate() {
+                    let Ok(bytes) = hex::decode(f.trim()) else {
+                        return Response::err(format!("fragments[{i}] is not hex"));
+                    };
+                    let started = Instant::now();
+                    let ack = match self.receiver.receive(&bytes, started) {
+                        Ok(Received::Complete(u)) => {
+                            let r = self.apply(&u, None);
+                            self.obs.record_apply(started.elapsed());
+                            self.ack_for(&u, r).map(|(a, _, _)| a)
+                        }
+                        Ok(Received::Partial { header, received, .. }) => Some(Ack {
+                            status: AckStatus::Partial,
+                            reason: None,
+                            key_id: header.key_id,
+                            seq: header.seq,
+                            version: 0,
+                            received,
+                            message: String::new(),
+                        }),
+                        Err(r) => Some(refused_ack(&r)),
+                    };
+                    if let Some(a) = ack {
+                        acks.push(ack_json(&a));
+                    }
+                }
+                Response::ok(Value::Array(acks))
+            }
+            Request::Shutdown {} => {
+                self.shutdown.store(true, Ordering::Release);
+                Response::ok(json!("stopping"))
+            }
+        }
+    }
+}
+
+fn refused_ack(r: &Refusal) -> Ack {
+    Ack {
+        status: AckStatus::Refused,
+        reason: Some(r.reason),
+        key_id: r.key_id.unwrap_or(0),
+        seq: r.seq.unwrap_or(0),
+        version: 0,
+        received: 0,
+        message: r.message.clone(),
+    }
+}
+
+/// JSON form of an acknowledgement, as the control API returns it.
+pub fn ack_json(a: &Ack) -> Value {
+    json!({
+        "status": match a.status { AckStatus::Applied => "applied", AckStatus::Partial => "partial", AckStatus::Refused => "refused" },
+        "reason": a.reason.map(|r| r.as_str()),
+        "key_id": a.key_id,
+        "seq": a.seq,
+        "version": a.version,
+        "received": a.received,
+        "message": a.message,
+    })
+}
+
+/// A UDP frame answering `to`: addresses and ports swapped, same VLAN.
+fn reply_frame(to: &Packet, payload: &[u8]) -> Option<Vec<u8>> {
+    let m = &to.meta;
+    let d = to.data();
+    let eth = EthernetFrame::new_checked(d).ok()?;
+    let l3 = m.l3_off as usize;
+    let l4 = m.l4_off as usize;
+    let (src_ip, dst_ip): (IpAddr, IpAddr) = if m.layers & Layers::IPV4 != 0 {
+        let b = d.get(l3 + 12..l3 + 20)?;
+        (IpAddr::from([b[0], b[1], b[2], b[3]]), IpAddr::from([b[4], b[5], b[6], b[7]]))
+    } else if m.layers & Layers::IPV6 != 0 {
+        let s: [u8; 16] = d.get(l3 + 8..l3 + 24)?.try_into().ok()?;
+        let t: [u8; 16] = d.get(l3 + 24..l3 + 40)?.try_into().ok()?;
+        (IpAddr::from(s), IpAddr::from(t))
+    } else {
+        return None;
+    };
+    let ports = d.get(l4..l4 + 4)?;
+    let vlan = (m.layers & Layers::VLAN != 0).then(|| u16::from_be_bytes([d[14], d[15]]) & 0x0fff);
+    let f = UdpFrame {
+        src_mac: eth.dst_addr(),
+        dst_mac: eth.src_addr(),
+        vlan,
+        src_ip: dst_ip,
+        dst_ip: src_ip,
+        src_port: u16::from_be_bytes([ports[2], ports[3]]),
+        dst_port: u16::from_be_bytes([ports[0], ports[1]]),
+    };
+    let mut buf = vec![0u8; f.header_len() + payload.len()];
+    let n = f.emit(payload, &mut buf).ok()?;
+    buf.truncate(n);
+    Some(buf)
+}

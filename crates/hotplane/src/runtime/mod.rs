@@ -1,0 +1,353 @@
+//! A running data plane: workers, the control thread, and the listeners, built from a
+//! [`Config`]. Used by `hotplane run`, the demo, the benchmarks and the tests alike.
+
+mod control;
+pub mod observe;
+pub mod registry;
+pub mod servers;
+mod worker;
+
+pub use control::ack_json;
+pub use observe::Observability;
+pub use registry::{Installed, Registry, SlotInfo};
+pub use servers::ControlLink;
+pub use worker::{pin_to_core, WorkerStats, TRACKED};
+
+use crate::config::{Config, PortConfig};
+use anyhow::{bail, Context};
+use control::Control;
+use crossbeam_queue::ArrayQueue;
+use hotplane_control::api::{Request, Response};
+use hotplane_control::{Receiver, ReceiverConfig};
+use hotplane_core::{Packet, Pool, Qsbr};
+use hotplane_io::mem::{MemHandle, MemSpec};
+use hotplane_io::{OpenCtx, Port, PortStats};
+use observe::PortObs;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use worker::Worker;
+
+/// Depth of the rings between workers and the control thread.
+const RING_DEPTH: usize = 1024;
+
+pub struct DataPlane {
+    registry: Arc<Registry>,
+    obs: Arc<Observability>,
+    link: ControlLink,
+    stop_workers: Arc<AtomicBool>,
+    stop_control: Arc<AtomicBool>,
+    stop_servers: Arc<AtomicBool>,
+    shutdown: Arc<AtomicBool>,
+    control_busy: Arc<AtomicBool>,
+    workers: Vec<JoinHandle<Vec<Box<dyn Port>>>>,
+    worker_stats: Vec<Arc<WorkerStats>>,
+    punts: Vec<Arc<ArrayQueue<Packet>>>,
+    injects: Vec<Arc<ArrayQueue<Packet>>>,
+    control: Option<JoinHandle<()>>,
+    servers: Vec<JoinHandle<()>>,
+    mem: BTreeMap<String, MemHandle>,
+}
+
+/// Port totals after a run.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunSummary {
+    pub ports: Vec<(String, PortStats)>,
+    pub packets: u64,
+    pub dropped: u64,
+    pub no_route: u64,
+}
+
+impl DataPlane {
+    pub fn start(cfg: Config) -> anyhow::Result<Self> {
+        cfg.validate()?;
+        let keys = cfg.keys()?;
+        let d = &cfg.dataplane;
+        let n = d.workers;
+        let qsbr = Qsbr::new();
+        let pools: Vec<Pool> = (0..n)
+            .map(|_| Pool::new(d.pool).context("dataplane.pool"))
+            .collect::<anyhow::Result<_>>()?;
+        let mut per_worker: Vec<Vec<Box<dyn Port>>> = (0..n).map(|_| Vec::new()).collect();
+        let mut port_obs = Vec::new();
+        let mut mem = BTreeMap::new();
+        for (i, pc) in cfg.ports.iter().enumerate() {
+            let cx = OpenCtx { id: i as u16, name: pc.name(), pools: &pools, burst: d.batch };
+            let queues = match pc {
+                PortConfig::Mem { gen, sink, name, .. } => {
+                    let (q, h) = hotplane_io::mem::open(
+                        &MemSpec { gen: gen.clone(), sink: sink.clone() },
+                        &cx,
+                    )?;
+                    mem.insert(name.clone(), h);
+                    q
+                }
+                PortConfig::Pcap { .. } => {
+                    let spec = pc.pcap_spec().context("pcap port")?;
+                    hotplane_io::pcap::open(&spec, &cx)?
+                }
+            };
+            if queues.len() != n {
+                bail!("port `{}` opened {} queues for {n} workers", pc.name(), queues.len());
+            }
+            port_obs.push(PortObs {
+                name: pc.name().to_string(),
+                kind: pc.kind(),
+                queues: queues.iter().map(|q| q.counters()).collect(),
+            });
+            for (w, q) in queues.into_iter().enumerate() {
+                per_worker[w].push(q);
+            }
+        }
+        let default_out: Vec<u16> = cfg
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| p.peer().and_then(|peer| cfg.port_id(peer)).unwrap_or(i as u16))
+            .collect();
+        let registry = Arc::new(Registry::new(&cfg, &qsbr).map_err(anyhow::Error::msg)?);
+        let c = &cfg.control;
+        let mut receiver = Receiver::new(
+            ReceiverConfig {
+                allow_unauthenticated: c.allow_unauthenticated,
+                max_update_bytes: c.max_update_bytes,
+                max_pending: c.max_pending,
+                reassembly_timeout: Duration::from_millis(c.reassembly_timeout_ms),
+            },
+            keys,
+        );
+        if let Some(path) = c.state_file.as_ref().filter(|p| p.exists()) {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("control.state_file {}", path.display()))?;
+            let v: serde_json::Value = serde_json::from_str(&text).with_context(|| {
+                format!("control.state_file {}: not the JSON hotplane writes", path.display())
+            })?;
+            let seqs: BTreeMap<u32, u64> = serde_json::from_value(v["last_seq"].clone())
+                .with_context(|| {
+                    format!("control.state_file {}: no `last_seq` map", path.display())
+                })?;
+            receiver.restore_sequences(&seqs);
+        }
+        let worker_stats: Vec<Arc<WorkerStats>> =
+            (0..n).map(|_| Arc::new(WorkerStats::default())).collect();
+        let obs = Arc::new(Observability::new(
+            port_obs,
+            worker_stats.clone(),
+            receiver.counters(),
+            registry.clone(),
+        ));
+        let punts: Vec<_> = (0..n).map(|_| Arc::new(ArrayQueue::new(RING_DEPTH))).collect();
+        let injects: Vec<_> = (0..n).map(|_| Arc::new(ArrayQueue::new(RING_DEPTH))).collect();
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let stop_workers = Arc::new(AtomicBool::new(false));
+        let stop_control = Arc::new(AtomicBool::new(false));
+        let stop_servers = Arc::new(AtomicBool::new(false));
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let control_busy = Arc::new(AtomicBool::new(false));
+        let control = Control {
+            registry: registry.clone(),
+            receiver,
+            punts: punts.clone(),
+            injects: injects.clone(),
+            pools: pools.clone(),
+            requests: rx,
+            stop: stop_control.clone(),
+            shutdown: shutdown.clone(),
+            busy: control_busy.clone(),
+            obs: obs.clone(),
+            state_file: c.state_file.clone(),
+        };
+        let control = std::thread::Builder::new()
+            .name("hotplane-control".into())
+            .spawn(move || control.run())?;
+        let link = ControlLink { tx, thread: control.thread().clone() };
+        let mut workers = Vec::with_capacity(n);
+        for (w, ports) in per_worker.into_iter().enumerate() {
+            let worker = Worker {
+                id: w,
+                core: d.cores.as_ref().map(|c| c[w]),
+                ports,
+                default_out: default_out.clone(),
+                cache: pools[w].cache(512),
+                slots: registry.workers[w].clone(),
+                punt: punts[w].clone(),
+                inject: injects[w].clone(),
+                stats: worker_stats[w].clone(),
+                update_port: c.update_port,
+                burst: d.batch,
+                stop: stop_workers.clone(),
+                idle: d.idle,
+                control: Some(control.thread().clone()),
+                qsbr: qsbr.clone(),
+            };
+            workers.push(
+                std::thread::Builder::new()
+                    .name(format!("hotplane-w{w}"))
+                    .spawn(move || worker.run())?,
+            );
+        }
+        let mut plane = Self {
+            registry,
+            obs,
+            link,
+            stop_workers,
+            stop_control,
+            stop_servers,
+            shutdown,
+            control_busy,
+            workers,
+            worker_stats,
+            punts,
+            injects,
+            control: Some(control),
+            servers: Vec::new(),
+            mem,
+        };
+        if let Some(path) = &c.socket {
+            let h = servers::serve_api(path, plane.link.clone(), plane.stop_servers.clone())
+                .with_context(|| format!("control.socket {}", path.display()))?;
+            plane.servers.push(h);
+        }
+        if let Some(addr) = &cfg.metrics.prometheus {
+            let h = servers::serve_metrics(addr, plane.obs.clone(), plane.stop_servers.clone())
+                .with_context(|| format!("metrics.prometheus {addr}"))?;
+            plane.servers.push(h);
+        }
+        // Workers are up once each has registered with QSBR and started polling.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !plane.worker_stats.iter().all(|s| s.running.load(Ordering::Acquire)) {
+            if Instant::now() > deadline {
+                bail!("workers did not start within 10 s");
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        Ok(plane)
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    pub fn observability(&self) -> &Arc<Observability> {
+        &self.obs
+    }
+
+    pub fn worker_stats(&self) -> &[Arc<WorkerStats>] {
+        &self.worker_stats
+    }
+
+    /// A handle to send control requests (what the API socket uses).
+    pub fn link(&self) -> &ControlLink {
+        &self.link
+    }
+
+    /// Submit a control request in-process.
+    pub fn request(&self, req: Request) -> Response {
+        self.link.call(req, Duration::from_secs(30))
+    }
+
+    /// The handle of a `mem` port, to inject frames and read its report after `stop`.
+    pub fn mem(&self, name: &str) -> Option<&MemHandle> {
+        self.mem.get(name)
+    }
+
+    pub fn mem_handles(&self) -> Vec<MemHandle> {
+        self.mem.values().cloned().collect()
+    }
+
+    /// Whether a `shutdown` request was received.
+    pub fn shutdown_requested(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    /// True when every finite input is exhausted and nothing is left in flight: no punted
+    /// update, no queued acknowledgement, no request being handled.
+    pub fn drained(&self) -> bool {
+        let idle_before: Vec<u64> = self.worker_stats.iter().map(|w| w.idle_polls.get()).collect();
+        let quiet = || {
+            self.worker_stats.iter().all(|w| w.inputs_done.load(Ordering::Acquire))
+                && self.punts.iter().all(|p| p.is_empty())
+                && self.injects.iter().all(|p| p.is_empty())
+                && !self.control_busy.load(Ordering::Acquire)
+                && self.link.tx.is_empty()
+        };
+        if !quiet() {
+            return false;
+        }
+        // Each worker must complete two more empty polls, so nothing it held is unsent.
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < deadline {
+            let moved = self
+                .worker_stats
+                .iter()
+                .zip(&idle_before)
+                .all(|(w, b)| w.idle_polls.get() >= b + 2);
+            if moved {
+                return quiet();
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        false
+    }
+
+    /// Wait until `drained()` or the timeout; returns whether it drained.
+    pub fn wait_drained(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.drained() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        false
+    }
+
+    /// Stop workers (their ports are dropped, publishing `mem` reports), then the control
+    /// thread and listeners.
+    pub fn stop(mut self) -> RunSummary {
+        self.stop_workers.store(true, Ordering::Release);
+        for h in self.workers.drain(..) {
+            match h.join() {
+                Ok(ports) => drop(ports),
+                Err(_) => tracing::error!("a worker panicked"),
+            }
+        }
+        self.stop_control.store(true, Ordering::Release);
+        if let Some(c) = self.control.take() {
+            c.thread().unpark();
+            let _ = c.join();
+        }
+        self.stop_servers.store(true, Ordering::Release);
+        for h in self.servers.drain(..) {
+            let _ = h.join();
+        }
+        let ports = self.obs.ports.iter().map(|p| (p.name.clone(), p.totals())).collect();
+        RunSummary {
+            ports,
+            packets: self.worker_stats.iter().map(|w| w.packets.get()).sum(),
+            dropped: self.worker_stats.iter().map(|w| w.dropped.get()).sum(),
+            no_route: self.worker_stats.iter().map(|w| w.no_route.get()).sum(),
+        }
+    }
+}
+
+impl Drop for DataPlane {
+    fn drop(&mut self) {
+        // `stop` consumed the handles; a plane dropped without it still shuts down cleanly.
+        self.stop_workers.store(true, Ordering::Release);
+        for h in self.workers.drain(..) {
+            let _ = h.join();
+        }
+        self.stop_control.store(true, Ordering::Release);
+        if let Some(c) = self.control.take() {
+            c.thread().unpark();
+            let _ = c.join();
+        }
+        self.stop_servers.store(true, Ordering::Release);
+        for h in self.servers.drain(..) {
+            let _ = h.join();
+        }
+    }
+}

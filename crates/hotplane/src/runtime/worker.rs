@@ -1,0 +1,270 @@
+//! A worker: one thread per core, polling its queues and running each batch to completion.
+//! Per batch it loads each slot once (one atomic load), announces one quiescent state, and
+//! never waits for anything.
+
+use super::registry::WorkerSlots;
+use crate::config::IdlePolicy;
+use crossbeam_queue::ArrayQueue;
+use hotplane_core::metrics::LocalCounter;
+use hotplane_core::qsbr::Guard;
+use hotplane_core::{
+    time, Batch, Layers, Packet, PoolCache, Position, Qsbr, Verdict, WorkerCx, NO_PORT,
+};
+use hotplane_io::Port;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Slots whose versions a worker reports: the three positions and the flow table.
+pub const TRACKED: [&str; 4] = ["pre", "mid", "post", "flows"];
+const FLOWS: usize = 3;
+
+/// What a worker reports; written by the worker only.
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    pub batches: LocalCounter,
+    pub packets: LocalCounter,
+    pub dropped: LocalCounter,
+    pub punted: LocalCounter,
+    /// In-band updates dropped because the control ring was full.
+    pub punt_overflow: LocalCounter,
+    /// Packets whose output port does not exist.
+    pub no_route: LocalCounter,
+    pub injected: LocalCounter,
+    pub idle_polls: LocalCounter,
+    /// Version of each tracked slot this worker last ran, and when it first ran it.
+    pub seen_version: [LocalCounter; 4],
+    pub seen_at_ns: [LocalCounter; 4],
+    /// Every port queue of this worker has a finite input that is exhausted.
+    pub inputs_done: AtomicBool,
+    pub running: AtomicBool,
+}
+
+pub(crate) struct Worker {
+    pub id: usize,
+    pub core: Option<usize>,
+    pub ports: Vec<Box<dyn Port>>,
+    /// Output port of packets received on each port, unless a program says otherwise.
+    pub default_out: Vec<u16>,
+    pub cache: PoolCache,
+    pub slots: Arc<WorkerSlots>,
+    pub punt: Arc<ArrayQueue<Packet>>,
+    pub inject: Arc<ArrayQueue<Packet>>,
+    pub stats: Arc<WorkerStats>,
+    /// UDP destination port of in-band updates; 0 = disabled.
+    pub update_port: u16,
+    pub burst: usize,
+    pub stop: Arc<AtomicBool>,
+    pub idle: IdlePolicy,
+    pub control: Option<std::thread::Thread>,
+    pub qsbr: Qsbr,
+}
+
+/// Empty polls before an idle worker yields its CPU (IdlePolicy::Yield).
+const YIELD_AFTER: u32 = 64;
+
+impl Worker {
+    /// Run until told to stop; returns the ports (dropping them publishes their reports).
+    pub fn run(mut self) -> Vec<Box<dyn Port>> {
+        if let Some(core) = self.core {
+            pin_to_core(core);
+        }
+        let mut reader = self.qsbr.register(format!("worker {}", self.id));
+        self.stats.running.store(true, Ordering::Release);
+        let mut batch = Batch::new(self.burst);
+        let mut tx: Vec<Batch> = self.ports.iter().map(|_| Batch::new(self.burst)).collect();
+        let mut seen = [0u64; 4];
+        let mut empty_polls = 0u32;
+        while !self.stop.load(Ordering::Relaxed) {
+            let mut got = self.send_injected(&mut tx);
+            for q in 0..self.ports.len() {
+                let now = time::now_ns();
+                if self.ports[q].recv(&mut batch, &mut self.cache, now) == 0 {
+                    continue;
+                }
+                got += batch.len();
+                {
+                    let guard = reader.guard();
+                    self.process(&mut batch, &guard, now, &mut seen);
+                    self.transmit(&mut batch, &mut tx, now);
+                }
+                reader.quiescent();
+            }
+            reader.quiescent();
+            if got > 0 {
+                empty_polls = 0;
+                continue;
+            }
+            empty_polls = empty_polls.saturating_add(1);
+            self.stats.idle_polls.add(1);
+            if empty_polls == 1 {
+                for p in &mut self.ports {
+                    p.flush();
+                }
+                let done = self.ports.iter().all(|p| p.rx_done());
+                self.stats.inputs_done.store(done, Ordering::Release);
+            }
+            match self.idle {
+                IdlePolicy::Yield if empty_polls > YIELD_AFTER => std::thread::yield_now(),
+                _ => std::hint::spin_loop(),
+            }
+        }
+        drop(reader);
+        for p in &mut self.ports {
+            p.flush();
+        }
+        self.stats.running.store(false, Ordering::Release);
+        std::mem::take(&mut self.ports)
+    }
+
+    /// Parse, punt in-band updates, run the pipeline positions and flow functions.
+    #[inline]
+    fn process(&self, batch: &mut Batch, guard: &Guard<'_>, now: u64, seen: &mut [u64; 4]) {
+        let nports = self.default_out.len();
+        for p in batch.iter_mut() {
+            let key = p.classify();
+            let in_port = p.meta.in_port as usize;
+            p.meta.out_port = if in_port < nports { self.default_out[in_port] } else { NO_PORT };
+            // Update packets bypass every program, so a broken program can always be replaced.
+            if self.update_port != 0
+                && key.dst_port == self.update_port
+                && p.meta.layers & Layers::UDP != 0
+            {
+                p.meta.verdict = Verdict::Punt;
+            }
+        }
+        self.stats.batches.add(1);
+        self.stats.packets.add(batch.len() as u64);
+        let mut cx = WorkerCx { worker: self.id, now_ns: now, guard };
+        let slots = &*self.slots;
+        let mut live = batch.live();
+        let track = |i: usize, v: u64, seen: &mut [u64; 4]| {
+            if seen[i] != v {
+                seen[i] = v;
+                self.stats.seen_version[i].set(v);
+                self.stats.seen_at_ns[i].set(now);
+            }
+        };
+        let pre = slots.position(Position::Pre).load(guard);
+        track(0, pre.version, seen);
+        if let (Some(stage), false) = (&pre.value, live.is_empty()) {
+            stage.run(batch, live, &mut cx);
+            live = batch.live();
+        }
+        let flows = slots.flows.slot().load(guard);
+        track(FLOWS, flows.version, seen);
+        if !flows.value.is_empty() && !live.is_empty() {
+            flows.value.run(batch, live, &mut cx);
+            live = batch.live();
+        }
+        for (i, pos) in [(1, Position::Mid), (2, Position::Post)] {
+            let s = slots.position(pos).load(guard);
+            track(i, s.version, seen);
+            if let (Some(stage), false) = (&s.value, live.is_empty()) {
+                stage.run(batch, live, &mut cx);
+                live = batch.live();
+            }
+        }
+    }
+
+    /// Send each packet where its verdict says; the batch is empty afterwards.
+    #[inline]
+    fn transmit(&mut self, batch: &mut Batch, tx: &mut [Batch], now: u64) {
+        let nports = self.ports.len();
+        // Common case: every packet leaves by the same port. Hand the batch over as it is.
+        if let Some(first) = batch.get(0) {
+            let out = first.meta.out_port;
+            if (out as usize) < nports
+                && batch.iter().all(|p| {
+                    p.meta.out_port == out && matches!(p.meta.verdict, Verdict::Pass | Verdict::Tx)
+                })
+            {
+                self.ports[out as usize].send(batch, &mut self.cache, now);
+                return;
+            }
+        }
+        let mut punted = false;
+        for p in batch.drain() {
+            match p.meta.verdict {
+                Verdict::Drop => {
+                    self.stats.dropped.add(1);
+                    self.cache.free(p);
+                }
+                Verdict::Punt => match self.punt.push(p) {
+                    Ok(()) => {
+                        self.stats.punted.add(1);
+                        punted = true;
+                    }
+                    Err(p) => {
+                        self.stats.punt_overflow.add(1);
+                        self.cache.free(p);
+                    }
+                },
+                Verdict::Pass | Verdict::Tx => {
+                    let out = p.meta.out_port as usize;
+                    if out >= nports {
+                        self.stats.no_route.add(1);
+                        self.cache.free(p);
+                        continue;
+                    }
+                    if let Err(p) = tx[out].push(p) {
+                        self.ports[out].send(&mut tx[out], &mut self.cache, now);
+                        let _ = tx[out].push(p);
+                    }
+                }
+            }
+        }
+        for (out, b) in tx.iter_mut().enumerate() {
+            if !b.is_empty() {
+                self.ports[out].send(b, &mut self.cache, now);
+            }
+        }
+        if punted {
+            if let Some(t) = &self.control {
+                t.unpark();
+            }
+        }
+    }
+
+    /// Transmit packets the control thread queued (acknowledgements).
+    fn send_injected(&mut self, tx: &mut [Batch]) -> usize {
+        let mut n = 0;
+        let now = time::now_ns();
+        while let Some(p) = self.inject.pop() {
+            let out = p.meta.out_port as usize;
+            if out >= tx.len() {
+                self.stats.no_route.add(1);
+                self.cache.free(p);
+                continue;
+            }
+            if let Err(p) = tx[out].push(p) {
+                self.ports[out].send(&mut tx[out], &mut self.cache, now);
+                let _ = tx[out].push(p);
+            }
+            n += 1;
+        }
+        if n > 0 {
+            for (out, b) in tx.iter_mut().enumerate() {
+                if !b.is_empty() {
+                    self.ports[out].send(b, &mut self.cache, now);
+                }
+            }
+            self.stats.injected.add(n as u64);
+        }
+        n
+    }
+}
+
+/// Pin the calling thread to one core. Failure (a restricted cpuset) is logged, not fatal.
+pub fn pin_to_core(core: usize) {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write within it; sched_setaffinity
+    // reads `size_of::<cpu_set_t>()` bytes of it for the calling thread (pid 0).
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(core, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc != 0 {
+        tracing::warn!(core, error = %std::io::Error::last_os_error(), "cannot pin worker to core");
+    }
+}

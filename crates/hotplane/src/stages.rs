@@ -1,0 +1,286 @@
+//! Native stage specifications: the JSON/TOML form of a built-in program, as written in the
+//! config file, sent to the control API, or carried by an in-band update
+//! (`{"stage":"set-field","base":"payload","offset":16,"value":"0x00000001"}`).
+
+use hotplane_core::batch::{Batch, Mask};
+use hotplane_core::native::{Count, DropAll, FieldBase, Forward, L2Fwd, SetField};
+use hotplane_core::{Slot, Stage, StageRef, WorkerCx, NO_PORT};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What a slot holds: a program, or nothing (packets pass the position untouched).
+pub type Program = Option<StageRef>;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "stage", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum StageSpec {
+    /// No program.
+    None {},
+    /// Set the output port: `to` for every packet, or `map` from input to output port names.
+    Forward {
+        #[serde(default)]
+        to: Option<String>,
+        #[serde(default)]
+        map: BTreeMap<String, String>,
+    },
+    /// Swap MAC addresses, then forward like `forward` (default: to the input port's peer).
+    L2fwd {
+        #[serde(default)]
+        to: Option<String>,
+        #[serde(default)]
+        map: BTreeMap<String, String>,
+    },
+    Drop {},
+    Count {},
+    /// Write `value` at `offset` bytes from `base` (frame, l3, l4 or payload). `value` is a hex
+    /// string (`"0x00ff"`: its digits give the width) or a number with a `width` in bytes.
+    SetField {
+        #[serde(default)]
+        base: BaseSpec,
+        offset: u16,
+        value: FieldValue,
+        #[serde(default)]
+        width: Option<u8>,
+    },
+    /// Run the program in the named extern slot of the same worker.
+    Call {
+        #[serde(rename = "extern")]
+        name: String,
+    },
+    /// The pre-defined program with this id (shared, not copied).
+    Predefined {
+        id: u32,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BaseSpec {
+    #[default]
+    Frame,
+    L3,
+    L4,
+    Payload,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum FieldValue {
+    Number(u64),
+    Text(String),
+}
+
+/// What building a stage can refer to.
+pub struct BuildCx<'a> {
+    pub port_names: &'a [String],
+    /// Extern slots by name, one per worker.
+    pub externs: &'a BTreeMap<String, Vec<Arc<Slot<Program>>>>,
+    pub predefined: &'a BTreeMap<u32, (String, StageRef)>,
+}
+
+impl FieldValue {
+    fn bytes(&self, width: Option<u8>) -> Result<Vec<u8>, String> {
+        match self {
+            FieldValue::Number(n) => {
+                let w = width.unwrap_or(4) as usize;
+                if !(1..=8).contains(&w) {
+                    return Err(format!("width = {w}: a numeric value is 1 to 8 bytes wide"));
+                }
+                if w < 8 && *n >> (8 * w) != 0 {
+                    return Err(format!("value {n} does not fit in {w} bytes"));
+                }
+                Ok(n.to_be_bytes()[8 - w..].to_vec())
+            }
+            FieldValue::Text(t) => {
+                let hex_digits =
+                    t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")).ok_or_else(|| {
+                        format!("value `{t}`: write hex as \"0x...\" or give a number")
+                    })?;
+                let bytes = hex::decode(hex_digits).map_err(|e| format!("value `{t}`: {e}"))?;
+                if let Some(w) = width {
+                    if w as usize != bytes.len() {
+                        return Err(format!(
+                            "value `{t}` is {} bytes but width = {w}",
+                            bytes.len()
+                        ));
+                    }
+                }
+                Ok(bytes)
+            }
+        }
+    }
+}
+
+impl StageSpec {
+    /// The stage name as written in specs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StageSpec::None {} => "none",
+            StageSpec::Forward { .. } => "forward",
+            StageSpec::L2fwd { .. } => "l2fwd",
+            StageSpec::Drop {} => "drop",
+            StageSpec::Count {} => "count",
+            StageSpec::SetField { .. } => "set-field",
+            StageSpec::Call { .. } => "call",
+            StageSpec::Predefined { .. } => "predefined",
+        }
+    }
+
+    /// Build the program. Errors say which field is wrong.
+    pub fn build(&self, cx: &BuildCx<'_>) -> Result<Program, String> {
+        let port = |name: &str| -> Result<u16, String> {
+            cx.port_names.iter().position(|p| p == name).map(|i| i as u16).ok_or_else(|| {
+                format!("no port named `{name}` (ports: {})", cx.port_names.join(", "))
+            })
+        };
+        let forward =
+            |to: &Option<String>, map: &BTreeMap<String, String>| -> Result<Forward, String> {
+                if to.is_some() && !map.is_empty() {
+                    return Err("give `to` or `map`, not both".into());
+                }
+                if let Some(t) = to {
+                    return Ok(Forward::to(port(t)?));
+                }
+                if map.is_empty() {
+                    return Ok(Forward::peers());
+                }
+                let mut m = vec![NO_PORT; cx.port_names.len()];
+                for (from, to) in map {
+                    m[port(from)? as usize] = port(to)?;
+                }
+                Ok(Forward::with_map(m))
+            };
+        let stage: StageRef = match self {
+            StageSpec::None {} => return Ok(None),
+            StageSpec::Forward { to, map } => Arc::new(forward(to, map)?),
+            StageSpec::L2fwd { to, map } => Arc::new(L2Fwd::new(forward(to, map)?)),
+            StageSpec::Drop {} => Arc::new(DropAll),
+            StageSpec::Count {} => Arc::new(Count::new()),
+            StageSpec::SetField { base, offset, value, width } => {
+                let base = match base {
+                    BaseSpec::Frame => FieldBase::Frame,
+                    BaseSpec::L3 => FieldBase::L3,
+                    BaseSpec::L4 => FieldBase::L4,
+                    BaseSpec::Payload => FieldBase::Payload,
+                };
+                let bytes = value.bytes(*width)?;
+                Arc::new(SetField::new(base, *offset, &bytes).map_err(|e| e.to_string())?)
+            }
+            StageSpec::Call { name } => {
+                let slots = cx.externs.get(name).ok_or_else(|| {
+                    let known: Vec<&str> = cx.externs.keys().map(|s| s.as_str()).collect();
+                    format!(
+                        "no extern named `{name}` (externs: {})",
+                        if known.is_empty() { "none".into() } else { known.join(", ") }
+                    )
+                })?;
+                Arc::new(CallExtern { name: name.clone(), slots: slots.clone() })
+            }
+            StageSpec::Predefined { id } => {
+                let (_, s) = cx
+                    .predefined
+                    .get(id)
+                    .ok_or_else(|| format!("no pre-defined program with id {id}"))?;
+                s.clone()
+            }
+        };
+        Ok(Some(stage))
+    }
+}
+
+/// Runs whatever program the named extern slot of the running worker holds.
+pub struct CallExtern {
+    name: String,
+    slots: Vec<Arc<Slot<Program>>>,
+}
+
+impl CallExtern {
+    /// Call stages are refused in extern slots: an extern calling an extern could recurse.
+    pub fn is_call(stage: &StageRef) -> bool {
+        stage.name() == "call"
+    }
+}
+
+impl Stage for CallExtern {
+    fn name(&self) -> &str {
+        "call"
+    }
+
+    fn run(&self, batch: &mut Batch, sel: Mask, cx: &mut WorkerCx<'_>) {
+        let Some(slot) = self.slots.get(cx.worker) else { return };
+        let guard = cx.guard;
+        if let Some(stage) = &slot.load(guard).value {
+            stage.run(batch, sel, cx);
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("call extern:{}", self.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cx<'a>(
+        ports: &'a [String],
+        externs: &'a BTreeMap<String, Vec<Arc<Slot<Program>>>>,
+        pre: &'a BTreeMap<u32, (String, StageRef)>,
+    ) -> BuildCx<'a> {
+        BuildCx { port_names: ports, externs, predefined: pre }
+    }
+
+    #[test]
+    fn specs_parse_and_build() {
+        let ports = vec!["p0".to_string(), "p1".to_string()];
+        let (ex, pre) = (BTreeMap::new(), BTreeMap::new());
+        let c = cx(&ports, &ex, &pre);
+        let s: StageSpec = serde_json::from_str(
+            r#"{"stage":"set-field","base":"payload","offset":16,"value":"0x0000aaaa"}"#,
+        )
+        .unwrap();
+        assert_eq!(s.build(&c).unwrap().unwrap().describe(), "set-field payload+16 = 0x0000aaaa");
+        let s: StageSpec =
+            serde_json::from_str(r#"{"stage":"set-field","offset":0,"value":258,"width":2}"#)
+                .unwrap();
+        assert_eq!(s.build(&c).unwrap().unwrap().describe(), "set-field frame+0 = 0x0102");
+        let s: StageSpec =
+            serde_json::from_str(r#"{"stage":"l2fwd","map":{"p0":"p1","p1":"p0"}}"#).unwrap();
+        assert_eq!(s.build(&c).unwrap().unwrap().describe(), "l2fwd map [1, 0]");
+        let s: StageSpec = toml::from_str("stage = \"forward\"\nto = \"p1\"").unwrap();
+        assert_eq!(s.build(&c).unwrap().unwrap().describe(), "forward to port 1");
+        assert!(StageSpec::None {}.build(&c).unwrap().is_none());
+    }
+
+    #[test]
+    fn bad_specs_say_what_is_wrong() {
+        let ports = vec!["p0".to_string()];
+        let (ex, pre) = (BTreeMap::new(), BTreeMap::new());
+        let c = cx(&ports, &ex, &pre);
+        let build = |j: &str| {
+            serde_json::from_str::<StageSpec>(j)
+                .map_err(|e| e.to_string())
+                .and_then(|s| s.build(&c).map(|_| ()))
+        };
+        assert!(build(r#"{"stage":"forward","to":"p9"}"#)
+            .unwrap_err()
+            .contains("no port named `p9`"));
+        assert!(build(r#"{"stage":"set-field","offset":1,"value":"zz"}"#)
+            .unwrap_err()
+            .contains("0x"));
+        assert!(build(r#"{"stage":"set-field","offset":1,"value":300,"width":1}"#)
+            .unwrap_err()
+            .contains("does not fit"));
+        assert!(build(r#"{"stage":"set-field","offset":1,"value":"0x0102","width":4}"#)
+            .unwrap_err()
+            .contains("width = 4"));
+        assert!(build(r#"{"stage":"call","extern":"nope"}"#)
+            .unwrap_err()
+            .contains("no extern named `nope`"));
+        assert!(build(r#"{"stage":"predefined","id":3}"#).unwrap_err().contains("id 3"));
+        assert!(build(r#"{"stage":"warp-drive"}"#).unwrap_err().contains("warp-drive"));
+        assert!(build(r#"{"stage":"drop","extra":1}"#).unwrap_err().contains("extra"));
+    }
+}
