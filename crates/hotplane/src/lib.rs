@@ -4,6 +4,7 @@
 //!
 //! This is the only crate allowed to depend on every other hotplane crate.
 
+pub mod bench;
 pub mod config;
 pub mod runtime;
 pub mod stages;

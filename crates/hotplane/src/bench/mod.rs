@@ -1,0 +1,68 @@
+//! `hotplane bench NAME`: benchmarks that measure, next to an anchor run in the same
+//! invocation where one exists, and print one JSON object as their last line.
+
+pub mod pipeline;
+pub mod swap;
+pub mod testpmd;
+
+use std::io::{IsTerminal, Write};
+use std::time::Instant;
+
+/// Print the result: human lines went to stderr; the JSON object is the last stdout line.
+pub fn emit(v: &serde_json::Value, json_only: bool) {
+    if !json_only {
+        eprintln!();
+    }
+    println!("{}", serde_json::to_string(v).unwrap_or_default());
+}
+
+/// A progress line on stderr for long runs (only on a terminal, never with --json).
+pub struct Progress {
+    name: String,
+    quiet: bool,
+    tty: bool,
+    last: Instant,
+    start: Instant,
+}
+
+impl Progress {
+    pub fn new(name: &str, quiet: bool) -> Self {
+        Self {
+            name: name.into(),
+            quiet,
+            tty: std::io::stderr().is_terminal(),
+            last: Instant::now(),
+            start: Instant::now(),
+        }
+    }
+
+    pub fn update(&mut self, done: u64, total: u64) {
+        if self.quiet || !self.tty || self.last.elapsed().as_millis() < 250 {
+            return;
+        }
+        self.last = Instant::now();
+        let pct = if total == 0 { 100.0 } else { done as f64 * 100.0 / total as f64 };
+        eprint!(
+            "\r{}: {:5.1}% ({done}/{total}) {:.1}s   ",
+            self.name,
+            pct.min(100.0),
+            self.start.elapsed().as_secs_f64()
+        );
+        let _ = std::io::stderr().flush();
+    }
+
+    pub fn note(&self, msg: &str) {
+        if !self.quiet {
+            eprintln!("{msg}");
+        }
+    }
+
+    pub fn finish(&self, msg: &str) {
+        if !self.quiet {
+            if self.tty {
+                eprint!("\r\x1b[K");
+            }
+            eprintln!("{msg}");
+        }
+    }
+}

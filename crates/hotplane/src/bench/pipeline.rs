@@ -1,0 +1,113 @@
+//! `hotplane bench pipeline`: one worker, two mem ports handing out pre-built 64-byte frames
+//! (as DPDK's null driver does), `l2fwd` at `pre`, burst 32: the engine's forwarding rate per
+//! core, next to DPDK testpmd's macswap on null ports measured in the same run.
+
+use super::{emit, Progress};
+use crate::config::{Config, DataplaneConfig, IdlePolicy, PortConfig};
+use crate::stages::StageSpec;
+use crate::DataPlane;
+use hotplane_io::mem::{GenSpec, SinkSpec};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+pub struct Opts {
+    pub packets: u64,
+    pub batch: usize,
+    pub core: usize,
+    pub testpmd: bool,
+    pub json: bool,
+}
+
+pub fn config(batch: usize, core: usize) -> Config {
+    let gen = GenSpec { stamp: false, prebuilt: true, ..Default::default() };
+    let port = |name: &str, peer: &str| PortConfig::Mem {
+        name: name.into(),
+        peer: Some(peer.into()),
+        gen: Some(gen.clone()),
+        sink: SinkSpec { measure: false, ..Default::default() },
+    };
+    let mut cfg = Config {
+        dataplane: DataplaneConfig {
+            workers: 1,
+            cores: Some(vec![core]),
+            batch,
+            idle: IdlePolicy::Poll,
+            pool: hotplane_core::PoolConfig { buffers: 2048, ..Default::default() },
+        },
+        ports: vec![port("p0", "p1"), port("p1", "p0")],
+        ..Default::default()
+    };
+    cfg.pipeline.pre = Some(StageSpec::L2fwd { to: None, map: Default::default() });
+    cfg
+}
+
+/// Forward at least `packets` packets; returns (Mpps, ns per packet).
+pub fn measure(
+    batch: usize,
+    core: usize,
+    packets: u64,
+    progress: &mut Progress,
+) -> anyhow::Result<(f64, f64)> {
+    let plane = DataPlane::start(config(batch, core))?;
+    let stats = plane.worker_stats()[0].clone();
+    let count = || stats.packets.get();
+    // Warm up: caches, branch predictors, frequency.
+    let warm = (packets / 10).max(1_000_000);
+    while count() < warm {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (c0, t0) = (count(), Instant::now());
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let done = count() - c0;
+        progress.update(done, packets);
+        if done >= packets {
+            break;
+        }
+    }
+    let (c1, t1) = (count(), Instant::now());
+    plane.stop();
+    let pkts = (c1 - c0) as f64;
+    let secs = (t1 - t0).as_secs_f64();
+    Ok((pkts / secs / 1e6, secs * 1e9 / pkts))
+}
+
+pub fn run(o: &Opts) -> anyhow::Result<()> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let core = o.core.min(cores - 1);
+    let mut progress = Progress::new("pipeline", o.json);
+    let (mpps, ns) = measure(o.batch, core, o.packets, &mut progress)?;
+    progress.finish(&format!("hotplane l2fwd: {mpps:.2} Mpps on core {core} ({ns:.1} ns/packet)"));
+    let mut out = json!({
+        "bench": "pipeline",
+        "mpps_per_core": round(mpps, 3),
+        "ns_per_packet": round(ns, 2),
+        "batch": o.batch,
+        "packets": o.packets,
+        "core": core,
+        "frame_bytes": 64,
+    });
+    if o.testpmd {
+        let main_core = if core == 0 { 1.min(cores - 1) } else { 0 };
+        match super::testpmd::run(8, main_core, core, o.batch) {
+            Ok(t) => {
+                progress.note(&format!("testpmd macswap (net_null x2): {:.2} Mpps", t.mpps));
+                out["testpmd_mpps"] = json!(round(t.mpps, 3));
+                out["ratio_to_testpmd"] = json!(round(mpps / t.mpps, 3));
+                out["testpmd_command"] = json!(t.command);
+            }
+            Err(e) => {
+                progress.note(&format!("testpmd: {e}"));
+                out["testpmd_mpps"] = serde_json::Value::Null;
+                out["testpmd_error"] = json!(e);
+            }
+        }
+    }
+    emit(&out, o.json);
+    Ok(())
+}
+
+pub fn round(v: f64, digits: i32) -> f64 {
+    let f = 10f64.powi(digits);
+    (v * f).round() / f
+}
