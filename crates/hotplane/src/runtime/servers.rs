@@ -54,7 +54,7 @@ pub fn serve_api(
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     listener.set_nonblocking(true)?;
     let path: PathBuf = path.into();
-    Ok(std::thread::Builder::new().name("hotplane-api".into()).spawn(move || {
+    std::thread::Builder::new().name("hotplane-api".into()).spawn(move || {
         while !stop.load(Ordering::Relaxed) {
             match listener.accept() {
                 Ok((stream, _)) => {
@@ -73,7 +73,7 @@ pub fn serve_api(
             }
         }
         let _ = std::fs::remove_file(&path);
-    })?)
+    })
 }
 
 fn connection(stream: UnixStream, link: ControlLink) {
@@ -112,7 +112,7 @@ pub fn serve_metrics(
 ) -> std::io::Result<JoinHandle<()>> {
     let listener = TcpListener::bind(addr)?;
     listener.set_nonblocking(true)?;
-    Ok(std::thread::Builder::new().name("hotplane-metrics".into()).spawn(move || {
+    std::thread::Builder::new().name("hotplane-metrics".into()).spawn(move || {
         while !stop.load(Ordering::Relaxed) {
             match listener.accept() {
                 Ok((mut s, _)) => {
@@ -135,5 +135,5 @@ pub fn serve_metrics(
                 Err(_) => std::thread::sleep(Duration::from_millis(20)),
             }
         }
-    })?)
+    })
 }
