@@ -6,6 +6,7 @@
 
 pub mod bench;
 pub mod config;
+pub mod inband;
 pub mod runtime;
 pub mod stages;
 

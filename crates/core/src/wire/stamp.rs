@@ -17,7 +17,9 @@ pub struct Stamp<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Stamp<T> {
     pub const LEN: usize = 20;
-    pub const MAGIC: u16 = 0x4850; // "HP"
+    /// Not ASCII, so it cannot be mistaken for the start of a text magic such as the update
+    /// envelope's "HPUP" or an acknowledgement's "HPAK".
+    pub const MAGIC: u16 = 0xa5c3;
     /// Offset of `mark` inside the stamp, for stages that write it by offset.
     pub const MARK_OFFSET: usize = 16;
 

@@ -58,6 +58,8 @@ pub struct RunSummary {
     pub packets: u64,
     pub dropped: u64,
     pub no_route: u64,
+    /// Workers or the control thread that died of a panic (a bug: always 0).
+    pub panics: usize,
 }
 
 impl DataPlane {
@@ -308,16 +310,23 @@ impl DataPlane {
     /// thread and listeners.
     pub fn stop(mut self) -> RunSummary {
         self.stop_workers.store(true, Ordering::Release);
+        let mut panics = 0;
         for h in self.workers.drain(..) {
             match h.join() {
                 Ok(ports) => drop(ports),
-                Err(_) => tracing::error!("a worker panicked"),
+                Err(_) => {
+                    tracing::error!("a worker panicked");
+                    panics += 1;
+                }
             }
         }
         self.stop_control.store(true, Ordering::Release);
         if let Some(c) = self.control.take() {
             c.thread().unpark();
-            let _ = c.join();
+            if c.join().is_err() {
+                tracing::error!("the control thread panicked");
+                panics += 1;
+            }
         }
         self.stop_servers.store(true, Ordering::Release);
         for h in self.servers.drain(..) {
@@ -329,6 +338,7 @@ impl DataPlane {
             packets: self.worker_stats.iter().map(|w| w.packets.get()).sum(),
             dropped: self.worker_stats.iter().map(|w| w.dropped.get()).sum(),
             no_route: self.worker_stats.iter().map(|w| w.no_route.get()).sum(),
+            panics,
         }
     }
 }
