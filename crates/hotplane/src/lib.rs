@@ -5,8 +5,11 @@
 //! This is the only crate allowed to depend on every other hotplane crate.
 
 pub mod bench;
+pub mod cli;
 pub mod config;
+pub mod demo;
 pub mod inband;
+pub mod plot;
 pub mod runtime;
 pub mod stages;
 

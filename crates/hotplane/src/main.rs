@@ -1,6 +1,11 @@
 //! The `hotplane` command line.
 
 use clap::{Parser, Subcommand};
+use hotplane::cli::{self, GenOpts, PushOp};
+use hotplane_control::api::Request;
+use hotplane_io::mem::{GenSpec, Vary};
+use std::net::IpAddr;
+use std::path::PathBuf;
 
 #[derive(Parser)]
 #[command(
@@ -15,11 +20,156 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Run the data plane described by a TOML config.
+    Run {
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Print final counters as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+        /// Print a stats line every N seconds (0: never).
+        #[arg(long, default_value_t = 0)]
+        stats_every: u64,
+        /// Keep running after finite inputs are exhausted.
+        #[arg(long)]
+        keep_running: bool,
+    },
+    /// Two flows, one function each; flow 1's is replaced by an authenticated in-band update.
+    Demo {
+        /// Directory for the plot.
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+        /// Total packets per second of the two flows.
+        #[arg(long, default_value_t = 100_000.0)]
+        rate: f64,
+        #[arg(long, default_value_t = 1000)]
+        duration_ms: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Talk to a running data plane over its control socket.
+    Push {
+        /// Control socket (default: $HOTPLANE_SOCKET or /tmp/hotplane.sock).
+        #[arg(long, default_value_os_t = cli::default_socket())]
+        socket: PathBuf,
+        #[command(subcommand)]
+        op: PushCmd,
+    },
+    /// Generate stamped test traffic into a capture, or measure a capture of it.
+    Gen {
+        /// Write generated packets to this pcap file.
+        #[arg(long)]
+        write: Option<PathBuf>,
+        /// Read a capture and report per-flow counts, duplicates and reordering.
+        #[arg(long)]
+        rx: Option<PathBuf>,
+        #[arg(long, default_value_t = 1)]
+        flows: u32,
+        #[arg(long)]
+        count: Option<u64>,
+        #[arg(long, default_value_t = 64)]
+        size: u16,
+        /// Simple IMIX (64/594/1518 bytes, 7:4:1) instead of --size.
+        #[arg(long)]
+        imix: bool,
+        #[arg(long, default_value = "10.0.0.1", value_parser = cli::parse_ip)]
+        src_ip: IpAddr,
+        #[arg(long, default_value = "10.1.0.1", value_parser = cli::parse_ip)]
+        dst_ip: IpAddr,
+        #[arg(long, default_value_t = 1024)]
+        src_port: u16,
+        #[arg(long, default_value_t = 5000)]
+        dst_port: u16,
+        /// Field that advances from flow to flow.
+        #[arg(long, default_value = "src-port", value_parser = cli::parse_vary)]
+        vary: Vary,
+        #[arg(long)]
+        vlan: Option<u16>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Run benchmarks; each prints one JSON object as its last line.
     Bench {
         #[command(subcommand)]
         which: BenchCmd,
     },
+}
+
+#[derive(Subcommand)]
+enum PushCmd {
+    /// Counters of ports, workers, slots and updates.
+    Stats,
+    /// Every slot with its program and version.
+    Slots,
+    /// Flow-table entries of a worker.
+    Flows {
+        #[arg(long)]
+        worker: Option<u16>,
+    },
+    /// Pre-defined programs.
+    Predefined,
+    /// Prometheus text.
+    Metrics,
+    /// Install a native stage: --target pre|mid|post|extern:NAME|flow:SELECTOR|flow:default.
+    Install {
+        #[arg(long)]
+        target: String,
+        /// JSON stage spec, e.g. '{"stage":"count"}'.
+        #[arg(long)]
+        stage: String,
+        #[arg(long)]
+        worker: Option<u16>,
+    },
+    /// Switch a target to a pre-defined program.
+    Switch {
+        #[arg(long)]
+        target: String,
+        #[arg(long)]
+        id: u32,
+        #[arg(long)]
+        worker: Option<u16>,
+    },
+    /// Remove the program at a target.
+    Remove {
+        #[arg(long)]
+        target: String,
+        #[arg(long)]
+        worker: Option<u16>,
+    },
+    /// Send an update envelope, MACed with a key, exactly as an in-band update is checked.
+    Update {
+        #[arg(long)]
+        target: String,
+        /// native-stage, select-predefined, remove (others are refused until supported).
+        #[arg(long, default_value = "native-stage")]
+        kind: String,
+        /// JSON stage spec (native-stage).
+        #[arg(long)]
+        stage: Option<String>,
+        /// Pre-defined program id (select-predefined).
+        #[arg(long)]
+        id: Option<u32>,
+        /// Raw payload from a file.
+        #[arg(long)]
+        payload_file: Option<PathBuf>,
+        #[arg(long, default_value_t = 1)]
+        key_id: u32,
+        /// 64 hex digits.
+        #[arg(long)]
+        key: Option<String>,
+        #[arg(long)]
+        key_file: Option<PathBuf>,
+        /// Sequence number (default: microseconds since the epoch).
+        #[arg(long)]
+        seq: Option<u64>,
+        /// all, receiving, or a worker index.
+        #[arg(long, default_value = "all")]
+        worker: String,
+        #[arg(long)]
+        no_ack: bool,
+    },
+    /// Stop the data plane.
+    Shutdown,
 }
 
 #[derive(Subcommand)]
@@ -52,7 +202,7 @@ enum BenchCmd {
     },
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("HOTPLANE_LOG")
@@ -60,8 +210,51 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    if let Err(e) = dispatch(Cli::parse()) {
+        eprintln!("hotplane: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.cmd {
+        Cmd::Run { config, json, stats_every, keep_running } => {
+            cli::run(&config, json, stats_every, keep_running)
+        }
+        Cmd::Demo { out, rate, duration_ms, json } => {
+            hotplane::demo::run(&hotplane::demo::Opts { out, rate_pps: rate, duration_ms, json })
+        }
+        Cmd::Push { socket, op } => cli::push(&socket, push_op(op)?),
+        Cmd::Gen {
+            write,
+            rx,
+            flows,
+            count,
+            size,
+            imix,
+            src_ip,
+            dst_ip,
+            src_port,
+            dst_port,
+            vary,
+            vlan,
+            json,
+        } => {
+            let spec = GenSpec {
+                flows,
+                count,
+                size,
+                imix,
+                src_ip,
+                dst_ip,
+                src_port,
+                dst_port,
+                vary,
+                vlan,
+                ..Default::default()
+            };
+            cli::gen(GenOpts { write, rx, spec, json })
+        }
         Cmd::Bench { which } => match which {
             BenchCmd::Pipeline { json, packets, batch, core, no_testpmd } => {
                 hotplane::bench::pipeline::run(&hotplane::bench::pipeline::Opts {
@@ -77,4 +270,63 @@ fn main() -> anyhow::Result<()> {
             }
         },
     }
+}
+
+fn push_op(op: PushCmd) -> anyhow::Result<PushOp> {
+    let stage_json = |s: &str| {
+        serde_json::from_str::<serde_json::Value>(s).map_err(|e| anyhow::anyhow!("--stage: {e}"))
+    };
+    Ok(match op {
+        PushCmd::Stats => PushOp::Request(Request::Stats {}),
+        PushCmd::Slots => PushOp::Request(Request::Slots {}),
+        PushCmd::Flows { worker } => PushOp::Request(Request::Flows { worker }),
+        PushCmd::Predefined => PushOp::Request(Request::Predefined {}),
+        PushCmd::Metrics => PushOp::Request(Request::Metrics {}),
+        PushCmd::Shutdown => PushOp::Request(Request::Shutdown {}),
+        PushCmd::Install { target, stage, worker } => {
+            PushOp::Request(Request::Install { target, worker, stage: stage_json(&stage)? })
+        }
+        PushCmd::Switch { target, id, worker } => {
+            PushOp::Request(Request::Switch { target, worker, id })
+        }
+        PushCmd::Remove { target, worker } => PushOp::Request(Request::Remove { target, worker }),
+        PushCmd::Update {
+            target,
+            kind,
+            stage,
+            id,
+            payload_file,
+            key_id,
+            key,
+            key_file,
+            seq,
+            worker,
+            no_ack,
+        } => {
+            let payload = match (stage, id, payload_file) {
+                (Some(s), None, None) => {
+                    stage_json(&s)?;
+                    s.into_bytes()
+                }
+                (None, Some(id), None) => id.to_be_bytes().to_vec(),
+                (None, None, Some(f)) => std::fs::read(&f)
+                    .map_err(|e| anyhow::anyhow!("--payload-file {}: {e}", f.display()))?,
+                (None, None, None) if kind == "remove" => Vec::new(),
+                _ => anyhow::bail!("give one of --stage, --id, --payload-file"),
+            };
+            let key = match (key, key_file) {
+                (Some(k), None) => {
+                    Some(hotplane_control::parse_key(&k).map_err(anyhow::Error::msg)?)
+                }
+                (None, Some(f)) => {
+                    let text = std::fs::read_to_string(&f)
+                        .map_err(|e| anyhow::anyhow!("--key-file {}: {e}", f.display()))?;
+                    Some(hotplane_control::parse_key(&text).map_err(anyhow::Error::msg)?)
+                }
+                (None, None) => None,
+                _ => anyhow::bail!("give --key or --key-file, not both"),
+            };
+            PushOp::Update { target, kind, payload, key_id, key, seq, worker, no_ack }
+        }
+    })
 }

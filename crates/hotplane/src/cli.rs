@@ -1,0 +1,246 @@
+//! `hotplane run`, `push` and `gen`: the commands that are thin layers over the library.
+
+use crate::config::{Config, DataplaneConfig, IdlePolicy, PortConfig};
+use crate::DataPlane;
+use anyhow::{bail, Context};
+use hotplane_control::api::{Client, Request};
+use hotplane_control::{Flags, Kind, Target, UpdateHeader, WorkerScope};
+use hotplane_io::mem::{GenSpec, MemReport, SinkSpec, Vary};
+use serde_json::json;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `hotplane run`: start the data plane and keep it running until SIGINT/SIGTERM, a `shutdown`
+/// request, or (when every input is finite) the inputs are exhausted and drained.
+pub fn run(
+    config: &Path,
+    json_out: bool,
+    stats_every: u64,
+    keep_running: bool,
+) -> anyhow::Result<()> {
+    let cfg = Config::load(config)?;
+    let finite = cfg.ports.iter().all(|p| match p {
+        PortConfig::Mem { gen, .. } => gen.as_ref().is_none_or(|g| g.count.is_some()),
+        PortConfig::Pcap { loops, .. } => *loops != 0,
+    });
+    let has_input = cfg.ports.iter().any(|p| match p {
+        PortConfig::Mem { gen, .. } => gen.is_some(),
+        PortConfig::Pcap { read, .. } => read.is_some(),
+    });
+    let exit_when_drained = finite && has_input && !keep_running;
+    let signalled = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, signalled.clone())
+            .context("installing signal handlers")?;
+    }
+    let socket = cfg.control.socket.clone();
+    let plane = DataPlane::start(cfg.clone())?;
+    eprintln!(
+        "hotplane: {} worker(s), ports: {}{}{}",
+        cfg.dataplane.workers,
+        cfg.ports
+            .iter()
+            .map(|p| format!("{} ({})", p.name(), p.kind()))
+            .collect::<Vec<_>>()
+            .join(", "),
+        socket.map(|s| format!(", control socket {}", s.display())).unwrap_or_default(),
+        if cfg.control.update_port != 0 {
+            format!(", in-band updates on UDP {}", cfg.control.update_port)
+        } else {
+            String::new()
+        }
+    );
+    let mut last_stats = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(10));
+        if signalled.load(Ordering::Relaxed) {
+            eprintln!("hotplane: signal received, stopping");
+            break;
+        }
+        if plane.shutdown_requested() {
+            eprintln!("hotplane: shutdown requested, stopping");
+            break;
+        }
+        if exit_when_drained && plane.drained() {
+            break;
+        }
+        if stats_every > 0 && last_stats.elapsed() >= Duration::from_secs(stats_every) {
+            last_stats = Instant::now();
+            let s = plane.observability().stats_json();
+            let pkts: u64 = s["workers"]
+                .as_array()
+                .map_or(0, |w| w.iter().filter_map(|w| w["packets"].as_u64()).sum());
+            eprintln!("hotplane: {pkts} packets, updates {}", s["updates"]);
+        }
+    }
+    let stats = plane.observability().stats_json();
+    let summary = plane.stop();
+    for (name, st) in &summary.ports {
+        eprintln!(
+            "  {name}: rx {} tx {} rx_dropped {} tx_dropped {} errors {}",
+            st.rx_packets, st.tx_packets, st.rx_dropped, st.tx_dropped, st.errors
+        );
+    }
+    if json_out {
+        println!("{}", json!({ "summary": summary, "stats": stats }));
+    }
+    if summary.panics > 0 {
+        bail!("{} thread(s) panicked", summary.panics);
+    }
+    Ok(())
+}
+
+/// What `hotplane push` does.
+pub enum PushOp {
+    Request(Request),
+    Update {
+        target: String,
+        kind: String,
+        payload: Vec<u8>,
+        key_id: u32,
+        key: Option<[u8; 32]>,
+        seq: Option<u64>,
+        worker: String,
+        no_ack: bool,
+    },
+}
+
+pub fn default_socket() -> PathBuf {
+    std::env::var_os("HOTPLANE_SOCKET")
+        .map_or_else(|| PathBuf::from("/tmp/hotplane.sock"), PathBuf::from)
+}
+
+pub fn push(socket: &Path, op: PushOp) -> anyhow::Result<()> {
+    let mut client = Client::connect(socket)?;
+    let req = match op {
+        PushOp::Request(r) => r,
+        PushOp::Update { target, kind, payload, key_id, key, seq, worker, no_ack } => {
+            let target: Target = target.parse().map_err(anyhow::Error::msg)?;
+            let kind = match kind.as_str() {
+                "native-stage" | "native" => Kind::NativeStage,
+                "select-predefined" | "switch" => Kind::SelectPredefined,
+                "remove" => Kind::Remove,
+                "ebpf-bytecode" => Kind::EbpfBytecode,
+                "ebpf-elf" => Kind::EbpfElf,
+                "ebpf-c" => Kind::EbpfC,
+                "lua" => Kind::Lua,
+                "wasp" => Kind::Wasp,
+                "p4" => Kind::P4,
+                other => bail!("--kind {other}: not one of native-stage, select-predefined, remove, ebpf-bytecode, ebpf-elf, ebpf-c, lua, wasp, p4"),
+            };
+            let worker = match worker.as_str() {
+                "all" => WorkerScope::All,
+                "receiving" => WorkerScope::Receiving,
+                n => WorkerScope::One(n.parse().map_err(|_| {
+                    anyhow::anyhow!("--worker {n}: a number, `all` or `receiving`")
+                })?),
+            };
+            if key_id != 0 && key.is_none() {
+                bail!("--key-id {key_id} needs --key or --key-file");
+            }
+            // Sequence numbers must grow across invocations: microseconds since the epoch do.
+            let seq = seq.unwrap_or_else(hotplane_core::time::unix_micros);
+            let flags = if no_ack { Flags(Flags::NO_ACK) } else { Flags::default() };
+            let header = UpdateHeader { kind, flags, key_id, seq, target, worker };
+            let datagrams = hotplane_control::envelope::build(
+                &header,
+                &payload,
+                key.as_ref(),
+                crate::inband::DEFAULT_FRAGMENT,
+            )?;
+            Request::Update { fragments: datagrams.iter().map(hex::encode).collect() }
+        }
+    };
+    let v = client.call(&req)?;
+    match v {
+        serde_json::Value::Object(ref m) if m.get("text").is_some_and(|t| t.is_string()) => {
+            print!("{}", m["text"].as_str().unwrap_or_default());
+        }
+        v => println!("{}", serde_json::to_string_pretty(&v)?),
+    }
+    Ok(())
+}
+
+/// Options of `hotplane gen`.
+pub struct GenOpts {
+    pub write: Option<PathBuf>,
+    pub rx: Option<PathBuf>,
+    pub spec: GenSpec,
+    pub json: bool,
+}
+
+pub fn parse_vary(s: &str) -> Result<Vary, String> {
+    match s {
+        "src-ip" => Ok(Vary::SrcIp),
+        "dst-ip" => Ok(Vary::DstIp),
+        "src-port" => Ok(Vary::SrcPort),
+        "dst-port" => Ok(Vary::DstPort),
+        o => Err(format!("`{o}`: one of src-ip, dst-ip, src-port, dst-port")),
+    }
+}
+
+pub fn parse_ip(s: &str) -> Result<IpAddr, String> {
+    s.parse().map_err(|_| format!("`{s}` is not an IP address"))
+}
+
+/// `hotplane gen`: write generated traffic to a capture, or measure a capture of it.
+pub fn gen(o: GenOpts) -> anyhow::Result<()> {
+    let dp = DataplaneConfig { workers: 1, idle: IdlePolicy::Yield, ..Default::default() };
+    let (ports, what) = match (&o.write, &o.rx) {
+        (Some(path), None) => {
+            if o.spec.count.is_none() {
+                bail!("--count is required when writing a capture");
+            }
+            let gen_port = PortConfig::Mem { name: "gen".into(), peer: Some("out".into()), gen: Some(o.spec.clone()), sink: SinkSpec::default() };
+            let out = PortConfig::Pcap { name: "out".into(), peer: None, read: None, write: Some(path.clone()), rate_pps: None, loops: 1 };
+            (vec![gen_port, out], "write")
+        }
+        (None, Some(path)) => {
+            let input = PortConfig::Pcap { name: "in".into(), peer: Some("sink".into()), read: Some(path.clone()), write: None, rate_pps: None, loops: 1 };
+            let sink = PortConfig::Mem { name: "sink".into(), peer: None, gen: None, sink: SinkSpec::default() };
+            (vec![input, sink], "rx")
+        }
+        _ => bail!("give exactly one of --write FILE (generate into a capture) and --rx FILE (measure a capture)"),
+    };
+    let mut cfg = Config { dataplane: dp, ports, ..Default::default() };
+    cfg.control.update_port = 0;
+    let plane = DataPlane::start(cfg)?;
+    if !plane.wait_drained(Duration::from_secs(3600)) {
+        bail!("generator did not finish");
+    }
+    let handles = plane.mem_handles();
+    let summary = plane.stop();
+    let r = MemReport::merge(&handles);
+    if what == "write" {
+        let written =
+            summary.ports.iter().find(|(n, _)| n == "out").map_or(0, |(_, s)| s.tx_packets);
+        if o.json {
+            println!("{}", json!({ "written": written, "file": o.write }));
+        } else if let Some(p) = &o.write {
+            eprintln!("wrote {written} packets to {}", p.display());
+        }
+    } else {
+        let flows: Vec<_> = r
+            .flows
+            .iter()
+            .map(|f| json!({ "flow": f.flow, "received": f.received, "duplicates": f.duplicates, "reordered": f.reordered, "highest_seq_gap": f.marks.len() }))
+            .collect();
+        if o.json {
+            println!("{}", json!({ "flows": flows, "unstamped": r.unstamped }));
+        } else {
+            println!("{:<6} {:>10} {:>10} {:>10}", "flow", "received", "dup", "reordered");
+            for f in &r.flows {
+                println!(
+                    "{:<6} {:>10} {:>10} {:>10}",
+                    f.flow, f.received, f.duplicates, f.reordered
+                );
+            }
+            println!("unstamped frames: {}", r.unstamped);
+            eprintln!("(latency needs the generator's clock: measure it live with mem ports or `hotplane gen` on interfaces)");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,85 @@
+//! SVG plots of per-packet latency over time, with events (updates) marked.
+
+use plotters::prelude::*;
+use std::path::Path;
+
+pub struct Series {
+    pub name: String,
+    pub color: RGBColor,
+    /// (time in ms, latency in us)
+    pub points: Vec<(f64, f64)>,
+}
+
+pub struct Marker {
+    pub at_ms: f64,
+    pub label: String,
+}
+
+/// Keep at most `max` points, evenly spaced, plus every point in `keep` (a time window).
+pub fn thin(points: &[(f64, f64)], max: usize, keep: Option<(f64, f64)>) -> Vec<(f64, f64)> {
+    let stride = points.len().div_ceil(max.max(1)).max(1);
+    points
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| i % stride == 0 || keep.is_some_and(|(a, b)| p.0 >= a && p.0 <= b))
+        .map(|(_, p)| *p)
+        .collect()
+}
+
+pub fn latency_plot(
+    path: &Path,
+    title: &str,
+    series: &[Series],
+    markers: &[Marker],
+) -> anyhow::Result<()> {
+    let all = series.iter().flat_map(|s| s.points.iter());
+    let (mut tmax, mut lmin, mut lmax) = (1.0f64, f64::MAX, 0.0f64);
+    for &(t, l) in all {
+        tmax = tmax.max(t);
+        lmin = lmin.min(l);
+        lmax = lmax.max(l);
+    }
+    if lmin == f64::MAX {
+        (lmin, lmax) = (0.1, 10.0);
+    }
+    let (lo, hi) = ((lmin * 0.8).max(0.01), (lmax * 1.5).max(lmin * 2.0));
+    let root = SVGBackend::new(path, (1100, 560)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..tmax * 1.02, (lo..hi).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("time since start (ms)")
+        .y_desc("latency (us, log)")
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    for s in series {
+        let color = s.color;
+        chart
+            .draw_series(
+                s.points.iter().map(|&(t, l)| Circle::new((t, l.max(lo)), 1, color.filled())),
+            )?
+            .label(&s.name)
+            .legend(move |(x, y)| Circle::new((x + 10, y), 4, color.filled()));
+    }
+    for m in markers {
+        chart.draw_series(LineSeries::new([(m.at_ms, lo), (m.at_ms, hi)], RED.stroke_width(2)))?;
+        chart.draw_series(std::iter::once(Text::new(
+            m.label.clone(),
+            (m.at_ms, hi / 1.3),
+            ("sans-serif", 15).into_font().color(&RED),
+        )))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
