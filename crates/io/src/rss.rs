@@ -1,11 +1,14 @@
 //! Software RSS: share a single-queue port among several workers. The worker owning queue 0
 //! polls the real port, keeps the packets whose flow hash selects it and passes the others over
 //! lock-free rings; the other workers' transmissions travel back over rings and are sent by the
-//! owner. Rings never block: a full ring drops the packet and counts it.
+//! owner. Nothing ever blocks: when a ring to another worker is full, the owner stops reading
+//! the port (backpressure: the source's own queue fills, where a NIC counts its drops) instead of
+//! dropping packets it already holds; a full ring on the way back drops and counts.
 
 use crate::{Port, PortCounters};
 use crossbeam_queue::ArrayQueue;
 use hotplane_core::{Batch, Packet, PoolCache};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -32,7 +35,6 @@ pub fn spread(port: Box<dyn Port>, queues: usize, burst: usize) -> Vec<Box<dyn P
         .collect();
     let done = Arc::new(AtomicBool::new(false));
     let name = port.name().to_string();
-    let mut out: Vec<Box<dyn Port>> = Vec::with_capacity(queues);
     let followers: Vec<Box<dyn Port>> = links
         .iter()
         .map(|l| {
@@ -44,12 +46,14 @@ pub fn spread(port: Box<dyn Port>, queues: usize, burst: usize) -> Vec<Box<dyn P
             }) as Box<dyn Port>
         })
         .collect();
+    let mut out: Vec<Box<dyn Port>> = Vec::with_capacity(queues);
     out.push(Box::new(Owner {
         inner: port,
         links,
         done,
         staging: Batch::new(burst),
         tx: Batch::new(burst),
+        backlog: VecDeque::with_capacity(burst),
     }));
     out.extend(followers);
     out
@@ -61,6 +65,8 @@ struct Owner {
     done: Arc<AtomicBool>,
     staging: Batch,
     tx: Batch,
+    /// Packets read but not yet placed (their queue was full); nothing more is read until empty.
+    backlog: VecDeque<(usize, Packet)>,
 }
 
 impl Owner {
@@ -80,6 +86,16 @@ impl Owner {
     }
 }
 
+/// Hand a packet to queue `q` (0 = the owner's own batch); gives it back if that queue is full.
+/// `Ok(true)` means it went into the owner's batch.
+fn place(links: &[Arc<Link>], q: usize, p: Packet, batch: &mut Batch) -> Result<bool, Packet> {
+    if q == 0 {
+        batch.push(p).map(|()| true)
+    } else {
+        links[q - 1].to_follower.push(p).map(|()| false)
+    }
+}
+
 impl Port for Owner {
     fn name(&self) -> &str {
         self.inner.name()
@@ -87,29 +103,34 @@ impl Port for Owner {
 
     fn recv(&mut self, batch: &mut Batch, cache: &mut PoolCache, now_ns: u64) -> usize {
         self.drain_followers(cache, now_ns);
-        let queues = self.links.len() as u32 + 1;
-        self.inner.recv(&mut self.staging, cache, now_ns);
         let mut kept = 0;
-        for mut p in self.staging.drain() {
-            let q = p.classify().hash32_queue(queues);
-            let p = if q == 0 {
-                match batch.push(p) {
-                    Ok(()) => {
-                        kept += 1;
-                        continue;
-                    }
-                    Err(p) => p,
+        while let Some((q, p)) = self.backlog.pop_front() {
+            match place(&self.links, q, p, batch) {
+                Ok(mine) => kept += mine as usize,
+                Err(p) => {
+                    self.backlog.push_front((q, p));
+                    return kept;
                 }
-            } else {
-                match self.links[q as usize - 1].to_follower.push(p) {
-                    Ok(()) => continue,
-                    Err(p) => p,
-                }
-            };
-            self.inner.counters().rx_dropped.add(1);
-            cache.free(p);
+            }
         }
-        if self.inner.rx_done() {
+        if batch.room() == 0 {
+            return kept;
+        }
+        let queues = self.links.len() as u64 + 1;
+        self.inner.recv(&mut self.staging, cache, now_ns);
+        for mut p in self.staging.drain() {
+            // Multiply-shift maps the 32-bit flow hash uniformly onto the queues.
+            let q = ((p.classify().hash32() as u64 * queues) >> 32) as usize;
+            if !self.backlog.is_empty() {
+                self.backlog.push_back((q, p));
+                continue;
+            }
+            match place(&self.links, q, p, batch) {
+                Ok(mine) => kept += mine as usize,
+                Err(p) => self.backlog.push_back((q, p)),
+            }
+        }
+        if self.inner.rx_done() && self.backlog.is_empty() {
             self.done.store(true, Ordering::Release);
         }
         kept
@@ -124,7 +145,7 @@ impl Port for Owner {
     }
 
     fn rx_done(&self) -> bool {
-        self.inner.rx_done()
+        self.inner.rx_done() && self.backlog.is_empty()
     }
 
     fn flush(&mut self) {
@@ -135,7 +156,8 @@ impl Port for Owner {
 impl Drop for Owner {
     fn drop(&mut self) {
         // Followers may have queued packets after our last poll; don't lose them silently.
-        let mut left = 0;
+        let mut left = self.backlog.len() as u64;
+        self.backlog.clear();
         for l in &self.links {
             while l.from_follower.pop().is_some() {
                 left += 1;
@@ -147,6 +169,8 @@ impl Drop for Owner {
     }
 }
 
+/// A queue of another worker. Received and transmitted packets are counted once, by the owner's
+/// port; a follower counts only what it drops.
 struct Follower {
     name: String,
     link: Arc<Link>,
@@ -161,36 +185,27 @@ impl Port for Follower {
 
     fn recv(&mut self, batch: &mut Batch, _cache: &mut PoolCache, now_ns: u64) -> usize {
         let mut n = 0;
-        let mut bytes = 0;
         while batch.room() > 0 {
             let Some(mut p) = self.link.to_follower.pop() else { break };
             p.meta.rx_ts = now_ns;
-            bytes += p.len() as u64;
             let _ = batch.push(p);
             n += 1;
         }
-        self.counters.rx_packets.add(n as u64);
-        self.counters.rx_bytes.add(bytes);
         n
     }
 
     fn send(&mut self, batch: &mut Batch, cache: &mut PoolCache, _now_ns: u64) -> usize {
         let mut sent = 0;
         for p in batch.drain() {
-            let len = p.len() as u64;
             match self.link.from_follower.push(p) {
-                Ok(()) => {
-                    sent += 1;
-                    self.counters.tx_bytes.add(len);
-                }
+                Ok(()) => sent += 1,
                 Err(p) => {
                     self.counters.tx_dropped.add(1);
                     cache.free(p);
                 }
             }
         }
-        self.counters.tx_packets.add(sent);
-        sent as usize
+        sent
     }
 
     fn counters(&self) -> Arc<PortCounters> {
@@ -199,16 +214,5 @@ impl Port for Follower {
 
     fn rx_done(&self) -> bool {
         self.done.load(Ordering::Acquire) && self.link.to_follower.is_empty()
-    }
-}
-
-trait QueueOf {
-    fn hash32_queue(&self, queues: u32) -> u32;
-}
-
-impl QueueOf for hotplane_core::FlowKey {
-    /// Queue for a flow: multiply-shift on the 32-bit hash (uniform without a division).
-    fn hash32_queue(&self, queues: u32) -> u32 {
-        ((self.hash32() as u64 * queues as u64) >> 32) as u32
     }
 }

@@ -119,16 +119,19 @@ impl Registry {
         {
             if let Some(spec) = spec {
                 let key = format!("pipeline.{pos}");
-                let prog = reg.build(spec).map_err(|e| format!("{key}: {e}"))?;
-                reg.install(&Target::Position(pos), &all, prog)
-                    .map_err(|e| format!("{key}: {e}"))?;
+                // `none` leaves the slot as created: empty, version 1.
+                if let Some(prog) = reg.build(spec).map_err(|e| format!("{key}: {e}"))? {
+                    reg.install(&Target::Position(pos), &all, Some(prog))
+                        .map_err(|e| format!("{key}: {e}"))?;
+                }
             }
         }
         for (name, spec) in &pl.externs {
             let key = format!("pipeline.externs.{name}");
-            let prog = reg.build(spec).map_err(|e| format!("{key}: {e}"))?;
-            reg.install(&Target::Extern(name.clone()), &all, prog)
-                .map_err(|e| format!("{key}: {e}"))?;
+            if let Some(prog) = reg.build(spec).map_err(|e| format!("{key}: {e}"))? {
+                reg.install(&Target::Extern(name.clone()), &all, Some(prog))
+                    .map_err(|e| format!("{key}: {e}"))?;
+            }
         }
         for (i, f) in pl.flows.iter().enumerate() {
             let key = format!("pipeline.flows[{i}]");
