@@ -35,3 +35,31 @@ kind = "mem"
     let p1 = summary.ports.iter().find(|(n, _)| n == "p1").unwrap();
     assert_eq!(p1.1.tx_packets, 20000);
 }
+
+#[test]
+fn demo_runs_and_writes_its_plot() {
+    let dir = std::env::temp_dir().join(format!("hotplane-demo-{}", std::process::id()));
+    hotplane::demo::run(&hotplane::demo::Opts {
+        out: dir.clone(),
+        rate_pps: 20_000.0,
+        duration_ms: 300,
+        json: true,
+    })
+    .unwrap();
+    let svg = std::fs::read_to_string(dir.join("hotplane-demo.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("update: flow 1"));
+}
+
+#[test]
+fn example_configs_are_valid() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/config");
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            Config::load(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            n += 1;
+        }
+    }
+    assert!(n >= 2);
+}

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Install what the tests need, then run every test: formatting and lints, Rust unit and
+# integration tests, the Python SDK's tests against the built binary, and each fuzz target for
+# a bounded time. Safe to run again: installed pieces are skipped.
+#
+#   FUZZ_SECONDS=30   time per fuzz target (0 skips fuzzing)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+step() { printf '\n== %s\n' "$*"; }
+start=$(date +%s)
+
+step "toolchain"
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+cargo --version
+python3 --version
+
+# System packages the tests need (none yet beyond a C toolchain for the fuzzers' libFuzzer).
+APT_PACKAGES=(build-essential)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  step "apt: ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then echo "need root to install: ${missing[*]}" >&2; exit 1; fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+
+step "python packages"
+python3 -m pip install -q --disable-pip-version-check -e "$REPO/python[test]"
+
+if [ "$FUZZ_SECONDS" != 0 ] && ! command -v cargo-fuzz >/dev/null 2>&1; then
+  step "cargo-fuzz"
+  cargo install cargo-fuzz --locked --quiet
+fi
+
+step "format and lints"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+step "rust tests"
+cargo test --workspace --quiet
+
+step "python tests"
+cargo build -p hotplane --quiet
+HOTPLANE_BIN="$REPO/target/debug/hotplane" python3 -m pytest -q "$REPO/python/tests"
+
+step "benchmark smoke runs (correct JSON; speed is measured by 'hotplane bench', not here)"
+for cmd in "pipeline --packets 1000000 --no-testpmd" "swap --swaps 50"; do
+  out=$("$REPO/target/debug/hotplane" bench $cmd --json | tail -n 1)
+  echo "$out" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); assert d["bench"]; print(d["bench"], "ok")'
+done
+
+if [ "$FUZZ_SECONDS" != 0 ]; then
+  for target in envelope classify capture; do
+    step "fuzz $target (${FUZZ_SECONDS}s)"
+    mkdir -p "fuzz/corpus/$target" target
+    log="target/fuzz-$target.log"
+    # cargo-fuzz needs nightly flags; RUSTC_BOOTSTRAP lets the installed stable rustc accept them.
+    if ! RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" --fuzz-dir fuzz "fuzz/corpus/$target" "fuzz/seeds/$target" \
+      -- -max_total_time="$FUZZ_SECONDS" >"$log" 2>&1; then
+      tail -n 60 "$log" >&2
+      echo "fuzz target $target failed; the crashing input is under fuzz/artifacts/$target/" >&2
+      exit 1
+    fi
+    grep -E '^Done' "$log"
+  done
+fi
+
+step "all tests passed in $(( $(date +%s) - start ))s"
