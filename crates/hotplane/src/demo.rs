@@ -6,11 +6,10 @@
 use crate::config::{Config, DataplaneConfig, FlowConfig, IdlePolicy, KeyConfig, PortConfig};
 use crate::inband::{ack_of, UpdateSender};
 use crate::plot::{latency_plot, thin, Marker, Series};
-use crate::stages::{BaseSpec, FieldValue, StageSpec};
+use crate::stages::StageSpec;
 use crate::DataPlane;
 use anyhow::Context;
 use hotplane_control::{AckStatus, Flags, Kind, Target, UpdateHeader, WorkerScope};
-use hotplane_core::wire::Stamp;
 use hotplane_core::{time, FlowSelector};
 use hotplane_io::mem::{GenSpec, MemReport, Sample, SinkSpec};
 use plotters::style::RGBColor;
@@ -28,15 +27,6 @@ pub struct Opts {
 const MARK_FLOW1: u32 = 0x11;
 const MARK_FLOW2: u32 = 0x22;
 const MARK_NEW: u32 = 0xaa;
-
-fn mark(v: u32) -> StageSpec {
-    StageSpec::SetField {
-        base: BaseSpec::Payload,
-        offset: Stamp::<&[u8]>::MARK_OFFSET as u16,
-        value: FieldValue::Number(v as u64),
-        width: Some(4),
-    }
-}
 
 fn selector(gen: &GenSpec, i: u16) -> String {
     format!(
@@ -95,8 +85,14 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
         }],
         pipeline: crate::config::PipelineConfig {
             flows: vec![
-                FlowConfig { selector: selector(&gen, 0), stage: mark(MARK_FLOW1) },
-                FlowConfig { selector: selector(&gen, 1), stage: mark(MARK_FLOW2) },
+                FlowConfig {
+                    selector: selector(&gen, 0),
+                    stage: StageSpec::stamp_mark(MARK_FLOW1),
+                },
+                FlowConfig {
+                    selector: selector(&gen, 1),
+                    stage: StageSpec::stamp_mark(MARK_FLOW2),
+                },
             ],
             ..Default::default()
         },
@@ -132,7 +128,7 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
         target: Target::Flow(sel),
         worker: WorkerScope::All,
     };
-    let payload = serde_json::to_vec(&mark(MARK_NEW))?;
+    let payload = serde_json::to_vec(&StageSpec::stamp_mark(MARK_NEW))?;
     let frames = UpdateSender::new(1, Some(key), update_port).frames(&header, &payload)?;
     let update_ns = time::now_ns();
     for f in frames {

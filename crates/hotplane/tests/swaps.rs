@@ -1,7 +1,7 @@
 //! Hot swapping under load: nothing lost or duplicated, old programs never run after `replace`
 //! returns and are freed only after the grace period, and other flows are left alone.
 
-use hotplane::stages::{BaseSpec, FieldValue, StageSpec};
+use hotplane::stages::StageSpec;
 use hotplane::{Config, DataPlane};
 use hotplane_control::Target;
 use hotplane_core::batch::{Batch, Mask};
@@ -46,15 +46,6 @@ fn flow(i: u16) -> FlowSelector {
     .unwrap()
 }
 
-fn mark(v: u32) -> StageSpec {
-    StageSpec::SetField {
-        base: BaseSpec::Payload,
-        offset: Stamp::<&[u8]>::MARK_OFFSET as u16,
-        value: FieldValue::Number(v as u64),
-        width: Some(4),
-    }
-}
-
 fn wait_for_traffic(plane: &DataPlane, packets: u64) {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while plane.worker_stats().iter().any(|w| w.packets.get() < packets) {
@@ -72,7 +63,7 @@ fn thousands_of_swaps_under_load_lose_and_duplicate_nothing() {
     for i in 0..2000u32 {
         let target =
             if i % 2 == 0 { Target::Position(Position::Pre) } else { Target::Flow(flow(0)) };
-        let prog = reg.build(&mark(i)).unwrap();
+        let prog = reg.build(&StageSpec::stamp_mark(i)).unwrap();
         let inst = reg.install(&target, &all, prog).unwrap();
         assert!(inst.warning.is_none(), "{:?}", inst.warning);
     }
@@ -176,7 +167,12 @@ stage = { stage = "set-field", base = "payload", offset = 16, value = 2, width =
     let before: Vec<_> = reg.workers.iter().map(|w| w.flows.function(&flow(1)).unwrap()).collect();
     wait_for_traffic(&plane, 10_000);
     for i in 0..500u32 {
-        reg.install(&Target::Flow(flow(0)), &[0, 1], reg.build(&mark(100 + i)).unwrap()).unwrap();
+        reg.install(
+            &Target::Flow(flow(0)),
+            &[0, 1],
+            reg.build(&StageSpec::stamp_mark(100 + i)).unwrap(),
+        )
+        .unwrap();
     }
     for (w, b) in reg.workers.iter().zip(&before) {
         let after = w.flows.function(&flow(1)).unwrap();

@@ -92,6 +92,38 @@ pub trait Port: Send {
     fn flush(&mut self) {}
 }
 
+/// Copy `frame` into a fresh buffer and append it to `batch` as received on `port` (slow-path
+/// receive: injected frames, capture records). A missing buffer counts in `rx_dropped`; a frame
+/// larger than a buffer in `rx_dropped` and `errors`. Returns false when no buffer was free, so
+/// the caller stops receiving for this poll.
+pub(crate) fn deliver(
+    frame: &[u8],
+    port: u16,
+    now_ns: u64,
+    batch: &mut Batch,
+    cache: &mut PoolCache,
+    c: &PortCounters,
+) -> bool {
+    let Some(mut p) = cache.alloc() else {
+        c.rx_dropped.add(1);
+        return false;
+    };
+    if p.set_frame(frame).is_err() {
+        c.rx_dropped.add(1);
+        c.errors.add(1);
+        cache.free(p);
+        return true;
+    }
+    p.meta.in_port = port;
+    p.meta.rx_ts = now_ns;
+    c.rx_packets.add(1);
+    c.rx_bytes.add(frame.len() as u64);
+    if let Err(p) = batch.push(p) {
+        cache.free(p);
+    }
+    true
+}
+
 /// Why a port could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum PortError {

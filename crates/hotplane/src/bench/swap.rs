@@ -50,15 +50,6 @@ pub fn flow_selector(i: u16) -> FlowSelector {
     FlowSelector::exact(FlowKey::from_ips(g.src_ip, g.dst_ip, 17, g.src_port + i, g.dst_port))
 }
 
-fn mark(v: u32) -> StageSpec {
-    StageSpec::SetField {
-        base: crate::stages::BaseSpec::Payload,
-        offset: hotplane_core::wire::Stamp::<&[u8]>::MARK_OFFSET as u16,
-        value: crate::stages::FieldValue::Number(v as u64),
-        width: Some(4),
-    }
-}
-
 pub struct SwapResult {
     pub visible_ns: Histogram<u64>,
     pub replace_ns: Histogram<u64>,
@@ -73,8 +64,8 @@ pub fn measure(workers: usize, swaps: u32, progress: &mut Progress) -> anyhow::R
     let all: Vec<usize> = (0..workers).collect();
     let flow1 = Target::Flow(flow_selector(0));
     let flow2 = Target::Flow(flow_selector(1));
-    reg.install(&flow1, &all, reg.build(&mark(1)).map_err(anyhow::Error::msg)?)?;
-    reg.install(&flow2, &all, reg.build(&mark(2)).map_err(anyhow::Error::msg)?)?;
+    reg.install(&flow1, &all, reg.build(&StageSpec::stamp_mark(1)).map_err(anyhow::Error::msg)?)?;
+    reg.install(&flow2, &all, reg.build(&StageSpec::stamp_mark(2)).map_err(anyhow::Error::msg)?)?;
     let stats = plane.worker_stats().to_vec();
     while stats.iter().any(|s| s.packets.get() < 100_000) {
         std::thread::sleep(Duration::from_millis(1));
@@ -89,7 +80,7 @@ pub fn measure(workers: usize, swaps: u32, progress: &mut Progress) -> anyhow::R
         } else {
             (&Target::Position(Position::Pre), 0)
         };
-        let prog = reg.build(&mark(100 + i as u32)).map_err(anyhow::Error::msg)?;
+        let prog = reg.build(&StageSpec::stamp_mark(100 + i as u32)).map_err(anyhow::Error::msg)?;
         let t0 = time::now_ns();
         let inst = reg.install(target, &all, prog)?;
         let t1 = time::now_ns();

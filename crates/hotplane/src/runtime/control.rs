@@ -118,19 +118,9 @@ impl Control {
                 self.obs.record_apply(started.elapsed());
                 self.ack_for(&u, r)
             }
-            Ok(Received::Partial { header, received, .. }) => Some((
-                Ack {
-                    status: AckStatus::Partial,
-                    reason: None,
-                    key_id: header.key_id,
-                    seq: header.seq,
-                    version: 0,
-                    received,
-                    message: String::new(),
-                },
-                header.key_id != 0,
-                header.flags.no_ack(),
-            )),
+            Ok(Received::Partial { header, received, .. }) => {
+                Some((partial_ack(&header, received), header.key_id != 0, header.flags.no_ack()))
+            }
             Err(r) => {
                 tracing::info!(worker = w, reason = %r.reason, "update refused: {}", r.message);
                 if !r.authenticated && !limiter.take() {
@@ -336,15 +326,9 @@ impl Control {
                             self.obs.record_apply(started.elapsed());
                             self.ack_for(&u, r).map(|(a, _, _)| a)
                         }
-                        Ok(Received::Partial { header, received, .. }) => Some(Ack {
-                            status: AckStatus::Partial,
-                            reason: None,
-                            key_id: header.key_id,
-                            seq: header.seq,
-                            version: 0,
-                            received,
-                            message: String::new(),
-                        }),
+                        Ok(Received::Partial { header, received, .. }) => {
+                            Some(partial_ack(&header, received))
+                        }
                         Err(r) => Some(refused_ack(&r)),
                     };
                     if let Some(a) = ack {
@@ -358,6 +342,18 @@ impl Control {
                 Response::ok(json!("stopping"))
             }
         }
+    }
+}
+
+fn partial_ack(h: &hotplane_control::UpdateHeader, received: u32) -> Ack {
+    Ack {
+        status: AckStatus::Partial,
+        reason: None,
+        key_id: h.key_id,
+        seq: h.seq,
+        version: 0,
+        received,
+        message: String::new(),
     }
 }
 

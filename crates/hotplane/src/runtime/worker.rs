@@ -200,25 +200,10 @@ impl Worker {
                         self.cache.free(p);
                     }
                 },
-                Verdict::Pass | Verdict::Tx => {
-                    let out = p.meta.out_port as usize;
-                    if out >= nports {
-                        self.stats.no_route.add(1);
-                        self.cache.free(p);
-                        continue;
-                    }
-                    if let Err(p) = tx[out].push(p) {
-                        self.ports[out].send(&mut tx[out], &mut self.cache, now);
-                        let _ = tx[out].push(p);
-                    }
-                }
+                Verdict::Pass | Verdict::Tx => self.queue_tx(tx, p, now),
             }
         }
-        for (out, b) in tx.iter_mut().enumerate() {
-            if !b.is_empty() {
-                self.ports[out].send(b, &mut self.cache, now);
-            }
-        }
+        self.flush_tx(tx, now);
         if punted {
             if let Some(t) = &self.control {
                 t.unpark();
@@ -231,27 +216,39 @@ impl Worker {
         let mut n = 0;
         let now = time::now_ns();
         while let Some(p) = self.inject.pop() {
-            let out = p.meta.out_port as usize;
-            if out >= tx.len() {
-                self.stats.no_route.add(1);
-                self.cache.free(p);
-                continue;
-            }
-            if let Err(p) = tx[out].push(p) {
-                self.ports[out].send(&mut tx[out], &mut self.cache, now);
-                let _ = tx[out].push(p);
-            }
+            self.queue_tx(tx, p, now);
             n += 1;
         }
         if n > 0 {
-            for (out, b) in tx.iter_mut().enumerate() {
-                if !b.is_empty() {
-                    self.ports[out].send(b, &mut self.cache, now);
-                }
-            }
+            self.flush_tx(tx, now);
             self.stats.injected.add(n as u64);
         }
         n
+    }
+
+    /// Queue a packet for its output port, sending that port's batch first if it is full.
+    #[inline]
+    fn queue_tx(&mut self, tx: &mut [Batch], p: Packet, now: u64) {
+        let out = p.meta.out_port as usize;
+        if out >= tx.len() {
+            self.stats.no_route.add(1);
+            self.cache.free(p);
+            return;
+        }
+        if let Err(p) = tx[out].push(p) {
+            self.ports[out].send(&mut tx[out], &mut self.cache, now);
+            let _ = tx[out].push(p);
+        }
+    }
+
+    /// Send every non-empty per-port batch.
+    #[inline]
+    fn flush_tx(&mut self, tx: &mut [Batch], now: u64) {
+        for (out, b) in tx.iter_mut().enumerate() {
+            if !b.is_empty() {
+                self.ports[out].send(b, &mut self.cache, now);
+            }
+        }
     }
 }
 

@@ -283,26 +283,8 @@ impl Generator {
         now: u64,
         c: &PortCounters,
     ) -> usize {
-        let mut added = 0;
-        while batch.room() > 0 {
-            let Some(frame) = self.inject.pop() else { break };
-            let Some(mut p) = cache.alloc() else {
-                c.rx_dropped.add(1);
-                break;
-            };
-            if p.set_frame(&frame).is_err() {
-                c.errors.add(1);
-                cache.free(p);
-                continue;
-            }
-            p.meta.in_port = self.port;
-            p.meta.rx_ts = now;
-            c.rx_bytes.add(p.len() as u64);
-            let _ = batch.push(p);
-            added += 1;
-        }
+        let added = super::receive_injected(&self.inject, self.port, now, batch, cache, c);
         if self.flows.is_empty() {
-            c.rx_packets.add(added as u64);
             return added;
         }
         let mut want = batch.room() as u64;
@@ -363,7 +345,7 @@ impl Generator {
         if let Some(r) = &mut self.remaining {
             *r -= made;
         }
-        c.rx_packets.add(added as u64 + made);
+        c.rx_packets.add(made);
         c.rx_bytes.add(bytes);
         added + made as usize
     }

@@ -232,6 +232,25 @@ impl sink::FlowRecord {
     }
 }
 
+/// Receive queued injected frames (before any generated traffic); returns how many arrived.
+fn receive_injected(
+    inject: &ArrayQueue<Vec<u8>>,
+    port: u16,
+    now_ns: u64,
+    batch: &mut Batch,
+    cache: &mut PoolCache,
+    c: &PortCounters,
+) -> usize {
+    let before = batch.len();
+    while batch.room() > 0 {
+        let Some(frame) = inject.pop() else { break };
+        if !crate::deliver(&frame, port, now_ns, batch, cache, c) {
+            break;
+        }
+    }
+    batch.len() - before
+}
+
 /// One queue of a `mem` port.
 pub struct MemQueue {
     name: String,
@@ -299,28 +318,7 @@ impl Port for MemQueue {
     fn recv(&mut self, batch: &mut Batch, cache: &mut PoolCache, now_ns: u64) -> usize {
         match &mut self.gen {
             Some(g) => g.recv(batch, cache, now_ns, &self.counters),
-            None => {
-                let mut n = 0;
-                while batch.room() > 0 {
-                    let Some(frame) = self.inject.pop() else { break };
-                    let Some(mut p) = cache.alloc() else {
-                        self.counters.rx_dropped.add(1);
-                        break;
-                    };
-                    if p.set_frame(&frame).is_err() {
-                        self.counters.errors.add(1);
-                        cache.free(p);
-                        continue;
-                    }
-                    p.meta.in_port = self.port;
-                    p.meta.rx_ts = now_ns;
-                    self.counters.rx_bytes.add(p.len() as u64);
-                    let _ = batch.push(p);
-                    n += 1;
-                }
-                self.counters.rx_packets.add(n as u64);
-                n
-            }
+            None => receive_injected(&self.inject, self.port, now_ns, batch, cache, &self.counters),
         }
     }
 

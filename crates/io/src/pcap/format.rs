@@ -119,40 +119,16 @@ impl<R: Read> CaptureReader<R> {
                 Format::Pcap { endian, nanos }
             }
             0x0a0d_0d0a => {
-                let mut r = Self {
-                    inner,
-                    format: Format::PcapNg { endian: Endian::Little, interfaces: vec![] },
-                    block: vec![],
-                };
-                r.read_section_header()?;
-                return Ok(r);
+                let mut len = [0u8; 4];
+                if !read_full(&mut inner, &mut len)? {
+                    return Err(CaptureError::Truncated);
+                }
+                let endian = section_header(&mut inner, len)?;
+                Format::PcapNg { endian, interfaces: Vec::new() }
             }
             other => return Err(CaptureError::BadMagic(other)),
         };
         Ok(Self { inner, format, block: Vec::new() })
-    }
-
-    /// Reads the rest of a section header block whose type word was just consumed.
-    fn read_section_header(&mut self) -> Result<(), CaptureError> {
-        let mut head = [0u8; 8];
-        if !read_full(&mut self.inner, &mut head)? {
-            return Err(CaptureError::Truncated);
-        }
-        let endian = match u32::from_le_bytes([head[4], head[5], head[6], head[7]]) {
-            0x1a2b_3c4d => Endian::Little,
-            0x4d3c_2b1a => Endian::Big,
-            _ => return Err(CaptureError::Malformed("pcapng byte-order magic")),
-        };
-        let total = endian.u32(&head[0..4]) as usize;
-        if !(28..=MAX_BLOCK).contains(&total) || total % 4 != 0 {
-            return Err(CaptureError::Malformed("pcapng section header length"));
-        }
-        let mut rest = vec![0u8; total - 12];
-        if !read_full(&mut self.inner, &mut rest)? {
-            return Err(CaptureError::Truncated);
-        }
-        self.format = Format::PcapNg { endian, interfaces: Vec::new() };
-        Ok(())
     }
 
     /// Read the next packet into `buf` (replacing its contents). `Ok(None)` at the end.
@@ -193,26 +169,8 @@ impl<R: Read> CaptureReader<R> {
             }
             let btype = endian.u32(&h[0..4]);
             if btype == 0x0a0d_0d0a {
-                // A new section: its byte order may differ. The 8 bytes read are type + length,
-                // so re-read from the length using a small adapter.
-                let mut chained = io::Cursor::new(h[4..8].to_vec()).chain(&mut self.inner);
-                let mut head = [0u8; 8];
-                if !read_full(&mut chained, &mut head)? {
-                    return Err(CaptureError::Truncated);
-                }
-                let endian = match u32::from_le_bytes([head[4], head[5], head[6], head[7]]) {
-                    0x1a2b_3c4d => Endian::Little,
-                    0x4d3c_2b1a => Endian::Big,
-                    _ => return Err(CaptureError::Malformed("pcapng byte-order magic")),
-                };
-                let total = endian.u32(&head[0..4]) as usize;
-                if !(28..=MAX_BLOCK).contains(&total) || total % 4 != 0 {
-                    return Err(CaptureError::Malformed("pcapng section header length"));
-                }
-                let mut rest = vec![0u8; total - 12];
-                if !read_full(&mut chained, &mut rest)? {
-                    return Err(CaptureError::Truncated);
-                }
+                // A new section: its byte order may differ from the last one's.
+                let endian = section_header(&mut self.inner, [h[4], h[5], h[6], h[7]])?;
                 self.format = Format::PcapNg { endian, interfaces: Vec::new() };
                 continue;
             }
@@ -290,6 +248,29 @@ impl<R: Read> CaptureReader<R> {
             }
         }
     }
+}
+
+/// The rest of a section header block, after its type word and its length bytes `len`: the
+/// byte-order magic decides how to read the length, then the body is skipped.
+fn section_header<R: Read>(r: &mut R, len: [u8; 4]) -> Result<Endian, CaptureError> {
+    let mut bom = [0u8; 4];
+    if !read_full(r, &mut bom)? {
+        return Err(CaptureError::Truncated);
+    }
+    let endian = match u32::from_le_bytes(bom) {
+        0x1a2b_3c4d => Endian::Little,
+        0x4d3c_2b1a => Endian::Big,
+        _ => return Err(CaptureError::Malformed("pcapng byte-order magic")),
+    };
+    let total = endian.u32(&len) as usize;
+    if !(28..=MAX_BLOCK).contains(&total) || total % 4 != 0 {
+        return Err(CaptureError::Malformed("pcapng section header length"));
+    }
+    let mut rest = vec![0u8; total - 12];
+    if !read_full(r, &mut rest)? {
+        return Err(CaptureError::Truncated);
+    }
+    Ok(endian)
 }
 
 /// Timestamp resolution from an interface block's options (code 9), default microseconds.

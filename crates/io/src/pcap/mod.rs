@@ -165,32 +165,20 @@ impl Port for PcapPort {
             let due = ((now_ns - self.start_ns) as f64 * rate / 1e9) as u64 + 1;
             want = want.min(due.saturating_sub(self.replayed) as usize);
         }
-        let mut n = 0;
-        while n < want {
+        let before = batch.len();
+        for _ in 0..want {
             if self.next_record().is_none() {
                 self.done = true;
                 break;
             }
             self.replayed += 1;
-            let Some(mut p) = cache.alloc() else {
-                self.counters.rx_dropped.add(1);
-                continue;
-            };
-            if p.set_frame(&self.record).is_err() {
-                // Larger than a buffer (jumbo frame into a standard pool): counted, skipped.
-                self.counters.rx_dropped.add(1);
-                self.counters.errors.add(1);
-                cache.free(p);
-                continue;
+            // A record larger than a buffer (a jumbo frame into a standard pool) is counted and
+            // skipped; without a free buffer the record is counted as dropped and reading pauses.
+            if !crate::deliver(&self.record, self.id, now_ns, batch, cache, &self.counters) {
+                break;
             }
-            p.meta.in_port = self.id;
-            p.meta.rx_ts = now_ns;
-            self.counters.rx_bytes.add(p.len() as u64);
-            let _ = batch.push(p);
-            n += 1;
         }
-        self.counters.rx_packets.add(n as u64);
-        n
+        batch.len() - before
     }
 
     fn send(&mut self, batch: &mut Batch, cache: &mut PoolCache, _now_ns: u64) -> usize {
