@@ -210,10 +210,34 @@ fn main() {
         )
         .with_writer(std::io::stderr)
         .init();
+    quiet_panics();
     if let Err(e) = dispatch(Cli::parse()) {
         eprintln!("hotplane: error: {e:#}");
         std::process::exit(1);
     }
+}
+
+/// Workers survive a panicking program (the batch is dropped and counted); keep a program that
+/// panics on every packet from flooding stderr: at most one report per second.
+fn quiet_panics() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    static SUPPRESSED: AtomicU64 = AtomicU64::new(0);
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let now = hotplane_core::time::now_ns();
+        let last = LAST.load(Ordering::Relaxed);
+        if last != 0 && now.saturating_sub(last) < 1_000_000_000 {
+            SUPPRESSED.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        LAST.store(now, Ordering::Relaxed);
+        let n = SUPPRESSED.swap(0, Ordering::Relaxed);
+        if n > 0 {
+            eprintln!("hotplane: {n} more panic(s) suppressed in the last second");
+        }
+        default(info);
+    }));
 }
 
 fn dispatch(cli: Cli) -> anyhow::Result<()> {

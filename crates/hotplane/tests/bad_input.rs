@@ -135,3 +135,59 @@ key = "0000000000000000000000000000000000000000000000000000000000000001"
     let r = hotplane_io::mem::MemReport::merge(&handles);
     assert_eq!(r.lost(), 0);
 }
+
+/// A program that panics on some packets (a bug) costs those batches, not the worker.
+struct Panicky;
+
+impl hotplane_core::Stage for Panicky {
+    fn name(&self) -> &str {
+        "panicky"
+    }
+
+    fn run(
+        &self,
+        batch: &mut hotplane_core::Batch,
+        sel: hotplane_core::Mask,
+        _cx: &mut hotplane_core::WorkerCx<'_>,
+    ) {
+        for i in sel {
+            let p = batch.get(i).unwrap();
+            if p.meta.flow_hash % 7 == 0 && p.len() == 64 {
+                panic!("bug in a program");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_panicking_program_costs_its_batch_not_the_worker() {
+    let cfg = Config::parse(
+        "[[port]]\nname = \"p0\"\nkind = \"mem\"\ngen = { flows = 64, rate_pps = 200000 }\n",
+        "test",
+    )
+    .unwrap();
+    let plane = DataPlane::start(cfg).unwrap();
+    let reg = plane.registry().clone();
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {})); // keep the test output readable
+    reg.install(
+        &hotplane_control::Target::Position(hotplane_core::Position::Pre),
+        &[0],
+        Some(std::sync::Arc::new(Panicky)),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let stats = plane.worker_stats()[0].clone();
+    let panics = stats.panics.get();
+    // Remove the bug; the same worker carries on.
+    reg.install(&hotplane_control::Target::Position(hotplane_core::Position::Pre), &[0], None)
+        .unwrap();
+    let before = stats.packets.get();
+    std::thread::sleep(Duration::from_millis(100));
+    let after = stats.packets.get();
+    std::panic::set_hook(prev);
+    let summary = plane.stop();
+    assert!(panics > 0, "the program should have panicked");
+    assert!(after > before + 1000, "worker stopped after panics: {before} -> {after}");
+    assert_eq!(summary.panics, 0, "no thread died");
+}

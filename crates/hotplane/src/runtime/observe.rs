@@ -102,6 +102,7 @@ impl Observability {
                     "no_route": w.no_route.get(),
                     "injected": w.injected.get(),
                     "idle_polls": w.idle_polls.get(),
+                    "program_panics": w.panics.get(),
                     "running_versions": versions,
                 })
             })

@@ -31,6 +31,8 @@ pub struct WorkerStats {
     pub no_route: LocalCounter,
     pub injected: LocalCounter,
     pub idle_polls: LocalCounter,
+    /// Batches abandoned because a program panicked (their packets count as dropped).
+    pub panics: LocalCounter,
     /// Version of each tracked slot this worker last ran, and when it first ran it.
     pub seen_version: [LocalCounter; 4],
     pub seen_at_ns: [LocalCounter; 4],
@@ -82,11 +84,19 @@ impl Worker {
                     continue;
                 }
                 got += batch.len();
-                {
+                let ran = {
                     let guard = reader.guard();
-                    self.process(&mut batch, &guard, now, &mut seen);
-                    // A second clock read per batch: sinks measure latency at transmit time.
-                    self.transmit(&mut batch, &mut tx, time::now_ns());
+                    // A program that panics (a bug) costs this batch, never the worker.
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        self.process(&mut batch, &guard, now, &mut seen);
+                        // A second clock read per batch: sinks measure latency at transmit time.
+                        self.transmit(&mut batch, &mut tx, time::now_ns());
+                    }))
+                };
+                if ran.is_err() {
+                    self.stats.panics.add(1);
+                    self.stats.dropped.add(batch.len() as u64);
+                    batch.free_all(&mut self.cache);
                 }
                 reader.quiescent();
             }
