@@ -186,8 +186,9 @@ pub fn parse_ip(s: &str) -> Result<IpAddr, String> {
     s.parse().map_err(|_| format!("`{s}` is not an IP address"))
 }
 
-/// `hotplane gen`: write generated traffic to a capture, or measure a capture of it.
-pub fn gen(o: GenOpts) -> anyhow::Result<()> {
+/// `hotplane gen`: write generated traffic to a capture, or measure a capture of it. Prints the
+/// result and returns it as JSON.
+pub fn gen(o: GenOpts) -> anyhow::Result<serde_json::Value> {
     let dp = DataplaneConfig { workers: 1, idle: IdlePolicy::Yield, ..Default::default() };
     let (ports, what) = match (&o.write, &o.rx) {
         (Some(path), None) => {
@@ -217,30 +218,39 @@ pub fn gen(o: GenOpts) -> anyhow::Result<()> {
     if what == "write" {
         let written =
             summary.ports.iter().find(|(n, _)| n == "out").map_or(0, |(_, s)| s.tx_packets);
+        let out = json!({ "written": written, "file": o.write });
         if o.json {
-            println!("{}", json!({ "written": written, "file": o.write }));
+            println!("{out}");
         } else if let Some(p) = &o.write {
             eprintln!("wrote {written} packets to {}", p.display());
         }
+        Ok(out)
     } else {
         let flows: Vec<_> = r
             .flows
             .iter()
-            .map(|f| json!({ "flow": f.flow, "received": f.received, "duplicates": f.duplicates, "reordered": f.reordered, "highest_seq_gap": f.marks.len() }))
+            .map(|f| {
+                json!({ "flow": f.flow, "received": f.received, "missing": f.missing,
+                        "duplicates": f.duplicates, "reordered": f.reordered })
+            })
             .collect();
+        let out = json!({ "flows": flows, "unstamped": r.unstamped });
         if o.json {
-            println!("{}", json!({ "flows": flows, "unstamped": r.unstamped }));
+            println!("{out}");
         } else {
-            println!("{:<6} {:>10} {:>10} {:>10}", "flow", "received", "dup", "reordered");
+            println!(
+                "{:<6} {:>10} {:>10} {:>10} {:>10}",
+                "flow", "received", "missing", "dup", "reordered"
+            );
             for f in &r.flows {
                 println!(
-                    "{:<6} {:>10} {:>10} {:>10}",
-                    f.flow, f.received, f.duplicates, f.reordered
+                    "{:<6} {:>10} {:>10} {:>10} {:>10}",
+                    f.flow, f.received, f.missing, f.duplicates, f.reordered
                 );
             }
             println!("unstamped frames: {}", r.unstamped);
             eprintln!("(latency needs the generator's clock: measure it live with mem ports or `hotplane gen` on interfaces)");
         }
+        Ok(out)
     }
-    Ok(())
 }

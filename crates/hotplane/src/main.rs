@@ -277,7 +277,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 vlan,
                 ..Default::default()
             };
-            cli::gen(GenOpts { write, rx, spec, json })
+            cli::gen(GenOpts { write, rx, spec, json }).map(|_| ())
         }
         Cmd::Bench { which } => match which {
             BenchCmd::Pipeline { json, packets, batch, core, no_testpmd } => {

@@ -89,6 +89,38 @@ pre = {{ stage = "l2fwd" }}
 }
 
 #[test]
+fn gen_measures_a_capture_with_a_lost_and_a_duplicated_packet() {
+    let dir = tmpdir("gen-rx");
+    let spec = GenSpec { flows: 2, count: Some(100), ..Default::default() };
+    gen(GenOpts { write: Some(dir.join("a.pcap")), rx: None, spec, json: true }).unwrap();
+    let mut frames = read_capture(&dir.join("a.pcap"));
+    let dup = frames[20].clone(); // flow 0, sequence 10
+    frames.remove(10); // flow 0, sequence 5
+    frames.push(dup);
+    let mut w =
+        CaptureWriter::new(std::fs::File::create(dir.join("b.pcap")).unwrap(), 65535).unwrap();
+    for f in &frames {
+        w.write(0, f).unwrap();
+    }
+    w.flush().unwrap();
+    drop(w);
+    let v = gen(GenOpts {
+        write: None,
+        rx: Some(dir.join("b.pcap")),
+        spec: GenSpec::default(),
+        json: true,
+    })
+    .unwrap();
+    let f0 = &v["flows"][0];
+    assert_eq!(
+        (f0["received"].as_u64(), f0["missing"].as_u64(), f0["duplicates"].as_u64()),
+        (Some(50), Some(1), Some(1))
+    );
+    assert_eq!(v["flows"][1]["missing"], 0);
+    assert_eq!(v["flows"][1]["received"], 50);
+}
+
+#[test]
 fn inband_update_from_a_capture_is_acknowledged_into_the_output() {
     let dir = tmpdir("pcap-update");
     let input = dir.join("in.pcap");

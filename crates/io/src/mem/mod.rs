@@ -103,6 +103,9 @@ pub struct FlowReport {
     pub lost: u64,
     pub duplicates: u64,
     pub reordered: u64,
+    /// Sequence numbers below the highest one received that never arrived: loss as a receiver
+    /// alone can tell it (a capture), without the sender's count.
+    pub missing: u64,
     pub latency_ns_p50: u64,
     pub latency_ns_p99: u64,
     pub latency_ns_max: u64,
@@ -174,6 +177,9 @@ impl MemReport {
                 lost: s.map_or(0, |s| s.sent.saturating_sub(unique)),
                 duplicates: r.map_or(0, |r| r.duplicates),
                 reordered: r.map_or(0, |r| r.reordered),
+                missing: r.map_or(0, |r| {
+                    r.highest_seq().map_or(0, |h| (h + 1).saturating_sub(r.unique()))
+                }),
                 latency_ns_p50: r.map_or(0, |r| r.latency.value_at_quantile(0.5)),
                 latency_ns_p99: r.map_or(0, |r| r.latency.value_at_quantile(0.99)),
                 latency_ns_max: r.map_or(0, |r| r.latency.max()),

@@ -81,6 +81,11 @@ impl FlowRecord {
         self.received - self.duplicates
     }
 
+    /// Highest sequence number received (extended past 32-bit wrap).
+    pub fn highest_seq(&self) -> Option<u64> {
+        self.max_seq
+    }
+
     fn extend(&self, seq: u32) -> u64 {
         match self.max_seq {
             None => seq as u64,
