@@ -170,11 +170,16 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
         let mut after: Vec<f64> =
             samples.iter().filter(|s| s.tx_ts >= update_ns).map(lat).collect();
         let marks: Vec<String> = fr.marks.iter().map(|m| format!("0x{:02x}", m.mark)).collect();
+        // When the first packet processed by the new function left the pipeline. (Its stamp
+        // holds its *scheduled* generation time, which can precede the update when the worker
+        // runs behind; the sink's transmit time cannot.)
         let visible_us = if i == 0 {
-            fr.marks
+            samples
                 .iter()
-                .find(|m| m.mark == MARK_NEW)
-                .map(|m| m.first_tx_ts.saturating_sub(update_ns) as f64 / 1000.0)
+                .filter(|s| s.mark == MARK_NEW)
+                .map(|s| s.rx_ts)
+                .min()
+                .map(|t| t.saturating_sub(update_ns) as f64 / 1000.0)
         } else {
             None
         };
