@@ -1,11 +1,12 @@
 //! `hotplane run`, `push` and `gen`: the commands that are thin layers over the library.
 
-use crate::config::{Config, DataplaneConfig, IdlePolicy, PortConfig};
+use crate::config::{Config, DataplaneConfig, IdlePolicy, PortConfig, PortKind};
 use crate::DataPlane;
 use anyhow::{bail, Context};
 use hotplane_control::api::{Client, Request};
 use hotplane_control::{Flags, Kind, Target, UpdateHeader, WorkerScope};
-use hotplane_io::mem::{GenSpec, MemReport, SinkSpec, Vary};
+use hotplane_io::mem::{GenSpec, MemReport, MemSpec, Vary};
+use hotplane_io::pcap::PcapSpec;
 use serde_json::json;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -22,14 +23,8 @@ pub fn run(
     keep_running: bool,
 ) -> anyhow::Result<()> {
     let cfg = Config::load(config)?;
-    let finite = cfg.ports.iter().all(|p| match p {
-        PortConfig::Mem { gen, .. } => gen.as_ref().is_none_or(|g| g.count.is_some()),
-        PortConfig::Pcap { loops, .. } => *loops != 0,
-    });
-    let has_input = cfg.ports.iter().any(|p| match p {
-        PortConfig::Mem { gen, .. } => gen.is_some(),
-        PortConfig::Pcap { read, .. } => read.is_some(),
-    });
+    let finite = cfg.ports.iter().all(|p| p.input_is_finite());
+    let has_input = cfg.ports.iter().any(|p| p.has_input());
     let exit_when_drained = finite && has_input && !keep_running;
     let signalled = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -195,13 +190,13 @@ pub fn gen(o: GenOpts) -> anyhow::Result<serde_json::Value> {
             if o.spec.count.is_none() {
                 bail!("--count is required when writing a capture");
             }
-            let gen_port = PortConfig::Mem { name: "gen".into(), peer: Some("out".into()), gen: Some(o.spec.clone()), sink: SinkSpec::default() };
-            let out = PortConfig::Pcap { name: "out".into(), peer: None, read: None, write: Some(path.clone()), rate_pps: None, loops: 1 };
+            let gen_port = PortConfig::new("gen", Some("out"), PortKind::Mem(MemSpec { gen: Some(o.spec.clone()), ..Default::default() }));
+            let out = PortConfig::new("out", None, PortKind::Pcap(PcapSpec { write: Some(path.clone()), ..Default::default() }));
             (vec![gen_port, out], "write")
         }
         (None, Some(path)) => {
-            let input = PortConfig::Pcap { name: "in".into(), peer: Some("sink".into()), read: Some(path.clone()), write: None, rate_pps: None, loops: 1 };
-            let sink = PortConfig::Mem { name: "sink".into(), peer: None, gen: None, sink: SinkSpec::default() };
+            let input = PortConfig::new("in", Some("sink"), PortKind::Pcap(PcapSpec { read: Some(path.clone()), ..Default::default() }));
+            let sink = PortConfig::new("sink", None, PortKind::Mem(MemSpec::default()));
             (vec![input, sink], "rx")
         }
         _ => bail!("give exactly one of --write FILE (generate into a capture) and --rx FILE (measure a capture)"),

@@ -1,9 +1,10 @@
 //! The TOML configuration of a data plane, and its validation. Errors name the key at fault
 //! (`port[1].peer: no port named "p9"`).
 
-use hotplane_io::mem::{GenSpec, SinkSpec};
+use hotplane_io::afpacket::AfPacketSpec;
+use hotplane_io::mem::MemSpec;
 use hotplane_io::pcap::PcapSpec;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -12,7 +13,7 @@ use crate::stages::StageSpec;
 /// Default UDP port for in-band updates.
 pub const DEFAULT_UPDATE_PORT: u16 = 47474;
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     #[serde(default)]
@@ -30,7 +31,7 @@ pub struct Config {
 }
 
 /// What a worker does when a poll finds no packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum IdlePolicy {
     /// Busy-poll: lowest latency, one core at 100%.
@@ -40,7 +41,7 @@ pub enum IdlePolicy {
     Yield,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DataplaneConfig {
     /// Number of workers (one per core).
@@ -66,74 +67,117 @@ impl Default for DataplaneConfig {
     }
 }
 
-/// One port. `kind` selects the rest of the fields.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
-pub enum PortConfig {
-    Mem {
-        name: String,
-        /// Where packets received here go unless a program says otherwise (default: back out
-        /// of this port).
-        #[serde(default)]
-        peer: Option<String>,
-        #[serde(default)]
-        gen: Option<GenSpec>,
-        #[serde(default)]
-        sink: SinkSpec,
-    },
-    Pcap {
-        name: String,
-        #[serde(default)]
-        peer: Option<String>,
-        #[serde(default)]
-        read: Option<PathBuf>,
-        #[serde(default)]
-        write: Option<PathBuf>,
-        #[serde(default)]
-        rate_pps: Option<f64>,
-        #[serde(default = "one")]
-        loops: u32,
-    },
+/// One port: a name, where its packets go by default, and a kind with its own settings, all
+/// written flat in one `[[port]]` table (`kind = "afpacket"`, `interface = "veth0"`, ...).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortConfig {
+    pub name: String,
+    /// Where packets received here go unless a program says otherwise (default: back out of
+    /// this port).
+    pub peer: Option<String>,
+    pub kind: PortKind,
 }
 
-fn one() -> u32 {
-    1
+/// The kind-specific part of a port.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PortKind {
+    Mem(MemSpec),
+    Pcap(PcapSpec),
+    Afpacket(AfPacketSpec),
 }
+
+impl PortKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            PortKind::Mem(_) => "mem",
+            PortKind::Pcap(_) => "pcap",
+            PortKind::Afpacket(_) => "afpacket",
+        }
+    }
+}
+
+const PORT_KINDS: &str = "mem, pcap, afpacket";
 
 impl PortConfig {
+    pub fn new(name: &str, peer: Option<&str>, kind: PortKind) -> Self {
+        Self { name: name.into(), peer: peer.map(Into::into), kind }
+    }
+
     pub fn name(&self) -> &str {
-        match self {
-            PortConfig::Mem { name, .. } | PortConfig::Pcap { name, .. } => name,
-        }
+        &self.name
     }
 
     pub fn peer(&self) -> Option<&str> {
-        match self {
-            PortConfig::Mem { peer, .. } | PortConfig::Pcap { peer, .. } => peer.as_deref(),
-        }
+        self.peer.as_deref()
     }
 
     pub fn kind(&self) -> &'static str {
-        match self {
-            PortConfig::Mem { .. } => "mem",
-            PortConfig::Pcap { .. } => "pcap",
+        self.kind.as_str()
+    }
+
+    /// True when the port's input ends by itself (a capture replayed a finite number of times,
+    /// a generator with a count, or no input at all).
+    pub fn input_is_finite(&self) -> bool {
+        match &self.kind {
+            PortKind::Mem(m) => m.gen.as_ref().is_none_or(|g| g.count.is_some()),
+            PortKind::Pcap(p) => p.read.is_none() || p.loops != 0,
+            PortKind::Afpacket(_) => false,
         }
     }
 
-    pub fn pcap_spec(&self) -> Option<PcapSpec> {
-        match self {
-            PortConfig::Pcap { read, write, rate_pps, loops, .. } => Some(PcapSpec {
-                read: read.clone(),
-                write: write.clone(),
-                rate_pps: *rate_pps,
-                loops: *loops,
-            }),
-            _ => None,
+    /// True when the port produces input at all.
+    pub fn has_input(&self) -> bool {
+        match &self.kind {
+            PortKind::Mem(m) => m.gen.is_some(),
+            PortKind::Pcap(p) => p.read.is_some(),
+            PortKind::Afpacket(_) => true,
         }
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+impl<'de> Deserialize<'de> for PortConfig {
+    /// `name`, `peer` and `kind` are common; every other key belongs to the kind, whose own
+    /// struct rejects keys it does not know.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut table: serde_json::Map<String, serde_json::Value> = Deserialize::deserialize(d)?;
+        let name = match table.remove("name") {
+            Some(serde_json::Value::String(s)) => s,
+            Some(_) => return Err(D::Error::custom("`name` must be a string")),
+            None => return Err(D::Error::custom("missing field `name`")),
+        };
+        let peer = match table.remove("peer") {
+            Some(serde_json::Value::String(s)) => Some(s),
+            Some(_) => {
+                return Err(D::Error::custom(format!("port `{name}`: `peer` must be a port name")))
+            }
+            None => None,
+        };
+        let kind = match table.remove("kind") {
+            Some(serde_json::Value::String(s)) => s,
+            _ => {
+                return Err(D::Error::custom(format!(
+                    "port `{name}`: missing `kind` ({PORT_KINDS})"
+                )))
+            }
+        };
+        let rest = serde_json::Value::Object(table);
+        let bad = |e: serde_json::Error| D::Error::custom(format!("port `{name}` ({kind}): {e}"));
+        let kind = match kind.as_str() {
+            "mem" => PortKind::Mem(serde_json::from_value(rest).map_err(bad)?),
+            "pcap" => PortKind::Pcap(serde_json::from_value(rest).map_err(bad)?),
+            "afpacket" => PortKind::Afpacket(serde_json::from_value(rest).map_err(bad)?),
+            other => {
+                return Err(D::Error::custom(format!(
+                    "port `{name}`: kind `{other}` is not one of {PORT_KINDS}"
+                )))
+            }
+        };
+        Ok(PortConfig { name, peer, kind })
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PipelineConfig {
     pub pre: Option<StageSpec>,
@@ -147,7 +191,7 @@ pub struct PipelineConfig {
     pub externs: BTreeMap<String, StageSpec>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FlowConfig {
     /// Flow selector: `proto=udp,src=10.0.0.1,dst=10.1.0.0/16,sport=1,dport=2,vlan=3`.
@@ -157,7 +201,7 @@ pub struct FlowConfig {
 }
 
 /// A program installed at start and selectable by id at runtime ("pre-defined" mode).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PredefinedConfig {
     pub id: u32,
@@ -166,7 +210,7 @@ pub struct PredefinedConfig {
     pub stage: StageSpec,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ControlConfig {
     /// UNIX socket of the control API; the API is off when absent.
@@ -199,7 +243,7 @@ impl Default for ControlConfig {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeyConfig {
     pub id: u32,
@@ -211,7 +255,7 @@ pub struct KeyConfig {
     pub key_file: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MetricsConfig {
     /// Serve Prometheus text at http://ADDR/metrics (e.g. "127.0.0.1:9464").
@@ -310,11 +354,20 @@ impl Config {
                     ));
                 }
             }
-            if let PortConfig::Pcap { read: None, write: None, .. } = p {
-                return Err(invalid(
-                    format!("port[{i}]"),
-                    "a pcap port needs `read`, `write` or both",
-                ));
+            match &p.kind {
+                PortKind::Pcap(PcapSpec { read: None, write: None, .. }) => {
+                    return Err(invalid(
+                        format!("port[{i}]"),
+                        "a pcap port needs `read`, `write` or both",
+                    ));
+                }
+                PortKind::Afpacket(a) if a.interface.is_empty() => {
+                    return Err(invalid(
+                        format!("port[{i}].interface"),
+                        "an afpacket port needs an interface",
+                    ));
+                }
+                _ => {}
             }
         }
         let mut ids = HashSet::new();

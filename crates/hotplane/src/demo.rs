@@ -3,7 +3,9 @@
 //! packet replaces flow 1's function while flow 2 keeps its own. It prints a per-flow table and
 //! writes a plot of per-packet latency over time with the update marked.
 
-use crate::config::{Config, DataplaneConfig, FlowConfig, IdlePolicy, KeyConfig, PortConfig};
+use crate::config::{
+    Config, DataplaneConfig, FlowConfig, IdlePolicy, KeyConfig, PortConfig, PortKind,
+};
 use crate::inband::{ack_of, UpdateSender};
 use crate::plot::{latency_plot, thin, Marker, Series};
 use crate::stages::StageSpec;
@@ -11,7 +13,7 @@ use crate::DataPlane;
 use anyhow::Context;
 use hotplane_control::{AckStatus, Flags, Kind, Target, UpdateHeader, WorkerScope};
 use hotplane_core::{time, FlowSelector};
-use hotplane_io::mem::{GenSpec, MemReport, Sample, SinkSpec};
+use hotplane_io::mem::{GenSpec, MemReport, MemSpec, Sample, SinkSpec};
 use plotters::style::RGBColor;
 use serde_json::json;
 use std::path::PathBuf;
@@ -77,12 +79,14 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
     let expected = (o.rate_pps * o.duration_ms as f64 / 1000.0) as usize;
     let cfg = Config {
         dataplane: DataplaneConfig { workers, idle: IdlePolicy::Poll, ..Default::default() },
-        ports: vec![PortConfig::Mem {
-            name: "p0".into(),
-            peer: None,
-            gen: Some(gen.clone()),
-            sink: SinkSpec { measure: true, record: expected + 10_000, capture: 16 },
-        }],
+        ports: vec![PortConfig::new(
+            "p0",
+            None,
+            PortKind::Mem(MemSpec {
+                gen: Some(gen.clone()),
+                sink: SinkSpec { measure: true, record: expected + 10_000, capture: 16 },
+            }),
+        )],
         pipeline: crate::config::PipelineConfig {
             flows: vec![
                 FlowConfig {

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod inband;
+pub mod netlab;
 pub mod plot;
 pub mod runtime;
 pub mod stages;

@@ -5,7 +5,9 @@
 //!
 //! Depends on `hotplane-core` only; never on program kinds, control or the binary.
 
+pub mod afpacket;
 pub mod mem;
+pub mod netns;
 pub mod pcap;
 pub mod rss;
 
@@ -26,6 +28,8 @@ pub struct PortCounters {
     pub tx_dropped: LocalCounter,
     /// Malformed input (bad capture records, oversized frames, ...).
     pub errors: LocalCounter,
+    /// 1 once the port's interface went away (deleted, down); the port stops, others go on.
+    pub link_down: LocalCounter,
 }
 
 /// A snapshot of [`PortCounters`].
@@ -38,6 +42,7 @@ pub struct PortStats {
     pub tx_bytes: u64,
     pub tx_dropped: u64,
     pub errors: u64,
+    pub link_down: u64,
 }
 
 impl PortCounters {
@@ -50,6 +55,7 @@ impl PortCounters {
             tx_bytes: self.tx_bytes.get(),
             tx_dropped: self.tx_dropped.get(),
             errors: self.errors.get(),
+            link_down: self.link_down.get(),
         }
     }
 }
@@ -63,6 +69,7 @@ impl std::ops::AddAssign for PortStats {
         self.tx_bytes += o.tx_bytes;
         self.tx_dropped += o.tx_dropped;
         self.errors += o.errors;
+        self.link_down = self.link_down.max(o.link_down);
     }
 }
 
@@ -90,6 +97,9 @@ pub trait Port: Send {
 
     /// Push out anything buffered (a capture writer). Called when the worker idles and stops.
     fn flush(&mut self) {}
+
+    /// Slow checks (is the interface still there?), called by the worker about every 100 ms.
+    fn housekeeping(&mut self) {}
 }
 
 /// Copy `frame` into a fresh buffer and append it to `batch` as received on `port` (slow-path

@@ -151,6 +151,10 @@ impl Port for Owner {
     fn flush(&mut self) {
         self.inner.flush();
     }
+
+    fn housekeeping(&mut self) {
+        self.inner.housekeeping();
+    }
 }
 
 impl Drop for Owner {

@@ -3,10 +3,10 @@
 //! core, next to DPDK testpmd's macswap on null ports measured in the same run.
 
 use super::{emit, Progress};
-use crate::config::{Config, DataplaneConfig, IdlePolicy, PortConfig};
+use crate::config::{Config, DataplaneConfig, IdlePolicy, PortConfig, PortKind};
 use crate::stages::StageSpec;
 use crate::DataPlane;
-use hotplane_io::mem::{GenSpec, SinkSpec};
+use hotplane_io::mem::{GenSpec, MemSpec, SinkSpec};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -20,11 +20,9 @@ pub struct Opts {
 
 pub fn config(batch: usize, core: usize) -> Config {
     let gen = GenSpec { stamp: false, prebuilt: true, ..Default::default() };
-    let port = |name: &str, peer: &str| PortConfig::Mem {
-        name: name.into(),
-        peer: Some(peer.into()),
-        gen: Some(gen.clone()),
-        sink: SinkSpec { measure: false, ..Default::default() },
+    let port = |name: &str, peer: &str| {
+        let sink = SinkSpec { measure: false, ..Default::default() };
+        PortConfig::new(name, Some(peer), PortKind::Mem(MemSpec { gen: Some(gen.clone()), sink }))
     };
     let mut cfg = Config {
         dataplane: DataplaneConfig {

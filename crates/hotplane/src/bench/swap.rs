@@ -6,14 +6,14 @@
 
 use super::pipeline::round;
 use super::{emit, Progress};
-use crate::config::{Config, DataplaneConfig, IdlePolicy, PortConfig};
+use crate::config::{Config, DataplaneConfig, IdlePolicy, PortConfig, PortKind};
 use crate::runtime::TRACKED;
 use crate::stages::StageSpec;
 use crate::DataPlane;
 use hdrhistogram::Histogram;
 use hotplane_control::Target;
 use hotplane_core::{time, FlowKey, FlowSelector, Position};
-use hotplane_io::mem::{GenSpec, MemReport, SinkSpec};
+use hotplane_io::mem::{GenSpec, MemReport, MemSpec, SinkSpec};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -34,12 +34,11 @@ pub fn config(workers: usize) -> Config {
             idle: IdlePolicy::Poll,
             ..Default::default()
         },
-        ports: vec![PortConfig::Mem {
-            name: "p0".into(),
-            peer: None,
-            gen: Some(gen),
-            sink: SinkSpec::default(),
-        }],
+        ports: vec![PortConfig::new(
+            "p0",
+            None,
+            PortKind::Mem(MemSpec { gen: Some(gen), sink: SinkSpec::default() }),
+        )],
         ..Default::default()
     }
 }

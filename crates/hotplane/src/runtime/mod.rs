@@ -13,14 +13,14 @@ pub use registry::{Installed, Registry, SlotInfo};
 pub use servers::ControlLink;
 pub use worker::{pin_to_core, WorkerStats, TRACKED};
 
-use crate::config::{Config, PortConfig};
+use crate::config::{Config, PortKind};
 use anyhow::{bail, Context};
 use control::Control;
 use crossbeam_queue::ArrayQueue;
 use hotplane_control::api::{Request, Response};
 use hotplane_control::{Receiver, ReceiverConfig};
 use hotplane_core::{Packet, Pool, Qsbr};
-use hotplane_io::mem::{MemHandle, MemSpec};
+use hotplane_io::mem::MemHandle;
 use hotplane_io::{OpenCtx, Port, PortStats};
 use observe::PortObs;
 use std::collections::BTreeMap;
@@ -77,19 +77,14 @@ impl DataPlane {
         let mut mem = BTreeMap::new();
         for (i, pc) in cfg.ports.iter().enumerate() {
             let cx = OpenCtx { id: i as u16, name: pc.name(), pools: &pools, burst: d.batch };
-            let queues = match pc {
-                PortConfig::Mem { gen, sink, name, .. } => {
-                    let (q, h) = hotplane_io::mem::open(
-                        &MemSpec { gen: gen.clone(), sink: sink.clone() },
-                        &cx,
-                    )?;
-                    mem.insert(name.clone(), h);
+            let queues = match &pc.kind {
+                PortKind::Mem(spec) => {
+                    let (q, h) = hotplane_io::mem::open(spec, &cx)?;
+                    mem.insert(pc.name.clone(), h);
                     q
                 }
-                PortConfig::Pcap { .. } => {
-                    let spec = pc.pcap_spec().context("pcap port")?;
-                    hotplane_io::pcap::open(&spec, &cx)?
-                }
+                PortKind::Pcap(spec) => hotplane_io::pcap::open(spec, &cx)?,
+                PortKind::Afpacket(spec) => hotplane_io::afpacket::open(spec, &cx)?,
             };
             if queues.len() != n {
                 bail!("port `{}` opened {} queues for {n} workers", pc.name(), queues.len());

@@ -188,6 +188,12 @@ impl Observability {
             "Malformed input and I/O errors.",
             port_metric(|t| t.errors),
         );
+        family(
+            "hotplane_port_up",
+            "gauge",
+            "1 while the port's interface is there.",
+            port_metric(|t| 1 - t.link_down.min(1)),
+        );
         let worker_metric = |f: fn(&WorkerStats) -> u64| -> Vec<(String, String)> {
             self.workers
                 .iter()

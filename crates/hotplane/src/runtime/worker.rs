@@ -61,6 +61,9 @@ pub(crate) struct Worker {
     pub qsbr: Qsbr,
 }
 
+/// How often ports get their slow checks, when the worker is idle.
+const HOUSEKEEPING_NS: u64 = 100_000_000;
+
 /// Empty polls before an idle worker yields its CPU (IdlePolicy::Yield).
 const YIELD_AFTER: u32 = 64;
 
@@ -76,6 +79,7 @@ impl Worker {
         let mut tx: Vec<Batch> = self.ports.iter().map(|_| Batch::new(self.burst)).collect();
         let mut seen = [0u64; 4];
         let mut empty_polls = 0u32;
+        let mut next_housekeeping = time::now_ns() + HOUSEKEEPING_NS;
         while !self.stop.load(Ordering::Relaxed) {
             let mut got = self.send_injected(&mut tx);
             for q in 0..self.ports.len() {
@@ -104,6 +108,13 @@ impl Worker {
             if got > 0 {
                 empty_polls = 0;
                 continue;
+            }
+            let now = time::now_ns();
+            if now >= next_housekeeping {
+                next_housekeeping = now + HOUSEKEEPING_NS;
+                for p in &mut self.ports {
+                    p.housekeeping();
+                }
             }
             empty_polls = empty_polls.saturating_add(1);
             self.stats.idle_polls.add(1);
