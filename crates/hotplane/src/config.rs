@@ -2,6 +2,7 @@
 //! (`port[1].peer: no port named "p9"`).
 
 use hotplane_io::afpacket::AfPacketSpec;
+use hotplane_io::afxdp::AfXdpSpec;
 use hotplane_io::mem::MemSpec;
 use hotplane_io::pcap::PcapSpec;
 use serde::Deserialize;
@@ -84,6 +85,7 @@ pub enum PortKind {
     Mem(MemSpec),
     Pcap(PcapSpec),
     Afpacket(AfPacketSpec),
+    Afxdp(AfXdpSpec),
 }
 
 impl PortKind {
@@ -92,11 +94,12 @@ impl PortKind {
             PortKind::Mem(_) => "mem",
             PortKind::Pcap(_) => "pcap",
             PortKind::Afpacket(_) => "afpacket",
+            PortKind::Afxdp(_) => "afxdp",
         }
     }
 }
 
-const PORT_KINDS: &str = "mem, pcap, afpacket";
+const PORT_KINDS: &str = "mem, pcap, afpacket, afxdp";
 
 impl PortConfig {
     pub fn new(name: &str, peer: Option<&str>, kind: PortKind) -> Self {
@@ -121,7 +124,7 @@ impl PortConfig {
         match &self.kind {
             PortKind::Mem(m) => m.gen.as_ref().is_none_or(|g| g.count.is_some()),
             PortKind::Pcap(p) => p.read.is_none() || p.loops != 0,
-            PortKind::Afpacket(_) => false,
+            PortKind::Afpacket(_) | PortKind::Afxdp(_) => false,
         }
     }
 
@@ -130,7 +133,7 @@ impl PortConfig {
         match &self.kind {
             PortKind::Mem(m) => m.gen.is_some(),
             PortKind::Pcap(p) => p.read.is_some(),
-            PortKind::Afpacket(_) => true,
+            PortKind::Afpacket(_) | PortKind::Afxdp(_) => true,
         }
     }
 }
@@ -167,6 +170,7 @@ impl<'de> Deserialize<'de> for PortConfig {
             "mem" => PortKind::Mem(serde_json::from_value(rest).map_err(bad)?),
             "pcap" => PortKind::Pcap(serde_json::from_value(rest).map_err(bad)?),
             "afpacket" => PortKind::Afpacket(serde_json::from_value(rest).map_err(bad)?),
+            "afxdp" => PortKind::Afxdp(serde_json::from_value(rest).map_err(bad)?),
             other => {
                 return Err(D::Error::custom(format!(
                     "port `{name}`: kind `{other}` is not one of {PORT_KINDS}"
@@ -359,6 +363,12 @@ impl Config {
                     return Err(invalid(
                         format!("port[{i}]"),
                         "a pcap port needs `read`, `write` or both",
+                    ));
+                }
+                PortKind::Afxdp(a) if a.interface.is_empty() => {
+                    return Err(invalid(
+                        format!("port[{i}].interface"),
+                        "an afxdp port needs an interface",
                     ));
                 }
                 PortKind::Afpacket(a) if a.interface.is_empty() => {

@@ -6,6 +6,7 @@
 //! Depends on `hotplane-core` only; never on program kinds, control or the binary.
 
 pub mod afpacket;
+pub mod afxdp;
 pub mod mem;
 pub mod netns;
 pub mod pcap;

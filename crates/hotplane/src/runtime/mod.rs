@@ -85,6 +85,7 @@ impl DataPlane {
                 }
                 PortKind::Pcap(spec) => hotplane_io::pcap::open(spec, &cx)?,
                 PortKind::Afpacket(spec) => hotplane_io::afpacket::open(spec, &cx)?,
+                PortKind::Afxdp(spec) => hotplane_io::afxdp::open(spec, &cx)?,
             };
             if queues.len() != n {
                 bail!("port `{}` opened {} queues for {n} workers", pc.name(), queues.len());
