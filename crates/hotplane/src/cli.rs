@@ -1,12 +1,11 @@
 //! `hotplane run`, `push` and `gen`: the commands that are thin layers over the library.
 
-use crate::config::{Config, DataplaneConfig, IdlePolicy, PortConfig, PortKind};
+use crate::config::Config;
 use crate::DataPlane;
 use anyhow::{bail, Context};
 use hotplane_control::api::{Client, Request};
 use hotplane_control::{Flags, Kind, Target, UpdateHeader, WorkerScope};
-use hotplane_io::mem::{GenSpec, MemReport, MemSpec, Vary};
-use hotplane_io::pcap::PcapSpec;
+use hotplane_io::mem::Vary;
 use serde_json::json;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -159,14 +158,6 @@ pub fn push(socket: &Path, op: PushOp) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Options of `hotplane gen`.
-pub struct GenOpts {
-    pub write: Option<PathBuf>,
-    pub rx: Option<PathBuf>,
-    pub spec: GenSpec,
-    pub json: bool,
-}
-
 pub fn parse_vary(s: &str) -> Result<Vary, String> {
     match s {
         "src-ip" => Ok(Vary::SrcIp),
@@ -179,73 +170,4 @@ pub fn parse_vary(s: &str) -> Result<Vary, String> {
 
 pub fn parse_ip(s: &str) -> Result<IpAddr, String> {
     s.parse().map_err(|_| format!("`{s}` is not an IP address"))
-}
-
-/// `hotplane gen`: write generated traffic to a capture, or measure a capture of it. Prints the
-/// result and returns it as JSON.
-pub fn gen(o: GenOpts) -> anyhow::Result<serde_json::Value> {
-    let dp = DataplaneConfig { workers: 1, idle: IdlePolicy::Yield, ..Default::default() };
-    let (ports, what) = match (&o.write, &o.rx) {
-        (Some(path), None) => {
-            if o.spec.count.is_none() {
-                bail!("--count is required when writing a capture");
-            }
-            let gen_port = PortConfig::new("gen", Some("out"), PortKind::Mem(MemSpec { gen: Some(o.spec.clone()), ..Default::default() }));
-            let out = PortConfig::new("out", None, PortKind::Pcap(PcapSpec { write: Some(path.clone()), ..Default::default() }));
-            (vec![gen_port, out], "write")
-        }
-        (None, Some(path)) => {
-            let input = PortConfig::new("in", Some("sink"), PortKind::Pcap(PcapSpec { read: Some(path.clone()), ..Default::default() }));
-            let sink = PortConfig::new("sink", None, PortKind::Mem(MemSpec::default()));
-            (vec![input, sink], "rx")
-        }
-        _ => bail!("give exactly one of --write FILE (generate into a capture) and --rx FILE (measure a capture)"),
-    };
-    let mut cfg = Config { dataplane: dp, ports, ..Default::default() };
-    cfg.control.update_port = 0;
-    let plane = DataPlane::start(cfg)?;
-    if !plane.wait_drained(Duration::from_secs(3600)) {
-        bail!("generator did not finish");
-    }
-    let handles = plane.mem_handles();
-    let summary = plane.stop();
-    let r = MemReport::merge(&handles);
-    if what == "write" {
-        let written =
-            summary.ports.iter().find(|(n, _)| n == "out").map_or(0, |(_, s)| s.tx_packets);
-        let out = json!({ "written": written, "file": o.write });
-        if o.json {
-            println!("{out}");
-        } else if let Some(p) = &o.write {
-            eprintln!("wrote {written} packets to {}", p.display());
-        }
-        Ok(out)
-    } else {
-        let flows: Vec<_> = r
-            .flows
-            .iter()
-            .map(|f| {
-                json!({ "flow": f.flow, "received": f.received, "missing": f.missing,
-                        "duplicates": f.duplicates, "reordered": f.reordered })
-            })
-            .collect();
-        let out = json!({ "flows": flows, "unstamped": r.unstamped });
-        if o.json {
-            println!("{out}");
-        } else {
-            println!(
-                "{:<6} {:>10} {:>10} {:>10} {:>10}",
-                "flow", "received", "missing", "dup", "reordered"
-            );
-            for f in &r.flows {
-                println!(
-                    "{:<6} {:>10} {:>10} {:>10} {:>10}",
-                    f.flow, f.received, f.missing, f.duplicates, f.reordered
-                );
-            }
-            println!("unstamped frames: {}", r.unstamped);
-            eprintln!("(latency needs the generator's clock: measure it live with mem ports or `hotplane gen` on interfaces)");
-        }
-        Ok(out)
-    }
 }

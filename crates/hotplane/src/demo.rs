@@ -26,9 +26,9 @@ pub struct Opts {
     pub json: bool,
 }
 
-const MARK_FLOW1: u32 = 0x11;
-const MARK_FLOW2: u32 = 0x22;
-const MARK_NEW: u32 = 0xaa;
+const MARK_FLOW1: u16 = 0x11;
+const MARK_FLOW2: u16 = 0x22;
+const MARK_NEW: u16 = 0xaa;
 
 fn selector(gen: &GenSpec, i: u16) -> String {
     format!(

@@ -8,6 +8,7 @@ pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod gen;
 pub mod inband;
 pub mod netlab;
 pub mod plot;

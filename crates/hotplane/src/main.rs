@@ -1,7 +1,7 @@
 //! The `hotplane` command line.
 
 use clap::{Parser, Subcommand};
-use hotplane::cli::{self, GenOpts, PushOp};
+use hotplane::cli::{self, PushOp};
 use hotplane_control::api::Request;
 use hotplane_io::mem::{GenSpec, Vary};
 use std::net::IpAddr;
@@ -55,18 +55,44 @@ enum Cmd {
         #[command(subcommand)]
         op: PushCmd,
     },
-    /// Generate stamped test traffic into a capture, or measure a capture of it.
+    /// Generate stamped traffic out of an interface (or into a capture) and measure what comes
+    /// back: throughput, loss, reordering, latency.
     Gen {
-        /// Write generated packets to this pcap file.
+        /// Send out of this interface.
+        #[arg(long)]
+        interface: Option<String>,
+        /// Network namespace of --interface.
+        #[arg(long)]
+        netns: Option<String>,
+        /// Port kind for the interfaces: afpacket or afxdp.
+        #[arg(long, default_value = "afpacket")]
+        port: hotplane::gen::IfKind,
+        /// Receive returning packets on this interface (may equal --interface).
+        #[arg(long)]
+        rx: Option<String>,
+        /// Network namespace of --rx (default: --netns).
+        #[arg(long)]
+        rx_netns: Option<String>,
+        /// Write the packets to this pcap file instead of an interface.
         #[arg(long)]
         write: Option<PathBuf>,
-        /// Read a capture and report per-flow counts, duplicates and reordering.
+        /// Only measure this capture: per-flow counts, missing packets, duplicates, reordering.
         #[arg(long)]
-        rx: Option<PathBuf>,
+        read: Option<PathBuf>,
         #[arg(long, default_value_t = 1)]
         flows: u32,
+        /// Packets in all.
         #[arg(long)]
         count: Option<u64>,
+        /// Seconds to send for.
+        #[arg(long)]
+        duration: Option<f64>,
+        /// Packets per second in all (software pacer); as fast as possible when absent.
+        #[arg(long)]
+        rate: Option<f64>,
+        /// Rate in Mbit/s of Ethernet frames (FCS included, preamble and gap not).
+        #[arg(long, conflicts_with = "rate")]
+        rate_mbps: Option<f64>,
         #[arg(long, default_value_t = 64)]
         size: u16,
         /// Simple IMIX (64/594/1518 bytes, 7:4:1) instead of --size.
@@ -85,6 +111,12 @@ enum Cmd {
         vary: Vary,
         #[arg(long)]
         vlan: Option<u16>,
+        /// Milliseconds to wait for packets still in flight after the last one was sent.
+        #[arg(long, default_value_t = 200)]
+        drain_ms: u64,
+        /// Pin the generator to this core.
+        #[arg(long)]
+        core: Option<usize>,
         #[arg(long)]
         json: bool,
     },
@@ -250,10 +282,18 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Push { socket, op } => cli::push(&socket, push_op(op)?),
         Cmd::Gen {
-            write,
+            interface,
+            netns,
+            port,
             rx,
+            rx_netns,
+            write,
+            read,
             flows,
             count,
+            duration,
+            rate,
+            rate_mbps,
             size,
             imix,
             src_ip,
@@ -262,11 +302,14 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             dst_port,
             vary,
             vlan,
+            drain_ms,
+            core,
             json,
         } => {
-            let spec = GenSpec {
+            let mut spec = GenSpec {
                 flows,
                 count,
+                duration_ms: duration.map(|s| (s * 1000.0) as u64),
                 size,
                 imix,
                 src_ip,
@@ -277,7 +320,24 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 vlan,
                 ..Default::default()
             };
-            cli::gen(GenOpts { write, rx, spec, json }).map(|_| ())
+            spec.rate_pps =
+                rate.or_else(|| rate_mbps.map(|m| m * 1e6 / (spec.mean_frame_bytes() + 4.0) / 8.0));
+            let tx = interface.map(|i| hotplane::gen::Iface {
+                kind: port,
+                interface: i,
+                netns: netns.clone(),
+            });
+            let rx = rx.map(|i| hotplane::gen::Iface {
+                kind: port,
+                interface: i,
+                netns: rx_netns.or(netns),
+            });
+            let opts = hotplane::gen::GenOpts { spec, tx, write, rx, read, drain_ms, core, json };
+            let out = hotplane::gen::run(&opts)?;
+            if json {
+                println!("{out}");
+            }
+            Ok(())
         }
         Cmd::Bench { which } => match which {
             BenchCmd::Pipeline { json, packets, batch, core, no_testpmd } => {

@@ -113,14 +113,14 @@ impl FieldValue {
 }
 
 impl StageSpec {
-    /// `set-field` of `v` into the `mark` of the generators' test stamp: how the demo, the
-    /// benchmarks and the tests see which function processed a packet.
-    pub fn stamp_mark(v: u32) -> StageSpec {
+    /// `set-field` of `v` into the 16-bit `mark` of the generators' test stamp: how the demo,
+    /// the benchmarks and the tests see which function processed a packet.
+    pub fn stamp_mark(v: u16) -> StageSpec {
         StageSpec::SetField {
             base: BaseSpec::Payload,
             offset: hotplane_core::wire::Stamp::<&[u8]>::MARK_OFFSET as u16,
             value: FieldValue::Number(v as u64),
-            width: Some(4),
+            width: Some(2),
         }
     }
 

@@ -32,7 +32,7 @@ gen = {{ flows = 2, rate_pps = 200000 }}
 sink = {{ record = 2000000, capture = 64 }}
 [[pipeline.flows]]
 match = "proto=udp,src=10.0.0.1,dst=10.1.0.1,sport=1024,dport=5000"
-stage = {{ stage = "set-field", base = "payload", offset = 16, value = 1, width = 4 }}
+stage = {{ stage = "set-field", base = "payload", offset = 16, value = 1, width = 2 }}
 [control]
 max_update_bytes = 4096
 [[control.keys]]
@@ -57,7 +57,7 @@ fn header(seq: u64, key_id: u32) -> UpdateHeader {
     }
 }
 
-const MARK7: &[u8] = br#"{"stage":"set-field","base":"payload","offset":16,"value":7,"width":4}"#;
+const MARK7: &[u8] = br#"{"stage":"set-field","base":"payload","offset":16,"value":7,"width":2}"#;
 
 fn wait_datagrams(plane: &DataPlane, n: u64) {
     let u = &plane.observability().updates;

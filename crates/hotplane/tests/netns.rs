@@ -143,10 +143,10 @@ fn inband_update_from_a_namespace_switches_the_stage_without_loss() {
             r#"
 [[pipeline.flows]]
 match = "proto=udp,sport=1024"
-stage = {{ stage = "set-field", base = "payload", offset = 16, value = 1, width = 4 }}
+stage = {{ stage = "set-field", base = "payload", offset = 16, value = 1, width = 2 }}
 [[pipeline.flows]]
 match = "proto=udp,sport=1025"
-stage = {{ stage = "set-field", base = "payload", offset = 16, value = 2, width = 4 }}
+stage = {{ stage = "set-field", base = "payload", offset = 16, value = 2, width = 2 }}
 [[control.keys]]
 id = 1
 key = "{KEY_HEX}"
@@ -167,7 +167,7 @@ key = "{KEY_HEX}"
     let frames = UpdateSender::new(1, Some(key), 47474)
         .frames(
             &header,
-            br#"{"stage":"set-field","base":"payload","offset":16,"value":7,"width":4}"#,
+            br#"{"stage":"set-field","base":"payload","offset":16,"value":7,"width":2}"#,
         )
         .unwrap();
     let sent_at = hotplane_core::time::now_ns();

@@ -1,7 +1,7 @@
 //! pcap ports (replay, capture, software RSS over two workers), the control API on its UNIX
 //! socket, the Prometheus endpoint, and the command-line binary.
 
-use hotplane::cli::{gen, GenOpts};
+use hotplane::gen::{run as gen_run, GenOpts};
 use hotplane::inband::{ack_of, UpdateSender};
 use hotplane::{Config, DataPlane};
 use hotplane_control::api::{Client, Request};
@@ -14,6 +14,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 const KEY_HEX: &str = "1111111111111111111111111111111111111111111111111111111111111111";
+
+fn gen(o: GenOpts) -> anyhow::Result<serde_json::Value> {
+    gen_run(&o)
+}
 
 fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("hotplane-test-{name}-{}", std::process::id()));
@@ -37,7 +41,7 @@ fn pcap_replay_through_two_workers_to_a_capture() {
     let dir = tmpdir("pcap");
     let input = dir.join("in.pcap");
     let spec = GenSpec { flows: 8, count: Some(5000), ..Default::default() };
-    gen(GenOpts { write: Some(input.clone()), rx: None, spec, json: true }).unwrap();
+    gen(GenOpts::write(input.clone(), spec)).unwrap();
     let frames_in = read_capture(&input);
     assert_eq!(frames_in.len(), 5000);
     let output = dir.join("out.pcap");
@@ -92,7 +96,7 @@ pre = {{ stage = "l2fwd" }}
 fn gen_measures_a_capture_with_a_lost_and_a_duplicated_packet() {
     let dir = tmpdir("gen-rx");
     let spec = GenSpec { flows: 2, count: Some(100), ..Default::default() };
-    gen(GenOpts { write: Some(dir.join("a.pcap")), rx: None, spec, json: true }).unwrap();
+    gen(GenOpts::write(dir.join("a.pcap"), spec)).unwrap();
     let mut frames = read_capture(&dir.join("a.pcap"));
     let dup = frames[20].clone(); // flow 0, sequence 10
     frames.remove(10); // flow 0, sequence 5
@@ -104,13 +108,7 @@ fn gen_measures_a_capture_with_a_lost_and_a_duplicated_packet() {
     }
     w.flush().unwrap();
     drop(w);
-    let v = gen(GenOpts {
-        write: None,
-        rx: Some(dir.join("b.pcap")),
-        spec: GenSpec::default(),
-        json: true,
-    })
-    .unwrap();
+    let v = gen(GenOpts::read(dir.join("b.pcap"))).unwrap();
     let f0 = &v["flows"][0];
     assert_eq!(
         (f0["received"].as_u64(), f0["missing"].as_u64(), f0["duplicates"].as_u64()),

@@ -60,7 +60,7 @@ fn thousands_of_swaps_under_load_lose_and_duplicate_nothing() {
     let reg = plane.registry().clone();
     wait_for_traffic(&plane, 10_000);
     let all = [0, 1];
-    for i in 0..2000u32 {
+    for i in 0..2000u16 {
         let target =
             if i % 2 == 0 { Target::Position(Position::Pre) } else { Target::Flow(flow(0)) };
         let prog = reg.build(&StageSpec::stamp_mark(i)).unwrap();
@@ -94,7 +94,7 @@ impl Stage for Probe {
             let off = p.meta.payload_off as usize;
             if let Some(s) = p.data_mut().get_mut(off..) {
                 if let Ok(mut st) = Stamp::new_checked(s) {
-                    st.set_mark(self.id);
+                    st.set_mark(self.id as u16);
                 }
             }
         }
@@ -141,7 +141,7 @@ fn old_program_never_runs_after_replace_returns_and_is_freed_after_grace() {
     // Packets received after replace(k) returned carry mark >= k.
     let mut checked = 0;
     for s in &r.samples {
-        let k = returned_at.partition_point(|&t| t < s.tx_ts) as u32; // probes 1..=k returned before
+        let k = returned_at.partition_point(|&t| t < s.tx_ts) as u16; // probes 1..=k returned before
         if k > 0 {
             assert!(s.mark >= k, "packet received at {} carries mark {} < {k}", s.tx_ts, s.mark);
             checked += 1;
@@ -157,16 +157,16 @@ fn flow_two_is_untouched_by_flow_one_updates() {
         r#"
 [[pipeline.flows]]
 match = "proto=udp,src=10.0.0.1,dst=10.1.0.1,sport=1024,dport=5000"
-stage = { stage = "set-field", base = "payload", offset = 16, value = 1, width = 4 }
+stage = { stage = "set-field", base = "payload", offset = 16, value = 1, width = 2 }
 [[pipeline.flows]]
 match = "proto=udp,src=10.0.0.1,dst=10.1.0.1,sport=1025,dport=5000"
-stage = { stage = "set-field", base = "payload", offset = 16, value = 2, width = 4 }
+stage = { stage = "set-field", base = "payload", offset = 16, value = 2, width = 2 }
 "#,
     );
     let reg = plane.registry().clone();
     let before: Vec<_> = reg.workers.iter().map(|w| w.flows.function(&flow(1)).unwrap()).collect();
     wait_for_traffic(&plane, 10_000);
-    for i in 0..500u32 {
+    for i in 0..500u16 {
         reg.install(
             &Target::Flow(flow(0)),
             &[0, 1],

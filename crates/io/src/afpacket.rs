@@ -40,8 +40,10 @@ impl Default for AfPacketSpec {
         Self {
             interface: String::new(),
             netns: None,
-            block_size: 1 << 16,
-            blocks: 64,
+            // One page per block: at moderate rates a block fills (and reaches us) quickly; larger
+            // blocks wait for the retire timer and add up to `retire_ms` of latency.
+            block_size: 1 << 12,
+            blocks: 512,
             retire_ms: 1,
             tx_frame_size: 1 << 11,
             tx_frames: 1024,
@@ -119,6 +121,8 @@ pub struct AfPacketQueue {
     tx_next: usize,
     counters: Arc<PortCounters>,
     down: bool,
+    /// Largest frame the interface takes (MTU + Ethernet and one VLAN header).
+    max_frame: usize,
 }
 
 // SAFETY: the mapping and fd are owned by this queue and used by one worker at a time.
@@ -137,9 +141,9 @@ impl AfPacketQueue {
             return Err(cfg(format!("block_size = {bs}: must be a power of two of at least 4096")));
         }
         let fs = spec.tx_frame_size as usize;
-        if !fs.is_power_of_two() || fs < 128 || fs > bs {
+        if !fs.is_power_of_two() || !(128..=1 << 20).contains(&fs) {
             return Err(cfg(format!(
-                "tx_frame_size = {fs}: must be a power of two from 128 to block_size"
+                "tx_frame_size = {fs}: must be a power of two from 128 to 1 MiB"
             )));
         }
         if spec.blocks == 0 || spec.tx_frames == 0 {
@@ -175,13 +179,19 @@ impl AfPacketQueue {
         }
         // Our own transmissions would otherwise come back as received packets.
         let _ = setsockopt(fd, sol, libc::PACKET_IGNORE_OUTGOING, &(1 as c_int));
+        // Without PACKET_LOSS the kernel stops sending the TX ring at the first frame it refuses.
+        if setsockopt(fd, sol, libc::PACKET_LOSS, &(1 as c_int)).is_err() {
+            return Err(fail("setting PACKET_LOSS"));
+        }
         if spec.qdisc_bypass
             && setsockopt(fd, sol, libc::PACKET_QDISC_BYPASS, &(1 as c_int)).is_err()
         {
             return Err(fail("setting PACKET_QDISC_BYPASS"));
         }
-        let tx_blocks = (spec.tx_frames as usize * fs).div_ceil(bs);
-        let tx_frames = tx_blocks * (bs / fs);
+        // TX blocks hold whole frames: at least a page, at least one frame.
+        let tx_bs = bs.max(fs);
+        let tx_blocks = (spec.tx_frames as usize * fs).div_ceil(tx_bs);
+        let tx_frames = tx_blocks * (tx_bs / fs);
         // SAFETY: tpacket_req3 is plain data; zero is a valid value for every field.
         let mut rx_req: libc::tpacket_req3 = unsafe { std::mem::zeroed() };
         rx_req.tp_block_size = bs as u32;
@@ -194,7 +204,7 @@ impl AfPacketQueue {
         }
         // SAFETY: as above.
         let mut tx_req: libc::tpacket_req3 = unsafe { std::mem::zeroed() };
-        tx_req.tp_block_size = bs as u32;
+        tx_req.tp_block_size = tx_bs as u32;
         tx_req.tp_block_nr = tx_blocks as u32;
         tx_req.tp_frame_size = fs as u32;
         tx_req.tp_frame_nr = tx_frames as u32;
@@ -202,7 +212,7 @@ impl AfPacketQueue {
             return Err(fail("creating the TX ring"));
         }
         let rx_len = bs * spec.blocks as usize;
-        let map_len = rx_len + tx_blocks * bs;
+        let map_len = rx_len + tx_blocks * tx_bs;
         // SAFETY: mapping the socket's rings (RX then TX, as the kernel lays them out).
         let map = unsafe {
             libc::mmap(
@@ -271,6 +281,7 @@ impl AfPacketQueue {
             tx_next: 0,
             counters: Arc::new(PortCounters::default()),
             down: false,
+            max_frame: mtu(fd, &spec.interface).map_or(usize::MAX, |m| m + 18),
         })
     }
 
@@ -373,7 +384,7 @@ impl Port for AfPacketQueue {
         let mut bytes = 0u64;
         for p in batch.drain() {
             let len = p.len();
-            if self.down || len + TX_DATA_OFFSET > fs {
+            if self.down || len + TX_DATA_OFFSET > fs || len > self.max_frame {
                 if !self.down {
                     self.counters.errors.add(1);
                 }
@@ -442,6 +453,24 @@ impl Port for AfPacketQueue {
         if self.down {
             return;
         }
+        // Packets the kernel dropped (ring full, frame larger than a block) never reach us:
+        // PACKET_STATISTICS reports them (and resets), so they are counted too.
+        // SAFETY: tpacket_stats_v3 is plain data.
+        let mut st: libc::tpacket_stats_v3 = unsafe { std::mem::zeroed() };
+        let mut st_len = std::mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
+        // SAFETY: reading PACKET_STATISTICS into a struct of the size given.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.rings.fd,
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                &mut st as *mut _ as *mut c_void,
+                &mut st_len,
+            )
+        };
+        if rc == 0 && st.tp_drops > 0 {
+            self.counters.rx_dropped.add(st.tp_drops as u64);
+        }
         let mut err: c_int = 0;
         let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
         // SAFETY: reading SO_ERROR into a c_int of the size given.
@@ -470,6 +499,19 @@ impl AfPacketQueue {
         self.rx_block = (self.rx_block + 1) % self.rings.rx_blocks;
         self.rx_left = 0;
     }
+}
+
+/// The interface's MTU (SIOCGIFMTU).
+fn mtu(fd: c_int, ifname: &str) -> Option<usize> {
+    // SAFETY: ifreq is plain data; the name is copied in NUL-terminated (at most IFNAMSIZ - 1).
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in req.ifr_name.iter_mut().zip(ifname.bytes().take(libc::IFNAMSIZ - 1)) {
+        *d = s as libc::c_char;
+    }
+    // SAFETY: SIOCGIFMTU reads the name and writes ifru_mtu of a valid ifreq.
+    let rc = unsafe { libc::ioctl(fd, libc::SIOCGIFMTU, &mut req) };
+    // SAFETY: on success the kernel wrote the mtu member of the union.
+    (rc == 0).then(|| unsafe { req.ifr_ifru.ifru_mtu } as usize)
 }
 
 /// Open an `afpacket` port: one socket per worker, sharing the interface by fanout.

@@ -1,12 +1,13 @@
 use super::{read_u16, read_u32, read_u64, write_u16, write_u32, write_u64, Error, Result};
 
-/// The 20-byte test stamp hotplane's generators put at the start of a UDP payload, so that a
+/// The 18-byte test stamp hotplane's generators put at the start of a UDP payload, so that a
 /// sink can attribute each packet to a flow, detect loss, duplication and reordering, measure
-/// latency, and see which program touched it. It fits a 64-byte frame (14 + 20 + 8 + 20 = 62).
+/// latency, and see which program touched it. It fits the smallest Ethernet frame: 60 bytes
+/// without FCS = 14 + 20 (IPv4) + 8 (UDP) + 18.
 ///
 /// ```text
-/// 0      2       4             8                    16         20
-/// | magic | flow  | seq (u32)   | tx timestamp (ns)  | mark     |
+/// 0      2       4             8                    16     18
+/// | magic | flow  | seq (u32)   | tx timestamp (ns)  | mark |
 /// ```
 /// All fields are big-endian. `mark` is zero when generated and free for programs to write
 /// (the demo's per-flow functions write a constant there).
@@ -16,7 +17,7 @@ pub struct Stamp<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Stamp<T> {
-    pub const LEN: usize = 20;
+    pub const LEN: usize = 18;
     /// Not ASCII, so it cannot be mistaken for the start of a text magic such as the update
     /// envelope's "HPUP" or an acknowledgement's "HPAK".
     pub const MAGIC: u16 = 0xa5c3;
@@ -51,8 +52,8 @@ impl<T: AsRef<[u8]>> Stamp<T> {
         read_u64(self.buffer.as_ref(), 8)
     }
 
-    pub fn mark(&self) -> u32 {
-        read_u32(self.buffer.as_ref(), 16)
+    pub fn mark(&self) -> u16 {
+        read_u16(self.buffer.as_ref(), 16)
     }
 }
 
@@ -68,7 +69,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Stamp<T> {
         write_u16(b, 2, flow);
         write_u32(b, 4, seq);
         write_u64(b, 8, tx_ts);
-        write_u32(b, 16, 0);
+        write_u16(b, 16, 0);
         Ok(s)
     }
 
@@ -80,8 +81,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Stamp<T> {
         write_u64(self.buffer.as_mut(), 8, v);
     }
 
-    pub fn set_mark(&mut self, v: u32) {
-        write_u32(self.buffer.as_mut(), 16, v);
+    pub fn set_mark(&mut self, v: u16) {
+        write_u16(self.buffer.as_mut(), 16, v);
     }
 }
 
@@ -91,11 +92,11 @@ mod tests {
 
     #[test]
     fn emit_then_read() {
-        let mut b = [0u8; 22];
+        let mut b = [0u8; 20];
         Stamp::emit(&mut b[..], 7, 42, 123_456).unwrap().set_mark(9);
         let s = Stamp::new_checked(&b[..]).unwrap();
         assert_eq!((s.flow(), s.seq(), s.tx_ts(), s.mark()), (7, 42, 123_456, 9));
-        assert_eq!(Stamp::new_checked(&b[..19]).unwrap_err(), Error::Truncated);
+        assert_eq!(Stamp::new_checked(&b[..17]).unwrap_err(), Error::Truncated);
         b[0] = 0;
         assert_eq!(Stamp::new_checked(&b[..]).unwrap_err(), Error::Malformed);
     }

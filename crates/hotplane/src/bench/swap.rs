@@ -79,7 +79,7 @@ pub fn measure(workers: usize, swaps: u32, progress: &mut Progress) -> anyhow::R
         } else {
             (&Target::Position(Position::Pre), 0)
         };
-        let prog = reg.build(&StageSpec::stamp_mark(100 + i as u32)).map_err(anyhow::Error::msg)?;
+        let prog = reg.build(&StageSpec::stamp_mark(100 + i as u16)).map_err(anyhow::Error::msg)?;
         let t0 = time::now_ns();
         let inst = reg.install(target, &all, prog)?;
         let t1 = time::now_ns();

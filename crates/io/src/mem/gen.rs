@@ -32,12 +32,16 @@ pub struct GenSpec {
     pub src_mac: EthernetAddress,
     pub dst_mac: EthernetAddress,
     pub vlan: Option<u16>,
-    /// Frame size in bytes, without the FCS (64 = the classic minimum-size test packet).
+    /// Frame size in bytes, without the 4-byte FCS (64 as testpmd's default; 60 is the
+    /// Ethernet minimum).
     pub size: u16,
-    /// Simple IMIX instead of `size`: 64, 594 and 1518-byte frames in the ratio 7:4:1.
+    /// Simple IMIX instead of `size`: 64, 594 and 1518 bytes on the wire (with FCS) in the
+    /// ratio 7:4:1.
     pub imix: bool,
     /// Total packets over all flows; unlimited when absent.
     pub count: Option<u64>,
+    /// Stop after this many milliseconds (from the first packet), whatever the count.
+    pub duration_ms: Option<u64>,
     /// Total packets per second over all flows; as fast as the worker polls when absent.
     pub rate_pps: Option<f64>,
     /// Stamp every packet with flow id, sequence number and transmit time (see `wire::Stamp`).
@@ -65,6 +69,7 @@ impl Default for GenSpec {
             size: 64,
             imix: false,
             count: None,
+            duration_ms: None,
             rate_pps: None,
             stamp: true,
             prebuilt: false,
@@ -73,7 +78,9 @@ impl Default for GenSpec {
     }
 }
 
-const IMIX: [(u16, u32); 3] = [(64, 7), (594, 4), (1518, 1)];
+/// Simple IMIX: 64, 594 and 1518 bytes on the wire in the ratio 7:4:1. Frames here exclude the
+/// 4-byte FCS the NIC appends, as `size` does.
+const IMIX: [(u16, u32); 3] = [(60, 7), (590, 4), (1514, 1)];
 
 impl GenSpec {
     fn frame(&self, i: u32) -> UdpFrame {
@@ -116,6 +123,12 @@ impl GenSpec {
             }
         }
         out
+    }
+
+    /// Mean frame size over the size pattern (for rates given in bits per second).
+    pub fn mean_frame_bytes(&self) -> f64 {
+        let p = self.size_pattern();
+        p.iter().map(|s| *s as f64).sum::<f64>() / p.len().max(1) as f64
     }
 
     /// Check the spec; the message names the field at fault.
@@ -193,6 +206,7 @@ pub(crate) struct Generator {
     payload_off: usize,
     remaining: Option<u64>,
     ns_per_packet: Option<f64>,
+    duration_ns: Option<u64>,
     start_ns: u64,
     generated: u64,
     stamp: bool,
@@ -254,6 +268,7 @@ impl Generator {
             payload_off,
             remaining,
             ns_per_packet: spec.rate_pps.map(|r| 1e9 / (r * share)).filter(|x| x.is_finite()),
+            duration_ns: spec.duration_ms.map(|ms| ms * 1_000_000),
             start_ns: 0,
             generated: 0,
             stamp: spec.stamp,
@@ -276,6 +291,17 @@ impl Generator {
         self.flows.is_empty() || self.remaining == Some(0)
     }
 
+    /// Whether the configured duration has run out at `now`.
+    fn expired(&mut self, now: u64) -> bool {
+        if let Some(d) = self.duration_ns {
+            if self.start_ns != 0 && now.saturating_sub(self.start_ns) >= d {
+                self.remaining = Some(0);
+                return true;
+            }
+        }
+        false
+    }
+
     pub fn recv(
         &mut self,
         batch: &mut Batch,
@@ -287,14 +313,17 @@ impl Generator {
         if self.flows.is_empty() {
             return added;
         }
+        if self.start_ns == 0 {
+            self.start_ns = now;
+        }
+        if self.expired(now) {
+            return added;
+        }
         let mut want = batch.room() as u64;
         if let Some(r) = self.remaining {
             want = want.min(r);
         }
         if let Some(ns) = self.ns_per_packet {
-            if self.start_ns == 0 {
-                self.start_ns = now;
-            }
             let due = ((now - self.start_ns) as f64 / ns) as u64 + 1;
             want = want.min(due.saturating_sub(self.generated));
         }
@@ -377,9 +406,9 @@ mod tests {
     fn imix_pattern_is_7_4_1() {
         let p = GenSpec { imix: true, ..Default::default() }.size_pattern();
         assert_eq!(p.len(), 12);
-        assert_eq!(p.iter().filter(|&&s| s == 64).count(), 7);
-        assert_eq!(p.iter().filter(|&&s| s == 594).count(), 4);
-        assert_eq!(p.iter().filter(|&&s| s == 1518).count(), 1);
+        assert_eq!(p.iter().filter(|&&s| s == 60).count(), 7);
+        assert_eq!(p.iter().filter(|&&s| s == 590).count(), 4);
+        assert_eq!(p.iter().filter(|&&s| s == 1514).count(), 1);
     }
 
     #[test]

@@ -36,6 +36,8 @@ struct Shared {
     sinks: Mutex<Vec<SinkResult>>,
     inject: Vec<Arc<ArrayQueue<Vec<u8>>>>,
     counters: Vec<Arc<PortCounters>>,
+    /// Per queue: its generator has sent everything it will send.
+    gen_done: Vec<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 #[derive(Debug, Clone)]
@@ -82,6 +84,11 @@ impl MemHandle {
     /// Live counters of each queue.
     pub fn counters(&self) -> &[Arc<PortCounters>] {
         &self.shared.counters
+    }
+
+    /// True once every queue's generator has sent all it will (count or duration reached).
+    pub fn generator_done(&self) -> bool {
+        self.shared.gen_done.iter().all(|d| d.load(std::sync::atomic::Ordering::Acquire))
     }
 
     /// Merge what every queue reported. Complete once the port's queues have been dropped
@@ -214,6 +221,10 @@ impl MemReport {
     pub fn latency_ns(&self, q: f64) -> u64 {
         self.latency.as_ref().map_or(0, |h| h.value_at_quantile(q))
     }
+
+    pub fn latency_max_ns(&self) -> u64 {
+        self.latency.as_ref().map_or(0, |h| h.max())
+    }
 }
 
 impl sink::FlowRecord {
@@ -264,6 +275,7 @@ pub struct MemQueue {
     inject: Arc<ArrayQueue<Vec<u8>>>,
     sink: Sink,
     counters: Arc<PortCounters>,
+    gen_done: Arc<std::sync::atomic::AtomicBool>,
     shared: Arc<Shared>,
     port: u16,
 }
@@ -281,12 +293,15 @@ pub fn open(
     }
     let inject: Vec<_> = (0..queues).map(|_| Arc::new(ArrayQueue::new(INJECT_DEPTH))).collect();
     let counters: Vec<_> = (0..queues).map(|_| Arc::new(PortCounters::default())).collect();
+    let gen_done: Vec<_> =
+        (0..queues).map(|_| Arc::new(std::sync::atomic::AtomicBool::new(false))).collect();
     let shared = Arc::new(Shared {
         name: cx.name.to_string(),
         gens: Mutex::new(Vec::new()),
         sinks: Mutex::new(Vec::new()),
         inject: inject.clone(),
         counters: counters.clone(),
+        gen_done: gen_done.clone(),
     });
     let mut out: Vec<Box<dyn Port>> = Vec::with_capacity(queues);
     for q in 0..queues {
@@ -308,6 +323,7 @@ pub fn open(
             inject: inject[q].clone(),
             sink: Sink::new(spec.sink.clone()),
             counters: counters[q].clone(),
+            gen_done: gen_done[q].clone(),
             shared: shared.clone(),
             port: cx.id,
         }));
@@ -323,8 +339,17 @@ impl Port for MemQueue {
     #[inline]
     fn recv(&mut self, batch: &mut Batch, cache: &mut PoolCache, now_ns: u64) -> usize {
         match &mut self.gen {
-            Some(g) => g.recv(batch, cache, now_ns, &self.counters),
-            None => receive_injected(&self.inject, self.port, now_ns, batch, cache, &self.counters),
+            Some(g) => {
+                let n = g.recv(batch, cache, now_ns, &self.counters);
+                if n == 0 && g.done() {
+                    self.gen_done.store(true, std::sync::atomic::Ordering::Release);
+                }
+                n
+            }
+            None => {
+                self.gen_done.store(true, std::sync::atomic::Ordering::Release);
+                receive_injected(&self.inject, self.port, now_ns, batch, cache, &self.counters)
+            }
         }
     }
 

@@ -32,13 +32,13 @@ pub struct Sample {
     pub seq: u64,
     pub tx_ts: u64,
     pub rx_ts: u64,
-    pub mark: u32,
+    pub mark: u16,
 }
 
 /// How often, and from when, a flow's packets carried one mark value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct MarkSeen {
-    pub mark: u32,
+    pub mark: u16,
     pub packets: u64,
     /// Sequence number and transmit time of the first packet seen with this mark.
     pub first_seq: u64,
@@ -96,7 +96,7 @@ impl FlowRecord {
         }
     }
 
-    fn note(&mut self, seq32: u32, latency: u64, mark: u32, tx_ts: u64) -> u64 {
+    fn note(&mut self, seq32: u32, latency: u64, mark: u16, tx_ts: u64) -> u64 {
         let seq = self.extend(seq32);
         let (word, bit) = ((seq / 64) as usize, seq % 64);
         if word >= self.seen.len() {
