@@ -510,8 +510,11 @@ fn mtu(fd: c_int, ifname: &str) -> Option<usize> {
     }
     // SAFETY: SIOCGIFMTU reads the name and writes ifru_mtu of a valid ifreq.
     let rc = unsafe { libc::ioctl(fd, libc::SIOCGIFMTU, &mut req) };
+    if rc != 0 {
+        return None;
+    }
     // SAFETY: on success the kernel wrote the mtu member of the union.
-    (rc == 0).then(|| unsafe { req.ifr_ifru.ifru_mtu } as usize)
+    Some(unsafe { req.ifr_ifru.ifru_mtu } as usize)
 }
 
 /// Open an `afpacket` port: one socket per worker, sharing the interface by fanout.
