@@ -354,7 +354,7 @@ fn attach(port: &str, ifname: &str, ifindex: u32, mode: XdpMode) -> Result<Ebpf,
             }
             _ => "",
         };
-        cfg(format!("loading the XDP program: {e}{hint}"))
+        cfg(format!("loading the XDP program: {}{hint}", chain(&e)))
     })?;
     let prog: &mut Xdp = bpf
         .program_mut(PROGRAM)
@@ -397,7 +397,7 @@ fn attach(port: &str, ifname: &str, ifindex: u32, mode: XdpMode) -> Result<Ebpf,
                 }
                 return Ok(bpf);
             }
-            Err(e) => last = e.to_string(),
+            Err(e) => last = chain(&e),
         }
     }
     let hint = if mode == XdpMode::Native {
@@ -406,6 +406,18 @@ fn attach(port: &str, ifname: &str, ifindex: u32, mode: XdpMode) -> Result<Ebpf,
         ""
     };
     Err(cfg(format!("attaching XDP to `{ifname}` in {mode:?} mode failed: {last}{hint}")))
+}
+
+/// An error with its sources: aya keeps the OS error one level down.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
 }
 
 fn is_busy(e: &aya::programs::ProgramError) -> bool {
