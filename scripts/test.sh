@@ -16,8 +16,9 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo --version
 python3 --version
 
-# System packages the tests need (none yet beyond a C toolchain for the fuzzers' libFuzzer).
-APT_PACKAGES=(build-essential)
+# System packages the tests need: a C toolchain for the fuzzers' libFuzzer, iproute2 for the
+# network-namespace tests, util-linux for `setpriv` (privilege tests).
+APT_PACKAGES=(build-essential iproute2 util-linux)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -35,6 +36,15 @@ if [ "$FUZZ_SECONDS" != 0 ] && ! command -v cargo-fuzz >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked --quiet
 fi
 
+if [ "$(id -u)" -ne 0 ]; then
+  echo "note: not root: the network-namespace tests will fail (they need CAP_SYS_ADMIN and CAP_NET_ADMIN)" >&2
+fi
+# Namespaces left by a killed earlier run.
+for ns in $(ip netns list 2>/dev/null | awk '/^hplab-/{print $1}'); do
+  pid=${ns#hplab-}; pid=${pid%%-*}
+  [ -d "/proc/$pid" ] || ip netns del "$ns" 2>/dev/null || true
+done
+
 step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
@@ -47,7 +57,11 @@ cargo build -p hotplane --quiet
 HOTPLANE_BIN="$REPO/target/debug/hotplane" python3 -m pytest -q "$REPO/python/tests"
 
 step "benchmark smoke runs (correct JSON; speed is measured by 'hotplane bench', not here)"
-for cmd in "pipeline --packets 1000000 --no-testpmd" "swap --swaps 50"; do
+smoke=("pipeline --packets 1000000 --no-testpmd" "swap --swaps 50")
+if [ "$(id -u)" -eq 0 ]; then
+  smoke+=("veth --port afxdp --trial-ms 200 --steps 2" "veth --port afpacket --trial-ms 200 --steps 2 --no-kernel")
+fi
+for cmd in "${smoke[@]}"; do
   out=$("$REPO/target/debug/hotplane" bench $cmd --json | tail -n 1)
   echo "$out" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); assert d["bench"]; print(d["bench"], "ok")'
 done

@@ -232,6 +232,30 @@ enum BenchCmd {
         #[arg(long, default_value_t = 2)]
         workers: usize,
     },
+    /// Zero-loss forwarding rate between veths in network namespaces (needs root), next to a
+    /// kernel bridge between the same veths.
+    Veth {
+        #[arg(long)]
+        json: bool,
+        /// Port kind of the data plane: afxdp or afpacket.
+        #[arg(long, default_value = "afxdp")]
+        port: hotplane::gen::IfKind,
+        /// Port kind of the generator and receiver.
+        #[arg(long, default_value = "afxdp")]
+        gen_port: hotplane::gen::IfKind,
+        /// Milliseconds per trial.
+        #[arg(long, default_value_t = 1000)]
+        trial_ms: u64,
+        /// Bisection steps of the zero-loss search.
+        #[arg(long, default_value_t = 7)]
+        steps: u32,
+        /// Searches per side; the median is reported (this machine class is noisy).
+        #[arg(long, default_value_t = 1)]
+        repeat: u32,
+        /// Skip the kernel-bridge anchor.
+        #[arg(long)]
+        no_kernel: bool,
+    },
 }
 
 fn main() {
@@ -351,6 +375,17 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             }
             BenchCmd::Swap { json, swaps, workers } => {
                 hotplane::bench::swap::run(&hotplane::bench::swap::Opts { swaps, workers, json })
+            }
+            BenchCmd::Veth { json, port, gen_port, trial_ms, steps, repeat, no_kernel } => {
+                hotplane::bench::veth::run(&hotplane::bench::veth::Opts {
+                    port,
+                    repeat,
+                    gen_port,
+                    trial_ms,
+                    steps,
+                    kernel: !no_kernel,
+                    json,
+                })
             }
         },
     }

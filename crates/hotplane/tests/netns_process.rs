@@ -183,11 +183,32 @@ fn auto_mode_falls_back_to_generic_xdp_and_says_so() {
         format!("[[port]]\nname=\"p\"\nkind=\"afxdp\"\ninterface=\"lo\"\nnetns=\"{a}\"\n[control]\nsocket=\"{}\"\n", sock.display()),
     )
     .unwrap();
-    let mut child = spawn_dut(&cfg, &sock);
+    let child = spawn_dut(&cfg, &sock);
     // SAFETY: sending SIGTERM to our child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("using generic (SKB) mode"), "the fallback is named: {err}");
+}
+
+#[test]
+fn gen_on_interfaces_measures_loss_and_latency() {
+    let mut lab = Lab::new("gen").expect("these tests need root");
+    let ns = lab.netns("w").unwrap();
+    lab.veth(&ns, "a0", &ns, "b0", 1).unwrap();
+    for port in ["afpacket", "afxdp"] {
+        let out = Command::new(BIN)
+            .args(["gen", "--port", port, "--interface", "a0", "--rx", "b0", "--netns", &ns])
+            .args(["--flows", "4", "--count", "3000", "--rate", "30000", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(out.stdout.trim_ascii_end()).unwrap();
+        assert_eq!(v["tx_packets"], 3000, "{port}: {v}");
+        assert_eq!(v["rx_packets"], 3000, "{port}: {v}");
+        assert_eq!(v["lost"], 0);
+        assert!(v["latency_us"]["p50"].as_f64().unwrap() > 0.0);
+        assert!(v["tx_mpps"].as_f64().unwrap() > 0.0);
+    }
 }

@@ -4,6 +4,7 @@
 pub mod pipeline;
 pub mod swap;
 pub mod testpmd;
+pub mod veth;
 
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
