@@ -152,6 +152,9 @@ pub struct AfXdpQueue {
     down: bool,
     /// Set once the socket is registered: keeps the program attached while the queue lives.
     attachment: Option<Arc<Attachment>>,
+    /// Kernel drop counts already added to our counters (the socket's are cumulative).
+    seen_kernel_drops: u64,
+    seen_invalid_tx: u64,
 }
 
 // SAFETY: every ring, socket and mapping is owned by this queue and used by one worker at a time.
@@ -321,6 +324,15 @@ impl Port for AfXdpQueue {
         self.give_back();
         if self.down {
             return;
+        }
+        // Frames the kernel dropped before they reached us (larger than a UMEM frame, ring
+        // full) are only in the socket's statistics.
+        if let Ok(st) = self.device.statistics_v2() {
+            let drops = st.rx_dropped + st.rx_ring_full;
+            self.counters.rx_dropped.add(drops.saturating_sub(self.seen_kernel_drops));
+            self.counters.errors.add(st.tx_invalid_descs.saturating_sub(self.seen_invalid_tx));
+            self.seen_kernel_drops = drops;
+            self.seen_invalid_tx = st.tx_invalid_descs;
         }
         let mut err: libc::c_int = 0;
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
@@ -496,6 +508,8 @@ fn socket(
         fd,
         down: false,
         attachment: None,
+        seen_kernel_drops: 0,
+        seen_invalid_tx: 0,
     })
 }
 
