@@ -57,8 +57,17 @@ fn cores() -> (Option<usize>, Option<usize>) {
     }
 }
 
+/// Set by SIGINT/SIGTERM: the benchmark stops, and dropping the lab removes the namespaces.
+static INTERRUPTED: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
+    std::sync::OnceLock::new();
+
+fn interrupted() -> bool {
+    INTERRUPTED.get().is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+}
+
 /// One trial: send at `rate` (None: as fast as possible) for `ms`; returns the generator's result.
 fn trial(t: &Topology, o: &Opts, rate: Option<f64>) -> anyhow::Result<Value> {
+    anyhow::ensure!(!interrupted(), "interrupted; the namespaces are removed");
     let spec =
         GenSpec { flows: 16, rate_pps: rate, duration_ms: Some(o.trial_ms), ..Default::default() };
     let opts = GenOpts {
@@ -228,6 +237,10 @@ fn bridge(t: &Topology, up: bool) -> anyhow::Result<()> {
 }
 
 pub fn run(o: &Opts) -> anyhow::Result<()> {
+    let flag = INTERRUPTED.get_or_init(Default::default).clone();
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, flag.clone())?;
+    }
     let progress = Progress::new("veth", o.json);
     let t = topology().context("building the namespaces (needs root)")?;
     let port_name = match o.port {
