@@ -120,7 +120,7 @@ pub struct AfPacketQueue {
     rx_offset: usize,
     tx_next: usize,
     counters: Arc<PortCounters>,
-    down: bool,
+    link: crate::Link,
     /// Largest frame the interface takes (MTU + Ethernet and one VLAN header).
     max_frame: usize,
 }
@@ -280,7 +280,7 @@ impl AfPacketQueue {
             rx_offset: 0,
             tx_next: 0,
             counters: Arc::new(PortCounters::default()),
-            down: false,
+            link: crate::Link::default(),
             max_frame: mtu(fd, &spec.interface).map_or(usize::MAX, |m| m + 18),
         })
     }
@@ -302,15 +302,6 @@ impl AfPacketQueue {
         // SAFETY: frame i lies inside the TX part of the mapping; tp_status is the u32 at
         // offset 20 of tpacket3_hdr, 4-byte aligned.
         unsafe { &*(self.rings.tx_base.add(i * self.rings.tx_frame_size + 20) as *const AtomicU32) }
-    }
-
-    fn mark_down(&mut self, why: &std::io::Error) {
-        if !self.down {
-            self.down = true;
-            self.counters.link_down.set(1);
-            tracing::error!(port = %self.name, interface = %self.interface, error = %why,
-                "interface went away; this port stops, the others keep forwarding");
-        }
     }
 }
 
@@ -384,8 +375,8 @@ impl Port for AfPacketQueue {
         let mut bytes = 0u64;
         for p in batch.drain() {
             let len = p.len();
-            if self.down || len + TX_DATA_OFFSET > fs || len > self.max_frame {
-                if !self.down {
+            if self.link.is_down() || len + TX_DATA_OFFSET > fs || len > self.max_frame {
+                if !self.link.is_down() {
                     self.counters.errors.add(1);
                 }
                 self.counters.tx_dropped.add(1);
@@ -431,12 +422,8 @@ impl Port for AfPacketQueue {
             };
             if rc < 0 {
                 let e = std::io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {}
-                    Some(libc::ENXIO) | Some(libc::ENODEV) | Some(libc::ENETDOWN) => {
-                        self.mark_down(&e)
-                    }
-                    _ => self.counters.errors.add(1),
+                if !matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::ENOBUFS | libc::EINTR)) {
+                    self.link.error(&e, &self.counters, &self.name, &self.interface);
                 }
             }
             self.counters.tx_packets.add(queued);
@@ -450,7 +437,7 @@ impl Port for AfPacketQueue {
     }
 
     fn housekeeping(&mut self) {
-        if self.down {
+        if self.link.is_down() {
             return;
         }
         // Packets the kernel dropped (ring full, frame larger than a block) never reach us:
@@ -471,25 +458,7 @@ impl Port for AfPacketQueue {
         if rc == 0 && st.tp_drops > 0 {
             self.counters.rx_dropped.add(st.tp_drops as u64);
         }
-        let mut err: c_int = 0;
-        let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
-        // SAFETY: reading SO_ERROR into a c_int of the size given.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.rings.fd,
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                &mut err as *mut c_int as *mut c_void,
-                &mut len,
-            )
-        };
-        if rc == 0 && err != 0 {
-            let e = std::io::Error::from_raw_os_error(err);
-            match err {
-                libc::ENETDOWN | libc::ENXIO | libc::ENODEV => self.mark_down(&e),
-                _ => self.counters.errors.add(1),
-            }
-        }
+        self.link.check(self.rings.fd, &self.counters, &self.name, &self.interface);
     }
 }
 

@@ -135,6 +135,65 @@ pub(crate) fn deliver(
     true
 }
 
+/// Whether an errno means the port's interface is gone (deleted, down, moved away).
+pub(crate) fn is_link_gone(errno: i32) -> bool {
+    matches!(errno, libc::ENETDOWN | libc::ENXIO | libc::ENODEV)
+}
+
+/// The error pending on a socket (SO_ERROR), if any; reading it clears it.
+pub(crate) fn socket_error(fd: libc::c_int) -> Option<std::io::Error> {
+    let mut err: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: reading SO_ERROR into a c_int of the size given.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            &mut err as *mut _ as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (rc == 0 && err != 0).then(|| std::io::Error::from_raw_os_error(err))
+}
+
+/// Link state of a socket-backed port: once its interface is gone the port stops, says so once,
+/// and shows `link_down`; other ports are not affected.
+#[derive(Debug, Default)]
+pub(crate) struct Link {
+    down: bool,
+}
+
+impl Link {
+    pub fn is_down(&self) -> bool {
+        self.down
+    }
+
+    /// Record an error from the socket: a vanished interface marks the port down, anything
+    /// else counts as an error.
+    pub fn error(&mut self, e: &std::io::Error, c: &PortCounters, port: &str, interface: &str) {
+        if !e.raw_os_error().is_some_and(is_link_gone) {
+            c.errors.add(1);
+            return;
+        }
+        if !self.down {
+            self.down = true;
+            c.link_down.set(1);
+            tracing::error!(port, interface, error = %e, "interface went away; this port stops, the others keep forwarding");
+        }
+    }
+
+    /// Poll the socket's pending error (from housekeeping).
+    pub fn check(&mut self, fd: libc::c_int, c: &PortCounters, port: &str, interface: &str) {
+        if self.down {
+            return;
+        }
+        if let Some(e) = socket_error(fd) {
+            self.error(&e, c, port, interface);
+        }
+    }
+}
+
 /// Why a port could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum PortError {

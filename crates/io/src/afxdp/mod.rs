@@ -149,7 +149,7 @@ pub struct AfXdpQueue {
     refill: Vec<u64>,
     counters: Arc<PortCounters>,
     fd: libc::c_int,
-    down: bool,
+    link: crate::Link,
     /// Set once the socket is registered: keeps the program attached while the queue lives.
     attachment: Option<Arc<Attachment>>,
     /// Kernel drop counts already added to our counters (the socket's are cumulative).
@@ -215,15 +215,6 @@ impl AfXdpQueue {
     fn free_tx_full(&self) -> bool {
         self.free_tx.len() == self.free_tx.capacity()
     }
-
-    fn mark_down(&mut self, why: &std::io::Error) {
-        if !self.down {
-            self.down = true;
-            self.counters.link_down.set(1);
-            tracing::error!(port = %self.name, interface = %self.interface, error = %why,
-                "interface went away; this port stops, the others keep forwarding");
-        }
-    }
 }
 
 impl Port for AfXdpQueue {
@@ -266,8 +257,8 @@ impl Port for AfXdpQueue {
             [XdpDesc { addr: 0, len: 0, options: 0 }; hotplane_core::MAX_BATCH];
         let mut n = 0;
         for p in batch.drain() {
-            if self.down || p.len() > fs {
-                if !self.down {
+            if self.link.is_down() || p.len() > fs {
+                if !self.link.is_down() {
                     self.counters.errors.add(1);
                 }
                 self.counters.tx_dropped.add(1);
@@ -322,7 +313,7 @@ impl Port for AfXdpQueue {
     fn housekeeping(&mut self) {
         self.reap();
         self.give_back();
-        if self.down {
+        if self.link.is_down() {
             return;
         }
         // Frames the kernel dropped before they reached us (larger than a UMEM frame, ring
@@ -334,25 +325,7 @@ impl Port for AfXdpQueue {
             self.seen_kernel_drops = drops;
             self.seen_invalid_tx = st.tx_invalid_descs;
         }
-        let mut err: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: reading SO_ERROR into a c_int of the size given.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.fd,
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                &mut err as *mut _ as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        if rc == 0 && err != 0 {
-            let e = std::io::Error::from_raw_os_error(err);
-            match err {
-                libc::ENETDOWN | libc::ENXIO | libc::ENODEV => self.mark_down(&e),
-                _ => self.counters.errors.add(1),
-            }
-        }
+        self.link.check(self.fd, &self.counters, &self.name, &self.interface);
     }
 }
 
@@ -506,7 +479,7 @@ fn socket(
         refill: Vec::with_capacity(spec.ring_size as usize),
         counters: Arc::new(PortCounters::default()),
         fd,
-        down: false,
+        link: crate::Link::default(),
         attachment: None,
         seen_kernel_drops: 0,
         seen_invalid_tx: 0,
