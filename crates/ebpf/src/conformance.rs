@@ -1,0 +1,165 @@
+//! The bpf_conformance test format (`-- asm` / `-- raw`, `-- mem`, `-- result` / `-- error`)
+//! and a runner over a directory of `.data` files.
+
+use crate::asm::assemble;
+use crate::insn::Insn;
+use std::path::Path;
+
+/// One test file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TestCase {
+    pub name: String,
+    pub asm: Option<String>,
+    pub raw: Option<Vec<u64>>,
+    pub mem: Vec<u8>,
+    pub result: Option<u64>,
+    pub error: Option<String>,
+}
+
+/// Parse a `.data` file.
+pub fn parse(name: &str, text: &str) -> Result<TestCase, String> {
+    let mut t = TestCase { name: name.into(), ..Default::default() };
+    let mut section = String::new();
+    let mut body: Vec<String> = Vec::new();
+    let flush = |t: &mut TestCase, section: &str, body: &[String]| -> Result<(), String> {
+        let joined = body.join("\n");
+        match section {
+            "asm" => t.asm = Some(joined),
+            "raw" => {
+                let words = body
+                    .iter()
+                    .map(|l| l.split('#').next().unwrap_or("").trim())
+                    .filter(|l| !l.is_empty())
+                    .map(|l| {
+                        u64::from_str_radix(l.trim_start_matches("0x"), 16)
+                            .map_err(|_| format!("raw word `{l}`"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                t.raw = Some(words);
+            }
+            "mem" => {
+                for tok in body.iter().flat_map(|l| {
+                    l.split('#')
+                        .next()
+                        .unwrap_or("")
+                        .split_whitespace()
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>()
+                }) {
+                    t.mem.push(
+                        u8::from_str_radix(&tok, 16).map_err(|_| format!("mem byte `{tok}`"))?,
+                    );
+                }
+            }
+            "result" => {
+                let v = body
+                    .iter()
+                    .map(|l| l.split('#').next().unwrap_or("").trim())
+                    .find(|l| !l.is_empty())
+                    .unwrap_or("");
+                let parsed = if let Some(h) = v.strip_prefix("0x") {
+                    u64::from_str_radix(h, 16)
+                } else if let Some(n) = v.strip_prefix('-') {
+                    n.parse::<u64>().map(|x| x.wrapping_neg())
+                } else {
+                    v.parse::<u64>()
+                };
+                t.result = Some(parsed.map_err(|_| format!("result `{v}`"))?);
+            }
+            "error" => t.error = Some(joined.trim().to_string()),
+            _ => {}
+        }
+        Ok(())
+    };
+    for line in text.lines() {
+        if let Some(s) = line.strip_prefix("-- ") {
+            flush(&mut t, &section, &body)?;
+            section = s.trim().to_string();
+            body.clear();
+        } else if line.starts_with('#') && section.is_empty() {
+            continue;
+        } else {
+            body.push(line.to_string());
+        }
+    }
+    flush(&mut t, &section, &body)?;
+    if t.asm.is_none() && t.raw.is_none() {
+        return Err("no program (`-- asm` or `-- raw`)".into());
+    }
+    Ok(t)
+}
+
+impl TestCase {
+    /// The program: the raw words when given, else the assembled text.
+    pub fn program(&self) -> Result<Vec<Insn>, String> {
+        match (&self.raw, &self.asm) {
+            (Some(raw), _) => Ok(raw.iter().map(|w| Insn::from_u64(*w)).collect()),
+            (None, Some(asm)) => assemble(asm).map_err(|e| format!("assembly: {e}")),
+            (None, None) => Err("no program".into()),
+        }
+    }
+}
+
+/// Results over a directory.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Summary {
+    pub passed: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    pub failures: Vec<(String, String)>,
+}
+
+/// Run every `.data` file of `dir` through `run`, which returns r0 or an error text.
+pub fn run_dir(
+    dir: &Path,
+    mut run: impl FnMut(&TestCase, &[Insn]) -> Result<u64, String>,
+) -> Result<Summary, String> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "data"))
+        .collect();
+    files.sort();
+    let mut s = Summary::default();
+    for f in files {
+        let name = f.file_stem().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let outcome = parse(&name, &text).and_then(|t| {
+            let prog = t.program()?;
+            let got = run(&t, &prog);
+            match (&t.result, &t.error, got) {
+                (Some(want), _, Ok(v)) if v == *want => Ok(()),
+                (Some(want), _, Ok(v)) => Err(format!("r0 = {v:#x}, expected {want:#x}")),
+                (_, Some(_), Err(_)) => Ok(()),
+                (_, Some(want), Ok(v)) => Err(format!("returned {v:#x}, expected error `{want}`")),
+                (Some(_), _, Err(e)) | (None, None, Err(e)) => Err(e),
+                (None, None, Ok(_)) => Ok(()),
+            }
+        });
+        match outcome {
+            Ok(()) => s.passed += 1,
+            Err(e) => {
+                s.failed += 1;
+                s.failures.push((name, e));
+            }
+        }
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_all_sections() {
+        let t = parse("x", "# c\n-- asm\nmov %r0, 1\nexit\n-- mem\n00 01\nff\n-- result\n0x1\n")
+            .unwrap();
+        assert_eq!(t.asm.as_deref(), Some("mov %r0, 1\nexit"));
+        assert_eq!(t.mem, vec![0, 1, 0xff]);
+        assert_eq!(t.result, Some(1));
+        assert_eq!(t.program().unwrap().len(), 2);
+        assert!(parse("y", "-- result\n1\n").is_err());
+    }
+}

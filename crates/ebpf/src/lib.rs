@@ -1,0 +1,14 @@
+//! hotplane-ebpf: eBPF programs as hotplane stages. Loading (bytecode, ELF, C source), an
+//! assembler and disassembler, a verifier, an interpreter (the reference semantics) and an x86-64
+//! JIT, maps and helpers, and the XDP context that lets objects built with `clang -target bpf`
+//! run unchanged.
+//!
+//! Depends on `hotplane-core` only; never on other program kinds, control or I/O.
+
+pub mod asm;
+pub mod conformance;
+pub mod helpers;
+pub mod insn;
+pub mod interp;
+
+pub use insn::Insn;
