@@ -356,6 +356,23 @@ pub fn assemble(text: &str) -> Result<Vec<Insn>, AsmError> {
             "lddw" => {
                 n(2)?;
                 let dst = parse_reg(ops[0]).map_err(err)?;
+                // `map N` and `map_value N + OFF`: map references, as the disassembler prints them.
+                if let Some(rest) = ops[1].strip_prefix("map_value") {
+                    let (m, off) = rest
+                        .split_once('+')
+                        .ok_or_else(|| err("expected `map_value N + OFF`".into()))?;
+                    let (m, off) =
+                        (parse_int(m.trim()).map_err(err)?, parse_int(off.trim()).map_err(err)?);
+                    out.push(Insn::new(op::LDDW, dst, pseudo::MAP_VALUE, 0, m as i32));
+                    out.push(Insn::new(0, 0, 0, 0, off as i32));
+                    continue;
+                }
+                if let Some(m) = ops[1].strip_prefix("map ") {
+                    let m = parse_int(m.trim()).map_err(err)?;
+                    out.push(Insn::new(op::LDDW, dst, pseudo::MAP_FD, 0, m as i32));
+                    out.push(Insn::new(0, 0, 0, 0, 0));
+                    continue;
+                }
                 let v = parse_int(ops[1]).map_err(err)?;
                 if !(i64::MIN as i128..=u64::MAX as i128).contains(&v) {
                     return Err(err(format!("`{}` does not fit in 64 bits", ops[1])));

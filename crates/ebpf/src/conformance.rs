@@ -163,3 +163,17 @@ mod tests {
         assert!(parse("y", "-- result\n1\n").is_err());
     }
 }
+
+/// Where the public conformance suite lives: `$HOTPLANE_EBPF_CONFORMANCE`, else the first
+/// `shared/conformance/ebpf/tests` found walking up from `start` (the team layout keeps it
+/// next to the checkout), else `/work/shared/conformance/ebpf/tests`.
+pub fn find_suite(start: &Path) -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("HOTPLANE_EBPF_CONFORMANCE") {
+        return Some(p.into());
+    }
+    start
+        .ancestors()
+        .map(|a| a.join("shared/conformance/ebpf/tests"))
+        .chain(std::iter::once("/work/shared/conformance/ebpf/tests".into()))
+        .find(|p| p.is_dir())
+}

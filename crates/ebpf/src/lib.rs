@@ -7,8 +7,11 @@
 
 pub mod asm;
 pub mod conformance;
+pub mod ctx;
 pub mod helpers;
 pub mod insn;
 pub mod interp;
+pub mod maps;
+pub mod verifier;
 
 pub use insn::Insn;

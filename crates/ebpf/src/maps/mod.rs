@@ -1,0 +1,556 @@
+//! eBPF maps: the state programs keep between packets and share with the control plane.
+//!
+//! Every map preallocates its storage when it is created, so programs never allocate: lookups
+//! return pointers into that storage, which stays put for the map's life. Values are plain
+//! memory shared by workers and the control plane without locks, exactly as in Linux: a program
+//! updating a value in place races with other readers unless it uses atomic instructions.
+//!
+//! Programs reach maps through helpers that take the map's address (the loader rewrites
+//! `lddw rX, map` to that address); the control plane uses the `*_copy` methods.
+
+mod hash;
+mod lpm;
+
+use hash::HashStore;
+use lpm::LpmStore;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+
+/// Map kinds, numbered as in Linux (`enum bpf_map_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum MapKind {
+    Hash = 1,
+    Array = 2,
+    PerCpuHash = 5,
+    PerCpuArray = 6,
+    LpmTrie = 11,
+    DevMap = 14,
+}
+
+impl MapKind {
+    pub fn from_linux(t: u32) -> Result<Self, String> {
+        Ok(match t {
+            1 => MapKind::Hash,
+            2 => MapKind::Array,
+            5 => MapKind::PerCpuHash,
+            6 => MapKind::PerCpuArray,
+            11 => MapKind::LpmTrie,
+            14 => MapKind::DevMap,
+            9 => return Err("map type 9 (lru_hash) is not supported; use a hash map".into()),
+            10 => return Err("map type 10 (lru_percpu_hash) is not supported; use percpu_hash".into()),
+            t => return Err(format!("map type {t} is not supported (hash, array, percpu_hash, percpu_array, lpm_trie, devmap are)")),
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MapKind::Hash => "hash",
+            MapKind::Array => "array",
+            MapKind::PerCpuHash => "percpu_hash",
+            MapKind::PerCpuArray => "percpu_array",
+            MapKind::LpmTrie => "lpm_trie",
+            MapKind::DevMap => "devmap",
+        }
+    }
+
+    pub fn per_cpu(self) -> bool {
+        matches!(self, MapKind::PerCpuHash | MapKind::PerCpuArray)
+    }
+}
+
+impl std::str::FromStr for MapKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        [
+            MapKind::Hash,
+            MapKind::Array,
+            MapKind::PerCpuHash,
+            MapKind::PerCpuArray,
+            MapKind::LpmTrie,
+            MapKind::DevMap,
+        ]
+        .into_iter()
+        .find(|k| k.name() == s)
+        .ok_or_else(|| format!("`{s}` is not a map kind"))
+    }
+}
+
+/// A map's shape, as declared by the program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MapDef {
+    pub kind: MapKind,
+    pub key_size: u32,
+    pub value_size: u32,
+    pub max_entries: u32,
+}
+
+/// Largest key, value and entry count accepted (keeps preallocation bounded).
+pub const MAX_KEY_SIZE: u32 = 512;
+pub const MAX_VALUE_SIZE: u32 = 64 * 1024;
+pub const MAX_ENTRIES: u32 = 1 << 24;
+/// Largest preallocation of one map.
+pub const MAX_MAP_BYTES: u64 = 1 << 30;
+
+/// Linux errno values helpers return (negated).
+pub mod errno {
+    pub const ENOENT: i64 = 2;
+    pub const E2BIG: i64 = 7;
+    pub const EBUSY: i64 = 16;
+    pub const EEXIST: i64 = 17;
+    pub const EINVAL: i64 = 22;
+}
+
+/// `flags` of map updates.
+pub const BPF_ANY: u64 = 0;
+pub const BPF_NOEXIST: u64 = 1;
+pub const BPF_EXIST: u64 = 2;
+
+impl MapDef {
+    /// Check the shape: sizes the kind requires, bounded memory.
+    pub fn validate(&self, cpus: usize) -> Result<(), String> {
+        let k = self.kind.name();
+        if self.max_entries == 0 || self.max_entries > MAX_ENTRIES {
+            return Err(format!(
+                "{k} map: max_entries {} must be in 1..={MAX_ENTRIES}",
+                self.max_entries
+            ));
+        }
+        if self.value_size == 0 || self.value_size > MAX_VALUE_SIZE {
+            return Err(format!(
+                "{k} map: value_size {} must be in 1..={MAX_VALUE_SIZE}",
+                self.value_size
+            ));
+        }
+        if self.key_size == 0 || self.key_size > MAX_KEY_SIZE {
+            return Err(format!(
+                "{k} map: key_size {} must be in 1..={MAX_KEY_SIZE}",
+                self.key_size
+            ));
+        }
+        match self.kind {
+            MapKind::Array | MapKind::PerCpuArray | MapKind::DevMap if self.key_size != 4 => {
+                return Err(format!(
+                    "{k} map: key_size must be 4 (a u32 index), not {}",
+                    self.key_size
+                ));
+            }
+            MapKind::DevMap if self.value_size != 4 && self.value_size != 8 => {
+                return Err(format!("devmap: value_size must be 4 or 8, not {}", self.value_size));
+            }
+            MapKind::LpmTrie if self.key_size < 5 || self.key_size > 4 + 256 => {
+                return Err(format!(
+                    "lpm_trie map: key_size {} must be 4 (prefix length) + 1..=256 data bytes",
+                    self.key_size
+                ));
+            }
+            _ => {}
+        }
+        if self.bytes(cpus) > MAX_MAP_BYTES {
+            return Err(format!(
+                "{k} map would need {} bytes (limit {MAX_MAP_BYTES})",
+                self.bytes(cpus)
+            ));
+        }
+        Ok(())
+    }
+
+    /// Bytes of storage the map preallocates.
+    pub fn bytes(&self, cpus: usize) -> u64 {
+        let copies = if self.kind.per_cpu() { cpus as u64 } else { 1 };
+        let value = round8(self.value_size) as u64 * copies;
+        match self.kind {
+            MapKind::Array | MapKind::PerCpuArray | MapKind::DevMap => {
+                value * self.max_entries as u64
+            }
+            MapKind::Hash | MapKind::PerCpuHash | MapKind::LpmTrie => {
+                hash::capacity(self.max_entries) as u64 * (8 + round8(self.key_size) as u64 + value)
+            }
+        }
+    }
+}
+
+pub(crate) fn round8(n: u32) -> usize {
+    (n as usize).div_ceil(8) * 8
+}
+
+thread_local! {
+    /// The worker running on this thread: selects per-CPU values (`bpf_get_smp_processor_id`).
+    static CPU: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Declare which worker this thread is (workers call it once at start).
+pub fn set_current_cpu(cpu: u32) {
+    CPU.with(|c| c.set(cpu));
+}
+
+pub fn current_cpu() -> u32 {
+    CPU.with(|c| c.get())
+}
+
+/// Zeroed, 8-byte aligned memory that programs address directly.
+pub(crate) struct Arena {
+    words: Box<[AtomicU64]>,
+}
+
+impl Arena {
+    fn new(bytes: usize) -> Self {
+        Self { words: (0..bytes.div_ceil(8)).map(|_| AtomicU64::new(0)).collect() }
+    }
+
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.words.as_ptr() as *mut u8
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.words.len() * 8
+    }
+
+    /// Copy out `len` bytes at `off` for the control plane. Bytewise relaxed atomic loads: a
+    /// program may be writing them at the same moment.
+    fn read(&self, off: usize, len: usize) -> Vec<u8> {
+        assert!(off + len <= self.len());
+        // SAFETY: in bounds (asserted); AtomicU8 has the alignment and size of u8, and the arena
+        // is only accessed atomically from Rust (programs write it as plain memory, as in Linux).
+        (0..len)
+            .map(|i| {
+                unsafe { AtomicU8::from_ptr(self.base().add(off + i)) }.load(Ordering::Relaxed)
+            })
+            .collect()
+    }
+
+    /// Copy `data` in at `off` (control plane).
+    fn write(&self, off: usize, data: &[u8]) {
+        assert!(off + data.len() <= self.len());
+        for (i, b) in data.iter().enumerate() {
+            // SAFETY: as in `read`.
+            unsafe { AtomicU8::from_ptr(self.base().add(off + i)) }.store(*b, Ordering::Relaxed);
+        }
+    }
+}
+
+enum Store {
+    /// Array, per-CPU array and devmap: values at `index * stride`.
+    Array(Arena),
+    Hash(HashStore),
+    Lpm(LpmStore),
+}
+
+/// One map.
+pub struct Map {
+    pub name: String,
+    pub def: MapDef,
+    /// Per-CPU maps keep this many copies of every value.
+    pub cpus: usize,
+    store: Store,
+    /// Bytes between one CPU's copy of a value and the next (per-CPU maps).
+    cpu_stride: usize,
+    /// Updates from programs that gave up on a contended lock (returned -EBUSY).
+    pub busy: AtomicU64,
+}
+
+impl std::fmt::Debug for Map {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} map `{}` ({}-byte keys, {}-byte values, {} entries)",
+            self.def.kind.name(),
+            self.name,
+            self.def.key_size,
+            self.def.value_size,
+            self.def.max_entries
+        )
+    }
+}
+
+/// An entry as the control plane sees it: the key and, for per-CPU maps, one value per CPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub key: Vec<u8>,
+    pub values: Vec<Vec<u8>>,
+}
+
+impl Map {
+    pub fn new(name: &str, def: MapDef, cpus: usize) -> Result<Self, String> {
+        let cpus = cpus.max(1);
+        def.validate(cpus)?;
+        let cpu_stride = round8(def.value_size);
+        let copies = if def.kind.per_cpu() { cpus } else { 1 };
+        let store = match def.kind {
+            MapKind::Array | MapKind::PerCpuArray | MapKind::DevMap => {
+                Store::Array(Arena::new(cpu_stride * copies * def.max_entries as usize))
+            }
+            MapKind::Hash | MapKind::PerCpuHash => Store::Hash(HashStore::new(
+                def.key_size as usize,
+                cpu_stride * copies,
+                def.max_entries,
+            )),
+            MapKind::LpmTrie => {
+                Store::Lpm(LpmStore::new(def.key_size as usize, cpu_stride, def.max_entries))
+            }
+        };
+        Ok(Self { name: name.to_string(), def, cpus, store, cpu_stride, busy: AtomicU64::new(0) })
+    }
+
+    /// Same shape: a new program version may keep using this map.
+    pub fn compatible(&self, def: &MapDef) -> bool {
+        self.def == *def
+    }
+
+    /// The memory programs may address through this map's values (for the interpreter's
+    /// bounds checks).
+    pub fn region(&self) -> (u64, u64) {
+        let a = match &self.store {
+            Store::Array(a) => a,
+            Store::Hash(h) => h.arena(),
+            Store::Lpm(l) => l.arena(),
+        };
+        (a.base() as u64, a.len() as u64)
+    }
+
+    fn stride(&self) -> usize {
+        self.cpu_stride * if self.def.kind.per_cpu() { self.cpus } else { 1 }
+    }
+
+    fn cpu_offset(&self) -> usize {
+        if self.def.kind.per_cpu() {
+            (current_cpu() as usize % self.cpus) * self.cpu_stride
+        } else {
+            0
+        }
+    }
+
+    fn array_index(&self, key: &[u8]) -> Option<usize> {
+        let i = u32::from_ne_bytes(key.try_into().ok()?) as usize;
+        (i < self.def.max_entries as usize).then_some(i)
+    }
+
+    /// `bpf_map_lookup_elem`: a pointer to this CPU's value, or null.
+    ///
+    /// # Safety
+    /// `key` must point to `key_size` readable bytes.
+    pub unsafe fn lookup_raw(&self, key: *const u8) -> *mut u8 {
+        // SAFETY: the caller guarantees key_size readable bytes.
+        let key = unsafe { std::slice::from_raw_parts(key, self.def.key_size as usize) };
+        let at = match &self.store {
+            Store::Array(a) => match self.array_index(key) {
+                // SAFETY: index < max_entries, so the value lies inside the arena.
+                Some(i) => return unsafe { a.base().add(i * self.stride() + self.cpu_offset()) },
+                None => return std::ptr::null_mut(),
+            },
+            Store::Hash(h) => h.find(key),
+            Store::Lpm(l) => l.longest_match(key),
+        };
+        match at {
+            // SAFETY: `find` returns value offsets inside the arena.
+            Some(p) => unsafe { p.add(self.cpu_offset()) },
+            None => std::ptr::null_mut(),
+        }
+    }
+
+    /// `bpf_map_update_elem` from a program; 0 or a negative errno.
+    ///
+    /// # Safety
+    /// `key` and `value` must point to `key_size` and `value_size` readable bytes.
+    pub unsafe fn update_raw(&self, key: *const u8, value: *const u8, flags: u64) -> i64 {
+        // SAFETY: the caller guarantees the sizes.
+        let (key, value) = unsafe {
+            (
+                std::slice::from_raw_parts(key, self.def.key_size as usize),
+                std::slice::from_raw_parts(value, self.def.value_size as usize),
+            )
+        };
+        self.update_from(key, flags, Who::Program, |dst| {
+            // SAFETY: `dst` is a value slot of value_size bytes in the arena; programs race
+            // on values exactly as in Linux.
+            unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), dst, value.len()) }
+        })
+    }
+
+    /// `bpf_map_delete_elem` from a program.
+    ///
+    /// # Safety
+    /// `key` must point to `key_size` readable bytes.
+    pub unsafe fn delete_raw(&self, key: *const u8) -> i64 {
+        // SAFETY: the caller guarantees key_size readable bytes.
+        let key = unsafe { std::slice::from_raw_parts(key, self.def.key_size as usize) };
+        self.delete_from(key, Who::Program)
+    }
+
+    fn busy(&self) -> i64 {
+        self.busy.fetch_add(1, Ordering::Relaxed);
+        -errno::EBUSY
+    }
+
+    fn update_from(&self, key: &[u8], flags: u64, who: Who, write: impl Fn(*mut u8)) -> i64 {
+        if flags > BPF_EXIST {
+            return -errno::EINVAL;
+        }
+        let per_cpu_off = if who == Who::Program { self.cpu_offset() } else { 0 };
+        match &self.store {
+            Store::Array(a) => {
+                let Some(i) = self.array_index(key) else { return -errno::E2BIG };
+                if flags == BPF_NOEXIST {
+                    return -errno::EEXIST;
+                }
+                // SAFETY: index < max_entries.
+                write(unsafe { a.base().add(i * self.stride() + per_cpu_off) });
+                0
+            }
+            Store::Hash(h) => match h.upsert(key, flags, who) {
+                // SAFETY: value offsets are inside the arena.
+                Ok((p, _)) => {
+                    write(unsafe { p.add(per_cpu_off) });
+                    0
+                }
+                Err(e) if e == -errno::EBUSY => self.busy(),
+                Err(e) => e,
+            },
+            Store::Lpm(l) => match l.upsert(key, flags, who) {
+                Ok(p) => {
+                    write(p);
+                    0
+                }
+                Err(e) if e == -errno::EBUSY => self.busy(),
+                Err(e) => e,
+            },
+        }
+    }
+
+    fn delete_from(&self, key: &[u8], who: Who) -> i64 {
+        let r = match &self.store {
+            Store::Array(_) => -errno::EINVAL,
+            Store::Hash(h) => h.remove(key, who),
+            Store::Lpm(l) => l.remove(key, who),
+        };
+        if r == -errno::EBUSY {
+            return self.busy();
+        }
+        r
+    }
+
+    fn check_key(&self, key: &[u8]) -> Result<(), String> {
+        if key.len() != self.def.key_size as usize {
+            return Err(format!(
+                "map `{}` has {}-byte keys; got {} bytes",
+                self.name,
+                self.def.key_size,
+                key.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Control plane: the value(s) under `key` (one per CPU for per-CPU maps).
+    pub fn lookup_copy(&self, key: &[u8]) -> Result<Option<Vec<Vec<u8>>>, String> {
+        self.check_key(key)?;
+        let (arena, base) = match &self.store {
+            Store::Array(a) => match self.array_index(key) {
+                Some(i) => (a, i * self.stride()),
+                None => return Ok(None),
+            },
+            Store::Hash(h) => match h.find_offset(key) {
+                Some(o) => (h.arena(), o),
+                None => return Ok(None),
+            },
+            Store::Lpm(l) => match l.exact_offset(key) {
+                Some(o) => (l.arena(), o),
+                None => return Ok(None),
+            },
+        };
+        let copies = if self.def.kind.per_cpu() { self.cpus } else { 1 };
+        Ok(Some(
+            (0..copies)
+                .map(|c| arena.read(base + c * self.cpu_stride, self.def.value_size as usize))
+                .collect(),
+        ))
+    }
+
+    /// Control plane update. `value` is one value (written to every CPU's copy of a per-CPU
+    /// map) or, for per-CPU maps, one value per CPU concatenated.
+    pub fn update_copy(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), String> {
+        self.check_key(key)?;
+        let vs = self.def.value_size as usize;
+        let copies = if self.def.kind.per_cpu() { self.cpus } else { 1 };
+        if value.len() != vs && value.len() != vs * copies {
+            return Err(format!(
+                "map `{}` has {vs}-byte values; got {} bytes",
+                self.name,
+                value.len()
+            ));
+        }
+        let arena = match &self.store {
+            Store::Array(a) => a,
+            Store::Hash(h) => h.arena(),
+            Store::Lpm(l) => l.arena(),
+        };
+        let base = arena.base() as usize;
+        let r = self.update_from(key, flags, Who::Control, |dst| {
+            let off = dst as usize - base;
+            for c in 0..copies {
+                let src = if value.len() == vs { value } else { &value[c * vs..(c + 1) * vs] };
+                arena.write(off + c * self.cpu_stride, src);
+            }
+        });
+        self.result(r)
+    }
+
+    pub fn delete_copy(&self, key: &[u8]) -> Result<(), String> {
+        self.check_key(key)?;
+        let r = self.delete_from(key, Who::Control);
+        self.result(r)
+    }
+
+    fn result(&self, r: i64) -> Result<(), String> {
+        match -r {
+            0 => Ok(()),
+            errno::ENOENT => Err("no such key".into()),
+            errno::EEXIST => Err("the key exists (BPF_NOEXIST)".into()),
+            errno::E2BIG => {
+                Err(format!("map `{}` is full or the index is out of range", self.name))
+            }
+            errno::EINVAL => Err(format!("invalid operation on a {} map", self.def.kind.name())),
+            e => Err(format!("error {e}")),
+        }
+    }
+
+    /// Control plane: every entry (arrays: every index).
+    pub fn entries(&self) -> Vec<Entry> {
+        let keys: Vec<Vec<u8>> = match &self.store {
+            Store::Array(_) => {
+                (0..self.def.max_entries).map(|i| i.to_ne_bytes().to_vec()).collect()
+            }
+            Store::Hash(h) => h.keys(),
+            Store::Lpm(l) => l.keys(),
+        };
+        keys.into_iter()
+            .filter_map(|k| {
+                let values = self.lookup_copy(&k).ok().flatten()?;
+                Some(Entry { key: k, values })
+            })
+            .collect()
+    }
+
+    /// Entries in use (arrays: max_entries).
+    pub fn len(&self) -> usize {
+        match &self.store {
+            Store::Array(_) => self.def.max_entries as usize,
+            Store::Hash(h) => h.len(),
+            Store::Lpm(l) => l.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Who performs an update: programs must not wait long for a lock; the control plane may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Who {
+    Program,
+    Control,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,252 @@
+//! The verifier's abstract machine state: register types, stacks, call frames, and the
+//! "covers" relation used to prune paths that an already verified state includes.
+
+use super::scalar::Scalar;
+use crate::interp::STACK_SIZE;
+use std::collections::HashMap;
+
+/// What a pointer points into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PtrKind {
+    /// The program's context (`struct xdp_md` for XDP programs).
+    Ctx,
+    /// A memory region of known size (r1 of the conformance environment).
+    Mem { size: u64 },
+    /// The stack of call frame `frame`; the base is the frame's top (r10).
+    Stack { frame: u8 },
+    /// Packet data; `range` bytes from the pointer's base are known to be in the packet.
+    Packet,
+    /// One past the packet's last byte (`data_end`): compare only.
+    PacketEnd,
+    /// The packet's metadata start (`data_meta`): compare only (hotplane keeps no metadata).
+    PacketMeta,
+    /// A value of map `map`.
+    MapValue { map: u32 },
+    /// A value of map `map`, or null: compare with 0 before use.
+    MapValueOrNull { map: u32 },
+    /// A map itself (argument to map helpers).
+    Map { map: u32 },
+}
+
+/// A pointer: a base, a fixed offset and a variable offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ptr {
+    pub kind: PtrKind,
+    pub off: i64,
+    /// The variable part of the offset (a constant zero for most pointers).
+    pub var: Scalar,
+    /// Copies of a pointer share an id: a packet bounds check or a null check on one applies to
+    /// all of them.
+    pub id: u32,
+    /// Packet pointers: bytes from `base + var` known to be inside the packet.
+    pub range: u64,
+}
+
+impl Ptr {
+    pub fn new(kind: PtrKind, id: u32) -> Self {
+        Self { kind, off: 0, var: Scalar::constant(0), id, range: 0 }
+    }
+
+    /// Whether the variable part is a known constant (then it can be folded into `off`).
+    pub fn fixed(&self) -> Option<i64> {
+        self.var.as_const().map(|v| self.off.wrapping_add(v as i64))
+    }
+}
+
+/// The type of a register.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reg {
+    Uninit,
+    Scalar(Scalar),
+    Ptr(Ptr),
+}
+
+impl Reg {
+    pub fn unknown() -> Reg {
+        Reg::Scalar(Scalar::UNKNOWN)
+    }
+
+    pub fn constant(v: u64) -> Reg {
+        Reg::Scalar(Scalar::constant(v))
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Reg::Uninit => "uninitialised".into(),
+            Reg::Scalar(s) => match s.as_const() {
+                Some(c) => format!("the constant {c:#x}"),
+                None => format!("a scalar in [{}, {}]", s.umin, s.umax),
+            },
+            Reg::Ptr(p) => match p.kind {
+                PtrKind::Ctx => "the context pointer".into(),
+                PtrKind::Mem { .. } => "a memory pointer".into(),
+                PtrKind::Stack { .. } => "a stack pointer".into(),
+                PtrKind::Packet => "a packet pointer".into(),
+                PtrKind::PacketEnd => "the packet end pointer (data_end)".into(),
+                PtrKind::PacketMeta => "the packet metadata pointer".into(),
+                PtrKind::MapValue { .. } => "a map value pointer".into(),
+                PtrKind::MapValueOrNull { .. } => "a map value pointer that may be null".into(),
+                PtrKind::Map { .. } => "a map".into(),
+            },
+        }
+    }
+}
+
+/// What a stack byte holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Byte {
+    Uninit = 0,
+    /// Some initialised data.
+    Misc = 1,
+    /// Part of a spilled register (see `Stack::spills`).
+    Spill = 2,
+}
+
+/// One frame's 512-byte stack. Offsets are negative from the frame top, stored as index
+/// `STACK_SIZE + off`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Stack {
+    pub bytes: Vec<Byte>,
+    /// Registers spilled whole to 8-byte aligned slots: (slot index = byte index / 8, register).
+    pub spills: Vec<(u16, Reg)>,
+}
+
+impl Default for Stack {
+    fn default() -> Self {
+        Self { bytes: vec![Byte::Uninit; STACK_SIZE], spills: Vec::new() }
+    }
+}
+
+impl Stack {
+    pub fn spill_at(&self, slot: u16) -> Option<&Reg> {
+        self.spills.iter().find(|(s, _)| *s == slot).map(|(_, r)| r)
+    }
+
+    /// Forget the spill in a slot (its bytes stay initialised data).
+    fn unspill(&mut self, slot: u16) {
+        if let Some(i) = self.spills.iter().position(|(s, _)| *s == slot) {
+            self.spills.remove(i);
+            for b in &mut self.bytes[slot as usize * 8..slot as usize * 8 + 8] {
+                *b = Byte::Misc;
+            }
+        }
+    }
+
+    /// Mark `[idx, idx + n)` written with plain data.
+    pub fn write_misc(&mut self, idx: usize, n: usize) {
+        for slot in (idx / 8)..(idx + n).div_ceil(8) {
+            self.unspill(slot as u16);
+        }
+        for b in &mut self.bytes[idx..idx + n] {
+            *b = Byte::Misc;
+        }
+    }
+
+    /// Spill a whole register to the aligned slot at `idx`.
+    pub fn write_spill(&mut self, idx: usize, r: Reg) {
+        let slot = (idx / 8) as u16;
+        self.unspill(slot);
+        for b in &mut self.bytes[idx..idx + 8] {
+            *b = Byte::Spill;
+        }
+        self.spills.push((slot, r));
+    }
+
+    pub fn initialised(&self, idx: usize, n: usize) -> bool {
+        self.bytes[idx..idx + n].iter().all(|b| *b != Byte::Uninit)
+    }
+}
+
+/// One call frame.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Frame {
+    pub regs: [Reg; 11],
+    pub stack: Stack,
+    /// Where execution resumes in the caller when this frame exits.
+    pub ret_pc: usize,
+}
+
+/// The whole abstract state at one instruction.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct State {
+    pub frames: Vec<Frame>,
+}
+
+impl State {
+    pub fn frame(&self) -> &Frame {
+        self.frames.last().expect("a state always has a frame")
+    }
+
+    pub fn frame_mut(&mut self) -> &mut Frame {
+        self.frames.last_mut().expect("a state always has a frame")
+    }
+
+    pub fn reg(&self, r: u8) -> Reg {
+        self.frame().regs[r as usize]
+    }
+
+    pub fn set(&mut self, r: u8, v: Reg) {
+        self.frame_mut().regs[r as usize] = v;
+    }
+
+    /// Apply `f` to every register and spilled register of every frame.
+    pub fn for_each_reg(&mut self, mut f: impl FnMut(&mut Reg)) {
+        for fr in &mut self.frames {
+            for r in &mut fr.regs {
+                f(r);
+            }
+            for (_, r) in &mut fr.stack.spills {
+                f(r);
+            }
+        }
+    }
+
+    /// Whether every concrete state described by `new` is described by `self`: then a path
+    /// from `new` is safe if it was from `self`.
+    pub fn covers(&self, new: &State) -> bool {
+        if self.frames.len() != new.frames.len() {
+            return false;
+        }
+        let mut ids: HashMap<u32, u32> = HashMap::new();
+        for (a, b) in self.frames.iter().zip(&new.frames) {
+            if a.ret_pc != b.ret_pc {
+                return false;
+            }
+            if !a.regs.iter().zip(&b.regs).all(|(x, y)| reg_covers(x, y, &mut ids)) {
+                return false;
+            }
+            for (i, (x, y)) in a.stack.bytes.iter().zip(&b.stack.bytes).enumerate() {
+                match (x, y) {
+                    (Byte::Uninit, _) => {}
+                    (Byte::Misc, Byte::Misc | Byte::Spill) => {}
+                    (Byte::Spill, Byte::Spill) if i % 8 == 0 => {
+                        let slot = (i / 8) as u16;
+                        match (a.stack.spill_at(slot), b.stack.spill_at(slot)) {
+                            (Some(x), Some(y)) if reg_covers(x, y, &mut ids) => {}
+                            _ => return false,
+                        }
+                    }
+                    (Byte::Spill, Byte::Spill) => {}
+                    _ => return false,
+                }
+            }
+        }
+        true
+    }
+}
+
+fn reg_covers(old: &Reg, new: &Reg, ids: &mut HashMap<u32, u32>) -> bool {
+    match (old, new) {
+        (Reg::Uninit, _) => true,
+        (Reg::Scalar(a), Reg::Scalar(b)) => a.contains(b),
+        (Reg::Ptr(a), Reg::Ptr(b)) => {
+            a.kind == b.kind
+                && a.off == b.off
+                && a.var.contains(&b.var)
+                && a.range <= b.range
+                && *ids.entry(a.id).or_insert(b.id) == b.id
+        }
+        _ => false,
+    }
+}
