@@ -148,6 +148,20 @@ pub fn run_dir(
     Ok(s)
 }
 
+/// Where the public conformance suite lives: `$HOTPLANE_EBPF_CONFORMANCE`, else the first
+/// `shared/conformance/ebpf/tests` found walking up from `start` (the team layout keeps it
+/// next to the checkout), else `/work/shared/conformance/ebpf/tests`.
+pub fn find_suite(start: &Path) -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("HOTPLANE_EBPF_CONFORMANCE") {
+        return Some(p.into());
+    }
+    start
+        .ancestors()
+        .map(|a| a.join("shared/conformance/ebpf/tests"))
+        .chain(std::iter::once("/work/shared/conformance/ebpf/tests".into()))
+        .find(|p| p.is_dir())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,18 +176,4 @@ mod tests {
         assert_eq!(t.program().unwrap().len(), 2);
         assert!(parse("y", "-- result\n1\n").is_err());
     }
-}
-
-/// Where the public conformance suite lives: `$HOTPLANE_EBPF_CONFORMANCE`, else the first
-/// `shared/conformance/ebpf/tests` found walking up from `start` (the team layout keeps it
-/// next to the checkout), else `/work/shared/conformance/ebpf/tests`.
-pub fn find_suite(start: &Path) -> Option<std::path::PathBuf> {
-    if let Some(p) = std::env::var_os("HOTPLANE_EBPF_CONFORMANCE") {
-        return Some(p.into());
-    }
-    start
-        .ancestors()
-        .map(|a| a.join("shared/conformance/ebpf/tests"))
-        .chain(std::iter::once("/work/shared/conformance/ebpf/tests".into()))
-        .find(|p| p.is_dir())
 }

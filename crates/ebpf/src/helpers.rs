@@ -17,6 +17,8 @@ pub enum Arg {
     Scalar,
     /// A map (from `lddw dst, map`).
     Map,
+    /// A devmap (for `bpf_redirect_map`).
+    DevMap,
     /// Readable memory of the map's key size.
     MapKey,
     /// Readable memory of the map's value size.

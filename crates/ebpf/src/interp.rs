@@ -44,9 +44,35 @@ pub enum RunError {
     Budget(u64),
 }
 
+#[derive(Clone, Copy)]
 struct Frame {
     ret_pc: usize,
     saved: [u64; 4],
+}
+
+/// Local-call frames without allocation.
+struct CallStack {
+    frames: [Option<Frame>; MAX_CALL_DEPTH],
+    depth: usize,
+}
+
+impl CallStack {
+    fn len(&self) -> usize {
+        self.depth
+    }
+
+    fn push(&mut self, f: Frame) {
+        self.frames[self.depth] = Some(f);
+        self.depth += 1;
+    }
+
+    fn pop(&mut self) -> Option<Frame> {
+        if self.depth == 0 {
+            return None;
+        }
+        self.depth -= 1;
+        self.frames[self.depth].take()
+    }
 }
 
 /// Run `prog` from its first instruction with r1, r2 given; returns r0 at the final `exit`.
@@ -58,14 +84,32 @@ pub fn interpret(
     r2: u64,
     budget: u64,
 ) -> Result<u64, RunError> {
-    let mut stack = vec![0u8; STACK_SIZE * MAX_CALL_DEPTH];
+    let mut stack = vec![0u8; STACK_BYTES];
+    interpret_on(&mut stack, prog, helpers, regions, r1, r2, budget)
+}
+
+/// Stack bytes the interpreter needs: one frame per call level.
+pub const STACK_BYTES: usize = STACK_SIZE * MAX_CALL_DEPTH;
+
+/// [`interpret`] on a caller-provided stack of at least [`STACK_BYTES`] (no allocation).
+pub fn interpret_on(
+    stack: &mut [u8],
+    prog: &[Insn],
+    helpers: &Helpers,
+    regions: &[Region],
+    r1: u64,
+    r2: u64,
+    budget: u64,
+) -> Result<u64, RunError> {
+    assert!(stack.len() >= STACK_BYTES, "interpreter stack too small");
+    let stack = &mut stack[..STACK_BYTES];
     let stack_lo = stack.as_mut_ptr() as u64;
     let stack_hi = stack_lo + stack.len() as u64;
     let mut regs = [0u64; 11];
     regs[1] = r1;
     regs[2] = r2;
     regs[10] = stack_hi;
-    let mut frames: Vec<Frame> = Vec::with_capacity(MAX_CALL_DEPTH);
+    let mut frames = CallStack { frames: [const { None }; MAX_CALL_DEPTH], depth: 0 };
     let mut pc = 0usize;
     let mut executed = 0u64;
     let check = |pc: usize, addr: u64, len: usize, write: bool| -> Result<(), RunError> {

@@ -11,7 +11,9 @@ pub mod ctx;
 pub mod helpers;
 pub mod insn;
 pub mod interp;
+pub mod jit;
 pub mod maps;
 pub mod verifier;
+pub mod xdp;
 
 pub use insn::Insn;

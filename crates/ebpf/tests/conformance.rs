@@ -44,3 +44,26 @@ fn verifier_accepts_the_whole_suite() {
     .unwrap();
     assert!(s.failures.is_empty(), "{} failures: {:#?}", s.failed, s.failures);
 }
+
+#[test]
+fn jit_passes_the_whole_suite() {
+    use hotplane_ebpf::jit::compile;
+    use hotplane_ebpf::verifier::{verify, Context, Env, DEFAULT_COMPLEXITY};
+    let h = helpers::conformance();
+    let s = run_dir(&suite(), |t, prog| {
+        let env = Env {
+            helpers: &h,
+            ctx: Context::Mem { len: t.mem.len() as u64 },
+            maps: &[],
+            complexity: DEFAULT_COMPLEXITY,
+        };
+        let v = verify(prog, &env).map_err(|e| e.to_string())?;
+        let code = compile(&v.insns, &h, v.stack_depth).map_err(|e| e.to_string())?;
+        let mut mem = t.mem.clone();
+        // SAFETY: the verifier accepted the program for exactly this memory.
+        Ok(unsafe { code.entry()(mem.as_mut_ptr() as u64, mem.len() as u64) })
+    })
+    .unwrap();
+    assert!(s.failures.is_empty(), "{} failures: {:#?}", s.failed, s.failures);
+    assert!(s.passed >= 300);
+}

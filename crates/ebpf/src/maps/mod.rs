@@ -419,6 +419,14 @@ impl Map {
 
     fn delete_from(&self, key: &[u8], who: Who) -> i64 {
         let r = match &self.store {
+            // A devmap entry is removed by clearing its interface index.
+            Store::Array(a) if self.def.kind == MapKind::DevMap => match self.array_index(key) {
+                Some(i) => {
+                    a.write(i * self.stride(), &[0; 4]);
+                    0
+                }
+                None => -errno::ENOENT,
+            },
             Store::Array(_) => -errno::EINVAL,
             Store::Hash(h) => h.remove(key, who),
             Store::Lpm(l) => l.remove(key, who),

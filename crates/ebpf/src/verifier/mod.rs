@@ -20,6 +20,7 @@ use crate::ctx::{xdp_field, XdpFieldKind, XDP_MD_SIZE};
 use crate::helpers::{Arg, Helpers, Ret};
 use crate::insn::{alu, atomic, class, jmp, mem, pseudo, Insn};
 use crate::interp::{MAX_CALL_DEPTH, STACK_SIZE};
+use crate::maps::{MapDef, MapKind};
 use scalar::Scalar;
 use state::{Byte, Frame, Ptr, PtrKind, Reg, Stack, State};
 use std::collections::{BTreeSet, HashMap};
@@ -41,9 +42,21 @@ pub enum Context {
 /// What the verifier needs to know about a map the program uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MapInfo {
+    pub kind: MapKind,
     pub key_size: u32,
     pub value_size: u32,
     pub max_entries: u32,
+}
+
+impl From<MapDef> for MapInfo {
+    fn from(d: MapDef) -> Self {
+        Self {
+            kind: d.kind,
+            key_size: d.key_size,
+            value_size: d.value_size,
+            max_entries: d.max_entries,
+        }
+    }
 }
 
 /// Everything a program may use.
@@ -407,6 +420,16 @@ impl Explorer<'_> {
 
     fn err(&self, pc: usize, msg: impl Into<String>) -> VerifyError {
         reject(self.prog, pc, msg)
+    }
+
+    /// Replace instruction `pc` in the verified program; the same on every path.
+    fn rewrite(&mut self, pc: usize, new: Insn, conflict: &str) -> VResult<()> {
+        match self.rewrites.insert(pc, new) {
+            Some(prev) if prev != new => {
+                Err(self.err(pc, format!("this instruction {conflict} on different paths")))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// A path ended (exit, pruned, or a dead branch): release its checkpoints.
@@ -992,12 +1015,7 @@ impl Explorer<'_> {
                             f.ctx_offset - (o - i.off as i64) as i16,
                             0,
                         );
-                        match self.rewrites.insert(pc, new) {
-                            Some(prev) if prev != new => {
-                                return Err(self.err(pc, "this instruction reads different context fields on different paths"));
-                            }
-                            _ => {}
-                        }
+                        self.rewrite(pc, new, "reads different context fields")?;
                         st.set(dst, v);
                     }
                     Context::Mem { .. } => {
@@ -1245,6 +1263,14 @@ impl Explorer<'_> {
                 || self.err(pc, format!("helper {id} does not exist in this environment")),
             )?;
         self.helpers_used.insert(h.id);
+        if i.is_src_reg() {
+            // callx with a register the verifier knows: a direct call from now on.
+            self.rewrite(
+                pc,
+                Insn::new(crate::insn::op::CALL, 0, 0, 0, h.id as i32),
+                "calls different helpers",
+            )?;
+        }
         let mut map: Option<u32> = None;
         for (k, arg) in h.args.iter().enumerate() {
             let r = (k + 1) as u8;
@@ -1277,6 +1303,14 @@ impl Explorer<'_> {
                 Arg::Map => match v {
                     Reg::Ptr(Ptr { kind: PtrKind::Map { map: m }, .. }) => map = Some(m),
                     _ => return Err(need("a map")),
+                },
+                Arg::DevMap => match v {
+                    Reg::Ptr(Ptr { kind: PtrKind::Map { map: m }, .. })
+                        if self.env.maps[m as usize].kind == MapKind::DevMap =>
+                    {
+                        map = Some(m)
+                    }
+                    _ => return Err(need("a devmap")),
                 },
                 Arg::Ctx => {
                     if !matches!(v, Reg::Ptr(p) if p.kind == PtrKind::Ctx && p.fixed() == Some(0)) {

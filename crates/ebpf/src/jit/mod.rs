@@ -1,0 +1,569 @@
+//! The JIT: verified eBPF to x86-64 machine code, in the manner of Linux's
+//! `arch/x86/net/bpf_jit_comp.c`.
+//!
+//! eBPF registers live in x86 registers for the whole program (r0 = rax, r1..r5 = rdi, rsi,
+//! rdx, rcx, r8 as in the System V calling convention, so helper calls need no shuffling;
+//! r6..r9 = rbx, r13, r14, r15, callee-saved; r10 = rbp, the frame pointer). r10, r11 and r12
+//! of x86 are scratch. Every eBPF function becomes a native function with its own frame, so
+//! bpf-to-bpf calls are native calls. Jumps start long and shrink to short forms over a few
+//! passes until the layout is stable.
+//!
+//! The code is only as safe as its input: it performs no bounds checks, so it must only ever
+//! be given programs the verifier accepted (after map references are linked to addresses).
+
+pub mod x86;
+
+use crate::helpers::Helpers;
+use crate::insn::{alu, atomic, class, jmp, mem, op, pseudo, Insn};
+use x86::*;
+
+/// eBPF register -> x86 register.
+const REG: [u8; 11] = [RAX, RDI, RSI, RDX, RCX, R8, RBX, R13, R14, R15, RBP];
+/// Scratch registers.
+const T1: u8 = R11;
+const T2: u8 = R10;
+const T3: u8 = R12;
+
+/// Passes before giving up on a stable layout (in practice 3-4 suffice).
+const MAX_PASSES: usize = 20;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("JIT: instruction {pc}: {msg}")]
+pub struct JitError {
+    pub pc: usize,
+    pub msg: String,
+}
+
+/// Executable machine code (unmapped on drop).
+pub struct JitCode {
+    mem: *mut u8,
+    len: usize,
+    map_len: usize,
+}
+
+// SAFETY: the mapping is read-only and executable after construction; sharing or moving the
+// handle between threads shares immutable code.
+unsafe impl Send for JitCode {}
+// SAFETY: as above.
+unsafe impl Sync for JitCode {}
+
+/// The entry point: r1 and r2 in, r0 out.
+pub type Entry = unsafe extern "C" fn(u64, u64) -> u64;
+
+impl JitCode {
+    fn new(code: &[u8]) -> Result<Self, String> {
+        let page = 4096;
+        let map_len = code.len().div_ceil(page).max(1) * page;
+        // SAFETY: an anonymous private mapping; no existing memory is affected.
+        let mem = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if mem == libc::MAP_FAILED {
+            return Err(format!(
+                "mmap of {map_len} bytes failed: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let mem = mem as *mut u8;
+        // SAFETY: the mapping is map_len >= code.len() bytes, writable, and ours alone. The
+        // rest of the page is filled with int3 so a stray jump traps.
+        unsafe {
+            std::ptr::write_bytes(mem, 0xcc, map_len);
+            std::ptr::copy_nonoverlapping(code.as_ptr(), mem, code.len());
+        }
+        let jit = Self { mem, len: code.len(), map_len };
+        // SAFETY: changes the protection of our own mapping: writable no more, executable now.
+        if unsafe {
+            libc::mprotect(mem as *mut libc::c_void, map_len, libc::PROT_READ | libc::PROT_EXEC)
+        } != 0
+        {
+            return Err(format!("mprotect failed: {}", std::io::Error::last_os_error()));
+        }
+        Ok(jit)
+    }
+
+    pub fn entry(&self) -> Entry {
+        // SAFETY: the code starts with the main function's prologue and follows the C calling
+        // convention; calling it is still unsafe (see `Entry`).
+        unsafe { std::mem::transmute::<*mut u8, Entry>(self.mem) }
+    }
+
+    /// The machine code, for dumps and tests.
+    pub fn code(&self) -> &[u8] {
+        // SAFETY: the mapping is readable and holds `len` bytes of code.
+        unsafe { std::slice::from_raw_parts(self.mem, self.len) }
+    }
+}
+
+impl Drop for JitCode {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the region we mapped; no code runs from it any more (the owner of
+        // a JitCode keeps it alive while any thread may call it).
+        unsafe { libc::munmap(self.mem as *mut libc::c_void, self.map_len) };
+    }
+}
+
+/// Compile `prog`, which must have passed the verifier and have its map references linked
+/// (no pseudo `lddw` left), with `stack_depth` bytes of stack per frame.
+pub fn compile(prog: &[Insn], helpers: &Helpers, stack_depth: usize) -> Result<JitCode, JitError> {
+    let code = emit(prog, helpers, stack_depth)?;
+    JitCode::new(&code).map_err(|msg| JitError { pc: 0, msg })
+}
+
+/// The machine code for `prog` (see [`compile`]).
+pub fn emit(prog: &[Insn], helpers: &Helpers, stack_depth: usize) -> Result<Vec<u8>, JitError> {
+    let funcs = functions(prog);
+    let frame = (stack_depth.div_ceil(16) * 16) as i32;
+    let mut c = Compiler {
+        prog,
+        helpers,
+        frame,
+        funcs,
+        start: vec![0; prog.len() + 1],
+        end: vec![0; prog.len() + 1],
+        prologue: Vec::new(),
+        epilogue: Vec::new(),
+        first: true,
+    };
+    let mut last_len = usize::MAX;
+    for _ in 0..MAX_PASSES {
+        let a = c.pass()?;
+        if a.len() == last_len {
+            return Ok(a.code);
+        }
+        last_len = a.len();
+        c.first = false;
+    }
+    Err(JitError { pc: 0, msg: "the code layout did not converge".into() })
+}
+
+/// Start pcs of the functions: the entry and every local call target.
+fn functions(prog: &[Insn]) -> Vec<usize> {
+    let mut starts = vec![0usize];
+    let mut pc = 0;
+    while pc < prog.len() {
+        let i = prog[pc];
+        if i.code == op::CALL && i.src == pseudo::CALL {
+            starts.push((pc as i64 + 1 + i.imm as i64) as usize);
+        }
+        pc += if i.is_lddw() { 2 } else { 1 };
+    }
+    starts.sort_unstable();
+    starts.dedup();
+    starts
+}
+
+struct Compiler<'a> {
+    prog: &'a [Insn],
+    helpers: &'a Helpers,
+    frame: i32,
+    funcs: Vec<usize>,
+    /// Native offsets of each instruction's start and end, from the previous pass.
+    start: Vec<usize>,
+    end: Vec<usize>,
+    /// Native offsets of each function's prologue and epilogue, from the previous pass.
+    prologue: Vec<usize>,
+    epilogue: Vec<usize>,
+    first: bool,
+}
+
+const SAVED: [u8; 5] = [RBX, R12, R13, R14, R15];
+
+impl Compiler<'_> {
+    fn err(&self, pc: usize, msg: impl Into<String>) -> JitError {
+        JitError { pc, msg: msg.into() }
+    }
+
+    fn pass(&mut self) -> Result<Asm, JitError> {
+        let mut a = Asm::default();
+        let mut start = vec![0; self.prog.len() + 1];
+        let mut end = vec![0; self.prog.len() + 1];
+        let mut epilogue = vec![0; self.funcs.len()];
+        let mut prologue = vec![0; self.funcs.len()];
+        for (f, &s) in self.funcs.iter().enumerate() {
+            prologue[f] = a.len();
+            let e = self.funcs.get(f + 1).copied().unwrap_or(self.prog.len());
+            // Prologue: frame pointer, eBPF stack, callee-saved registers; 8 bytes of padding
+            // keep rsp 16-byte aligned at calls.
+            a.push(RBP);
+            a.mov_rr(true, RBP, RSP);
+            a.alu_ri(true, Alu::Sub, RSP, self.frame + 8);
+            for r in SAVED {
+                a.push(r);
+            }
+            let mut pc = s;
+            while pc < e {
+                start[pc] = a.len();
+                let i = self.prog[pc];
+                self.insn(&mut a, pc, i, f)?;
+                let next = if i.is_lddw() { pc + 2 } else { pc + 1 };
+                end[pc..next].fill(a.len());
+                if next > pc + 1 {
+                    start[pc + 1] = start[pc];
+                }
+                pc = next;
+            }
+            epilogue[f] = a.len();
+            for r in SAVED.iter().rev() {
+                a.pop(*r);
+            }
+            a.leave();
+            a.ret();
+        }
+        self.start = start;
+        self.end = end;
+        self.epilogue = epilogue;
+        self.prologue = prologue;
+        Ok(a)
+    }
+
+    /// Displacement from the end of instruction `pc` to native offset `to` (previous pass).
+    fn rel(&self, pc: usize, to: usize) -> i64 {
+        to as i64 - self.end[pc] as i64
+    }
+
+    fn jump_to(&self, a: &mut Asm, pc: usize, cond: Option<Cond>, to: usize) {
+        let rel = self.rel(pc, to);
+        let short = !self.first && (-128..=127).contains(&rel);
+        match cond {
+            None => a.jmp(rel as i32, short),
+            Some(c) => a.jcc(c, rel as i32, short),
+        };
+    }
+
+    fn insn(&self, a: &mut Asm, pc: usize, i: Insn, func: usize) -> Result<(), JitError> {
+        let dst = REG[i.dst as usize];
+        let src = REG[i.src as usize];
+        match i.class() {
+            class::ALU | class::ALU64 => self.alu(a, pc, i),
+            class::LD => {
+                if !i.is_lddw() || i.src != 0 {
+                    return Err(self.err(pc, "unlinked map reference or legacy load"));
+                }
+                let hi = self.prog.get(pc + 1).ok_or_else(|| self.err(pc, "truncated lddw"))?;
+                a.mov_imm64(dst, ((hi.imm as u32 as u64) << 32) | i.imm as u32 as u64);
+                Ok(())
+            }
+            class::LDX => {
+                if i.mem_mode() == mem::MEMSX {
+                    a.load_sx(i.mem_size(), dst, src, i.off as i32);
+                } else {
+                    a.load(i.mem_size(), dst, src, i.off as i32);
+                }
+                Ok(())
+            }
+            class::ST => {
+                a.store_imm(i.mem_size(), dst, i.off as i32, i.imm);
+                Ok(())
+            }
+            class::STX if i.mem_mode() == mem::MEM => {
+                a.store(i.mem_size(), dst, i.off as i32, src);
+                Ok(())
+            }
+            class::STX => self.atomic(a, pc, i),
+            class::JMP | class::JMP32 => self.jump(a, pc, i, func),
+            _ => Err(self.err(pc, "invalid instruction class")),
+        }
+    }
+
+    fn alu(&self, a: &mut Asm, pc: usize, i: Insn) -> Result<(), JitError> {
+        let w = i.class() == class::ALU64;
+        let dst = REG[i.dst as usize];
+        let src = REG[i.src as usize];
+        let x = i.is_src_reg();
+        let group = |op: u8| match op {
+            alu::ADD => Some(Alu::Add),
+            alu::SUB => Some(Alu::Sub),
+            alu::OR => Some(Alu::Or),
+            alu::AND => Some(Alu::And),
+            alu::XOR => Some(Alu::Xor),
+            _ => None,
+        };
+        match i.op() {
+            o if group(o).is_some() => {
+                let g = group(o).unwrap_or(Alu::Add);
+                if x {
+                    a.alu_rr(w, g, dst, src);
+                } else {
+                    a.alu_ri(w, g, dst, i.imm);
+                }
+            }
+            alu::MOV => match (x, i.off) {
+                (true, 0) => {
+                    if dst != src || !w {
+                        a.mov_rr(w, dst, src);
+                    }
+                }
+                (true, 8) => a.movsx_rr(w, 8, dst, src),
+                (true, 16) => a.movsx_rr(w, 16, dst, src),
+                (true, _) => a.movsx_rr(true, 32, dst, src),
+                (false, _) => {
+                    if w {
+                        a.mov_imm64(dst, i.imm as i64 as u64);
+                    } else {
+                        a.mov_imm32(dst, i.imm as u32);
+                    }
+                }
+            },
+            alu::MUL => {
+                if x {
+                    a.imul_rr(w, dst, src);
+                } else {
+                    a.imul_ri(w, dst, i.imm);
+                }
+            }
+            alu::NEG => a.unary(w, 3, dst),
+            alu::LSH | alu::RSH | alu::ARSH => {
+                let s = match i.op() {
+                    alu::LSH => Shift::Shl,
+                    alu::RSH => Shift::Shr,
+                    _ => Shift::Sar,
+                };
+                if !x {
+                    let k = (i.imm as u32 & if w { 63 } else { 31 }) as u8;
+                    a.shift_ri(w, s, dst, k);
+                } else if dst == RCX {
+                    a.mov_rr(true, T1, RCX);
+                    a.mov_rr(true, RCX, src);
+                    a.shift_cl(w, s, T1);
+                    a.mov_rr(true, RCX, T1);
+                } else if src == RCX {
+                    a.shift_cl(w, s, dst);
+                } else {
+                    a.mov_rr(true, T1, RCX);
+                    a.mov_rr(true, RCX, src);
+                    a.shift_cl(w, s, dst);
+                    a.mov_rr(true, RCX, T1);
+                }
+            }
+            alu::DIV | alu::MOD => self.divmod(a, i, w, dst, src),
+            alu::END => {
+                let swap = w || x;
+                match (swap, i.imm) {
+                    (true, 16) => {
+                        a.ror16_8(dst);
+                        a.movzx_rr(16, dst, dst);
+                    }
+                    (true, 32) => a.bswap(false, dst),
+                    (true, _) => a.bswap(true, dst),
+                    (false, 16) => a.movzx_rr(16, dst, dst),
+                    (false, 32) => a.mov_rr(false, dst, dst),
+                    (false, _) => {}
+                }
+            }
+            _ => return Err(self.err(pc, format!("invalid ALU opcode {:#04x}", i.code))),
+        }
+        Ok(())
+    }
+
+    /// Division and remainder with eBPF's rules: x / 0 = 0, x % 0 = x, and for signed
+    /// operations INT_MIN / -1 = INT_MIN, INT_MIN % -1 = 0 (x86 would trap).
+    fn divmod(&self, a: &mut Asm, i: Insn, w: bool, dst: u8, src: u8) {
+        let is_div = i.op() == alu::DIV;
+        let signed = i.off == 1;
+        // Divisor into T1.
+        if i.is_src_reg() {
+            a.mov_rr(true, T1, src);
+        } else if w {
+            a.mov_imm64(T1, i.imm as i64 as u64);
+        } else {
+            a.mov_imm32(T1, i.imm as u32);
+        }
+        // The general case, emitted first to know its length.
+        let mut body = Asm::default();
+        if signed {
+            // Divisor -1: negate (division) or zero (remainder), without idiv.
+            let mut minus1 = Asm::default();
+            if is_div {
+                minus1.unary(w, 3, dst);
+            } else {
+                minus1.alu_rr(false, Alu::Xor, dst, dst);
+            }
+            let mut general = Asm::default();
+            self.div_core(&mut general, w, signed, is_div, dst);
+            minus1.jmp(general.len() as i32, true);
+            body.alu_ri(w, Alu::Cmp, T1, -1);
+            body.jcc(Cond::Ne, minus1.len() as i32, true);
+            body.bytes(&minus1.code);
+            body.bytes(&general.code);
+        } else {
+            self.div_core(&mut body, w, signed, is_div, dst);
+        }
+        // Divisor zero: quotient 0, remainder = dividend (zero-extended for 32-bit).
+        let mut zero = Asm::default();
+        if is_div {
+            zero.alu_rr(false, Alu::Xor, dst, dst);
+        } else if !w {
+            zero.mov_rr(false, dst, dst);
+        }
+        zero.jmp(body.len() as i32, true);
+        a.test_rr(w, T1, T1);
+        a.jcc(Cond::Ne, zero.len() as i32, true);
+        a.bytes(&zero.code);
+        a.bytes(&body.code);
+    }
+
+    /// `dst = dst / T1` or `dst % T1` through rax:rdx, preserving both.
+    fn div_core(&self, a: &mut Asm, w: bool, signed: bool, is_div: bool, dst: u8) {
+        a.push(RAX);
+        a.push(RDX);
+        a.mov_rr(true, RAX, dst);
+        if signed {
+            // cqo / cdq: sign-extend rax into rdx.
+            if w {
+                a.bytes(&[0x48, 0x99]);
+            } else {
+                a.byte(0x99);
+            }
+        } else {
+            a.alu_rr(false, Alu::Xor, RDX, RDX);
+        }
+        a.unary(w, if signed { 7 } else { 6 }, T1);
+        a.mov_rr(true, T1, if is_div { RAX } else { RDX });
+        a.pop(RDX);
+        a.pop(RAX);
+        a.mov_rr(w, dst, T1);
+    }
+
+    fn atomic(&self, a: &mut Asm, pc: usize, i: Insn) -> Result<(), JitError> {
+        let w = i.mem_size() == 8;
+        let base = REG[i.dst as usize];
+        let src = REG[i.src as usize];
+        let off = i.off as i32;
+        let fetch = i.imm & atomic::FETCH != 0;
+        match i.imm {
+            x if x == atomic::XCHG => a.xchg(w, base, off, src),
+            x if x == atomic::CMPXCHG => {
+                a.lock_cmpxchg(w, base, off, src);
+                if !w {
+                    // On success cmpxchg r32 leaves rax's upper half alone; eBPF wants the
+                    // old value zero-extended.
+                    a.mov_rr(false, RAX, RAX);
+                }
+            }
+            x if x == atomic::ADD | atomic::FETCH => a.lock_xadd(w, base, off, src),
+            x if !fetch => {
+                let op = match x {
+                    atomic::ADD => Alu::Add,
+                    atomic::OR => Alu::Or,
+                    atomic::AND => Alu::And,
+                    atomic::XOR => Alu::Xor,
+                    _ => return Err(self.err(pc, format!("unknown atomic operation {x:#x}"))),
+                };
+                a.lock_alu(w, op, base, off, src);
+            }
+            x => {
+                // Fetching or/and/xor: a compare-exchange loop on rax.
+                let op = match x & !atomic::FETCH {
+                    atomic::OR => Alu::Or,
+                    atomic::AND => Alu::And,
+                    atomic::XOR => Alu::Xor,
+                    _ => return Err(self.err(pc, format!("unknown atomic operation {x:#x}"))),
+                };
+                a.lea(T1, base, off);
+                a.mov_rr(true, T2, RAX);
+                let operand = if src == RAX { T2 } else { src };
+                a.load(if w { 8 } else { 4 }, RAX, T1, 0);
+                let top = a.len();
+                a.mov_rr(true, T3, RAX);
+                a.alu_rr(w, op, T3, operand);
+                a.lock_cmpxchg(w, T1, 0, T3);
+                let back = top as i64 - (a.len() as i64 + 2);
+                a.jcc(Cond::Ne, back as i32, true);
+                if src == RAX {
+                    if !w {
+                        a.mov_rr(false, RAX, RAX);
+                    }
+                } else {
+                    a.mov_rr(w, src, RAX);
+                    a.mov_rr(true, RAX, T2);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn jump(&self, a: &mut Asm, pc: usize, i: Insn, func: usize) -> Result<(), JitError> {
+        let w = i.class() == class::JMP;
+        match i.op() {
+            jmp::EXIT => {
+                self.jump_to(a, pc, None, self.epilogue.get(func).copied().unwrap_or(0));
+                Ok(())
+            }
+            jmp::JA => {
+                let off = if w { i.off as i64 } else { i.imm as i64 };
+                let t = (pc as i64 + 1 + off) as usize;
+                self.jump_to(a, pc, None, self.start_of(t));
+                Ok(())
+            }
+            jmp::CALL => {
+                if i.src == pseudo::CALL {
+                    let t = (pc as i64 + 1 + i.imm as i64) as usize;
+                    let f = self
+                        .funcs
+                        .binary_search(&t)
+                        .map_err(|_| self.err(pc, "call to a non-function"))?;
+                    let rel = self.rel(pc, self.prologue.get(f).copied().unwrap_or(0));
+                    a.call_rel(rel as i32);
+                    return Ok(());
+                }
+                if i.is_src_reg() {
+                    return Err(self.err(pc, "callx was not resolved by the verifier"));
+                }
+                let h = self
+                    .helpers
+                    .get(i.imm as u32)
+                    .ok_or_else(|| self.err(pc, format!("helper {} does not exist", i.imm)))?;
+                a.mov_imm64(RAX, h.func as usize as u64);
+                a.call_r(RAX);
+                Ok(())
+            }
+            op => {
+                let dst = REG[i.dst as usize];
+                let src = REG[i.src as usize];
+                let x = i.is_src_reg();
+                if op == jmp::JSET {
+                    if x {
+                        a.test_rr(w, dst, src);
+                    } else {
+                        a.test_ri(w, dst, i.imm);
+                    }
+                } else if x {
+                    a.alu_rr(w, Alu::Cmp, dst, src);
+                } else {
+                    a.alu_ri(w, Alu::Cmp, dst, i.imm);
+                }
+                let c = match op {
+                    jmp::JEQ => Cond::E,
+                    jmp::JNE | jmp::JSET => Cond::Ne,
+                    jmp::JGT => Cond::A,
+                    jmp::JGE => Cond::Ae,
+                    jmp::JLT => Cond::B,
+                    jmp::JLE => Cond::Be,
+                    jmp::JSGT => Cond::G,
+                    jmp::JSGE => Cond::Ge,
+                    jmp::JSLT => Cond::L,
+                    jmp::JSLE => Cond::Le,
+                    _ => return Err(self.err(pc, format!("invalid jump opcode {:#04x}", i.code))),
+                };
+                let t = (pc as i64 + 1 + i.off as i64) as usize;
+                self.jump_to(a, pc, Some(c), self.start_of(t));
+                Ok(())
+            }
+        }
+    }
+
+    fn start_of(&self, pc: usize) -> usize {
+        self.start.get(pc).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests;
