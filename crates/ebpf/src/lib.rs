@@ -13,6 +13,8 @@ pub mod insn;
 pub mod interp;
 pub mod jit;
 pub mod maps;
+pub mod program;
+pub mod stage;
 pub mod verifier;
 pub mod xdp;
 

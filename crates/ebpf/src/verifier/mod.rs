@@ -531,7 +531,12 @@ impl Explorer<'_> {
                     pseudo::MAP_VALUE => {
                         let map = i.imm as u32;
                         let off = self.prog[pc + 1].imm as i64;
-                        let size = self.env.maps[map as usize].value_size as i64;
+                        let info = self.env.maps[map as usize];
+                        if info.kind != MapKind::Array {
+                            return Err(self
+                                .err(pc, "a map value address (global data) needs an array map"));
+                        }
+                        let size = info.value_size as i64;
                         if off < 0 || off >= size.max(1) {
                             return Err(self.err(
                                 pc,

@@ -1,0 +1,336 @@
+//! A loaded program: verified, its maps created (or taken over from the previous version), map
+//! references linked to addresses, and compiled by the chosen engine.
+
+use crate::ctx::XdpCtx;
+use crate::helpers::Helpers;
+use crate::insn::{pseudo, Insn};
+use crate::interp::{interpret_on, Region, RunError, STACK_BYTES};
+use crate::jit::{self, JitCode};
+use crate::maps::{Map, MapDef, MapKind};
+use crate::verifier::{self, Context, Env, MapInfo, Verified, VerifyError};
+use hotplane_core::Packet;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Largest number of maps one program may use.
+pub const MAX_MAPS: usize = 64;
+
+/// A map a program declares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapSpec {
+    pub name: String,
+    pub def: MapDef,
+    /// Initial value of entry 0 (global data sections: `.data`, `.rodata`, `.bss`).
+    pub init: Option<Vec<u8>>,
+}
+
+/// A program as a loader produced it: instructions whose `lddw` map references name entries
+/// of `maps` by index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramSpec {
+    pub name: String,
+    pub insns: Vec<Insn>,
+    pub maps: Vec<MapSpec>,
+}
+
+impl ProgramSpec {
+    /// A program without maps (raw bytecode).
+    pub fn bytecode(name: &str, insns: Vec<Insn>) -> Self {
+        Self { name: name.into(), insns, maps: Vec::new() }
+    }
+}
+
+/// Which engine runs a program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Engine {
+    Interp,
+    #[default]
+    Jit,
+}
+
+impl std::str::FromStr for Engine {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "interp" => Ok(Engine::Interp),
+            "jit" => Ok(Engine::Jit),
+            o => Err(format!("`{o}` is not an engine (interp, jit)")),
+        }
+    }
+}
+
+impl Engine {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engine::Interp => "interp",
+            Engine::Jit => "jit",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{0}")]
+    Verify(#[from] VerifyError),
+    #[error("map `{name}`: {msg}")]
+    Map { name: String, msg: String },
+    #[error("{0}")]
+    Jit(#[from] jit::JitError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// How to load.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadOptions {
+    pub engine: Engine,
+    /// Copies of per-CPU map values (the number of workers).
+    pub cpus: usize,
+    pub complexity: usize,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self { engine: Engine::Jit, cpus: 1, complexity: verifier::DEFAULT_COMPLEXITY }
+    }
+}
+
+/// Maps by name, so that a new version of a program keeps the state of the old one (its
+/// counters, its flow table) when it declares a map of the same name and shape.
+#[derive(Default)]
+pub struct MapRegistry {
+    maps: Mutex<BTreeMap<String, Arc<Map>>>,
+}
+
+impl MapRegistry {
+    pub fn get(&self, name: &str) -> Option<Arc<Map>> {
+        self.lock().get(name).cloned()
+    }
+
+    pub fn all(&self) -> Vec<Arc<Map>> {
+        self.lock().values().cloned().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Arc<Map>>> {
+        // A panic while holding this lock cannot leave the map half-updated (inserts are
+        // single operations), so a poisoned lock is still usable.
+        self.maps.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The map for `spec`: the registered one if compatible, else a new one (registered).
+    fn obtain(&self, spec: &MapSpec, cpus: usize) -> Result<Arc<Map>, String> {
+        let mut maps = self.lock();
+        if let Some(m) = maps.get(&spec.name) {
+            if m.compatible(&spec.def) && m.cpus == cpus.max(1) {
+                return Ok(m.clone());
+            }
+        }
+        let m = Arc::new(Map::new(&spec.name, spec.def, cpus)?);
+        maps.insert(spec.name.clone(), m.clone());
+        Ok(m)
+    }
+}
+
+/// Time spent in each load step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadStats {
+    pub verify_ns: u64,
+    pub compile_ns: u64,
+    pub processed: usize,
+}
+
+/// A program ready to run.
+pub struct Program {
+    pub name: String,
+    pub context: Context,
+    pub engine: Engine,
+    pub maps: Vec<Arc<Map>>,
+    pub verified: Verified,
+    pub stats: LoadStats,
+    /// The instructions with map references replaced by addresses.
+    linked: Vec<Insn>,
+    helpers: Helpers,
+    /// Memory the interpreter may touch besides packet, context and stack: map storage.
+    map_regions: Vec<Region>,
+    jit: Option<JitCode>,
+}
+
+impl std::fmt::Debug for Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "program `{}` ({} insns, {}, {} maps)",
+            self.name,
+            self.linked.len(),
+            self.engine.as_str(),
+            self.maps.len()
+        )
+    }
+}
+
+thread_local! {
+    /// Interpreter stack and region list, reused for every packet of this thread.
+    static SCRATCH: RefCell<(Vec<u8>, Vec<Region>)> = RefCell::new((vec![0; STACK_BYTES], Vec::new()));
+}
+
+impl Program {
+    /// Verify and prepare `spec`. Maps are created, or taken from `registry` when one of the
+    /// same name and shape exists there.
+    pub fn load(
+        spec: &ProgramSpec,
+        context: Context,
+        helpers: &Helpers,
+        opts: LoadOptions,
+        registry: Option<&MapRegistry>,
+    ) -> Result<Program, LoadError> {
+        if spec.maps.len() > MAX_MAPS {
+            return Err(LoadError::Invalid(format!(
+                "{} maps exceed the limit of {MAX_MAPS}",
+                spec.maps.len()
+            )));
+        }
+        for m in &spec.maps {
+            m.def
+                .validate(opts.cpus)
+                .map_err(|msg| LoadError::Map { name: m.name.clone(), msg })?;
+        }
+        let infos: Vec<MapInfo> = spec.maps.iter().map(|m| m.def.into()).collect();
+        let env = Env { helpers, ctx: context, maps: &infos, complexity: opts.complexity };
+        let t0 = Instant::now();
+        let verified = verifier::verify(&spec.insns, &env)?;
+        let verify_ns = t0.elapsed().as_nanos() as u64;
+        // Maps only once the program is known to be good: a rejected update leaves no trace.
+        let maps = spec
+            .maps
+            .iter()
+            .map(|m| {
+                let map = match registry {
+                    Some(r) => r.obtain(m, opts.cpus),
+                    None => Map::new(&m.name, m.def, opts.cpus).map(Arc::new),
+                }
+                .map_err(|msg| LoadError::Map { name: m.name.clone(), msg })?;
+                if let Some(init) = &m.init {
+                    map.update_copy(&0u32.to_ne_bytes(), init, 0)
+                        .map_err(|msg| LoadError::Map { name: m.name.clone(), msg })?;
+                }
+                Ok(map)
+            })
+            .collect::<Result<Vec<_>, LoadError>>()?;
+        let linked = link(&verified.insns, &maps)?;
+        let t1 = Instant::now();
+        let jit = match opts.engine {
+            Engine::Jit => Some(jit::compile(&linked, helpers, verified.stack_depth)?),
+            Engine::Interp => None,
+        };
+        let compile_ns = t1.elapsed().as_nanos() as u64;
+        let map_regions = maps
+            .iter()
+            .map(|m| {
+                let (start, len) = m.region();
+                Region { start, len, writable: true }
+            })
+            .collect();
+        Ok(Program {
+            name: spec.name.clone(),
+            context,
+            engine: opts.engine,
+            maps,
+            stats: LoadStats { verify_ns, compile_ns, processed: verified.processed },
+            verified,
+            linked,
+            helpers: helpers.clone(),
+            map_regions,
+            jit,
+        })
+    }
+
+    /// Instructions as they run (map references linked).
+    pub fn insns(&self) -> &[Insn] {
+        &self.linked
+    }
+
+    pub fn jit_code(&self) -> Option<&JitCode> {
+        self.jit.as_ref()
+    }
+
+    /// Run with r1 = `r1`, r2 = `r2`, letting the interpreter also touch `extra`.
+    fn run(&self, r1: u64, r2: u64, extra: [Region; 2]) -> Result<u64, RunError> {
+        if let Some(j) = &self.jit {
+            // SAFETY: the program passed the verifier for this context, so it only touches
+            // the memory r1 describes, its stack and its maps, which `self` keeps alive.
+            return Ok(unsafe { j.entry()(r1, r2) });
+        }
+        SCRATCH.with(|s| {
+            let (stack, regions) = &mut *s.borrow_mut();
+            regions.clear();
+            regions.extend_from_slice(&extra);
+            regions.extend_from_slice(&self.map_regions);
+            interpret_on(stack, &self.linked, &self.helpers, regions, r1, r2, u64::MAX)
+        })
+    }
+
+    /// Run an XDP program on `pkt`; returns the XDP action (r0). Interpreter errors (which the
+    /// verifier rules out) count as `XDP_ABORTED`.
+    pub fn run_xdp(&self, pkt: &mut Packet, rx_queue: u32) -> u64 {
+        let (headroom, tailroom) = (pkt.headroom(), pkt.tailroom());
+        let in_port = pkt.meta.in_port;
+        let data = pkt.data_mut();
+        let start = data.as_mut_ptr() as u64;
+        let mut ctx = XdpCtx {
+            data: start,
+            data_end: start + data.len() as u64,
+            data_meta: start,
+            ingress_ifindex: in_port as u32 + 1,
+            rx_queue_index: rx_queue,
+            egress_ifindex: 0,
+            _pad: 0,
+            packet: 0,
+        };
+        let buffer = Region {
+            start: start - headroom as u64,
+            len: (headroom + data.len() + tailroom) as u64,
+            writable: true,
+        };
+        ctx.packet = pkt as *mut Packet as u64;
+        let ctx_ptr = &mut ctx as *mut XdpCtx as u64;
+        let ctx_region =
+            Region { start: ctx_ptr, len: std::mem::size_of::<XdpCtx>() as u64, writable: false };
+        self.run(ctx_ptr, 0, [buffer, ctx_region]).unwrap_or(crate::xdp::XDP_ABORTED)
+    }
+
+    /// Run on plain memory (the conformance environment: r1 = memory, r2 = its length).
+    pub fn run_mem(&self, mem: &mut [u8]) -> Result<u64, RunError> {
+        let r = Region::of(mem, true);
+        self.run(mem.as_mut_ptr() as u64, mem.len() as u64, [r, r])
+    }
+}
+
+/// Replace `lddw` map references by the map's address (`map`) or a value's (`map_value`).
+fn link(insns: &[Insn], maps: &[Arc<Map>]) -> Result<Vec<Insn>, LoadError> {
+    let mut out = insns.to_vec();
+    let mut pc = 0;
+    while pc < out.len() {
+        let i = out[pc];
+        if i.is_lddw() && (i.src == pseudo::MAP_FD || i.src == pseudo::MAP_VALUE) {
+            let m = maps.get(i.imm as usize).ok_or_else(|| {
+                LoadError::Invalid(format!("instruction {pc} refers to map {}", i.imm))
+            })?;
+            let addr = if i.src == pseudo::MAP_FD {
+                Arc::as_ptr(m) as u64
+            } else {
+                if m.def.kind != MapKind::Array {
+                    return Err(LoadError::Invalid(format!(
+                        "instruction {pc}: map_value needs an array map"
+                    )));
+                }
+                m.region().0 + out[pc + 1].imm as u32 as u64
+            };
+            out[pc] = Insn::new(i.code, i.dst, 0, 0, addr as u32 as i32);
+            out[pc + 1] = Insn::new(0, 0, 0, 0, (addr >> 32) as u32 as i32);
+        }
+        pc += if i.is_lddw() { 2 } else { 1 };
+    }
+    Ok(out)
+}
