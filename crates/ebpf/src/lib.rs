@@ -6,8 +6,10 @@
 //! Depends on `hotplane-core` only; never on other program kinds, control or I/O.
 
 pub mod asm;
+pub mod cc;
 pub mod conformance;
 pub mod ctx;
+pub mod elf;
 pub mod helpers;
 pub mod insn;
 pub mod interp;

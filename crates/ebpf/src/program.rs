@@ -22,8 +22,12 @@ pub const MAX_MAPS: usize = 64;
 pub struct MapSpec {
     pub name: String,
     pub def: MapDef,
-    /// Initial value of entry 0 (global data sections: `.data`, `.rodata`, `.bss`).
+    /// Initial value of entry 0 (global data sections: `.data`, `.rodata`, `.bss`), written
+    /// when the map is created.
     pub init: Option<Vec<u8>>,
+    /// Write `init` even into a map taken over from the previous version (read-only data:
+    /// the new version's constants replace the old ones; `.data` and `.bss` keep their state).
+    pub reinit: bool,
 }
 
 /// A program as a loader produced it: instructions whose `lddw` map references name entries
@@ -119,17 +123,18 @@ impl MapRegistry {
         self.maps.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The map for `spec`: the registered one if compatible, else a new one (registered).
-    fn obtain(&self, spec: &MapSpec, cpus: usize) -> Result<Arc<Map>, String> {
+    /// The map for `spec`: the registered one if compatible, else a new one (registered);
+    /// and whether it is new.
+    fn obtain(&self, spec: &MapSpec, cpus: usize) -> Result<(Arc<Map>, bool), String> {
         let mut maps = self.lock();
         if let Some(m) = maps.get(&spec.name) {
             if m.compatible(&spec.def) && m.cpus == cpus.max(1) {
-                return Ok(m.clone());
+                return Ok((m.clone(), false));
             }
         }
         let m = Arc::new(Map::new(&spec.name, spec.def, cpus)?);
         maps.insert(spec.name.clone(), m.clone());
-        Ok(m)
+        Ok((m, true))
     }
 }
 
@@ -206,12 +211,12 @@ impl Program {
             .maps
             .iter()
             .map(|m| {
-                let map = match registry {
+                let (map, new) = match registry {
                     Some(r) => r.obtain(m, opts.cpus),
-                    None => Map::new(&m.name, m.def, opts.cpus).map(Arc::new),
+                    None => Map::new(&m.name, m.def, opts.cpus).map(|m| (Arc::new(m), true)),
                 }
                 .map_err(|msg| LoadError::Map { name: m.name.clone(), msg })?;
-                if let Some(init) = &m.init {
+                if let Some(init) = m.init.as_ref().filter(|_| new || m.reinit) {
                     map.update_copy(&0u32.to_ne_bytes(), init, 0)
                         .map_err(|msg| LoadError::Map { name: m.name.clone(), msg })?;
                 }

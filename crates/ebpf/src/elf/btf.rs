@@ -1,0 +1,215 @@
+//! Just enough BTF to read BTF-defined maps: the `.maps` data section's variables, their
+//! struct types, and the `__uint(name, N)` (pointer to an array of N) and `__type(name, T)`
+//! (pointer to T) members libbpf's macros produce. Every read is bounds-checked: the input is
+//! untrusted.
+
+use std::collections::HashMap;
+
+const MAGIC: u16 = 0xeb9f;
+
+const INT: u32 = 1;
+const PTR: u32 = 2;
+const ARRAY: u32 = 3;
+const STRUCT: u32 = 4;
+const UNION: u32 = 5;
+const ENUM: u32 = 6;
+const FWD: u32 = 7;
+const TYPEDEF: u32 = 8;
+const VOLATILE: u32 = 9;
+const CONST: u32 = 10;
+const RESTRICT: u32 = 11;
+const FUNC: u32 = 12;
+const FUNC_PROTO: u32 = 13;
+const VAR: u32 = 14;
+const DATASEC: u32 = 15;
+const FLOAT: u32 = 16;
+const DECL_TAG: u32 = 17;
+const TYPE_TAG: u32 = 18;
+const ENUM64: u32 = 19;
+
+/// Longest chain of modifiers/typedefs followed before giving up (hostile input may loop).
+const MAX_DEPTH: usize = 32;
+
+#[derive(Debug, Clone)]
+struct Type {
+    name_off: u32,
+    kind: u32,
+    vlen: u32,
+    /// `size` or `type`, by kind.
+    size_or_type: u32,
+    /// Offset of the kind-specific data in the type section.
+    extra: usize,
+}
+
+pub struct Btf<'a> {
+    types: Vec<Type>,
+    type_data: &'a [u8],
+    strings: &'a [u8],
+}
+
+/// A map member of a `.maps` struct: either a number (`__uint`) or a type's size (`__type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Member {
+    Number(u32),
+    TypeSize(u32),
+}
+
+fn u32_at(b: &[u8], at: usize) -> Result<u32, String> {
+    b.get(at..at + 4)
+        .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+        .ok_or_else(|| format!("BTF is truncated at byte {at}"))
+}
+
+impl<'a> Btf<'a> {
+    pub fn parse(data: &'a [u8]) -> Result<Self, String> {
+        let magic =
+            data.get(0..2).map(|b| u16::from_le_bytes([b[0], b[1]])).ok_or("BTF is empty")?;
+        if magic != MAGIC {
+            return Err(format!("BTF magic is {magic:#06x}, not {MAGIC:#06x} (big-endian objects are not supported)"));
+        }
+        let hdr_len = u32_at(data, 4)? as usize;
+        let (type_off, type_len) = (u32_at(data, 8)? as usize, u32_at(data, 12)? as usize);
+        let (str_off, str_len) = (u32_at(data, 16)? as usize, u32_at(data, 20)? as usize);
+        let section = |off: usize, len: usize| -> Result<&'a [u8], String> {
+            let start = hdr_len.checked_add(off).ok_or("BTF offsets overflow")?;
+            let end = start.checked_add(len).ok_or("BTF offsets overflow")?;
+            data.get(start..end).ok_or_else(|| "BTF section lies outside the data".to_string())
+        };
+        let type_data = section(type_off, type_len)?;
+        let strings = section(str_off, str_len)?;
+        let mut types = vec![Type { name_off: 0, kind: 0, vlen: 0, size_or_type: 0, extra: 0 }];
+        let mut at = 0;
+        while at < type_data.len() {
+            let name_off = u32_at(type_data, at)?;
+            let info = u32_at(type_data, at + 4)?;
+            let size_or_type = u32_at(type_data, at + 8)?;
+            let kind = (info >> 24) & 0x1f;
+            let vlen = info & 0xffff;
+            let extra = at + 12;
+            let extra_len = match kind {
+                INT | VAR | DECL_TAG => 4,
+                PTR | FWD | TYPEDEF | VOLATILE | CONST | RESTRICT | FUNC | FLOAT | TYPE_TAG => 0,
+                ARRAY => 12,
+                STRUCT | UNION | DATASEC | ENUM64 => 12 * vlen as usize,
+                ENUM | FUNC_PROTO => 8 * vlen as usize,
+                k => return Err(format!("BTF type {} has unknown kind {k}", types.len())),
+            };
+            types.push(Type { name_off, kind, vlen, size_or_type, extra });
+            at = extra + extra_len;
+        }
+        if at > type_data.len() {
+            return Err("BTF type section is truncated".into());
+        }
+        Ok(Self { types, type_data, strings })
+    }
+
+    fn ty(&self, id: u32) -> Result<&Type, String> {
+        self.types.get(id as usize).ok_or_else(|| format!("BTF type {id} does not exist"))
+    }
+
+    pub fn name(&self, off: u32) -> Result<&'a str, String> {
+        let s = self.strings.get(off as usize..).ok_or("BTF string offset out of range")?;
+        let end = s.iter().position(|b| *b == 0).ok_or("BTF string is not terminated")?;
+        std::str::from_utf8(&s[..end]).map_err(|_| "BTF string is not UTF-8".to_string())
+    }
+
+    /// Follow typedefs and qualifiers.
+    fn resolve(&self, mut id: u32) -> Result<u32, String> {
+        for _ in 0..MAX_DEPTH {
+            let t = self.ty(id)?;
+            match t.kind {
+                TYPEDEF | VOLATILE | CONST | RESTRICT | TYPE_TAG => id = t.size_or_type,
+                _ => return Ok(id),
+            }
+        }
+        Err("BTF type chain is too deep".into())
+    }
+
+    /// Size in bytes of type `id`.
+    pub fn size_of(&self, id: u32) -> Result<u32, String> {
+        self.size_depth(id, 0)
+    }
+
+    fn size_depth(&self, id: u32, depth: usize) -> Result<u32, String> {
+        if depth > MAX_DEPTH {
+            return Err("BTF type chain is too deep".into());
+        }
+        let id = self.resolve(id)?;
+        let t = self.ty(id)?;
+        match t.kind {
+            INT | STRUCT | UNION | ENUM | ENUM64 | FLOAT | DATASEC => Ok(t.size_or_type),
+            PTR => Ok(8),
+            ARRAY => {
+                let elem = u32_at(self.type_data, t.extra)?;
+                let n = u32_at(self.type_data, t.extra + 8)?;
+                self.size_depth(elem, depth + 1)?
+                    .checked_mul(n)
+                    .ok_or_else(|| "BTF array size overflows".into())
+            }
+            k => Err(format!("BTF type {id} (kind {k}) has no size")),
+        }
+    }
+
+    /// The variables of data section `name`: (variable name, type id, offset, size).
+    pub fn datasec(&self, name: &str) -> Result<Vec<(String, u32, u32, u32)>, String> {
+        for t in &self.types {
+            if t.kind == DATASEC && self.name(t.name_off)? == name {
+                let mut out = Vec::new();
+                for k in 0..t.vlen as usize {
+                    let at = t.extra + 12 * k;
+                    let var = u32_at(self.type_data, at)?;
+                    let (off, size) =
+                        (u32_at(self.type_data, at + 4)?, u32_at(self.type_data, at + 8)?);
+                    let v = self.ty(var)?;
+                    if v.kind != VAR {
+                        return Err(format!("BTF {name} entry {k} is not a variable"));
+                    }
+                    out.push((self.name(v.name_off)?.to_string(), v.size_or_type, off, size));
+                }
+                return Ok(out);
+            }
+        }
+        Ok(Vec::new())
+    }
+
+    /// The members of a map definition struct, by name.
+    pub fn map_members(&self, ty: u32) -> Result<HashMap<String, Member>, String> {
+        let id = self.resolve(ty)?;
+        let t = self.ty(id)?;
+        if t.kind != STRUCT {
+            return Err("a .maps variable must be a struct".into());
+        }
+        let mut out = HashMap::new();
+        for k in 0..t.vlen as usize {
+            let at = t.extra + 12 * k;
+            let name = self.name(u32_at(self.type_data, at)?)?.to_string();
+            let mty = self.resolve(u32_at(self.type_data, at + 4)?)?;
+            let m = self.ty(mty)?;
+            let member = match m.kind {
+                PTR => {
+                    let pointee = self.resolve(m.size_or_type)?;
+                    let p = self.ty(pointee)?;
+                    if p.kind == ARRAY
+                        && matches!(
+                            name.as_str(),
+                            "type"
+                                | "max_entries"
+                                | "key_size"
+                                | "value_size"
+                                | "map_flags"
+                                | "pinning"
+                                | "numa_node"
+                        )
+                    {
+                        Member::Number(u32_at(self.type_data, p.extra + 8)?)
+                    } else {
+                        Member::TypeSize(self.size_of(pointee)?)
+                    }
+                }
+                _ => continue,
+            };
+            out.insert(name, member);
+        }
+        Ok(out)
+    }
+}

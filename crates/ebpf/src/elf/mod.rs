@@ -1,0 +1,491 @@
+//! Loading eBPF ELF objects as `clang -O2 -target bpf` writes them.
+//!
+//! Supported: program sections (`xdp`, `xdp/...`, any executable section; one program per
+//! global function), bpf-to-bpf calls into `.text` or within the section, maps defined in
+//! `.maps` (BTF) or the legacy `maps` section, and global data (`.data`, `.rodata*`, `.bss`)
+//! as single-entry array maps, as libbpf does. Not supported (refused with a message):
+//! CO-RE relocations, map-in-map, tail calls, function pointers.
+
+mod btf;
+
+use crate::insn::{op, pseudo, Insn};
+use crate::maps::{MapDef, MapKind};
+use crate::program::{MapSpec, ProgramSpec};
+use object::{
+    Object, ObjectSection, ObjectSymbol, RelocationFlags, RelocationTarget, SectionIndex,
+    SymbolKind, SymbolSection,
+};
+use std::collections::BTreeMap;
+
+const EM_BPF: u16 = 247;
+/// `R_BPF_64_64`: the 64-bit immediate of an `lddw`.
+const R_BPF_64_64: u32 = 1;
+/// `R_BPF_64_32`: the 32-bit immediate of a call.
+const R_BPF_64_32: u32 = 10;
+
+/// Largest object accepted.
+pub const MAX_OBJECT_BYTES: usize = 16 << 20;
+
+/// A program found in an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramInfo {
+    pub name: String,
+    pub section: String,
+    pub insns: usize,
+}
+
+/// What kind of section a map lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MapSection {
+    Legacy,
+    Btf,
+    Data { read_only: bool },
+}
+
+struct Sec<'d> {
+    name: String,
+    data: &'d [u8],
+    executable: bool,
+}
+
+/// A parsed object: its sections, maps and programs.
+pub struct ElfObject<'d> {
+    file: object::File<'d>,
+    sections: BTreeMap<usize, Sec<'d>>,
+    /// Maps in declaration order, and for each map-holding section, (offset, map index).
+    maps: Vec<MapSpec>,
+    map_at: BTreeMap<(usize, u64), usize>,
+    /// Data sections' map index.
+    data_map: BTreeMap<usize, usize>,
+    programs: Vec<(ProgramInfo, usize, u64)>,
+    license: Option<String>,
+}
+
+fn err<T>(msg: impl Into<String>) -> Result<T, String> {
+    Err(msg.into())
+}
+
+impl<'d> ElfObject<'d> {
+    pub fn parse(data: &'d [u8]) -> Result<Self, String> {
+        if data.len() > MAX_OBJECT_BYTES {
+            return err(format!("object is {} bytes; the limit is {MAX_OBJECT_BYTES}", data.len()));
+        }
+        let file = object::File::parse(data).map_err(|e| format!("not an ELF object: {e}"))?;
+        let object::File::Elf64(elf) = &file else {
+            return err("not a 64-bit ELF object");
+        };
+        let machine = elf.elf_header().e_machine.get(elf.endian());
+        if machine != EM_BPF {
+            return err(format!(
+                "ELF machine is {machine}, not BPF ({EM_BPF}): compile with `clang -target bpf`"
+            ));
+        }
+        if !file.is_little_endian() {
+            return err(
+                "big-endian BPF objects are not supported (use -target bpfel or bpf on x86)",
+            );
+        }
+        let mut sections = BTreeMap::new();
+        for s in file.sections() {
+            let name = s.name().map_err(|e| format!("section name: {e}"))?.to_string();
+            let executable = matches!(s.kind(), object::SectionKind::Text);
+            let data = if s.kind() == object::SectionKind::UninitializedData {
+                &[][..]
+            } else {
+                s.data().map_err(|e| format!("section {name}: {e}"))?
+            };
+            sections.insert(s.index().0, Sec { name, data, executable });
+        }
+        let mut obj = ElfObject {
+            file,
+            sections,
+            maps: Vec::new(),
+            map_at: BTreeMap::new(),
+            data_map: BTreeMap::new(),
+            programs: Vec::new(),
+            license: None,
+        };
+        obj.find_license();
+        obj.find_maps()?;
+        obj.find_programs()?;
+        Ok(obj)
+    }
+
+    fn find_license(&mut self) {
+        self.license = self.sections.values().find(|s| s.name == "license").map(|s| {
+            String::from_utf8_lossy(s.data.split(|b| *b == 0).next().unwrap_or(&[])).into_owned()
+        });
+    }
+
+    pub fn license(&self) -> Option<&str> {
+        self.license.as_deref()
+    }
+
+    pub fn programs(&self) -> Vec<ProgramInfo> {
+        self.programs.iter().map(|(p, _, _)| p.clone()).collect()
+    }
+
+    pub fn maps(&self) -> &[MapSpec] {
+        &self.maps
+    }
+
+    fn section_of(&self, name: &str) -> Option<usize> {
+        self.sections.iter().find(|(_, s)| s.name == name).map(|(i, _)| *i)
+    }
+
+    fn find_maps(&mut self) -> Result<(), String> {
+        let btf = match self.section_of(".BTF") {
+            Some(i) => {
+                Some(btf::Btf::parse(self.sections[&i].data).map_err(|e| format!(".BTF: {e}"))?)
+            }
+            None => None,
+        };
+        let mut found: Vec<(usize, u64, String, MapDef, MapSection)> = Vec::new();
+        for sym in self.file.symbols() {
+            let SymbolSection::Section(si) = sym.section() else { continue };
+            let si = si.0;
+            let Some(sec) = self.sections.get(&si) else { continue };
+            if !matches!(sym.kind(), SymbolKind::Data | SymbolKind::Unknown)
+                || sym.name().map_or(true, |n| n.is_empty())
+            {
+                continue;
+            }
+            let name = sym.name().map_err(|e| format!("symbol name: {e}"))?.to_string();
+            match sec.name.as_str() {
+                "maps" => {
+                    // struct bpf_map_def { type, key_size, value_size, max_entries, map_flags }
+                    let at = sym.address() as usize;
+                    let word = |k: usize| -> Result<u32, String> {
+                        sec.data
+                            .get(at + 4 * k..at + 4 * k + 4)
+                            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                            .ok_or_else(|| format!("legacy map `{name}` is truncated"))
+                    };
+                    let kind =
+                        MapKind::from_linux(word(0)?).map_err(|e| format!("map `{name}`: {e}"))?;
+                    let def = MapDef {
+                        kind,
+                        key_size: word(1)?,
+                        value_size: word(2)?,
+                        max_entries: word(3)?,
+                    };
+                    found.push((si, sym.address(), name, def, MapSection::Legacy));
+                }
+                ".maps" => {
+                    let btf = btf.as_ref().ok_or_else(|| format!("map `{name}` is BTF-defined but the object has no .BTF section (compile with -g)"))?;
+                    let vars = btf.datasec(".maps")?;
+                    let (_, ty, _, _) = vars
+                        .iter()
+                        .find(|(n, _, off, _)| *n == name || *off as u64 == sym.address())
+                        .ok_or_else(|| format!("map `{name}` has no BTF description"))?;
+                    let m = btf.map_members(*ty).map_err(|e| format!("map `{name}`: {e}"))?;
+                    let num = |k: &str| match m.get(k) {
+                        Some(btf::Member::Number(n)) => Some(*n),
+                        _ => None,
+                    };
+                    let size = |k: &str, explicit: &str| match (m.get(k), num(explicit)) {
+                        (Some(btf::Member::TypeSize(s)), _) => Some(*s),
+                        (_, Some(n)) => Some(n),
+                        _ => None,
+                    };
+                    if m.contains_key("values") || m.contains_key("inner_map") {
+                        return err(format!(
+                            "map `{name}`: maps of maps and program arrays are not supported"
+                        ));
+                    }
+                    let t = num("type").ok_or_else(|| format!("map `{name}` has no type"))?;
+                    let kind = MapKind::from_linux(t).map_err(|e| format!("map `{name}`: {e}"))?;
+                    // Linux lets devmaps omit the key/value types.
+                    let (dk, dv) =
+                        if kind == MapKind::DevMap { (Some(4), Some(4)) } else { (None, None) };
+                    let def = MapDef {
+                        kind,
+                        key_size: size("key", "key_size")
+                            .or(dk)
+                            .ok_or_else(|| format!("map `{name}` has no key type or size"))?,
+                        value_size: size("value", "value_size")
+                            .or(dv)
+                            .ok_or_else(|| format!("map `{name}` has no value type or size"))?,
+                        max_entries: num("max_entries")
+                            .ok_or_else(|| format!("map `{name}` has no max_entries"))?,
+                    };
+                    found.push((si, sym.address(), name, def, MapSection::Btf));
+                }
+                _ => {}
+            }
+        }
+        // Global data: one single-entry array per section that has bytes or symbols.
+        for (si, sec) in &self.sections {
+            let n = sec.name.as_str();
+            let read_only = n.starts_with(".rodata");
+            if !(read_only
+                || n == ".data"
+                || n.starts_with(".data.")
+                || n == ".bss"
+                || n.starts_with(".bss."))
+            {
+                continue;
+            }
+            let size = match self.file.section_by_index(SectionIndex(*si)) {
+                Ok(s) => s.size(),
+                Err(_) => continue,
+            };
+            if size == 0 {
+                continue;
+            }
+            let size = u32::try_from(size).map_err(|_| format!("section {n} is too large"))?;
+            let def =
+                MapDef { kind: MapKind::Array, key_size: 4, value_size: size, max_entries: 1 };
+            found.push((*si, u64::MAX, n.to_string(), def, MapSection::Data { read_only }));
+        }
+        found.sort_by_key(|a| (a.0, a.1));
+        for (si, off, name, def, kind) in found {
+            let idx = self.maps.len();
+            let init = match kind {
+                MapSection::Data { .. } => {
+                    let d = self.sections[&si].data;
+                    let mut v = d.to_vec();
+                    v.resize(def.value_size as usize, 0);
+                    Some(v)
+                }
+                _ => None,
+            };
+            let reinit = matches!(kind, MapSection::Data { read_only: true });
+            self.maps.push(MapSpec { name, def, init, reinit });
+            if off == u64::MAX {
+                self.data_map.insert(si, idx);
+            } else {
+                self.map_at.insert((si, off), idx);
+            }
+        }
+        Ok(())
+    }
+
+    fn find_programs(&mut self) -> Result<(), String> {
+        for sym in self.file.symbols() {
+            let SymbolSection::Section(si) = sym.section() else { continue };
+            let si = si.0;
+            let Some(sec) = self.sections.get(&si) else { continue };
+            if sym.kind() != SymbolKind::Text
+                || !sec.executable
+                || sec.name == ".text"
+                || !sym.is_global()
+            {
+                continue;
+            }
+            let name = sym.name().map_err(|e| format!("symbol name: {e}"))?.to_string();
+            let size = if sym.size() > 0 {
+                sym.size()
+            } else {
+                sec.data.len() as u64 - sym.address().min(sec.data.len() as u64)
+            };
+            self.programs.push((
+                ProgramInfo { name, section: sec.name.clone(), insns: (size / 8) as usize },
+                si,
+                sym.address(),
+            ));
+        }
+        // A section without symbols (hand-written objects) is one program.
+        for (si, sec) in &self.sections {
+            if sec.executable
+                && sec.name != ".text"
+                && !self.programs.iter().any(|(_, s, _)| s == si)
+                && !sec.data.is_empty()
+            {
+                self.programs.push((
+                    ProgramInfo {
+                        name: sec.name.replace('/', "_"),
+                        section: sec.name.clone(),
+                        insns: sec.data.len() / 8,
+                    },
+                    *si,
+                    0,
+                ));
+            }
+        }
+        if self.programs.is_empty()
+            && self.section_of(".text").is_some_and(|t| !self.sections[&t].data.is_empty())
+        {
+            let t = self.section_of(".text").unwrap_or(0);
+            let name = self
+                .file
+                .symbols()
+                .find(|s| {
+                    s.section() == SymbolSection::Section(SectionIndex(t))
+                        && s.kind() == SymbolKind::Text
+                        && s.address() == 0
+                        && s.is_global()
+                })
+                .and_then(|s| s.name().ok().map(str::to_string))
+                .unwrap_or_else(|| "text".into());
+            self.programs.push((
+                ProgramInfo {
+                    name,
+                    section: ".text".into(),
+                    insns: self.sections[&t].data.len() / 8,
+                },
+                t,
+                0,
+            ));
+        }
+        Ok(())
+    }
+
+    /// The program named `name` (a function or section name), or the only / first XDP
+    /// program when `None`.
+    pub fn program(&self, name: Option<&str>) -> Result<ProgramSpec, String> {
+        let pick = match name {
+            Some(n) => self.programs.iter().find(|(p, _, _)| p.name == n || p.section == n),
+            None => self
+                .programs
+                .iter()
+                .find(|(p, _, _)| p.section == "xdp" || p.section.starts_with("xdp"))
+                .or(self.programs.first()),
+        };
+        let Some((info, si, start)) = pick else {
+            let names: Vec<String> = self
+                .programs
+                .iter()
+                .map(|(p, _, _)| format!("{} ({})", p.name, p.section))
+                .collect();
+            return err(match name {
+                Some(n) => {
+                    format!("no program `{n}` in the object (programs: {})", names.join(", "))
+                }
+                None => "the object has no program".into(),
+            });
+        };
+        self.assemble(info, *si, *start)
+    }
+
+    fn insns_of(&self, si: usize) -> Result<Vec<Insn>, String> {
+        let d = self.sections[&si].data;
+        if d.len() % 8 != 0 {
+            return err(format!(
+                "section {} is not a whole number of instructions",
+                self.sections[&si].name
+            ));
+        }
+        Ok(d.chunks_exact(8)
+            .map(|c| Insn::from_u64(u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))))
+            .collect())
+    }
+
+    /// Relocations of section `si` as (instruction index, r_type, symbol).
+    fn relocations(&self, si: usize) -> Result<Vec<(usize, u32, object::Symbol<'d, '_>)>, String> {
+        let sec = self.file.section_by_index(SectionIndex(si)).map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        for (off, r) in sec.relocations() {
+            let RelocationFlags::Elf { r_type } = r.flags() else { continue };
+            let RelocationTarget::Symbol(sym) = r.target() else {
+                return err(format!(
+                    "{}: relocation at {off:#x} has no symbol",
+                    self.sections[&si].name
+                ));
+            };
+            let sym =
+                self.file.symbol_by_index(sym).map_err(|e| format!("relocation symbol: {e}"))?;
+            if off % 8 != 0 {
+                return err(format!(
+                    "{}: relocation at {off:#x} is not on an instruction",
+                    self.sections[&si].name
+                ));
+            }
+            out.push(((off / 8) as usize, r_type, sym));
+        }
+        Ok(out)
+    }
+
+    fn assemble(&self, info: &ProgramInfo, si: usize, start: u64) -> Result<ProgramSpec, String> {
+        let section = self.insns_of(si)?;
+        let first = (start / 8) as usize;
+        let last = (first + info.insns).min(section.len());
+        if first >= last {
+            return err(format!("program `{}` is empty", info.name));
+        }
+        let mut insns: Vec<Insn> = section[first..last].to_vec();
+        let text = self.section_of(".text").filter(|t| *t != si);
+        let mut text_base: Option<usize> = None;
+        // Relocate the program's own range, then `.text` if it is pulled in.
+        let mut pending = vec![(si, first, 0usize, last - first)];
+        while let Some((sec, sec_first, base, len)) = pending.pop() {
+            for (idx, r_type, sym) in self.relocations(sec)? {
+                if idx < sec_first || idx >= sec_first + len {
+                    continue;
+                }
+                let at = base + idx - sec_first;
+                let i = insns[at];
+                match r_type {
+                    R_BPF_64_64 if i.is_lddw() => {
+                        let SymbolSection::Section(SectionIndex(ts)) = sym.section() else {
+                            return err(format!(
+                                "instruction {at}: `lddw` refers to an undefined symbol `{}`",
+                                sym.name().unwrap_or("?")
+                            ));
+                        };
+                        if let Some(&m) = self.map_at.get(&(ts, sym.address())) {
+                            insns[at] = Insn::new(op::LDDW, i.dst, pseudo::MAP_FD, 0, m as i32);
+                            insns[at + 1] = Insn::new(0, 0, 0, 0, 0);
+                        } else if let Some(&m) = self.data_map.get(&ts) {
+                            let off = sym.address() as i64 + i.imm as i64;
+                            insns[at] = Insn::new(op::LDDW, i.dst, pseudo::MAP_VALUE, 0, m as i32);
+                            insns[at + 1] = Insn::new(0, 0, 0, 0, off as i32);
+                        } else {
+                            let what = self.sections.get(&ts).map_or("?", |s| s.name.as_str());
+                            return err(format!("instruction {at}: `lddw` refers to `{}` in section {what}, which is neither a map nor global data (function pointers are not supported)", sym.name().unwrap_or("?")));
+                        }
+                    }
+                    R_BPF_64_32 | R_BPF_64_64 if i.code == op::CALL && i.src == pseudo::CALL => {
+                        let SymbolSection::Section(SectionIndex(ts)) = sym.section() else {
+                            return err(format!(
+                                "instruction {at}: call to an undefined function `{}`",
+                                sym.name().unwrap_or("?")
+                            ));
+                        };
+                        let target_in_sec = (sym.address() / 8) as i64 + i.imm as i64 + 1;
+                        let target = if ts == sec && sec == si {
+                            target_in_sec - first as i64
+                        } else if Some(ts) == text {
+                            let b = match text_base {
+                                Some(b) => b,
+                                None => {
+                                    let t = self.insns_of(ts)?;
+                                    let b = insns.len();
+                                    let n = t.len();
+                                    insns.extend(t);
+                                    text_base = Some(b);
+                                    pending.push((ts, 0, b, n));
+                                    b
+                                }
+                            };
+                            b as i64 + target_in_sec
+                        } else if ts == sec {
+                            base as i64 + target_in_sec
+                        } else {
+                            return err(format!(
+                                "instruction {at}: call into section {} is not supported",
+                                self.sections.get(&ts).map_or("?", |s| s.name.as_str())
+                            ));
+                        };
+                        insns[at].imm = (target - at as i64 - 1) as i32;
+                    }
+                    // Debug-info and BTF relocations do not touch code.
+                    _ if !(i.is_lddw() || i.code == op::CALL && i.src == pseudo::CALL) => {}
+                    t => return err(format!("instruction {at}: unsupported relocation type {t}")),
+                }
+            }
+        }
+        // Calls within the program that need no relocation may still point into `.text`
+        // when the program itself is in `.text`; anything outside is caught by the verifier.
+        let mut maps = self.maps.clone();
+        for m in &mut maps {
+            m.name = format!("{}/{}", info.name, m.name);
+        }
+        Ok(ProgramSpec { name: info.name.clone(), insns, maps })
+    }
+}
+
+/// Load program `name` (or the first XDP program) from object bytes.
+pub fn load(data: &[u8], name: Option<&str>) -> Result<ProgramSpec, String> {
+    ElfObject::parse(data)?.program(name)
+}
