@@ -1,0 +1,256 @@
+//! Memory accesses: stack, context, packet, map values; and memory arguments of helpers.
+
+use super::*;
+
+impl Explorer<'_> {
+    /// Check a memory access through `base` at `off` and update the state.
+    pub(super) fn access(
+        &mut self,
+        pc: usize,
+        i: Insn,
+        st: &mut State,
+        base: Reg,
+        off: i64,
+        a: Access,
+    ) -> VResult<()> {
+        let Reg::Ptr(p) = base else {
+            let r = if matches!(a, Access::Load { .. }) { i.src } else { i.dst };
+            return Err(self
+                .err(pc, format!("memory access through r{r}, which holds {}", base.describe())));
+        };
+        let size = match a {
+            Access::Load { size, .. } | Access::Store { size, .. } | Access::Atomic { size } => {
+                size as i64
+            }
+        };
+        let write = !matches!(a, Access::Load { .. });
+        let start_min = p.off + off + p.var.smin.max(-(1 << 30));
+        let start_max = p.off + off + (p.var.umax.min(1 << 30) as i64);
+        // The loaded value, for loads from memory other than the stack and context.
+        let plain = |a: &Access| match a {
+            Access::Load { size: 8, .. } | Access::Load { signed: true, .. } => Reg::unknown(),
+            Access::Load { size, .. } => Reg::Scalar(Scalar::urange(0, (1u64 << (8 * size)) - 1)),
+            _ => Reg::Uninit,
+        };
+        if let Access::Store { value: Reg::Ptr(_), .. } = a {
+            if !matches!(p.kind, PtrKind::Stack { .. }) {
+                return Err(self.err(pc, "storing a pointer outside the stack would leak it"));
+            }
+        }
+        let bounded = |lo: i64, hi: i64, limit: i64| lo >= 0 && hi + size <= limit;
+        match p.kind {
+            PtrKind::Stack { frame } => {
+                let Some(o) = p.fixed().map(|f| f + off) else {
+                    return Err(self.err(pc, "stack access at a variable offset"));
+                };
+                if o < -(STACK_SIZE as i64) || o + size > 0 {
+                    return Err(self.err(pc, format!("stack access at {o} (size {size}) is outside the {STACK_SIZE}-byte stack")));
+                }
+                self.stack_depth = self.stack_depth.max((-o) as usize);
+                let idx = (STACK_SIZE as i64 + o) as usize;
+                let n = size as usize;
+                let stack = &mut st.frames[frame as usize].stack;
+                match a {
+                    Access::Load { dst, signed, size } => {
+                        let v = if size == 8 && idx % 8 == 0 && stack.bytes[idx] == Byte::Spill {
+                            *stack.spill_at((idx / 8) as u16).unwrap_or(&Reg::unknown())
+                        } else if stack.initialised(idx, n) {
+                            plain(&Access::Load { size, signed, dst })
+                        } else {
+                            return Err(self.err(
+                                pc,
+                                format!(
+                                    "stack bytes at {o}..{} are read before they are written",
+                                    o + n as i64
+                                ),
+                            ));
+                        };
+                        st.set(dst, v);
+                    }
+                    Access::Store { value, .. } => {
+                        // Whole registers stored to aligned slots keep their type (pointers,
+                        // scalar ranges); anything else is plain data.
+                        if n == 8
+                            && idx % 8 == 0
+                            && (matches!(value, Reg::Ptr(_)) || i.class() == class::STX)
+                        {
+                            stack.write_spill(idx, value);
+                        } else {
+                            stack.write_misc(idx, n);
+                        }
+                    }
+                    Access::Atomic { .. } => {
+                        if !stack.initialised(idx, n) {
+                            return Err(
+                                self.err(pc, "atomic operation on uninitialised stack bytes")
+                            );
+                        }
+                        if stack.bytes[idx] == Byte::Spill {
+                            if let Some(Reg::Ptr(_)) = stack.spill_at((idx / 8) as u16) {
+                                return Err(self.err(pc, "atomic operation on a spilled pointer"));
+                            }
+                        }
+                        stack.write_misc(idx, n);
+                    }
+                }
+            }
+            PtrKind::Mem { size: limit } => {
+                if !bounded(start_min, start_max, limit as i64) {
+                    return Err(self.err(
+                        pc,
+                        format!(
+                            "access at {start_min}..{} is outside the {limit}-byte memory",
+                            start_max + size
+                        ),
+                    ));
+                }
+                if let Access::Load { dst, .. } = a {
+                    st.set(dst, plain(&a));
+                }
+            }
+            PtrKind::MapValue { map } => {
+                let limit = self.env.maps[map as usize].value_size as i64;
+                if !bounded(start_min, start_max, limit) {
+                    return Err(self.err(
+                        pc,
+                        format!(
+                            "access at {start_min}..{} is outside the {limit}-byte map value",
+                            start_max + size
+                        ),
+                    ));
+                }
+                if let Access::Load { dst, .. } = a {
+                    st.set(dst, plain(&a));
+                }
+            }
+            PtrKind::Packet => {
+                if matches!(a, Access::Atomic { .. }) {
+                    return Err(self.err(pc, "atomic operations on packet data are not allowed"));
+                }
+                let lo = p.off + off + p.var.smin.max(0);
+                let hi = p.off + off;
+                if lo < 0 || hi + size > p.range as i64 {
+                    return Err(self.err(pc, format!(
+                        "packet access at offset {} (size {size}) is beyond the {} bytes checked against data_end; compare the pointer with data_end first",
+                        hi, p.range
+                    )));
+                }
+                if let Access::Load { dst, .. } = a {
+                    st.set(dst, plain(&a));
+                }
+            }
+            PtrKind::Ctx => {
+                if write {
+                    return Err(self.err(pc, "the context is read-only"));
+                }
+                let Access::Load { dst, size, signed } = a else { unreachable!() };
+                let Some(o) = p.fixed().map(|f| f + off) else {
+                    return Err(self.err(pc, "context access at a variable offset"));
+                };
+                match self.env.ctx {
+                    Context::Xdp => {
+                        let f = xdp_field(o)
+                            .filter(|_| size == 4 && !signed && o < XDP_MD_SIZE)
+                            .ok_or_else(|| {
+                                self.err(
+                                    pc,
+                                    format!("no xdp_md field is a {size}-byte load at offset {o}"),
+                                )
+                            })?;
+                        let v = match f.kind {
+                            XdpFieldKind::Data => Reg::Ptr(Ptr::new(PtrKind::Packet, 1)),
+                            XdpFieldKind::DataEnd => Reg::Ptr(Ptr::new(PtrKind::PacketEnd, 0)),
+                            XdpFieldKind::DataMeta => Reg::Ptr(Ptr::new(PtrKind::PacketMeta, 0)),
+                            XdpFieldKind::Scalar => Reg::Scalar(Scalar::unknown32()),
+                        };
+                        let size_bits = if f.ctx_size == 8 { mem::DW } else { mem::W };
+                        let new = Insn::new(
+                            class::LDX | mem::MEM | size_bits,
+                            i.dst,
+                            i.src,
+                            f.ctx_offset - (o - i.off as i64) as i16,
+                            0,
+                        );
+                        self.rewrite(pc, new, "reads different context fields")?;
+                        st.set(dst, v);
+                    }
+                    Context::Mem { .. } => {
+                        return Err(self.err(pc, "no context in this environment"))
+                    }
+                }
+            }
+            PtrKind::PacketEnd | PtrKind::PacketMeta => {
+                return Err(
+                    self.err(pc, "data_end and data_meta can only be compared, not dereferenced")
+                );
+            }
+            PtrKind::MapValueOrNull { .. } => {
+                return Err(
+                    self.err(pc, "the map value pointer may be null: compare it with 0 first")
+                );
+            }
+            PtrKind::Map { .. } => return Err(self.err(pc, "a map cannot be dereferenced")),
+        }
+        Ok(())
+    }
+}
+
+/// How a memory access behaves, per pointer kind.
+pub(super) enum Access {
+    Load { size: usize, signed: bool, dst: u8 },
+    Store { size: usize, value: Reg },
+    Atomic { size: usize },
+}
+
+/// A helper reads (or writes, when `uninit_ok`) `n` bytes through `v`; returns the stack depth
+/// the access reaches (0 off the stack).
+pub(super) fn check_helper_mem(
+    maps: &[MapInfo],
+    st: &mut State,
+    v: Reg,
+    n: i64,
+    uninit_ok: bool,
+) -> Result<usize, String> {
+    let Reg::Ptr(p) = v else { return Err("a pointer".into()) };
+    match p.kind {
+        PtrKind::Stack { frame } => {
+            let o = p.fixed().ok_or("a stack pointer at a fixed offset")?;
+            if o < -(STACK_SIZE as i64) || o + n > 0 {
+                return Err(format!("{n} bytes of stack from offset {o}"));
+            }
+            let idx = (STACK_SIZE as i64 + o) as usize;
+            let stack = &mut st.frames[frame as usize].stack;
+            if uninit_ok {
+                stack.write_misc(idx, n as usize);
+            } else if !stack.initialised(idx, n as usize) {
+                return Err(format!(
+                    "{n} initialised bytes (stack {o}..{} is not all written)",
+                    o + n
+                ));
+            }
+            Ok((-o) as usize)
+        }
+        PtrKind::MapValue { map } => {
+            let limit = maps[map as usize].value_size as i64;
+            let lo = p.off + p.var.smin.max(0);
+            let hi = p.off + p.var.umax.min(1 << 30) as i64;
+            if lo < 0 || hi + n > limit {
+                return Err(format!("{n} bytes inside the {limit}-byte map value"));
+            }
+            Ok(0)
+        }
+        PtrKind::Packet => {
+            if p.off < 0 || p.off + n > p.range as i64 || p.var.umax != 0 {
+                return Err(format!("{n} bytes of packet checked against data_end"));
+            }
+            Ok(0)
+        }
+        PtrKind::Mem { size } => {
+            if p.off < 0 || p.off + n > size as i64 || p.var.umax != 0 {
+                return Err(format!("{n} bytes inside the {size}-byte memory"));
+            }
+            Ok(0)
+        }
+        _ => Err(format!("a pointer to {n} readable bytes")),
+    }
+}
