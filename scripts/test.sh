@@ -17,8 +17,9 @@ cargo --version
 python3 --version
 
 # System packages the tests need: a C toolchain for the fuzzers' libFuzzer, iproute2 for the
-# network-namespace tests, util-linux for `setpriv` (privilege tests).
-APT_PACKAGES=(build-essential iproute2 util-linux)
+# network-namespace tests, util-linux for `setpriv` (privilege tests), clang and libbpf-dev
+# for the eBPF C examples and C-source updates.
+APT_PACKAGES=(build-essential iproute2 util-linux clang llvm libbpf-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -100,6 +100,7 @@ pub mod op {
     pub const EXIT: u8 = class::JMP | jmp::EXIT;
     pub const JA: u8 = class::JMP | jmp::JA;
     pub const JA32: u8 = class::JMP32 | jmp::JA;
+    pub const MOV64_IMM: u8 = class::ALU64 | alu::MOV | SRC_K;
 }
 
 /// One 64-bit instruction slot.

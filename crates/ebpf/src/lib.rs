@@ -14,6 +14,7 @@ pub mod helpers;
 pub mod insn;
 pub mod interp;
 pub mod jit;
+pub mod kernel;
 pub mod maps;
 pub mod program;
 pub mod stage;
