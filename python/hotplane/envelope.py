@@ -55,7 +55,7 @@ REASONS = {
     1: "truncated", 2: "bad_magic", 3: "bad_version", 4: "unknown_key", 5: "bad_mac",
     6: "unauthenticated", 7: "replay", 8: "oversized", 9: "malformed",
     10: "inconsistent_fragment", 11: "too_many_pending", 12: "unsupported_kind",
-    13: "bad_target", 14: "apply_failed", 15: "timed_out",
+    13: "bad_target", 14: "apply_failed", 15: "timed_out", 16: "rejected",
 }
 STATUSES = {0: "applied", 1: "partial", 2: "refused"}
 POSITIONS = {"pre": 0, "mid": 1, "post": 2}

@@ -51,6 +51,22 @@ pub enum Request {
     },
     /// Submit update-envelope datagrams (hex), authenticated exactly as in-band ones.
     Update { fragments: Vec<String> },
+    /// eBPF maps: name, kind, shape and entries in use.
+    EbpfMaps {},
+    /// Every entry of an eBPF map (keys and values in hex).
+    EbpfMapDump { map: String },
+    /// Write one entry: `key` and `value` in hex (or decimal, little-endian). Per-CPU maps
+    /// take one value for every CPU or one per CPU, concatenated.
+    EbpfMapUpdate {
+        map: String,
+        key: String,
+        value: String,
+        /// 0 any, 1 only new keys, 2 only existing keys (BPF_ANY, BPF_NOEXIST, BPF_EXIST).
+        #[serde(default)]
+        flags: u64,
+    },
+    /// Delete one entry.
+    EbpfMapDelete { map: String, key: String },
     /// Stop the data plane.
     Shutdown {},
 }

@@ -25,10 +25,12 @@ pub enum Reason {
     BadTarget = 13,
     ApplyFailed = 14,
     TimedOut = 15,
+    /// The code did not load: the verifier or a loader refused it (the message says why).
+    Rejected = 16,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 15] = [
+    pub const ALL: [Reason; 16] = [
         Reason::Truncated,
         Reason::BadMagic,
         Reason::BadVersion,
@@ -44,6 +46,7 @@ impl Reason {
         Reason::BadTarget,
         Reason::ApplyFailed,
         Reason::TimedOut,
+        Reason::Rejected,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -63,6 +66,7 @@ impl Reason {
             Reason::BadTarget => "bad_target",
             Reason::ApplyFailed => "apply_failed",
             Reason::TimedOut => "timed_out",
+            Reason::Rejected => "rejected",
         }
     }
 
@@ -174,7 +178,7 @@ pub struct UpdateCounters {
     pub datagrams: AtomicU64,
     pub completed: AtomicU64,
     pub partial: AtomicU64,
-    refused: [AtomicU64; 16],
+    refused: [AtomicU64; Reason::ALL.len() + 1],
 }
 
 impl UpdateCounters {

@@ -29,6 +29,19 @@ pub struct Config {
     pub control: ControlConfig,
     #[serde(default)]
     pub metrics: MetricsConfig,
+    #[serde(default)]
+    pub ebpf: EbpfConfig,
+    /// Directory of the config file: relative program paths resolve against it first.
+    #[serde(skip)]
+    pub base_dir: Option<PathBuf>,
+}
+
+/// eBPF settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EbpfConfig {
+    /// Engine for programs that do not name one: "jit" (default) or "interp".
+    pub engine: Option<String>,
 }
 
 /// What a worker does when a poll finds no packet.
@@ -288,7 +301,17 @@ impl Config {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
-        Self::parse(&text, &path.display().to_string())
+        let mut cfg = Self::parse(&text, &path.display().to_string())?;
+        cfg.base_dir = path.parent().map(Path::to_path_buf);
+        Ok(cfg)
+    }
+
+    /// The default eBPF engine.
+    pub fn ebpf_engine(&self) -> Result<hotplane_ebpf::program::Engine, ConfigError> {
+        match &self.ebpf.engine {
+            None => Ok(Default::default()),
+            Some(e) => e.parse().map_err(|m: String| invalid("ebpf.engine", m)),
+        }
     }
 
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
@@ -300,6 +323,7 @@ impl Config {
 
     /// Checks that need more than one field; the error names the key at fault.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.ebpf_engine()?;
         let d = &self.dataplane;
         if d.workers == 0 || d.workers > hotplane_core::MAX_WORKERS {
             return Err(invalid(

@@ -8,6 +8,8 @@ pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod ebpf;
+pub mod ebpf_cmd;
 pub mod gen;
 pub mod inband;
 pub mod netlab;

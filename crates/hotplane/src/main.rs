@@ -120,6 +120,11 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// eBPF programs: assemble, disassemble, verify, run, conformance, maps, updates.
+    Ebpf {
+        #[command(subcommand)]
+        op: EbpfCmd,
+    },
     /// Run benchmarks; each prints one JSON object as its last line.
     Bench {
         #[command(subcommand)]
@@ -202,6 +207,102 @@ enum PushCmd {
     },
     /// Stop the data plane.
     Shutdown,
+}
+
+#[derive(Subcommand)]
+enum EbpfCmd {
+    /// Assemble ubpf-style text (the conformance suite's syntax) into bytecode.
+    Asm {
+        file: PathBuf,
+        /// Output file (default: FILE with extension .bin).
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
+    /// Print a program (bytecode, ELF object, C source or assembly) as text.
+    Disasm {
+        file: PathBuf,
+        /// Program of an object (default: the first XDP program).
+        #[arg(long)]
+        program: Option<String>,
+    },
+    /// Verify a program as XDP (or, with --mem-len, on plain memory) without running it.
+    Verify {
+        file: PathBuf,
+        #[arg(long)]
+        program: Option<String>,
+        /// Verify for r1 = N bytes of memory, r2 = N, instead of an XDP context.
+        #[arg(long)]
+        mem_len: Option<u64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a program once: on --mem (r1 = memory, r2 = length; prints r0), or as XDP on
+    /// --packet (hex frame; default a 64-byte UDP frame; prints the action and the frame).
+    Run {
+        file: PathBuf,
+        #[arg(long)]
+        program: Option<String>,
+        #[arg(long, conflicts_with = "packet")]
+        mem: Option<String>,
+        #[arg(long)]
+        packet: Option<String>,
+        #[arg(long, default_value = "jit")]
+        engine: hotplane_ebpf::program::Engine,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the eBPF conformance suite (default: ../shared/conformance/ebpf/tests).
+    Conformance {
+        dir: Option<PathBuf>,
+        #[arg(long, default_value = "jit")]
+        engine: hotplane_ebpf::program::Engine,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read and write the maps of a running data plane.
+    Map {
+        #[arg(long, default_value_os_t = cli::default_socket())]
+        socket: PathBuf,
+        #[command(subcommand)]
+        op: MapCmd,
+    },
+    /// Install a program file as an authenticated update (ELF: kind ebpf-elf, C: ebpf-c,
+    /// assembly or bytecode: ebpf-bytecode).
+    Update {
+        file: PathBuf,
+        /// pre, mid, post, extern:NAME, flow:SELECTOR, flow:default.
+        #[arg(long)]
+        target: String,
+        /// all or a worker index.
+        #[arg(long, default_value = "all")]
+        worker: String,
+        #[arg(long, default_value_t = 1)]
+        key_id: u32,
+        /// File holding the 64-hex-digit key.
+        #[arg(long)]
+        key_file: PathBuf,
+        #[arg(long, default_value_os_t = cli::default_socket())]
+        socket: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum MapCmd {
+    /// Every map with its kind, shape and entries in use.
+    List,
+    /// Every entry of a map (program/map, e.g. xdp_count/proto_count).
+    Dump { map: String },
+    /// Write one entry: KEY and VALUE as hex (0a000064) or decimal (little-endian).
+    Update {
+        map: String,
+        key: String,
+        value: String,
+        /// 0 any, 1 only new keys, 2 only existing keys.
+        #[arg(long, default_value_t = 0)]
+        flags: u64,
+    },
+    /// Delete one entry.
+    Delete { map: String, key: String },
 }
 
 #[derive(Subcommand)]
@@ -363,6 +464,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Cmd::Ebpf { op } => ebpf(op),
         Cmd::Bench { which } => match which {
             BenchCmd::Pipeline { json, packets, batch, core, no_testpmd } => {
                 hotplane::bench::pipeline::run(&hotplane::bench::pipeline::Opts {
@@ -388,6 +490,39 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 })
             }
         },
+    }
+}
+
+fn ebpf(op: EbpfCmd) -> anyhow::Result<()> {
+    use hotplane::ebpf_cmd::{self as e, Ctx, MapOp};
+    match op {
+        EbpfCmd::Asm { file, out } => e::assemble(&file, out.as_deref()),
+        EbpfCmd::Disasm { file, program } => e::disassemble(&file, program.as_deref()),
+        EbpfCmd::Verify { file, program, mem_len, json } => {
+            let ctx = mem_len.map_or(Ctx::Xdp, Ctx::Mem);
+            e::verify(&file, program.as_deref(), ctx, json)
+        }
+        EbpfCmd::Run { file, program, mem, packet, engine, json } => {
+            e::run(&file, program.as_deref(), mem.as_deref(), packet.as_deref(), engine, json)
+        }
+        EbpfCmd::Conformance { dir, engine, json } => e::conformance(dir.as_deref(), engine, json),
+        EbpfCmd::Map { socket, op } => e::map(
+            &socket,
+            match op {
+                MapCmd::List => MapOp::List,
+                MapCmd::Dump { map } => MapOp::Dump { map },
+                MapCmd::Update { map, key, value, flags } => {
+                    MapOp::Update { map, key, value, flags }
+                }
+                MapCmd::Delete { map, key } => MapOp::Delete { map, key },
+            },
+        ),
+        EbpfCmd::Update { file, target, worker, key_id, key_file, socket } => {
+            let text = std::fs::read_to_string(&key_file)
+                .map_err(|err| anyhow::anyhow!("--key-file {}: {err}", key_file.display()))?;
+            let key = hotplane_control::parse_key(&text).map_err(anyhow::Error::msg)?;
+            e::update(&e::UpdateOpts { file, target, worker, key_id, key, socket })
+        }
     }
 }
 

@@ -2,11 +2,13 @@
 //! config file, sent to the control API, or carried by an in-band update
 //! (`{"stage":"set-field","base":"payload","offset":16,"value":"0x00000001"}`).
 
+use crate::ebpf::{Code, EbpfEnv};
 use hotplane_core::batch::{Batch, Mask};
 use hotplane_core::native::{Count, DropAll, FieldBase, Forward, L2Fwd, SetField};
 use hotplane_core::{Slot, Stage, StageRef, WorkerCx, NO_PORT};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 
 /// What a slot holds: a program, or nothing (packets pass the position untouched).
@@ -52,6 +54,16 @@ pub enum StageSpec {
     Predefined {
         id: u32,
     },
+    /// An eBPF program from a file: an ELF object (`.o`), C source (`.c`, compiled with the
+    /// system clang), assembly (`.s`) or raw bytecode. `program` picks one of an object's
+    /// programs (default: the first XDP program); `engine` is "jit" or "interp".
+    Ebpf {
+        file: String,
+        #[serde(default)]
+        program: Option<String>,
+        #[serde(default)]
+        engine: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -77,6 +89,9 @@ pub struct BuildCx<'a> {
     /// Extern slots by name, one per worker.
     pub externs: &'a BTreeMap<String, Vec<Arc<Slot<Program>>>>,
     pub predefined: &'a BTreeMap<u32, (String, StageRef)>,
+    pub ebpf: &'a EbpfEnv,
+    /// Relative program files resolve against this directory first (the config file's).
+    pub base_dir: Option<&'a Path>,
 }
 
 impl FieldValue {
@@ -135,6 +150,7 @@ impl StageSpec {
             StageSpec::SetField { .. } => "set-field",
             StageSpec::Call { .. } => "call",
             StageSpec::Predefined { .. } => "predefined",
+            StageSpec::Ebpf { .. } => "ebpf",
         }
     }
 
@@ -195,6 +211,19 @@ impl StageSpec {
                     .ok_or_else(|| format!("no pre-defined program with id {id}"))?;
                 s.clone()
             }
+            StageSpec::Ebpf { file, program, engine } => {
+                let engine = engine.as_deref().map(str::parse).transpose()?;
+                let path = Path::new(file);
+                let path = match cx.base_dir.map(|d| d.join(path)) {
+                    Some(p) if path.is_relative() && p.exists() => p,
+                    _ => path.to_path_buf(),
+                };
+                let code = Code::from_file(&path)?;
+                let origin = path
+                    .file_name()
+                    .map_or_else(|| file.clone(), |n| n.to_string_lossy().into_owned());
+                cx.ebpf.stage(&code, program.as_deref(), engine, &origin)?
+            }
         };
         Ok(Some(stage))
     }
@@ -240,7 +269,30 @@ mod tests {
         externs: &'a BTreeMap<String, Vec<Arc<Slot<Program>>>>,
         pre: &'a BTreeMap<u32, (String, StageRef)>,
     ) -> BuildCx<'a> {
-        BuildCx { port_names: ports, externs, predefined: pre }
+        BuildCx { port_names: ports, externs, predefined: pre, ebpf: ebpf_env(), base_dir: None }
+    }
+
+    fn ebpf_env() -> &'static EbpfEnv {
+        static ENV: std::sync::OnceLock<EbpfEnv> = std::sync::OnceLock::new();
+        ENV.get_or_init(|| EbpfEnv::new(1, Default::default()))
+    }
+
+    #[test]
+    fn ebpf_specs_load_objects_and_name_bad_files() {
+        let ports = vec!["p0".to_string()];
+        let (ex, pre) = (BTreeMap::new(), BTreeMap::new());
+        let c = cx(&ports, &ex, &pre);
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/ebpf");
+        let c = BuildCx { base_dir: Some(Path::new(dir)), ..c };
+        let s: StageSpec =
+            serde_json::from_str(r#"{"stage":"ebpf","file":"xdp_count.o"}"#).unwrap();
+        let d = s.build(&c).unwrap().unwrap().describe();
+        assert!(d.starts_with("ebpf xdp_count (xdp_count.o"), "{d}");
+        let s: StageSpec =
+            serde_json::from_str(r#"{"stage":"ebpf","file":"xdp_lb.o","engine":"warp"}"#).unwrap();
+        assert!(s.build(&c).err().unwrap().contains("not an engine"));
+        let s: StageSpec = serde_json::from_str(r#"{"stage":"ebpf","file":"missing.o"}"#).unwrap();
+        assert!(s.build(&c).err().unwrap().contains("missing.o"));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use super::observe::Observability;
 use super::registry::{InstallError, Installed, Registry};
+use crate::ebpf::{parse_bytes, Code};
 use crate::stages::{Program, StageSpec};
 use crossbeam_queue::ArrayQueue;
 use hotplane_control::api::{Request, Response};
@@ -223,6 +224,17 @@ impl Control {
                 })?)
             }
             Kind::Remove => None,
+            Kind::EbpfBytecode | Kind::EbpfElf | Kind::EbpfC => {
+                let code = Code::from_update(h.kind, &u.payload)
+                    .ok_or_else(|| Refusal::of(h, Reason::UnsupportedKind, "not an eBPF update"))?;
+                let origin = format!("{} update seq {}", code.form(), h.seq);
+                Some(
+                    self.registry
+                        .ebpf
+                        .stage(&code, None, None, &origin)
+                        .map_err(|e| Refusal::of(h, Reason::Rejected, e))?,
+                )
+            }
             other => {
                 return Err(Refusal::of(
                     h,
@@ -268,7 +280,11 @@ impl Control {
             }
         };
         match req {
-            Request::Stats {} => Response::ok(self.obs.stats_json()),
+            Request::Stats {} => {
+                let mut v = self.obs.stats_json();
+                v["ebpf"] = self.registry.ebpf.stats_json();
+                Response::ok(v)
+            }
             Request::Slots {} => Response::ok(json!(self.registry.slots())),
             Request::Flows { worker } => match self.registry.flows(worker.unwrap_or(0) as usize) {
                 Some(f) => Response::ok(Value::Array(
@@ -336,6 +352,31 @@ impl Control {
                     }
                 }
                 Response::ok(Value::Array(acks))
+            }
+            Request::EbpfMaps {} => Response::ok(self.registry.ebpf.maps_json()),
+            Request::EbpfMapDump { map } => match self.registry.ebpf.dump_json(&map) {
+                Ok(v) => Response::ok(v),
+                Err(e) => Response::err(e),
+            },
+            Request::EbpfMapUpdate { map, key, value, flags } => {
+                let r = self.registry.ebpf.map(&map).and_then(|m| {
+                    let k = parse_bytes(&key, m.def.key_size as usize)?;
+                    let v = parse_bytes(&value, m.def.value_size as usize)?;
+                    m.update_copy(&k, &v, flags)
+                });
+                match r {
+                    Ok(()) => Response::ok(json!("updated")),
+                    Err(e) => Response::err(e),
+                }
+            }
+            Request::EbpfMapDelete { map, key } => {
+                let r = self.registry.ebpf.map(&map).and_then(|m| {
+                    m.delete_copy(&parse_bytes(&key, m.def.key_size as usize)?)
+                });
+                match r {
+                    Ok(()) => Response::ok(json!("deleted")),
+                    Err(e) => Response::err(e),
+                }
             }
             Request::Shutdown {} => {
                 self.shutdown.store(true, Ordering::Release);

@@ -3,6 +3,7 @@
 //! benchmark standing in for it); workers only load.
 
 use crate::config::Config;
+use crate::ebpf::EbpfEnv;
 use crate::stages::{BuildCx, CallExtern, Program, StageSpec};
 use hotplane_control::Target;
 use hotplane_core::flowtable::{FlowChange, FlowEntryInfo, FlowTableError};
@@ -67,6 +68,8 @@ pub struct Registry {
     pub port_names: Vec<String>,
     externs: BTreeMap<String, Vec<Arc<Slot<Program>>>>,
     predefined: BTreeMap<u32, (String, StageRef)>,
+    pub ebpf: Arc<EbpfEnv>,
+    base_dir: Option<std::path::PathBuf>,
     /// What each (worker, position/extern) holds, as the control plane knows it.
     installed: Mutex<BTreeMap<(usize, String), Program>>,
     target_stats: Mutex<BTreeMap<String, TargetStats>>,
@@ -99,6 +102,8 @@ impl Registry {
             port_names: cfg.ports.iter().map(|p| p.name().to_string()).collect(),
             externs,
             predefined: BTreeMap::new(),
+            ebpf: Arc::new(EbpfEnv::new(n, cfg.ebpf_engine().map_err(|e| e.to_string())?)),
+            base_dir: cfg.base_dir.clone(),
             installed: Mutex::new(BTreeMap::new()),
             target_stats: Mutex::new(BTreeMap::new()),
         };
@@ -153,6 +158,8 @@ impl Registry {
             port_names: &self.port_names,
             externs: &self.externs,
             predefined: &self.predefined,
+            ebpf: &self.ebpf,
+            base_dir: self.base_dir.as_deref(),
         })
     }
 

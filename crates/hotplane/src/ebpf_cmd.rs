@@ -1,0 +1,285 @@
+//! `hotplane ebpf ...`: assemble, disassemble, verify and run programs offline; run the
+//! conformance suite; read and write the maps of a running data plane; send a program as an
+//! authenticated update.
+
+use crate::ebpf::Code;
+use anyhow::{anyhow, bail, Context as _};
+use hotplane_control::api::{Client, Request};
+use hotplane_control::{Target, UpdateHeader, WorkerScope};
+use hotplane_core::{Pool, PoolConfig};
+use hotplane_ebpf::conformance::{find_suite, run_dir};
+use hotplane_ebpf::insn::encode_bytes;
+use hotplane_ebpf::program::{Engine, LoadOptions, Program, ProgramSpec};
+use hotplane_ebpf::verifier::Context;
+use hotplane_ebpf::{asm, helpers, xdp};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// `hotplane ebpf asm FILE -o OUT`.
+pub fn assemble(file: &Path, out: Option<&Path>) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(file).with_context(|| file.display().to_string())?;
+    let insns = asm::assemble(&text).map_err(|e| anyhow!("{}:{e}", file.display()))?;
+    let out = out.map_or_else(|| file.with_extension("bin"), Path::to_path_buf);
+    std::fs::write(&out, encode_bytes(&insns)).with_context(|| out.display().to_string())?;
+    eprintln!("wrote {} ({} instructions)", out.display(), insns.len());
+    Ok(())
+}
+
+/// `hotplane ebpf disasm FILE`.
+pub fn disassemble(file: &Path, program: Option<&str>) -> anyhow::Result<()> {
+    let spec = Code::from_file(file).and_then(|c| c.spec(program)).map_err(anyhow::Error::msg)?;
+    for (i, m) in spec.maps.iter().enumerate() {
+        println!(
+            "# map {i}: {} {} key {} value {} entries {}",
+            m.name,
+            m.def.kind.name(),
+            m.def.key_size,
+            m.def.value_size,
+            m.def.max_entries
+        );
+    }
+    print!("{}", asm::disassemble(&spec.insns));
+    Ok(())
+}
+
+/// The context a program is verified and run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ctx {
+    Xdp,
+    /// Plain memory of this many bytes (the conformance suite's environment).
+    Mem(u64),
+}
+
+fn load(spec: &ProgramSpec, ctx: Ctx, engine: Engine) -> anyhow::Result<Program> {
+    let (context, helpers) = match ctx {
+        Ctx::Xdp => (Context::Xdp, xdp::helpers()),
+        Ctx::Mem(len) => (Context::Mem { len }, helpers::conformance()),
+    };
+    let opts = LoadOptions { engine, ..LoadOptions::default() };
+    Program::load(spec, context, &helpers, opts, None).map_err(|e| anyhow!("{e}"))
+}
+
+/// `hotplane ebpf verify FILE`.
+pub fn verify(file: &Path, program: Option<&str>, ctx: Ctx, json_out: bool) -> anyhow::Result<()> {
+    let t = Instant::now();
+    let spec = Code::from_file(file).and_then(|c| c.spec(program)).map_err(anyhow::Error::msg)?;
+    let parse_ns = t.elapsed().as_nanos() as u64;
+    let p = match load(&spec, ctx, Engine::Jit) {
+        Ok(p) => p,
+        Err(e) => {
+            if json_out {
+                println!("{}", json!({"ok": false, "program": spec.name, "error": e.to_string()}));
+            }
+            bail!("{}: rejected: {e}", spec.name);
+        }
+    };
+    let helpers: Vec<u32> = p.verified.helpers_used.iter().copied().collect();
+    let out = json!({
+        "ok": true,
+        "program": p.name,
+        "instructions": p.insns().len(),
+        "processed": p.stats.processed,
+        "stack_bytes": p.verified.stack_depth,
+        "helpers": helpers,
+        "maps": spec.maps.iter().map(|m| m.name.clone()).collect::<Vec<_>>(),
+        "parse_us": parse_ns as f64 / 1e3,
+        "verify_us": p.stats.verify_ns as f64 / 1e3,
+        "jit_us": p.stats.compile_ns as f64 / 1e3,
+        "jit_bytes": p.jit_code().map_or(0, |c| c.code().len()),
+    });
+    if json_out {
+        println!("{out}");
+    } else {
+        println!(
+            "{}: accepted: {} instructions, {} processed, {} bytes of stack, helpers {:?}; verified in {:.1} us, JIT {:.1} us ({} bytes)",
+            p.name,
+            out["instructions"],
+            out["processed"],
+            out["stack_bytes"],
+            helpers,
+            p.stats.verify_ns as f64 / 1e3,
+            p.stats.compile_ns as f64 / 1e3,
+            out["jit_bytes"]
+        );
+    }
+    Ok(())
+}
+
+/// A 64-byte IPv4/UDP frame to 10.0.0.2:5000 (`hotplane ebpf run` without `--packet`).
+pub fn default_frame() -> Vec<u8> {
+    let f = hotplane_core::wire::UdpFrame {
+        src_mac: hotplane_core::wire::EthernetAddress([2, 0, 0, 0, 0, 1]),
+        dst_mac: hotplane_core::wire::EthernetAddress([2, 0, 0, 0, 0, 2]),
+        vlan: None,
+        src_ip: [10, 0, 0, 1].into(),
+        dst_ip: [10, 0, 0, 2].into(),
+        src_port: 1024,
+        dst_port: 5000,
+    };
+    let payload = [0u8; 18];
+    let mut buf = vec![0u8; f.header_len() + payload.len()];
+    let n = f.emit(&payload, &mut buf).unwrap_or(buf.len());
+    buf.truncate(n);
+    buf
+}
+
+/// `hotplane ebpf run FILE`: with `--mem`, r1/r2 = memory/length and r0 is printed; else the
+/// program runs as XDP on `--packet` (or a 64-byte UDP frame).
+pub fn run(
+    file: &Path,
+    program: Option<&str>,
+    mem: Option<&str>,
+    packet: Option<&str>,
+    engine: Engine,
+    json_out: bool,
+) -> anyhow::Result<()> {
+    let spec = Code::from_file(file).and_then(|c| c.spec(program)).map_err(anyhow::Error::msg)?;
+    if let Some(m) = mem {
+        let mut bytes = hex::decode(m.trim().trim_start_matches("0x").replace([' ', ':'], ""))
+            .map_err(|e| anyhow!("--mem: {e}"))?;
+        let p = load(&spec, Ctx::Mem(bytes.len() as u64), engine)?;
+        let r0 = p.run_mem(&mut bytes).map_err(|e| anyhow!("{e}"))?;
+        if json_out {
+            println!("{}", json!({"r0": r0, "mem": hex::encode(&bytes)}));
+        } else {
+            println!("r0 = {r0:#x} ({r0})");
+        }
+        return Ok(());
+    }
+    let frame = match packet {
+        Some(h) => hex::decode(h.trim().trim_start_matches("0x").replace([' ', ':'], ""))
+            .map_err(|e| anyhow!("--packet: {e}"))?,
+        None => default_frame(),
+    };
+    let p = load(&spec, Ctx::Xdp, engine)?;
+    let pool = Pool::new(PoolConfig { buffers: 4, ..PoolConfig::default() })?;
+    let mut pkt = pool.alloc().ok_or_else(|| anyhow!("no packet buffer"))?;
+    pkt.set_frame(&frame).map_err(|e| anyhow!("--packet: {e}"))?;
+    xdp::take_redirect();
+    let action = p.run_xdp(&mut pkt, 0);
+    let name = ["XDP_ABORTED", "XDP_DROP", "XDP_PASS", "XDP_TX", "XDP_REDIRECT"]
+        .get(action as usize)
+        .copied()
+        .unwrap_or("invalid");
+    let redirect = xdp::take_redirect();
+    if json_out {
+        println!(
+            "{}",
+            json!({"action": action, "name": name, "redirect_port": redirect, "packet": hex::encode(pkt.data())})
+        );
+    } else {
+        println!(
+            "{name} ({action}){}",
+            redirect.map(|p| format!(" to port {p}")).unwrap_or_default()
+        );
+        println!("packet: {}", hex::encode(pkt.data()));
+    }
+    Ok(())
+}
+
+/// `hotplane ebpf conformance [DIR] --engine interp|jit`.
+pub fn conformance(dir: Option<&Path>, engine: Engine, json_out: bool) -> anyhow::Result<()> {
+    let dir: PathBuf = match dir {
+        Some(d) => d.to_path_buf(),
+        None => find_suite(&std::env::current_dir()?).ok_or_else(|| {
+            anyhow!(
+                "no conformance suite found; give its directory (../shared/conformance/ebpf/tests)"
+            )
+        })?,
+    };
+    let s = run_dir(&dir, |t, prog| {
+        let spec = ProgramSpec::bytecode(&t.name, prog.to_vec());
+        let p = load(&spec, Ctx::Mem(t.mem.len() as u64), engine).map_err(|e| e.to_string())?;
+        let mut mem = t.mem.clone();
+        p.run_mem(&mut mem).map_err(|e| e.to_string())
+    })
+    .map_err(anyhow::Error::msg)?;
+    let failures: Vec<_> = s.failures.iter().map(|(t, e)| json!({"test": t, "error": e})).collect();
+    if json_out {
+        println!(
+            "{}",
+            json!({"engine": engine.as_str(), "passed": s.passed, "failed": s.failed, "skipped": s.skipped, "failures": failures})
+        );
+    } else {
+        for (t, e) in &s.failures {
+            println!("FAIL {t}: {e}");
+        }
+        println!(
+            "{}: {} passed, {} failed, {} skipped",
+            engine.as_str(),
+            s.passed,
+            s.failed,
+            s.skipped
+        );
+    }
+    if s.failed > 0 {
+        bail!("{} conformance test(s) failed", s.failed);
+    }
+    Ok(())
+}
+
+/// Map operations against a running data plane.
+pub enum MapOp {
+    List,
+    Dump { map: String },
+    Update { map: String, key: String, value: String, flags: u64 },
+    Delete { map: String, key: String },
+}
+
+pub fn map(socket: &Path, op: MapOp) -> anyhow::Result<()> {
+    let req = match op {
+        MapOp::List => Request::EbpfMaps {},
+        MapOp::Dump { map } => Request::EbpfMapDump { map },
+        MapOp::Update { map, key, value, flags } => {
+            Request::EbpfMapUpdate { map, key, value, flags }
+        }
+        MapOp::Delete { map, key } => Request::EbpfMapDelete { map, key },
+    };
+    let v = Client::connect(socket)?.call(&req)?;
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(())
+}
+
+/// `hotplane ebpf update FILE --target T`: the file as an authenticated update (kind chosen
+/// by the file's form), through the control socket.
+pub struct UpdateOpts {
+    pub file: PathBuf,
+    pub target: String,
+    pub worker: String,
+    pub key_id: u32,
+    pub key: [u8; 32],
+    pub socket: PathBuf,
+}
+
+pub fn update(o: &UpdateOpts) -> anyhow::Result<()> {
+    let code = Code::from_file(&o.file).map_err(anyhow::Error::msg)?;
+    let payload = code.payload().map_err(anyhow::Error::msg)?;
+    let target: Target = o.target.parse().map_err(anyhow::Error::msg)?;
+    let worker = match o.worker.as_str() {
+        "all" => WorkerScope::All,
+        n => WorkerScope::One(n.parse().map_err(|_| anyhow!("--worker {n}: a number or `all`"))?),
+    };
+    let header = UpdateHeader {
+        kind: code.kind(),
+        flags: Default::default(),
+        key_id: o.key_id,
+        seq: hotplane_core::time::unix_micros(),
+        target,
+        worker,
+    };
+    let frags = hotplane_control::envelope::build(
+        &header,
+        &payload,
+        Some(&o.key),
+        crate::inband::DEFAULT_FRAGMENT,
+    )?;
+    let v = Client::connect(&o.socket)?
+        .call(&Request::Update { fragments: frags.iter().map(hex::encode).collect() })?;
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    let refused = v.as_array().and_then(|a| a.last()).is_some_and(|a| a["status"] == "refused");
+    if refused {
+        bail!("the update was refused");
+    }
+    Ok(())
+}
