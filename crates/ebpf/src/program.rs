@@ -151,6 +151,8 @@ pub struct Program {
     pub name: String,
     pub context: Context,
     pub engine: Engine,
+    /// Workers that may run the program (per-CPU map copies, per-worker counters).
+    pub cpus: usize,
     pub maps: Vec<Arc<Map>>,
     pub verified: Verified,
     pub stats: LoadStats,
@@ -241,6 +243,7 @@ impl Program {
             name: spec.name.clone(),
             context,
             engine: opts.engine,
+            cpus: opts.cpus.max(1),
             maps,
             stats: LoadStats { verify_ns, compile_ns, processed: verified.processed },
             verified,

@@ -13,20 +13,64 @@ use crate::maps::set_current_cpu;
 use crate::program::Program;
 use crate::xdp::{self, XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
 use hotplane_core::batch::{Batch, Mask};
-use hotplane_core::metrics::PerWorker;
+use hotplane_core::metrics::LocalCounter;
 use hotplane_core::{Stage, Verdict, WorkerCx};
 use std::sync::Arc;
 
-/// Packets per XDP action, per worker.
+/// The counters of one worker, on a cache line of their own.
 #[derive(Debug, Default)]
+#[repr(align(64))]
+struct WorkerActions([LocalCounter; 6]);
+
+const ABORTED: usize = 0;
+const DROP: usize = 1;
+const PASS: usize = 2;
+const TX: usize = 3;
+const REDIRECT: usize = 4;
+/// Return values that are no XDP action, and redirects without a target.
+const INVALID: usize = 5;
+
+/// Packets per XDP action, per worker. Sized by the number of workers (a program is loaded on
+/// every update: a fixed 64-worker table would cost more to allocate than to compile).
+#[derive(Debug)]
 pub struct ActionCounters {
-    pub aborted: PerWorker,
-    pub drop: PerWorker,
-    pub pass: PerWorker,
-    pub tx: PerWorker,
-    pub redirect: PerWorker,
-    /// Return values that are no XDP action, and redirects without a target.
-    pub invalid: PerWorker,
+    workers: Box<[WorkerActions]>,
+}
+
+impl ActionCounters {
+    pub fn new(workers: usize) -> Self {
+        Self { workers: (0..workers.max(1)).map(|_| WorkerActions::default()).collect() }
+    }
+
+    #[inline(always)]
+    fn add(&self, worker: usize, action: usize, n: u64) {
+        if let Some(w) = self.workers.get(worker) {
+            w.0[action].add(n);
+        }
+    }
+
+    fn sum(&self, action: usize) -> u64 {
+        self.workers.iter().map(|w| w.0[action].get()).sum()
+    }
+
+    pub fn aborted(&self) -> u64 {
+        self.sum(ABORTED)
+    }
+    pub fn drop(&self) -> u64 {
+        self.sum(DROP)
+    }
+    pub fn pass(&self) -> u64 {
+        self.sum(PASS)
+    }
+    pub fn tx(&self) -> u64 {
+        self.sum(TX)
+    }
+    pub fn redirect(&self) -> u64 {
+        self.sum(REDIRECT)
+    }
+    pub fn invalid(&self) -> u64 {
+        self.sum(INVALID)
+    }
 }
 
 /// An XDP program in a slot.
@@ -39,7 +83,8 @@ pub struct XdpStage {
 
 impl XdpStage {
     pub fn new(program: Arc<Program>, origin: impl Into<String>) -> Self {
-        Self { program, counters: ActionCounters::default(), origin: origin.into() }
+        let counters = ActionCounters::new(program.cpus);
+        Self { program, counters, origin: origin.into() }
     }
 }
 
@@ -73,26 +118,26 @@ impl Stage for XdpStage {
                     Some(port) => {
                         p.meta.verdict = Verdict::Tx;
                         p.meta.out_port = port as u16;
-                        self.counters.redirect.add(w, 1);
+                        self.counters.add(w, REDIRECT, 1);
                     }
                     None => {
                         p.meta.verdict = Verdict::Drop;
-                        self.counters.invalid.add(w, 1);
+                        self.counters.add(w, INVALID, 1);
                     }
                 },
                 XDP_ABORTED => {
                     p.meta.verdict = Verdict::Drop;
-                    self.counters.aborted.add(w, 1);
+                    self.counters.add(w, ABORTED, 1);
                 }
                 _ => {
                     p.meta.verdict = Verdict::Drop;
-                    self.counters.invalid.add(w, 1);
+                    self.counters.add(w, INVALID, 1);
                 }
             }
         }
-        self.counters.pass.add(w, pass);
-        self.counters.drop.add(w, drop);
-        self.counters.tx.add(w, tx);
+        self.counters.add(w, PASS, pass);
+        self.counters.add(w, DROP, drop);
+        self.counters.add(w, TX, tx);
     }
 
     fn describe(&self) -> String {
@@ -103,12 +148,12 @@ impl Stage for XdpStage {
             self.origin,
             self.program.insns().len(),
             self.program.engine.as_str(),
-            c.pass.sum(),
-            c.drop.sum(),
-            c.tx.sum(),
-            c.redirect.sum(),
-            c.aborted.sum(),
-            c.invalid.sum()
+            c.pass(),
+            c.drop(),
+            c.tx(),
+            c.redirect(),
+            c.aborted(),
+            c.invalid()
         )
     }
 }

@@ -72,12 +72,13 @@ fn dummy_filter_and_change() {
         assert_eq!(run(&filter, &pool, &miss).0, XDP_PASS, "{e:?}");
         assert_eq!(run(&filter, &pool, &hit[..30]).0, XDP_PASS, "a runt is not parsed");
         let change = load("xdp_change.o", e, 1);
-        let (act, out) = run(&change, &pool, &hit);
-        assert_eq!(act, XDP_PASS);
-        assert_eq!(out[22], 63, "TTL decremented");
-        assert!(checksums_valid(&out), "{e:?}: IPv4 checksum patched");
-        let dying = ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 1, 18);
-        assert_eq!(run(&change, &pool, &dying).0, XDP_DROP);
+        for ttl in [1u8, 63, 64, 200] {
+            let f = ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], 1234, 5000, ttl, 18);
+            let (act, out) = run(&change, &pool, &f);
+            assert_eq!(act, XDP_PASS);
+            assert_eq!(out[22], 64, "TTL rewritten");
+            assert!(checksums_valid(&out), "{e:?}: IPv4 checksum patched from TTL {ttl}");
+        }
     }
 }
 
@@ -194,8 +195,12 @@ fn hostile_objects_are_refused_with_a_reason() {
     let mut o = example("xdp_filter.o");
     o[18] = 62; // e_machine = x86-64
     assert!(elf::load(&o, None).unwrap_err().contains("not BPF"));
-    // Truncations and bit flips never panic.
+    // Unaligned bytes (a network buffer, include_bytes!) load all the same.
     let good = example("xdp_lb.o");
+    let mut shifted = vec![0u8];
+    shifted.extend_from_slice(&good);
+    assert_eq!(elf::load(&shifted[1..], None).unwrap(), elf::load(&good, None).unwrap());
+    // Truncations and bit flips never panic.
     for cut in (0..good.len()).step_by(97) {
         let _ = elf::load(&good[..cut], None);
     }

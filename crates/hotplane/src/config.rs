@@ -344,7 +344,7 @@ impl Config {
                     format!("lists {} cores for {} workers", cores.len(), d.workers),
                 ));
             }
-            let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let online = crate::runtime::online_cores();
             if let Some(c) = cores.iter().find(|c| **c >= online) {
                 return Err(invalid(
                     "dataplane.cores",

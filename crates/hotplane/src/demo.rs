@@ -72,7 +72,7 @@ fn quantiles(lat: &mut [f64]) -> (f64, f64) {
 }
 
 pub fn run(o: &Opts) -> anyhow::Result<()> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = crate::runtime::online_cores();
     let workers = cores.clamp(1, 2);
     let gen = GenSpec { flows: 2, rate_pps: Some(o.rate_pps), ..Default::default() };
     let key = random_key();

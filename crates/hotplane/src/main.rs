@@ -307,6 +307,30 @@ enum MapCmd {
 
 #[derive(Subcommand)]
 enum BenchCmd {
+    /// eBPF: per-packet time of five clang-built XDP programs on the interpreter and the JIT,
+    /// next to the kernel (BPF_PROG_TEST_RUN) and rbpf's JIT; update latency at each position.
+    Ebpf {
+        #[arg(long)]
+        json: bool,
+        /// Packets per runner and measurement (the kernel's repeat count).
+        #[arg(long, default_value_t = 2_000_000)]
+        packets: u64,
+        /// Measurements per runner; the median is reported.
+        #[arg(long, default_value_t = 3)]
+        repeat: u32,
+        /// Updates per position and form (bytecode, ELF).
+        #[arg(long, default_value_t = 200)]
+        updates: u32,
+        /// Core for the execution measurements.
+        #[arg(long, default_value_t = 1)]
+        core: usize,
+        /// Skip the kernel anchor (it needs root).
+        #[arg(long)]
+        no_kernel: bool,
+        /// Skip the rbpf anchor.
+        #[arg(long)]
+        no_rbpf: bool,
+    },
     /// l2fwd on mem ports, one worker, next to DPDK testpmd macswap on null ports.
     Pipeline {
         #[arg(long)]
@@ -472,6 +496,17 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                     batch,
                     core,
                     testpmd: !no_testpmd,
+                    json,
+                })
+            }
+            BenchCmd::Ebpf { json, packets, repeat, updates, core, no_kernel, no_rbpf } => {
+                hotplane::bench::ebpf::run(&hotplane::bench::ebpf::Opts {
+                    packets,
+                    repeat: repeat.max(1),
+                    updates,
+                    core,
+                    kernel: !no_kernel,
+                    rbpf: !no_rbpf,
                     json,
                 })
             }

@@ -66,7 +66,11 @@ fn err<T>(msg: impl Into<String>) -> Result<T, String> {
 }
 
 impl<'d> ElfObject<'d> {
+    /// Parse an object; `data` must be 8-byte aligned (see [`Aligned`]).
     pub fn parse(data: &'d [u8]) -> Result<Self, String> {
+        if data.as_ptr() as usize % 8 != 0 {
+            return err("object bytes must be 8-byte aligned (copy them with elf::Aligned)");
+        }
         if data.len() > MAX_OBJECT_BYTES {
             return err(format!("object is {} bytes; the limit is {MAX_OBJECT_BYTES}", data.len()));
         }
@@ -485,7 +489,34 @@ impl<'d> ElfObject<'d> {
     }
 }
 
+/// Object bytes copied to 8-byte aligned memory, as the ELF reader needs (bytes from a
+/// network buffer or `include_bytes!` need not be aligned).
+pub struct Aligned {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl Aligned {
+    pub fn copy(data: &[u8]) -> Self {
+        let mut words = vec![0u64; data.len().div_ceil(8)];
+        // SAFETY: `words` holds at least data.len() bytes; u64 has no invalid bit patterns.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), words.as_mut_ptr() as *mut u8, data.len())
+        };
+        Self { words, len: data.len() }
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: the first `len` bytes of `words` were initialised by `copy`.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr() as *const u8, self.len) }
+    }
+}
+
 /// Load program `name` (or the first XDP program) from object bytes.
 pub fn load(data: &[u8], name: Option<&str>) -> Result<ProgramSpec, String> {
-    ElfObject::parse(data)?.program(name)
+    if data.len() > MAX_OBJECT_BYTES {
+        return err(format!("object is {} bytes; the limit is {MAX_OBJECT_BYTES}", data.len()));
+    }
+    let a = Aligned::copy(data);
+    ElfObject::parse(a.bytes())?.program(name)
 }

@@ -11,6 +11,7 @@
 //! The code is only as safe as its input: it performs no bounds checks, so it must only ever
 //! be given programs the verifier accepted (after map references are linked to addresses).
 
+mod arena;
 pub mod x86;
 
 use crate::helpers::Helpers;
@@ -34,15 +35,20 @@ pub struct JitError {
     pub msg: String,
 }
 
-/// Executable machine code (unmapped on drop).
+/// Executable machine code.
 pub struct JitCode {
-    mem: *mut u8,
-    len: usize,
-    map_len: usize,
+    backing: Backing,
 }
 
-// SAFETY: the mapping is read-only and executable after construction; sharing or moving the
-// handle between threads shares immutable code.
+enum Backing {
+    /// In the shared code arena (the usual case: no system call per program).
+    Arena(arena::Placed),
+    /// A private mapping made read-only and executable (when the arena is unavailable).
+    Mapped { mem: *mut u8, len: usize, map_len: usize },
+}
+
+// SAFETY: the code is immutable once placed; sharing or moving the handle between threads
+// shares read-only executable memory.
 unsafe impl Send for JitCode {}
 // SAFETY: as above.
 unsafe impl Sync for JitCode {}
@@ -52,6 +58,16 @@ pub type Entry = unsafe extern "C" fn(u64, u64) -> u64;
 
 impl JitCode {
     fn new(code: &[u8]) -> Result<Self, String> {
+        match arena::place(code) {
+            Ok(p) => Ok(Self { backing: Backing::Arena(p) }),
+            Err(e) => {
+                tracing::debug!(error = %e, "JIT arena unavailable; mapping the program on its own");
+                Self::mapped(code)
+            }
+        }
+    }
+
+    fn mapped(code: &[u8]) -> Result<Self, String> {
         let page = 4096;
         let map_len = code.len().div_ceil(page).max(1) * page;
         // SAFETY: an anonymous private mapping; no existing memory is affected.
@@ -78,7 +94,7 @@ impl JitCode {
             std::ptr::write_bytes(mem, 0xcc, map_len);
             std::ptr::copy_nonoverlapping(code.as_ptr(), mem, code.len());
         }
-        let jit = Self { mem, len: code.len(), map_len };
+        let jit = Self { backing: Backing::Mapped { mem, len: code.len(), map_len } };
         // SAFETY: changes the protection of our own mapping: writable no more, executable now.
         if unsafe {
             libc::mprotect(mem as *mut libc::c_void, map_len, libc::PROT_READ | libc::PROT_EXEC)
@@ -89,24 +105,37 @@ impl JitCode {
         Ok(jit)
     }
 
+    fn ptr(&self) -> *const u8 {
+        match &self.backing {
+            Backing::Arena(p) => p.ptr(),
+            Backing::Mapped { mem, .. } => *mem,
+        }
+    }
+
     pub fn entry(&self) -> Entry {
         // SAFETY: the code starts with the main function's prologue and follows the C calling
         // convention; calling it is still unsafe (see `Entry`).
-        unsafe { std::mem::transmute::<*mut u8, Entry>(self.mem) }
+        unsafe { std::mem::transmute::<*const u8, Entry>(self.ptr()) }
     }
 
     /// The machine code, for dumps and tests.
     pub fn code(&self) -> &[u8] {
-        // SAFETY: the mapping is readable and holds `len` bytes of code.
-        unsafe { std::slice::from_raw_parts(self.mem, self.len) }
+        let len = match &self.backing {
+            Backing::Arena(p) => p.len,
+            Backing::Mapped { len, .. } => *len,
+        };
+        // SAFETY: the executable view is readable and holds `len` bytes of code.
+        unsafe { std::slice::from_raw_parts(self.ptr(), len) }
     }
 }
 
 impl Drop for JitCode {
     fn drop(&mut self) {
-        // SAFETY: unmapping the region we mapped; no code runs from it any more (the owner of
-        // a JitCode keeps it alive while any thread may call it).
-        unsafe { libc::munmap(self.mem as *mut libc::c_void, self.map_len) };
+        if let Backing::Mapped { mem, map_len, .. } = self.backing {
+            // SAFETY: unmapping the region we mapped; no code runs from it any more (the owner
+            // of a JitCode keeps it alive while any thread may call it).
+            unsafe { libc::munmap(mem as *mut libc::c_void, map_len) };
+        }
     }
 }
 

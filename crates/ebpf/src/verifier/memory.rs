@@ -52,7 +52,7 @@ impl Explorer<'_> {
                 let stack = &mut st.frames[frame as usize].stack;
                 match a {
                     Access::Load { dst, signed, size } => {
-                        let v = if size == 8 && idx % 8 == 0 && stack.bytes[idx] == Byte::Spill {
+                        let v = if size == 8 && idx % 8 == 0 && stack.is_spill(idx) {
                             *stack.spill_at((idx / 8) as u16).unwrap_or(&Reg::unknown())
                         } else if stack.initialised(idx, n) {
                             plain(&Access::Load { size, signed, dst })
@@ -85,7 +85,7 @@ impl Explorer<'_> {
                                 self.err(pc, "atomic operation on uninitialised stack bytes")
                             );
                         }
-                        if stack.bytes[idx] == Byte::Spill {
+                        if stack.is_spill(idx) {
                             if let Some(Reg::Ptr(_)) = stack.spill_at((idx / 8) as u16) {
                                 return Err(self.err(pc, "atomic operation on a spilled pointer"));
                             }

@@ -30,7 +30,7 @@ use crate::insn::{alu, atomic, class, jmp, mem, pseudo, Insn};
 use crate::interp::{MAX_CALL_DEPTH, STACK_SIZE};
 use crate::maps::{MapDef, MapKind};
 use scalar::Scalar;
-use state::{Byte, Frame, Ptr, PtrKind, Reg, Stack, State};
+use state::{Frame, Ptr, PtrKind, Reg, Stack, State};
 use std::collections::{BTreeSet, HashMap};
 
 /// Longest program accepted.
@@ -128,7 +128,8 @@ struct Explorer<'a> {
     shape: Shape,
     processed: usize,
     checkpoints: Vec<Checkpoint>,
-    visited: HashMap<usize, Vec<usize>>,
+    /// Checkpoints remembered at each instruction.
+    visited: Vec<Vec<usize>>,
     work: Vec<Path>,
     next_id: u32,
     rewrites: HashMap<usize, Insn>,
@@ -145,7 +146,7 @@ pub fn verify(prog: &[Insn], env: &Env<'_>) -> Result<Verified, VerifyError> {
         shape,
         processed: 0,
         checkpoints: Vec::new(),
-        visited: HashMap::new(),
+        visited: vec![Vec::new(); prog.len()],
         work: Vec::new(),
         next_id: 1,
         rewrites: HashMap::new(),
@@ -247,9 +248,9 @@ impl Explorer<'_> {
                 )));
             }
             if self.shape.prune[pc] {
-                let seen = self.visited.get(&pc).cloned().unwrap_or_default();
                 let mut pruned = false;
-                for k in seen {
+                for idx in 0..self.visited[pc].len() {
+                    let k = self.visited[pc][idx];
                     let c = &self.checkpoints[k];
                     if c.branches == 0 {
                         if c.state.covers(&state) {
@@ -264,15 +265,14 @@ impl Explorer<'_> {
                     self.finish(cp);
                     return Ok(());
                 }
-                let list = self.visited.entry(pc).or_default();
-                if list.len() < MAX_STATES_PER_INSN {
+                if self.visited[pc].len() < MAX_STATES_PER_INSN {
                     let k = self.checkpoints.len();
                     self.checkpoints.push(Checkpoint {
                         state: state.clone(),
                         parent: cp,
                         branches: 1,
                     });
-                    self.visited.entry(pc).or_default().push(k);
+                    self.visited[pc].push(k);
                     cp = Some(k);
                 }
             }

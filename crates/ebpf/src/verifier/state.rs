@@ -3,7 +3,6 @@
 
 use super::scalar::Scalar;
 use crate::interp::STACK_SIZE;
-use std::collections::HashMap;
 
 /// What a pointer points into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -92,44 +91,42 @@ impl Reg {
     }
 }
 
-/// What a stack byte holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum Byte {
-    Uninit = 0,
-    /// Some initialised data.
-    Misc = 1,
-    /// Part of a spilled register (see `Stack::spills`).
-    Spill = 2,
-}
-
 /// One frame's 512-byte stack. Offsets are negative from the frame top, stored as index
-/// `STACK_SIZE + off`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// `STACK_SIZE + off`. Bitmaps keep states small: they are cloned at every branch and compared
+/// at every prune point.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Stack {
-    pub bytes: Vec<Byte>,
-    /// Registers spilled whole to 8-byte aligned slots: (slot index = byte index / 8, register).
+    /// Bit i: byte i has been written.
+    init: [u64; STACK_SIZE / 64],
+    /// Bit k: slot k (bytes 8k..8k+8) holds a whole spilled register, found in `spills`.
+    spill: u64,
     pub spills: Vec<(u16, Reg)>,
-}
-
-impl Default for Stack {
-    fn default() -> Self {
-        Self { bytes: vec![Byte::Uninit; STACK_SIZE], spills: Vec::new() }
-    }
 }
 
 impl Stack {
     pub fn spill_at(&self, slot: u16) -> Option<&Reg> {
+        if self.spill >> slot & 1 == 0 {
+            return None;
+        }
         self.spills.iter().find(|(s, _)| *s == slot).map(|(_, r)| r)
+    }
+
+    /// Whether the 8-byte slot holding byte `idx` is a spilled register.
+    pub fn is_spill(&self, idx: usize) -> bool {
+        self.spill >> (idx / 8) & 1 != 0
     }
 
     /// Forget the spill in a slot (its bytes stay initialised data).
     fn unspill(&mut self, slot: u16) {
-        if let Some(i) = self.spills.iter().position(|(s, _)| *s == slot) {
-            self.spills.remove(i);
-            for b in &mut self.bytes[slot as usize * 8..slot as usize * 8 + 8] {
-                *b = Byte::Misc;
-            }
+        if self.spill >> slot & 1 != 0 {
+            self.spill &= !(1 << slot);
+            self.spills.retain(|(s, _)| *s != slot);
+        }
+    }
+
+    fn mark(&mut self, idx: usize, n: usize) {
+        for i in idx..idx + n {
+            self.init[i / 64] |= 1 << (i % 64);
         }
     }
 
@@ -138,23 +135,35 @@ impl Stack {
         for slot in (idx / 8)..(idx + n).div_ceil(8) {
             self.unspill(slot as u16);
         }
-        for b in &mut self.bytes[idx..idx + n] {
-            *b = Byte::Misc;
-        }
+        self.mark(idx, n);
     }
 
     /// Spill a whole register to the aligned slot at `idx`.
     pub fn write_spill(&mut self, idx: usize, r: Reg) {
         let slot = (idx / 8) as u16;
         self.unspill(slot);
-        for b in &mut self.bytes[idx..idx + 8] {
-            *b = Byte::Spill;
-        }
+        self.mark(idx, 8);
+        self.spill |= 1 << slot;
         self.spills.push((slot, r));
     }
 
     pub fn initialised(&self, idx: usize, n: usize) -> bool {
-        self.bytes[idx..idx + n].iter().all(|b| *b != Byte::Uninit)
+        (idx..idx + n).all(|i| self.init[i / 64] >> (i % 64) & 1 != 0)
+    }
+
+    /// `self` (an explored state) includes every stack `new` describes.
+    fn covers(&self, new: &Stack, ids: &mut IdMap) -> bool {
+        // Bytes initialised here must be initialised there.
+        if self.init.iter().zip(&new.init).any(|(a, b)| a & !b != 0) {
+            return false;
+        }
+        // Spilled registers here must be spilled there, and covered.
+        if self.spill & !new.spill != 0 {
+            return false;
+        }
+        self.spills
+            .iter()
+            .all(|(slot, r)| new.spill_at(*slot).is_some_and(|n| reg_covers(r, n, ids)))
     }
 }
 
@@ -208,7 +217,7 @@ impl State {
         if self.frames.len() != new.frames.len() {
             return false;
         }
-        let mut ids: HashMap<u32, u32> = HashMap::new();
+        let mut ids = IdMap::default();
         for (a, b) in self.frames.iter().zip(&new.frames) {
             if a.ret_pc != b.ret_pc {
                 return false;
@@ -216,27 +225,15 @@ impl State {
             if !a.regs.iter().zip(&b.regs).all(|(x, y)| reg_covers(x, y, &mut ids)) {
                 return false;
             }
-            for (i, (x, y)) in a.stack.bytes.iter().zip(&b.stack.bytes).enumerate() {
-                match (x, y) {
-                    (Byte::Uninit, _) => {}
-                    (Byte::Misc, Byte::Misc | Byte::Spill) => {}
-                    (Byte::Spill, Byte::Spill) if i % 8 == 0 => {
-                        let slot = (i / 8) as u16;
-                        match (a.stack.spill_at(slot), b.stack.spill_at(slot)) {
-                            (Some(x), Some(y)) if reg_covers(x, y, &mut ids) => {}
-                            _ => return false,
-                        }
-                    }
-                    (Byte::Spill, Byte::Spill) => {}
-                    _ => return false,
-                }
+            if !a.stack.covers(&b.stack, &mut ids) {
+                return false;
             }
         }
         true
     }
 }
 
-fn reg_covers(old: &Reg, new: &Reg, ids: &mut HashMap<u32, u32>) -> bool {
+fn reg_covers(old: &Reg, new: &Reg, ids: &mut IdMap) -> bool {
     match (old, new) {
         (Reg::Uninit, _) => true,
         (Reg::Scalar(a), Reg::Scalar(b)) => a.contains(b),
@@ -245,8 +242,25 @@ fn reg_covers(old: &Reg, new: &Reg, ids: &mut HashMap<u32, u32>) -> bool {
                 && a.off == b.off
                 && a.var.contains(&b.var)
                 && a.range <= b.range
-                && *ids.entry(a.id).or_insert(b.id) == b.id
+                && ids.consistent(a.id, b.id)
         }
         _ => false,
+    }
+}
+
+/// Pointer ids of an explored state mapped to those of a new state: copies of one pointer
+/// there must be copies of one pointer here. A few entries: a vector beats a hash map.
+#[derive(Default)]
+pub struct IdMap(Vec<(u32, u32)>);
+
+impl IdMap {
+    fn consistent(&mut self, old: u32, new: u32) -> bool {
+        match self.0.iter().find(|(o, _)| *o == old) {
+            Some((_, n)) => *n == new,
+            None => {
+                self.0.push((old, new));
+                true
+            }
+        }
     }
 }

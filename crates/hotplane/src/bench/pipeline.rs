@@ -71,7 +71,7 @@ pub fn measure(
 }
 
 pub fn run(o: &Opts) -> anyhow::Result<()> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = crate::runtime::online_cores();
     let core = o.core.min(cores - 1);
     let mut progress = Progress::new("pipeline", o.json);
     let (mpps, ns) = measure(o.batch, core, o.packets, &mut progress)?;

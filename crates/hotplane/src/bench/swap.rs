@@ -25,7 +25,7 @@ pub struct Opts {
 
 /// The config: one mem port looping back to itself, two flows (one per worker), stamped.
 pub fn config(workers: usize) -> Config {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = crate::runtime::online_cores();
     let gen = GenSpec { flows: workers.max(2) as u32, ..Default::default() };
     Config {
         dataplane: DataplaneConfig {

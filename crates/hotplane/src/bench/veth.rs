@@ -49,7 +49,7 @@ fn topology() -> anyhow::Result<Topology> {
 
 /// (generator core, data plane core): apart, when there are two.
 fn cores() -> (Option<usize>, Option<usize>) {
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let n = crate::runtime::online_cores();
     if n >= 2 {
         (Some(0), Some(1))
     } else {

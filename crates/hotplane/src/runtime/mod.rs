@@ -11,7 +11,7 @@ pub use control::ack_json;
 pub use observe::Observability;
 pub use registry::{Installed, Registry, SlotInfo};
 pub use servers::ControlLink;
-pub use worker::{pin_to_core, WorkerStats, TRACKED};
+pub use worker::{online_cores, pin_to_core, pin_to_cores, spare_cores, WorkerStats, TRACKED};
 
 use crate::config::{Config, PortKind};
 use anyhow::{bail, Context};
@@ -157,9 +157,14 @@ impl DataPlane {
             obs: obs.clone(),
             state_file: c.state_file.clone(),
         };
-        let control = std::thread::Builder::new()
-            .name("hotplane-control".into())
-            .spawn(move || control.run())?;
+        let spare = spare_cores(d.cores.as_deref());
+        let control =
+            std::thread::Builder::new().name("hotplane-control".into()).spawn(move || {
+                if let Some(cores) = spare {
+                    pin_to_cores(&cores);
+                }
+                control.run()
+            })?;
         let link = ControlLink { tx, thread: control.thread().clone() };
         let mut workers = Vec::with_capacity(n);
         for (w, ports) in per_worker.into_iter().enumerate() {

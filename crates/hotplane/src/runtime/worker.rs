@@ -163,7 +163,9 @@ impl Worker {
             if seen[i] != v {
                 seen[i] = v;
                 self.stats.seen_version[i].set(v);
-                self.stats.seen_at_ns[i].set(now);
+                // The moment of the load, not the batch's start (rare: one clock read per
+                // version change).
+                self.stats.seen_at_ns[i].set(time::now_ns());
             }
         };
         let pre = slots.position(Position::Pre).load(guard);
@@ -275,15 +277,44 @@ impl Worker {
 
 /// Pin the calling thread to one core. Failure (a restricted cpuset) is logged, not fatal.
 pub fn pin_to_core(core: usize) {
+    pin_to_cores(&[core]);
+}
+
+/// Restrict the calling thread to `cores`. Failure is logged, not fatal.
+pub fn pin_to_cores(cores: &[usize]) {
     // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write within it; sched_setaffinity
     // reads `size_of::<cpu_set_t>()` bytes of it for the calling thread (pid 0).
     let rc = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_ZERO(&mut set);
-        libc::CPU_SET(core, &mut set);
+        for c in cores {
+            libc::CPU_SET(*c, &mut set);
+        }
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
     };
     if rc != 0 {
-        tracing::warn!(core, error = %std::io::Error::last_os_error(), "cannot pin worker to core");
+        tracing::warn!(?cores, error = %std::io::Error::last_os_error(), "cannot pin thread to cores");
     }
+}
+
+/// Cores online, whatever the calling thread's affinity (`available_parallelism` reports the
+/// affinity of the caller, which a benchmark may have pinned).
+pub fn online_cores() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n > 0 {
+        n as usize
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+}
+
+/// The cores no worker is pinned to, when workers are pinned and some core is left: where
+/// the control thread (and anything else slow) should run, so that it never waits behind a
+/// busy-polling worker for a scheduler slice.
+pub fn spare_cores(worker_cores: Option<&[usize]>) -> Option<Vec<usize>> {
+    let n = online_cores();
+    let used = worker_cores?;
+    let spare: Vec<usize> = (0..n).filter(|c| !used.contains(c)).collect();
+    (!spare.is_empty()).then_some(spare)
 }
