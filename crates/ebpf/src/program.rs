@@ -162,6 +162,8 @@ pub struct Program {
     /// Memory the interpreter may touch besides packet, context and stack: map storage.
     map_regions: Vec<Region>,
     jit: Option<JitCode>,
+    /// The JIT code's entry, looked up once.
+    entry: Option<jit::Entry>,
 }
 
 impl std::fmt::Debug for Program {
@@ -228,7 +230,10 @@ impl Program {
         let linked = link(&verified.insns, &maps)?;
         let t1 = Instant::now();
         let jit = match opts.engine {
-            Engine::Jit => Some(jit::compile(&linked, helpers, verified.stack_depth)?),
+            Engine::Jit => {
+                let inline = inline_lookups(&verified, &maps, &linked);
+                Some(jit::compile_with(&linked, helpers, verified.stack_depth, &inline)?)
+            }
             Engine::Interp => None,
         };
         let compile_ns = t1.elapsed().as_nanos() as u64;
@@ -250,6 +255,7 @@ impl Program {
             linked,
             helpers: helpers.clone(),
             map_regions,
+            entry: jit.as_ref().map(JitCode::entry),
             jit,
         })
     }
@@ -265,11 +271,15 @@ impl Program {
 
     /// Run with r1 = `r1`, r2 = `r2`, letting the interpreter also touch `extra`.
     fn run(&self, r1: u64, r2: u64, extra: [Region; 2]) -> Result<u64, RunError> {
-        if let Some(j) = &self.jit {
+        if let Some(entry) = self.entry {
             // SAFETY: the program passed the verifier for this context, so it only touches
             // the memory r1 describes, its stack and its maps, which `self` keeps alive.
-            return Ok(unsafe { j.entry()(r1, r2) });
+            return Ok(unsafe { entry(r1, r2) });
         }
+        self.interpret(r1, r2, extra)
+    }
+
+    fn interpret(&self, r1: u64, r2: u64, extra: [Region; 2]) -> Result<u64, RunError> {
         SCRATCH.with(|s| {
             let (stack, regions) = &mut *s.borrow_mut();
             regions.clear();
@@ -279,11 +289,25 @@ impl Program {
         })
     }
 
+    /// Whether the program may return `XDP_REDIRECT` with a target (it calls a redirect
+    /// helper).
+    pub fn redirects(&self) -> bool {
+        self.verified
+            .helpers_used
+            .iter()
+            .any(|h| matches!(*h, crate::xdp::id::REDIRECT | crate::xdp::id::REDIRECT_MAP))
+    }
+
     /// Run an XDP program on `pkt`; returns the XDP action (r0). Interpreter errors (which the
     /// verifier rules out) count as `XDP_ABORTED`.
-    pub fn run_xdp(&self, pkt: &mut Packet, rx_queue: u32) -> u64 {
-        let (headroom, tailroom) = (pkt.headroom(), pkt.tailroom());
+    /// `worker` is the running worker's index: the receive queue programs see, and the copy
+    /// of per-CPU map values that inlined lookups use. Helpers find the copy through
+    /// [`crate::maps::set_current_cpu`], which the stage sets once per batch; other callers
+    /// running several workers' packets must set it too.
+    #[inline]
+    pub fn run_xdp(&self, pkt: &mut Packet, worker: u32) -> u64 {
         let in_port = pkt.meta.in_port;
+        let packet = std::ptr::addr_of_mut!(*pkt) as u64;
         let data = pkt.data_mut();
         let start = data.as_mut_ptr() as u64;
         let mut ctx = XdpCtx {
@@ -291,21 +315,30 @@ impl Program {
             data_end: start + data.len() as u64,
             data_meta: start,
             ingress_ifindex: in_port as u32 + 1,
-            rx_queue_index: rx_queue,
+            rx_queue_index: worker,
             egress_ifindex: 0,
             _pad: 0,
-            packet: 0,
+            packet,
         };
-        let buffer = Region {
-            start: start - headroom as u64,
-            len: (headroom + data.len() + tailroom) as u64,
-            writable: true,
-        };
-        ctx.packet = pkt as *mut Packet as u64;
         let ctx_ptr = &mut ctx as *mut XdpCtx as u64;
+        if let Some(entry) = self.entry {
+            // SAFETY: the program passed the verifier for the XDP context, so it only touches
+            // the packet between data and data_end, the context, its stack and its maps
+            // (which `self` keeps alive); helpers it calls get `ctx`, whose `packet` is `pkt`.
+            // The second argument is the per-CPU copy for inlined lookups (XDP programs never
+            // read r2 at entry: the verifier has it uninitialised).
+            let cpu = worker as usize;
+            let cpu = if cpu < self.cpus { cpu } else { cpu % self.cpus };
+            return unsafe { entry(ctx_ptr, cpu as u64) };
+        }
+        // SAFETY: `packet` is `pkt`, borrowed mutably by this call; reading its room is fine.
+        let p = unsafe { &*(packet as *const Packet) };
+        let (headroom, tailroom, len) = (p.headroom() as u64, p.tailroom() as u64, p.len() as u64);
+        let buffer =
+            Region { start: start - headroom, len: headroom + len + tailroom, writable: true };
         let ctx_region =
             Region { start: ctx_ptr, len: std::mem::size_of::<XdpCtx>() as u64, writable: false };
-        self.run(ctx_ptr, 0, [buffer, ctx_region]).unwrap_or(crate::xdp::XDP_ABORTED)
+        self.interpret(ctx_ptr, 0, [buffer, ctx_region]).unwrap_or(crate::xdp::XDP_ABORTED)
     }
 
     /// Run on plain memory (the conformance environment: r1 = memory, r2 = its length).
@@ -313,6 +346,25 @@ impl Program {
         let r = Region::of(mem, true);
         self.run(mem.as_mut_ptr() as u64, mem.len() as u64, [r, r])
     }
+}
+
+/// Lookups of arrays and per-CPU arrays at call sites the verifier tied to one map: the JIT
+/// computes the value's address inline instead of calling the helper.
+fn inline_lookups(v: &Verified, maps: &[Arc<Map>], insns: &[Insn]) -> jit::Inline {
+    let mut inline = jit::Inline::default();
+    for (&pc, &m) in &v.call_maps {
+        let i = insns[pc];
+        if i.code != crate::insn::op::CALL
+            || i.src != 0
+            || i.imm as u32 != crate::xdp::id::MAP_LOOKUP_ELEM
+        {
+            continue;
+        }
+        if let Some(arr) = maps.get(m as usize).and_then(|m| m.inline_layout()) {
+            inline.lookups.insert(pc, arr);
+        }
+    }
+    inline
 }
 
 /// Replace `lddw` map references by the map's address (`map`) or a value's (`map_value`).

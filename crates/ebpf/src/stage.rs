@@ -79,12 +79,15 @@ pub struct XdpStage {
     pub counters: ActionCounters,
     /// Where the program came from (file name, "bytecode", ...), for listings.
     pub origin: String,
+    /// The program calls a redirect helper (else XDP_REDIRECT has no target).
+    redirects: bool,
 }
 
 impl XdpStage {
     pub fn new(program: Arc<Program>, origin: impl Into<String>) -> Self {
         let counters = ActionCounters::new(program.cpus);
-        Self { program, counters, origin: origin.into() }
+        let redirects = program.redirects();
+        Self { program, counters, origin: origin.into(), redirects }
     }
 }
 
@@ -101,8 +104,10 @@ impl Stage for XdpStage {
         let pkts = batch.as_mut_slice();
         for i in sel {
             let p = &mut pkts[i];
-            // A target set for an earlier packet must not leak into this one.
-            xdp::take_redirect();
+            if self.redirects {
+                // A target set for an earlier packet must not leak into this one.
+                xdp::take_redirect();
+            }
             match self.program.run_xdp(p, w as u32) {
                 XDP_PASS => pass += 1,
                 XDP_DROP => {
@@ -114,7 +119,7 @@ impl Stage for XdpStage {
                     p.meta.out_port = p.meta.in_port;
                     tx += 1;
                 }
-                XDP_REDIRECT => match xdp::take_redirect() {
+                XDP_REDIRECT => match xdp::take_redirect().filter(|_| self.redirects) {
                     Some(port) => {
                         p.meta.verdict = Verdict::Tx;
                         p.meta.out_port = port as u16;

@@ -118,6 +118,33 @@ fn protocol_counter_counts_each_layer() {
 }
 
 #[test]
+fn per_cpu_counts_land_in_the_running_workers_copy() {
+    let pool = pool();
+    let udp = ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 64, 10);
+    for e in ENGINES {
+        let prog = load("xdp_count.o", e, 3);
+        for (worker, n) in [(0u32, 1), (2, 3), (1, 2)] {
+            hotplane_ebpf::maps::set_current_cpu(worker);
+            for _ in 0..n {
+                run_on(&prog, &pool, &udp, worker);
+            }
+        }
+        hotplane_ebpf::maps::set_current_cpu(0);
+        // Key 5 is UDP.
+        let v = prog.maps[0].lookup_copy(&5u32.to_ne_bytes()).unwrap().unwrap();
+        let per: Vec<u64> =
+            v.iter().map(|c| u64::from_ne_bytes(c[..8].try_into().unwrap())).collect();
+        assert_eq!(per, vec![1, 2, 3], "{e:?}");
+    }
+}
+
+fn run_on(prog: &Program, pool: &Pool, frame: &[u8], worker: u32) -> u64 {
+    let mut p = pool.alloc().unwrap();
+    p.set_frame(frame).unwrap();
+    prog.run_xdp(&mut p, worker)
+}
+
+#[test]
 fn load_balancer_keeps_flows_on_their_backend() {
     let pool = pool();
     for e in ENGINES {

@@ -61,7 +61,13 @@ fn load(spec: &ProgramSpec, ctx: Ctx, engine: Engine) -> anyhow::Result<Program>
 }
 
 /// `hotplane ebpf verify FILE`.
-pub fn verify(file: &Path, program: Option<&str>, ctx: Ctx, json_out: bool) -> anyhow::Result<()> {
+pub fn verify(
+    file: &Path,
+    program: Option<&str>,
+    ctx: Ctx,
+    json_out: bool,
+    jit_out: Option<&Path>,
+) -> anyhow::Result<()> {
     let t = Instant::now();
     let spec = Code::from_file(file).and_then(|c| c.spec(program)).map_err(anyhow::Error::msg)?;
     let parse_ns = t.elapsed().as_nanos() as u64;
@@ -74,6 +80,15 @@ pub fn verify(file: &Path, program: Option<&str>, ctx: Ctx, json_out: bool) -> a
             bail!("{}: rejected: {e}", spec.name);
         }
     };
+    if let (Some(out), Some(code)) = (jit_out, p.jit_code()) {
+        std::fs::write(out, code.code()).with_context(|| out.display().to_string())?;
+        eprintln!(
+            "wrote {} bytes of x86-64 code to {} (objdump -D -b binary -mi386:x86-64 {})",
+            code.code().len(),
+            out.display(),
+            out.display()
+        );
+    }
     let helpers: Vec<u32> = p.verified.helpers_used.iter().copied().collect();
     let out = json!({
         "ok": true,

@@ -235,6 +235,9 @@ enum EbpfCmd {
         mem_len: Option<u64>,
         #[arg(long)]
         json: bool,
+        /// Write the JIT's machine code to this file.
+        #[arg(long)]
+        jit_out: Option<PathBuf>,
     },
     /// Run a program once: on --mem (r1 = memory, r2 = length; prints r0), or as XDP on
     /// --packet (hex frame; default a 64-byte UDP frame; prints the action and the frame).
@@ -533,9 +536,9 @@ fn ebpf(op: EbpfCmd) -> anyhow::Result<()> {
     match op {
         EbpfCmd::Asm { file, out } => e::assemble(&file, out.as_deref()),
         EbpfCmd::Disasm { file, program } => e::disassemble(&file, program.as_deref()),
-        EbpfCmd::Verify { file, program, mem_len, json } => {
+        EbpfCmd::Verify { file, program, mem_len, json, jit_out } => {
             let ctx = mem_len.map_or(Ctx::Xdp, Ctx::Mem);
-            e::verify(&file, program.as_deref(), ctx, json)
+            e::verify(&file, program.as_deref(), ctx, json, jit_out.as_deref())
         }
         EbpfCmd::Run { file, program, mem, packet, engine, json } => {
             e::run(&file, program.as_deref(), mem.as_deref(), packet.as_deref(), engine, json)

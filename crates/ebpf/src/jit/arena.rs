@@ -68,11 +68,8 @@ impl Chunk {
             }
             return Err(format!("mmap of the JIT arena: {e}"));
         }
-        let c = Chunk { rw: rw as *mut u8, rx: rx as *mut u8, size, live: AtomicUsize::new(0) };
-        // Fill with int3 so that a stray jump traps.
-        // SAFETY: the writable view is `size` bytes.
-        unsafe { std::ptr::write_bytes(c.rw, 0xcc, size) };
-        Ok(c)
+        // Pages are touched (and filled) only as code is placed: no 2 MB memset up front.
+        Ok(Chunk { rw: rw as *mut u8, rx: rx as *mut u8, size, live: AtomicUsize::new(0) })
     }
 }
 
@@ -161,7 +158,11 @@ pub(crate) fn place(code: &[u8]) -> Result<Placed, String> {
     // SAFETY: [offset, offset + need) is inside the chunk and unused: no program runs there
     // (space is handed out once per fill, and a chunk is refilled only when all its programs
     // are gone).
-    unsafe { std::ptr::copy_nonoverlapping(code.as_ptr(), chunk.rw.add(offset), code.len()) };
+    unsafe {
+        std::ptr::copy_nonoverlapping(code.as_ptr(), chunk.rw.add(offset), code.len());
+        // int3 in the padding, so that a stray jump past the code traps.
+        std::ptr::write_bytes(chunk.rw.add(offset + code.len()), 0xcc, need - code.len());
+    }
     *used += need;
     chunk.live.fetch_add(1, Ordering::AcqRel);
     Ok(Placed { chunk: chunk.clone(), offset, len: code.len() })

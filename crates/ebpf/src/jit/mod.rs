@@ -15,7 +15,8 @@ mod arena;
 pub mod x86;
 
 use crate::helpers::Helpers;
-use crate::insn::{alu, atomic, class, jmp, mem, op, pseudo, Insn};
+use crate::insn::{alu, atomic, class, jmp, mem, op, pseudo, Insn, SRC_X};
+use std::collections::BTreeMap;
 use x86::*;
 
 /// eBPF register -> x86 register.
@@ -142,19 +143,78 @@ impl Drop for JitCode {
 /// Compile `prog`, which must have passed the verifier and have its map references linked
 /// (no pseudo `lddw` left), with `stack_depth` bytes of stack per frame.
 pub fn compile(prog: &[Insn], helpers: &Helpers, stack_depth: usize) -> Result<JitCode, JitError> {
-    let code = emit(prog, helpers, stack_depth)?;
+    compile_with(prog, helpers, stack_depth, &Inline::default())
+}
+
+/// [`compile`], inlining the map lookups `inline` lists.
+pub fn compile_with(
+    prog: &[Insn],
+    helpers: &Helpers,
+    stack_depth: usize,
+    inline: &Inline,
+) -> Result<JitCode, JitError> {
+    let code = emit(prog, helpers, stack_depth, inline)?;
     JitCode::new(&code).map_err(|msg| JitError { pc: 0, msg })
 }
 
+/// An array map whose lookups the JIT may compile inline (as Linux does for arrays): the
+/// value address is `base + index * stride (+ cpu * cpu_stride)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InlineArray {
+    pub base: u64,
+    pub max_entries: u32,
+    pub stride: u32,
+    /// Bytes between CPUs' copies of a value; 0 for a plain array. The CPU index comes in
+    /// the program's second argument (r2, unused by XDP programs) and is kept in the frame.
+    pub cpu_stride: u32,
+}
+
+/// Lookups to inline: `bpf_map_lookup_elem` call sites and their map's layout.
+#[derive(Debug, Clone, Default)]
+pub struct Inline {
+    pub lookups: BTreeMap<usize, InlineArray>,
+}
+
 /// The machine code for `prog` (see [`compile`]).
-pub fn emit(prog: &[Insn], helpers: &Helpers, stack_depth: usize) -> Result<Vec<u8>, JitError> {
+pub fn emit(
+    prog: &[Insn],
+    helpers: &Helpers,
+    stack_depth: usize,
+    inline: &Inline,
+) -> Result<Vec<u8>, JitError> {
     let funcs = functions(prog);
     let frame = (stack_depth.div_ceil(16) * 16) as i32;
+    // Per-CPU lookups are inlined in the main function only: the CPU index arrives there.
+    let main_end = funcs.get(1).copied().unwrap_or(prog.len());
+    let lookups: BTreeMap<usize, InlineArray> = inline
+        .lookups
+        .iter()
+        .filter(|(pc, a)| a.cpu_stride == 0 || **pc < main_end)
+        .map(|(p, a)| (*p, *a))
+        .collect();
+    let frames: Vec<FrameInfo> = (0..funcs.len())
+        .map(|f| {
+            let (s, e) = (funcs[f], funcs.get(f + 1).copied().unwrap_or(prog.len()));
+            let cpu =
+                f == 0 && lookups.iter().any(|(pc, a)| a.cpu_stride != 0 && (s..e).contains(pc));
+            FrameInfo::of(prog, s, e, frame, cpu)
+        })
+        .collect();
+    let mut targets = vec![false; prog.len() + 1];
+    for (pc, i) in prog.iter().enumerate() {
+        if let Some(t) = crate::verifier::jump_target(pc, *i) {
+            if let Some(slot) = targets.get_mut(t) {
+                *slot = true;
+            }
+        }
+    }
     let mut c = Compiler {
         prog,
         helpers,
-        frame,
+        lookups,
+        targets,
         funcs,
+        frames,
         start: vec![0; prog.len() + 1],
         end: vec![0; prog.len() + 1],
         prologue: Vec::new(),
@@ -192,8 +252,11 @@ fn functions(prog: &[Insn]) -> Vec<usize> {
 struct Compiler<'a> {
     prog: &'a [Insn],
     helpers: &'a Helpers,
-    frame: i32,
+    lookups: BTreeMap<usize, InlineArray>,
+    /// Instructions some jump lands on (peepholes must not swallow them).
+    targets: Vec<bool>,
     funcs: Vec<usize>,
+    frames: Vec<FrameInfo>,
     /// Native offsets of each instruction's start and end, from the previous pass.
     start: Vec<usize>,
     end: Vec<usize>,
@@ -203,7 +266,63 @@ struct Compiler<'a> {
     first: bool,
 }
 
+/// Callee-saved x86 registers a function may need to preserve: r6..r9 and the scratch r12.
 const SAVED: [u8; 5] = [RBX, R12, R13, R14, R15];
+
+/// What one function's prologue sets up.
+#[derive(Debug, Clone, Copy, Default)]
+struct FrameInfo {
+    /// Bit i: SAVED[i] is used and must be preserved.
+    saved: u8,
+    /// r10 is used: set up rbp and the eBPF stack.
+    rbp: bool,
+    /// Bytes subtracted from rsp after the frame pointer: the stack and alignment padding.
+    sub: i32,
+    /// rbp-relative slot holding the CPU index (functions with inlined per-CPU lookups).
+    cpu_slot: Option<i32>,
+}
+
+impl FrameInfo {
+    fn saved(self) -> impl DoubleEndedIterator<Item = u8> {
+        SAVED.into_iter().enumerate().filter(move |(i, _)| self.saved >> i & 1 != 0).map(|(_, r)| r)
+    }
+
+    /// Scan instructions `[s, e)`.
+    fn of(prog: &[Insn], s: usize, e: usize, stack: i32, cpu: bool) -> FrameInfo {
+        let mut used = [false; 11];
+        let (mut calls, mut fetch_loop) = (false, false);
+        let mut pc = s;
+        while pc < e {
+            let i = prog[pc];
+            used[i.dst.min(10) as usize] = true;
+            used[i.src.min(10) as usize] = true;
+            calls |= i.code == op::CALL;
+            fetch_loop |= i.class() == class::STX
+                && i.mem_mode() == mem::ATOMIC
+                && i.imm & atomic::FETCH != 0
+                && i.imm != atomic::ADD | atomic::FETCH
+                && i.imm != atomic::XCHG
+                && i.imm != atomic::CMPXCHG;
+            pc += if i.is_lddw() { 2 } else { 1 };
+        }
+        let mut saved = 0u8;
+        for (k, r) in [(0, 6), (2, 7), (3, 8), (4, 9)] {
+            if used[r] {
+                saved |= 1 << k;
+            }
+        }
+        if fetch_loop {
+            saved |= 1 << 1;
+        }
+        let rbp = used[10] || cpu;
+        let frame = if used[10] { stack } else { 0 } + if cpu { 8 } else { 0 };
+        // Entry rsp is 8 mod 16; calls need 0 mod 16.
+        let pushed = 8 * (saved.count_ones() as i32 + rbp as i32) + frame;
+        let pad = if calls && (8 + pushed) % 16 != 0 { 8 } else { 0 };
+        let cpu_slot = cpu.then_some(-frame);
+        FrameInfo { saved, rbp, sub: frame + pad, cpu_slot }
+    }
+}
 
 impl Compiler<'_> {
     fn err(&self, pc: usize, msg: impl Into<String>) -> JitError {
@@ -219,31 +338,45 @@ impl Compiler<'_> {
         for (f, &s) in self.funcs.iter().enumerate() {
             prologue[f] = a.len();
             let e = self.funcs.get(f + 1).copied().unwrap_or(self.prog.len());
-            // Prologue: frame pointer, eBPF stack, callee-saved registers; 8 bytes of padding
-            // keep rsp 16-byte aligned at calls.
-            a.push(RBP);
-            a.mov_rr(true, RBP, RSP);
-            a.alu_ri(true, Alu::Sub, RSP, self.frame + 8);
-            for r in SAVED {
+            let fr = self.frames[f];
+            // Prologue: frame pointer and eBPF stack (if r10 is used), the callee-saved
+            // registers the function uses, and padding that keeps rsp 16-byte aligned at
+            // calls.
+            if fr.rbp {
+                a.push(RBP);
+                a.mov_rr(true, RBP, RSP);
+            }
+            if fr.sub != 0 {
+                a.alu_ri(true, Alu::Sub, RSP, fr.sub);
+            }
+            if let Some(slot) = fr.cpu_slot {
+                // The CPU index (second argument) for inlined per-CPU lookups.
+                a.store(8, RBP, slot, RSI);
+            }
+            for r in fr.saved() {
                 a.push(r);
             }
             let mut pc = s;
             while pc < e {
                 start[pc] = a.len();
                 let i = self.prog[pc];
-                self.insn(&mut a, pc, i, f)?;
-                let next = if i.is_lddw() { pc + 2 } else { pc + 1 };
+                let n = self.insn(&mut a, pc, i, f, e)?;
+                let next = pc + n;
                 end[pc..next].fill(a.len());
-                if next > pc + 1 {
-                    start[pc + 1] = start[pc];
+                for p in pc + 1..next {
+                    start[p] = start[pc];
                 }
                 pc = next;
             }
             epilogue[f] = a.len();
-            for r in SAVED.iter().rev() {
-                a.pop(*r);
+            for r in fr.saved().rev() {
+                a.pop(r);
             }
-            a.leave();
+            if fr.rbp {
+                a.leave();
+            } else if fr.sub != 0 {
+                a.alu_ri(true, Alu::Add, RSP, fr.sub);
+            }
             a.ret();
         }
         self.start = start;
@@ -267,7 +400,38 @@ impl Compiler<'_> {
         };
     }
 
-    fn insn(&self, a: &mut Asm, pc: usize, i: Insn, func: usize) -> Result<(), JitError> {
+    /// Emit instruction `pc` (and, for `lddw` and peepholes, the next); returns how many
+    /// instructions were consumed. `end` is the end of the function.
+    fn insn(
+        &self,
+        a: &mut Asm,
+        pc: usize,
+        i: Insn,
+        func: usize,
+        end: usize,
+    ) -> Result<usize, JitError> {
+        if i.is_lddw() {
+            self.insn1(a, pc, i, func)?;
+            return Ok(2);
+        }
+        // `mov rX, r10; add rX, K` (a pointer into the stack, for helper arguments): one lea.
+        if i.code == class::ALU64 | alu::MOV | SRC_X
+            && i.src == 10
+            && i.off == 0
+            && pc + 1 < end
+            && !self.targets[pc + 1]
+        {
+            let n = self.prog[pc + 1];
+            if n.code == class::ALU64 | alu::ADD && n.dst == i.dst && n.off == 0 {
+                a.lea(REG[i.dst as usize], RBP, n.imm);
+                return Ok(2);
+            }
+        }
+        self.insn1(a, pc, i, func)?;
+        Ok(1)
+    }
+
+    fn insn1(&self, a: &mut Asm, pc: usize, i: Insn, func: usize) -> Result<(), JitError> {
         let dst = REG[i.dst as usize];
         let src = REG[i.src as usize];
         match i.class() {
@@ -523,7 +687,11 @@ impl Compiler<'_> {
         let w = i.class() == class::JMP;
         match i.op() {
             jmp::EXIT => {
-                self.jump_to(a, pc, None, self.epilogue.get(func).copied().unwrap_or(0));
+                // The function's last instruction falls through into the epilogue.
+                let end = self.funcs.get(func + 1).copied().unwrap_or(self.prog.len());
+                if pc + 1 != end {
+                    self.jump_to(a, pc, None, self.epilogue.get(func).copied().unwrap_or(0));
+                }
                 Ok(())
             }
             jmp::JA => {
@@ -546,6 +714,10 @@ impl Compiler<'_> {
                 if i.is_src_reg() {
                     return Err(self.err(pc, "callx was not resolved by the verifier"));
                 }
+                if let Some(arr) = self.lookups.get(&pc) {
+                    self.inline_lookup(a, *arr, func);
+                    return Ok(());
+                }
                 let h = self
                     .helpers
                     .get(i.imm as u32)
@@ -566,6 +738,9 @@ impl Compiler<'_> {
                     }
                 } else if x {
                     a.alu_rr(w, Alu::Cmp, dst, src);
+                } else if i.imm == 0 {
+                    // Same flags as `cmp dst, 0` (CF = OF = 0), two bytes shorter.
+                    a.test_rr(w, dst, dst);
                 } else {
                     a.alu_ri(w, Alu::Cmp, dst, i.imm);
                 }
@@ -587,6 +762,30 @@ impl Compiler<'_> {
                 Ok(())
             }
         }
+    }
+
+    /// `r0 = bpf_map_lookup_elem(array, r2)` without a call: bounds-check the index and
+    /// compute the value's address (r1..r5 are dead after a call, so only r0 and scratch
+    /// registers are written).
+    fn inline_lookup(&self, a: &mut Asm, arr: InlineArray, func: usize) {
+        let mut hit = Asm::default();
+        hit.imul_ri(true, RAX, arr.stride as i32);
+        if arr.cpu_stride != 0 {
+            let slot = self.frames[func].cpu_slot.unwrap_or(0);
+            hit.load(8, T1, RBP, slot);
+            hit.imul_ri(true, T1, arr.cpu_stride as i32);
+            hit.alu_rr(true, Alu::Add, RAX, T1);
+        }
+        hit.mov_imm64(T1, arr.base);
+        hit.alu_rr(true, Alu::Add, RAX, T1);
+        let mut miss = Asm::default();
+        miss.alu_rr(false, Alu::Xor, RAX, RAX);
+        hit.jmp(miss.len() as i32, true);
+        a.load(4, RAX, RSI, 0);
+        a.alu_ri(false, Alu::Cmp, RAX, arr.max_entries as i32);
+        a.jcc(Cond::Ae, hit.len() as i32, true);
+        a.bytes(&hit.code);
+        a.bytes(&miss.code);
     }
 
     fn start_of(&self, pc: usize) -> usize {

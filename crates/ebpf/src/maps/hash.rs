@@ -139,11 +139,20 @@ impl HashStore {
         unsafe { self.slot(i).add(8 + self.key_stride) }
     }
 
+    #[inline]
     fn key_matches(&self, i: usize, key: &[u8]) -> bool {
         // SAFETY: key bytes of slot i; written before the slot became FULL (release), read
         // after observing FULL (acquire).
         let stored = unsafe { std::slice::from_raw_parts(self.key_ptr(i), self.key_size) };
-        stored == key
+        // Word by word: keys are a few bytes, and a memcmp call costs more than the compare.
+        let mut a = stored.chunks_exact(8);
+        let mut b = key.chunks_exact(8);
+        for (x, y) in (&mut a).zip(&mut b) {
+            if x != y {
+                return false;
+            }
+        }
+        a.remainder() == b.remainder()
     }
 
     /// The slot holding `key`.

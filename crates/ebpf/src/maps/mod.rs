@@ -245,6 +245,9 @@ pub struct Map {
     store: Store,
     /// Bytes between one CPU's copy of a value and the next (per-CPU maps).
     cpu_stride: usize,
+    /// Bytes between entries of an array (all CPUs' copies).
+    stride: usize,
+    per_cpu: bool,
     /// Updates from programs that gave up on a contended lock (returned -EBUSY).
     pub busy: AtomicU64,
 }
@@ -289,7 +292,30 @@ impl Map {
                 Store::Lpm(LpmStore::new(def.key_size as usize, cpu_stride, def.max_entries))
             }
         };
-        Ok(Self { name: name.to_string(), def, cpus, store, cpu_stride, busy: AtomicU64::new(0) })
+        Ok(Self {
+            name: name.to_string(),
+            def,
+            cpus,
+            store,
+            cpu_stride,
+            stride: cpu_stride * copies,
+            per_cpu: def.kind.per_cpu(),
+            busy: AtomicU64::new(0),
+        })
+    }
+
+    /// The layout the JIT needs to inline lookups, for arrays and per-CPU arrays.
+    pub fn inline_layout(&self) -> Option<crate::jit::InlineArray> {
+        let Store::Array(a) = &self.store else { return None };
+        if !matches!(self.def.kind, MapKind::Array | MapKind::PerCpuArray) {
+            return None;
+        }
+        Some(crate::jit::InlineArray {
+            base: a.base() as u64,
+            max_entries: self.def.max_entries,
+            stride: u32::try_from(self.stride).ok()?,
+            cpu_stride: if self.per_cpu { u32::try_from(self.cpu_stride).ok()? } else { 0 },
+        })
     }
 
     /// Same shape: a new program version may keep using this map.
@@ -308,18 +334,23 @@ impl Map {
         (a.base() as u64, a.len() as u64)
     }
 
+    #[inline(always)]
     fn stride(&self) -> usize {
-        self.cpu_stride * if self.def.kind.per_cpu() { self.cpus } else { 1 }
+        self.stride
     }
 
+    #[inline(always)]
     fn cpu_offset(&self) -> usize {
-        if self.def.kind.per_cpu() {
-            (current_cpu() as usize % self.cpus) * self.cpu_stride
-        } else {
-            0
+        if !self.per_cpu {
+            return 0;
         }
+        let cpu = current_cpu() as usize;
+        // Workers are numbered below `cpus`; anything else (a test thread) shares a copy.
+        let cpu = if cpu < self.cpus { cpu } else { cpu % self.cpus };
+        cpu * self.cpu_stride
     }
 
+    #[inline(always)]
     fn array_index(&self, key: &[u8]) -> Option<usize> {
         let i = u32::from_ne_bytes(key.try_into().ok()?) as usize;
         (i < self.def.max_entries as usize).then_some(i)
@@ -329,7 +360,17 @@ impl Map {
     ///
     /// # Safety
     /// `key` must point to `key_size` readable bytes.
+    #[inline]
     pub unsafe fn lookup_raw(&self, key: *const u8) -> *mut u8 {
+        if let Store::Array(a) = &self.store {
+            // SAFETY: array keys are 4 bytes (checked at creation); the caller guarantees them.
+            let i = unsafe { (key as *const u32).read_unaligned() } as usize;
+            if i >= self.def.max_entries as usize {
+                return std::ptr::null_mut();
+            }
+            // SAFETY: index < max_entries, so the value lies inside the arena.
+            return unsafe { a.base().add(i * self.stride + self.cpu_offset()) };
+        }
         // SAFETY: the caller guarantees key_size readable bytes.
         let key = unsafe { std::slice::from_raw_parts(key, self.def.key_size as usize) };
         let at = match &self.store {

@@ -100,7 +100,13 @@ impl Explorer<'_> {
                     }
                 }
                 Arg::Map => match v {
-                    Reg::Ptr(Ptr { kind: PtrKind::Map { map: m }, .. }) => map = Some(m),
+                    Reg::Ptr(Ptr { kind: PtrKind::Map { map: m }, .. }) => {
+                        map = Some(m);
+                        let e = self.call_maps.entry(pc).or_insert(Some(m));
+                        if *e != Some(m) {
+                            *e = None;
+                        }
+                    }
                     _ => return Err(need("a map")),
                 },
                 Arg::DevMap => match v {

@@ -31,7 +31,7 @@ use crate::interp::{MAX_CALL_DEPTH, STACK_SIZE};
 use crate::maps::{MapDef, MapKind};
 use scalar::Scalar;
 use state::{Frame, Ptr, PtrKind, Reg, Stack, State};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Longest program accepted.
 pub const MAX_INSNS: usize = 1 << 16;
@@ -86,6 +86,9 @@ pub struct Verified {
     /// Deepest stack use of any frame, in bytes.
     pub stack_depth: usize,
     pub helpers_used: BTreeSet<u32>,
+    /// Helper calls whose map argument is the same map on every path: the JIT may inline
+    /// the lookup.
+    pub call_maps: BTreeMap<usize, u32>,
 }
 
 /// A rejection: the instruction and the reason.
@@ -135,6 +138,8 @@ struct Explorer<'a> {
     rewrites: HashMap<usize, Insn>,
     stack_depth: usize,
     helpers_used: BTreeSet<u32>,
+    /// Map argument per helper call site; `None` once two paths disagree.
+    call_maps: HashMap<usize, Option<u32>>,
 }
 
 /// Verify `prog` in `env`.
@@ -152,6 +157,7 @@ pub fn verify(prog: &[Insn], env: &Env<'_>) -> Result<Verified, VerifyError> {
         rewrites: HashMap::new(),
         stack_depth: 0,
         helpers_used: BTreeSet::new(),
+        call_maps: HashMap::new(),
     };
     let mut regs = [Reg::Uninit; 11];
     regs[1] = match env.ctx {
@@ -178,6 +184,7 @@ pub fn verify(prog: &[Insn], env: &Env<'_>) -> Result<Verified, VerifyError> {
         processed: x.processed,
         stack_depth: x.stack_depth,
         helpers_used: x.helpers_used,
+        call_maps: x.call_maps.into_iter().filter_map(|(pc, m)| Some((pc, m?))).collect(),
     })
 }
 
@@ -401,4 +408,9 @@ impl Explorer<'_> {
 enum Next {
     Go(usize),
     End,
+}
+
+/// Where the jump at `pc` goes (None for other instructions, calls and exits).
+pub fn jump_target(pc: usize, i: Insn) -> Option<usize> {
+    branch_target(pc, i).and_then(|t| usize::try_from(t).ok())
 }

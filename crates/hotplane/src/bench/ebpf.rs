@@ -88,10 +88,7 @@ pub fn frame(name: &str) -> Vec<u8> {
 pub type SetEntry<'a> = dyn FnMut(&str, &[u8], &[u8]) -> Result<(), String> + 'a;
 
 /// Map contents a program needs before it runs.
-pub fn setup(
-    name: &str,
-    set: &mut SetEntry<'_>,
-) -> Result<(), String> {
+pub fn setup(name: &str, set: &mut SetEntry<'_>) -> Result<(), String> {
     if name == "lb" {
         let mut cfg = VIP.to_vec();
         cfg.extend_from_slice(&80u16.to_be_bytes());
@@ -146,6 +143,29 @@ pub fn ours(name: &str, engine: Engine, packets: u64) -> anyhow::Result<f64> {
         stage.run(&mut batch, all, &mut cx);
     }
     Ok(t.elapsed().as_nanos() as f64 / (rounds * 32) as f64)
+}
+
+/// ns per packet calling the program directly on one packet, over and over: the loop shape
+/// of the rbpf anchor and of the kernel's test run, without the stage around it.
+pub fn ours_call(name: &str, engine: Engine, packets: u64) -> anyhow::Result<f64> {
+    let spec = spec(name)?;
+    let reg = MapRegistry::default();
+    let opts = LoadOptions { engine, cpus: 1, ..LoadOptions::default() };
+    let prog = Program::load(&spec, Context::Xdp, &xdp::helpers(), opts, Some(&reg))
+        .map_err(|e| anyhow!("{name}: {e}"))?;
+    setup(name, &mut |m, k, v| reg.get(m).ok_or(format!("no map {m}"))?.update_copy(k, v, 0))
+        .map_err(anyhow::Error::msg)?;
+    let pool = Pool::new(PoolConfig { buffers: 4, ..Default::default() })?;
+    let mut p = pool.alloc().ok_or_else(|| anyhow!("pool empty"))?;
+    p.set_frame(&frame(name)).map_err(|e| anyhow!("{e}"))?;
+    for _ in 0..packets / 10 + 1 {
+        std::hint::black_box(prog.run_xdp(&mut p, 0));
+    }
+    let t = Instant::now();
+    for _ in 0..packets {
+        std::hint::black_box(prog.run_xdp(&mut p, 0));
+    }
+    Ok(t.elapsed().as_nanos() as f64 / packets as f64)
 }
 
 /// ns per packet in the kernel (`BPF_PROG_TEST_RUN`, its own timing).
@@ -220,13 +240,15 @@ fn execution(o: &Opts, progress: &mut Progress) -> anyhow::Result<Vec<Value>> {
     let total = (OBJECTS.len() * o.repeat as usize) as u64;
     let mut done = 0;
     for (name, _) in OBJECTS {
-        let (mut interp, mut jit, mut kern, mut rb) = (vec![], vec![], vec![], vec![]);
+        let (mut interp, mut jit, mut call, mut kern, mut rb) =
+            (vec![], vec![], vec![], vec![], vec![]);
         let mut kernel_err = None;
         let mut rbpf_err = None;
         for _ in 0..o.repeat {
             // Interleaved, so that drift on this shared machine hits every runner alike.
             interp.push(ours(name, Engine::Interp, (o.packets / 10).max(100_000))?);
             jit.push(ours(name, Engine::Jit, o.packets)?);
+            call.push(ours_call(name, Engine::Jit, o.packets)?);
             if o.kernel {
                 match kernel(name, o.packets) {
                     Ok(ns) => kern.push(ns),
@@ -243,18 +265,21 @@ fn execution(o: &Opts, progress: &mut Progress) -> anyhow::Result<Vec<Value>> {
             progress.update(done, total);
         }
         let jit_ns = median(jit);
+        let call_ns = median(call);
         let kernel_ns = (!kern.is_empty()).then(|| median(kern));
         let rbpf_ns = (!rb.is_empty()).then(|| median(rb));
-        let ratio = |anchor: Option<f64>| anchor.map(|a| round(jit_ns / a, 2));
+        let ratio = |ours: f64, anchor: Option<f64>| anchor.map(|a| round(ours / a, 2));
         rows.push(json!({
             "program": name,
             "insns": spec(name)?.insns.len(),
             "interp_ns": round(median(interp), 2),
             "jit_ns": round(jit_ns, 2),
+            "jit_call_ns": round(call_ns, 2),
             "kernel_ns": kernel_ns.map(|v| round(v, 2)),
             "rbpf_ns": rbpf_ns.map(|v| round(v, 2)),
-            "jit_over_kernel": ratio(kernel_ns),
-            "jit_over_rbpf": ratio(rbpf_ns),
+            "jit_over_kernel": ratio(jit_ns, kernel_ns),
+            "jit_over_rbpf": ratio(jit_ns, rbpf_ns),
+            "jit_call_over_rbpf": ratio(call_ns, rbpf_ns),
             "kernel_error": kernel_err,
             "rbpf_error": rbpf_err,
         }));
@@ -409,14 +434,16 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
     let rows = execution(o, &mut progress).context("execution benchmark")?;
     for r in &rows {
         progress.note(&format!(
-            "{:7} interp {:>7} ns  jit {:>6} ns  kernel {:>6} ns  rbpf {:>6} ns  jit/kernel {}  jit/rbpf {}",
+            "{:7} interp {:>7} ns  jit {:>6} ns (call {:>6})  kernel {:>6} ns  rbpf {:>6} ns  jit/kernel {}  jit/rbpf {} (call {})",
             r["program"].as_str().unwrap_or(""),
             r["interp_ns"],
             r["jit_ns"],
+            r["jit_call_ns"],
             r["kernel_ns"],
             r["rbpf_ns"],
             r["jit_over_kernel"],
-            r["jit_over_rbpf"]
+            r["jit_over_rbpf"],
+            r["jit_call_over_rbpf"]
         ));
     }
     let (urows, report) = if o.updates > 0 {
