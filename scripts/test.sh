@@ -61,6 +61,9 @@ step "benchmark smoke runs (correct JSON; speed is measured by 'hotplane bench',
 smoke=("pipeline --packets 1000000 --no-testpmd" "swap --swaps 50")
 if [ "$(id -u)" -eq 0 ]; then
   smoke+=("veth --port afxdp --trial-ms 200 --steps 2" "veth --port afpacket --trial-ms 200 --steps 2 --no-kernel")
+  smoke+=("ebpf --packets 100000 --repeat 1 --updates 20")
+else
+  smoke+=("ebpf --packets 100000 --repeat 1 --updates 20 --no-kernel")
 fi
 for cmd in "${smoke[@]}"; do
   out=$("$REPO/target/debug/hotplane" bench $cmd --json | tail -n 1)
@@ -68,7 +71,7 @@ for cmd in "${smoke[@]}"; do
 done
 
 if [ "$FUZZ_SECONDS" != 0 ]; then
-  for target in envelope classify capture; do
+  for target in envelope classify capture ebpf_bytecode ebpf_elf; do
     step "fuzz $target (${FUZZ_SECONDS}s)"
     mkdir -p "fuzz/corpus/$target" target
     log="target/fuzz-$target.log"

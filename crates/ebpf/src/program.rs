@@ -300,12 +300,20 @@ impl Program {
 
     /// Run an XDP program on `pkt`; returns the XDP action (r0). Interpreter errors (which the
     /// verifier rules out) count as `XDP_ABORTED`.
+    ///
     /// `worker` is the running worker's index: the receive queue programs see, and the copy
     /// of per-CPU map values that inlined lookups use. Helpers find the copy through
     /// [`crate::maps::set_current_cpu`], which the stage sets once per batch; other callers
     /// running several workers' packets must set it too.
     #[inline]
     pub fn run_xdp(&self, pkt: &mut Packet, worker: u32) -> u64 {
+        self.try_run_xdp(pkt, worker).unwrap_or(crate::xdp::XDP_ABORTED)
+    }
+
+    /// [`Program::run_xdp`], reporting interpreter errors (which the verifier rules out: a
+    /// fuzz target checks exactly that).
+    #[inline]
+    pub fn try_run_xdp(&self, pkt: &mut Packet, worker: u32) -> Result<u64, RunError> {
         let in_port = pkt.meta.in_port;
         let packet = std::ptr::addr_of_mut!(*pkt) as u64;
         let data = pkt.data_mut();
@@ -329,7 +337,7 @@ impl Program {
             // read r2 at entry: the verifier has it uninitialised).
             let cpu = worker as usize;
             let cpu = if cpu < self.cpus { cpu } else { cpu % self.cpus };
-            return unsafe { entry(ctx_ptr, cpu as u64) };
+            return Ok(unsafe { entry(ctx_ptr, cpu as u64) });
         }
         // SAFETY: `packet` is `pkt`, borrowed mutably by this call; reading its room is fine.
         let p = unsafe { &*(packet as *const Packet) };
@@ -338,7 +346,7 @@ impl Program {
             Region { start: start - headroom, len: headroom + len + tailroom, writable: true };
         let ctx_region =
             Region { start: ctx_ptr, len: std::mem::size_of::<XdpCtx>() as u64, writable: false };
-        self.interpret(ctx_ptr, 0, [buffer, ctx_region]).unwrap_or(crate::xdp::XDP_ABORTED)
+        self.interpret(ctx_ptr, 0, [buffer, ctx_region])
     }
 
     /// Run on plain memory (the conformance environment: r1 = memory, r2 = its length).

@@ -217,3 +217,28 @@ drop:\nmov %r0, 1\nexit";
         assert_eq!(p.data()[0], 0xab);
     }
 }
+
+#[test]
+fn spilled_pointers_never_leak_as_data() {
+    // Found by the differential fuzzer: a spilled stack pointer handed to map_update as the
+    // value would copy an address into the map.
+    let leak_to_map = "mov %r2, 7\nstxdw [%r10-8], %r2\nmov %r2, %r10\nadd %r2, -8\nstxdw [%r10-16], %r2\n\
+                       mov %r3, %r10\nadd %r3, -16\nlddw %r1, map 0\nmov %r4, 0\ncall 2\nmov %r0, 2\nexit";
+    let (pc, msg) = rejected(leak_to_map, &[("h", HASH)]);
+    assert_eq!(pc, 10);
+    assert!(msg.contains("spilled pointer"), "{msg}");
+    let (_, msg) = rejected("stxdw [%r10-8], %r10\nldxw %r0, [%r10-8]\nexit", &[]);
+    assert!(msg.contains("reading part of the pointer"), "{msg}");
+    let (_, msg) =
+        rejected("stxdw [%r10-8], %r10\nstb [%r10-8], 0\nldxdw %r0, [%r10-8]\nexit", &[]);
+    assert!(msg.contains("overwriting part of the pointer"), "{msg}");
+    let (_, msg) = rejected("stxdw [%r10-12], %r10\nmov %r0, 0\nexit", &[]);
+    assert!(msg.contains("8-byte aligned"), "{msg}");
+    // Spilling and filling a whole pointer is fine, as is overwriting it whole.
+    load(
+        "stxdw [%r10-8], %r1\nldxdw %r1, [%r10-8]\nstdw [%r10-8], 0\nldxdw %r0, [%r10-8]\nexit",
+        &[],
+        Engine::Jit,
+    )
+    .unwrap();
+}

@@ -54,6 +54,11 @@ impl Explorer<'_> {
                     Access::Load { dst, signed, size } => {
                         let v = if size == 8 && idx % 8 == 0 && stack.is_spill(idx) {
                             *stack.spill_at((idx / 8) as u16).unwrap_or(&Reg::unknown())
+                        } else if stack.pointer_spills(idx, n).next().is_some() {
+                            return Err(self.err(
+                                pc,
+                                format!("reading part of the pointer spilled at stack {o} would leak it"),
+                            ));
                         } else if stack.initialised(idx, n) {
                             plain(&Access::Load { size, signed, dst })
                         } else {
@@ -68,6 +73,18 @@ impl Explorer<'_> {
                         st.set(dst, v);
                     }
                     Access::Store { value, .. } => {
+                        if matches!(value, Reg::Ptr(_)) && !(n == 8 && idx % 8 == 0) {
+                            return Err(self.err(
+                                pc,
+                                "a pointer can only be spilled whole, to an 8-byte aligned stack slot",
+                            ));
+                        }
+                        if stack.pointer_spills(idx, n).any(|(_, whole)| !whole) {
+                            return Err(self.err(
+                                pc,
+                                format!("overwriting part of the pointer spilled at stack {o} would leak the rest"),
+                            ));
+                        }
                         // Whole registers stored to aligned slots keep their type (pointers,
                         // scalar ranges); anything else is plain data.
                         if n == 8
@@ -85,10 +102,8 @@ impl Explorer<'_> {
                                 self.err(pc, "atomic operation on uninitialised stack bytes")
                             );
                         }
-                        if stack.is_spill(idx) {
-                            if let Some(Reg::Ptr(_)) = stack.spill_at((idx / 8) as u16) {
-                                return Err(self.err(pc, "atomic operation on a spilled pointer"));
-                            }
+                        if stack.pointer_spills(idx, n).next().is_some() {
+                            return Err(self.err(pc, "atomic operation on a spilled pointer"));
                         }
                         stack.write_misc(idx, n);
                     }
@@ -220,8 +235,16 @@ pub(super) fn check_helper_mem(
             }
             let idx = (STACK_SIZE as i64 + o) as usize;
             let stack = &mut st.frames[frame as usize].stack;
+            let spills: Vec<(u16, bool)> = stack.pointer_spills(idx, n as usize).collect();
             if uninit_ok {
+                if spills.iter().any(|(_, whole)| !whole) {
+                    return Err(format!(
+                        "{n} bytes of stack from {o} that do not cut a spilled pointer in part"
+                    ));
+                }
                 stack.write_misc(idx, n as usize);
+            } else if !spills.is_empty() {
+                return Err(format!("{n} bytes of data (stack {o}..{} holds a spilled pointer, which must not leak)", o + n));
             } else if !stack.initialised(idx, n as usize) {
                 return Err(format!(
                     "{n} initialised bytes (stack {o}..{} is not all written)",

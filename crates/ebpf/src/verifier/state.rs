@@ -147,6 +147,22 @@ impl Stack {
         self.spills.push((slot, r));
     }
 
+    /// Slots holding a spilled pointer that `[idx, idx + n)` touches, and whether the range
+    /// covers each whole. Reading part of one, or overwriting part of one, would leak
+    /// pointer bits as data.
+    pub fn pointer_spills(&self, idx: usize, n: usize) -> impl Iterator<Item = (u16, bool)> + '_ {
+        (idx / 8..(idx + n).div_ceil(8)).filter_map(move |slot| {
+            let slot = slot as u16;
+            match self.spill_at(slot) {
+                Some(Reg::Ptr(_)) => {
+                    let (lo, hi) = (slot as usize * 8, slot as usize * 8 + 8);
+                    Some((slot, idx <= lo && idx + n >= hi))
+                }
+                _ => None,
+            }
+        })
+    }
+
     pub fn initialised(&self, idx: usize, n: usize) -> bool {
         (idx..idx + n).all(|i| self.init[i / 64] >> (i % 64) & 1 != 0)
     }

@@ -1,0 +1,59 @@
+//! Shared by the eBPF fuzz targets: load a program for XDP with maps, and if the verifier
+//! accepts it, run it with both engines on the same packet and demand the same result, the
+//! same packet bytes and the same map contents.
+
+use hotplane_core::{Pool, PoolConfig};
+use hotplane_ebpf::helpers::Helpers;
+use hotplane_ebpf::maps::{MapDef, MapKind};
+use hotplane_ebpf::program::{Engine, LoadOptions, MapRegistry, MapSpec, Program, ProgramSpec};
+use hotplane_ebpf::verifier::Context;
+use hotplane_ebpf::xdp;
+
+/// XDP helpers without the nondeterministic ones (clock, random, rate-limited trace).
+pub fn deterministic_helpers() -> Helpers {
+    let keep: Vec<_> =
+        xdp::helpers().iter().filter(|h| !matches!(h.id, 5 | 6 | 7 | 125)).copied().collect();
+    Helpers::new(&keep)
+}
+
+/// Maps raw bytecode may refer to (`lddw rX, map 0..3`).
+pub fn fuzz_maps() -> Vec<MapSpec> {
+    let m = |name: &str, kind, key_size, value_size, max_entries| MapSpec {
+        name: name.into(),
+        def: MapDef { kind, key_size, value_size, max_entries },
+        init: None,
+        reinit: false,
+    };
+    vec![
+        m("array", MapKind::Array, 4, 16, 4),
+        m("hash", MapKind::Hash, 8, 8, 8),
+        m("percpu", MapKind::PerCpuArray, 4, 8, 2),
+        m("lpm", MapKind::LpmTrie, 8, 4, 4),
+    ]
+}
+
+pub fn differential(spec: &ProgramSpec, frame: &[u8]) {
+    let helpers = deterministic_helpers();
+    let mut runs = Vec::new();
+    for engine in [Engine::Interp, Engine::Jit] {
+        let reg = MapRegistry::default();
+        let opts = LoadOptions { engine, cpus: 1, complexity: 100_000 };
+        let prog = match Program::load(spec, Context::Xdp, &helpers, opts, Some(&reg)) {
+            Ok(p) => p,
+            Err(_) => return,
+        };
+        let pool = Pool::new(PoolConfig { buffers: 2, ..Default::default() }).unwrap();
+        let mut p = pool.alloc().unwrap();
+        if p.set_frame(frame).is_err() {
+            return;
+        }
+        xdp::take_redirect();
+        let r = prog
+            .try_run_xdp(&mut p, 0)
+            .unwrap_or_else(|e| panic!("a verified program failed in the interpreter: {e}"));
+        let redirect = xdp::take_redirect();
+        let maps: Vec<_> = prog.maps.iter().map(|m| m.entries()).collect();
+        runs.push((r, p.data().to_vec(), maps, redirect));
+    }
+    assert_eq!(runs[0], runs[1], "the interpreter and the JIT disagree");
+}
