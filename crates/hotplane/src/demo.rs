@@ -1,7 +1,10 @@
 //! `hotplane demo`: the place a newcomer starts. An in-process data plane on mem ports carries
-//! two flows, each with its own function; half-way through, an authenticated in-band update
-//! packet replaces flow 1's function while flow 2 keeps its own. It prints a per-flow table and
-//! writes a plot of per-packet latency over time with the update marked.
+//! two flows, each with its own function. A third of the way through, an authenticated in-band
+//! update packet replaces flow 1's function while flow 2 keeps its own; two thirds through, a
+//! second in-band update carries an eBPF object built by clang (`examples/ebpf/xdp_mark.o`,
+//! several fragments) that becomes flow 2's function, verified and JIT-compiled on arrival.
+//! It prints a per-flow table and writes a plot of per-packet latency over time with both
+//! updates marked.
 
 use crate::config::{
     Config, DataplaneConfig, FlowConfig, IdlePolicy, KeyConfig, PortConfig, PortKind,
@@ -17,7 +20,7 @@ use hotplane_io::mem::{GenSpec, MemReport, MemSpec, Sample, SinkSpec};
 use plotters::style::RGBColor;
 use serde_json::json;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub struct Opts {
     pub out: PathBuf,
@@ -29,6 +32,9 @@ pub struct Opts {
 const MARK_FLOW1: u16 = 0x11;
 const MARK_FLOW2: u16 = 0x22;
 const MARK_NEW: u16 = 0xaa;
+/// What `examples/ebpf/xdp_mark.o` writes.
+const MARK_EBPF: u16 = 0xbb;
+const MARK_OBJECT: &[u8] = include_bytes!("../../../examples/ebpf/xdp_mark.o");
 
 fn selector(gen: &GenSpec, i: u16) -> String {
     format!(
@@ -120,45 +126,69 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
     let plane = DataPlane::start(cfg)?;
     let start_ns = time::now_ns();
     let p0 = plane.mem("p0").context("mem port p0")?.clone();
-    std::thread::sleep(Duration::from_millis(o.duration_ms / 2));
+    let sender = UpdateSender::new(1, Some(key), update_port);
+    let third = Duration::from_millis(o.duration_ms / 3);
+    std::thread::sleep(third);
 
-    // The update: flow 1's function becomes "mark 0xaa", authenticated with key 1.
-    let sel: FlowSelector = selector(&gen, 0).parse().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let header = UpdateHeader {
-        kind: Kind::NativeStage,
+    // Update 1: flow 1's function becomes "mark 0xaa", authenticated with key 1.
+    let sel = |i: u16| -> anyhow::Result<FlowSelector> {
+        selector(&gen, i).parse().map_err(|e| anyhow::anyhow!("{e}"))
+    };
+    let header = |kind, seq, target| UpdateHeader {
+        kind,
         flags: Flags::default(),
         key_id: 1,
-        seq: 1,
-        target: Target::Flow(sel),
+        seq,
+        target,
         worker: WorkerScope::All,
     };
     let payload = serde_json::to_vec(&StageSpec::stamp_mark(MARK_NEW))?;
-    let frames = UpdateSender::new(1, Some(key), update_port).frames(&header, &payload)?;
+    let frames = sender.frames(&header(Kind::NativeStage, 1, Target::Flow(sel(0)?)), &payload)?;
     let update_ns = time::now_ns();
     for f in frames {
         p0.inject(f).map_err(|_| anyhow::anyhow!("injection queue full"))?;
     }
     if !o.json {
-        eprintln!("  t = {:.1} ms: update packet sent (flow 1 -> mark 0x{MARK_NEW:02x}, BLAKE3-MACed, seq 1)", (update_ns - start_ns) as f64 / 1e6);
+        eprintln!("  t = {:.1} ms: update 1 sent: flow 1 -> native mark 0x{MARK_NEW:02x} (BLAKE3-MACed, seq 1)", (update_ns - start_ns) as f64 / 1e6);
     }
-    let deadline = Instant::now() + Duration::from_millis(o.duration_ms / 2);
-    while Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
+    std::thread::sleep(third);
+
+    // Update 2: flow 2's function becomes an eBPF program: a clang-built XDP object carried in
+    // the update itself, verified and compiled by the node when it arrives.
+    let frames = sender.frames(&header(Kind::EbpfElf, 2, Target::Flow(sel(1)?)), MARK_OBJECT)?;
+    let ebpf_ns = time::now_ns();
+    let fragments = frames.len();
+    for f in frames {
+        p0.inject(f).map_err(|_| anyhow::anyhow!("injection queue full"))?;
     }
+    if !o.json {
+        eprintln!(
+            "  t = {:.1} ms: update 2 sent: flow 2 -> eBPF xdp_mark.o ({} bytes of ELF in {fragments} fragments, seq 2)",
+            (ebpf_ns - start_ns) as f64 / 1e6,
+            MARK_OBJECT.len()
+        );
+    }
+    std::thread::sleep(third);
     let apply = plane.observability().stats_json()["updates"].clone();
     let handles = plane.mem_handles();
     let summary = plane.stop();
     let r = MemReport::merge(&handles);
 
-    // The acknowledgement came back out of p0.
-    let ack = r.captured.iter().find_map(|f| ack_of(f, Some(&key))).transpose().ok().flatten();
-    let (ack_text, new_version) = match &ack {
-        Some(a) if a.status == AckStatus::Applied => {
-            (format!("applied, flow table version {}", a.version), a.version)
+    // The acknowledgements came back out of p0.
+    let acks: Vec<_> =
+        r.captured.iter().filter_map(|f| ack_of(f, Some(&key))).filter_map(Result::ok).collect();
+    let ack_for = |seq: u64| -> (String, u64) {
+        // Fragments are acknowledged as partial; the last acknowledgement is the outcome.
+        match acks.iter().rev().find(|a| a.seq == seq) {
+            Some(a) if a.status == AckStatus::Applied => {
+                (format!("applied, flow table version {}", a.version), a.version)
+            }
+            Some(a) => (format!("{:?}: {}", a.status, a.message), 0),
+            None => ("no acknowledgement seen".into(), 0),
         }
-        Some(a) => (format!("{:?}: {}", a.status, a.message), 0),
-        None => ("no acknowledgement seen".into(), 0),
     };
+    let (ack_text, new_version) = ack_for(1);
+    let (ebpf_ack_text, ebpf_version) = ack_for(2);
 
     let by_flow = |f: u16| -> Vec<&Sample> { r.samples.iter().filter(|s| s.flow == f).collect() };
     let mut rows = Vec::new();
@@ -169,24 +199,23 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
         let fr = r.flow(i).context("flow missing from report")?;
         let samples = by_flow(i);
         let lat = |s: &&Sample| (s.rx_ts.saturating_sub(s.tx_ts)) as f64 / 1000.0;
+        // Each flow's own update splits its packets into before and after.
+        let (changed_at, new_mark) =
+            if i == 0 { (update_ns, MARK_NEW) } else { (ebpf_ns, MARK_EBPF) };
         let mut before: Vec<f64> =
-            samples.iter().filter(|s| s.tx_ts < update_ns).map(lat).collect();
+            samples.iter().filter(|s| s.tx_ts < changed_at).map(lat).collect();
         let mut after: Vec<f64> =
-            samples.iter().filter(|s| s.tx_ts >= update_ns).map(lat).collect();
+            samples.iter().filter(|s| s.tx_ts >= changed_at).map(lat).collect();
         let marks: Vec<String> = fr.marks.iter().map(|m| format!("0x{:02x}", m.mark)).collect();
         // When the first packet processed by the new function left the pipeline. (Its stamp
         // holds its *scheduled* generation time, which can precede the update when the worker
         // runs behind; the sink's transmit time cannot.)
-        let visible_us = if i == 0 {
-            samples
-                .iter()
-                .filter(|s| s.mark == MARK_NEW)
-                .map(|s| s.rx_ts)
-                .min()
-                .map(|t| t.saturating_sub(update_ns) as f64 / 1000.0)
-        } else {
-            None
-        };
+        let visible_us = samples
+            .iter()
+            .filter(|s| s.mark == new_mark)
+            .map(|s| s.rx_ts)
+            .min()
+            .map(|t| t.saturating_sub(changed_at) as f64 / 1000.0);
         rows.push(FlowRow {
             name,
             sent: fr.sent,
@@ -202,7 +231,7 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
             .iter()
             .map(|s| ((s.tx_ts.saturating_sub(start_ns)) as f64 / 1e6, lat(s)))
             .collect();
-        let at = (update_ns - start_ns) as f64 / 1e6;
+        let at = (changed_at - start_ns) as f64 / 1e6;
         series.push(Series {
             name: name.into(),
             color,
@@ -213,12 +242,12 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
     let plot = o.out.join("hotplane-demo.svg");
     latency_plot(
         &plot,
-        "hotplane demo: per-packet latency, flow 1's function replaced in-band",
+        "hotplane demo: per-packet latency; flow 1's function, then flow 2's (eBPF), replaced in-band",
         &series,
-        &[Marker {
-            at_ms: (update_ns - start_ns) as f64 / 1e6,
-            label: format!("update: flow 1 -> v{new_version}"),
-        }],
+        &[
+            Marker { at_ms: (update_ns - start_ns) as f64 / 1e6, label: format!("flow 1 -> native, v{new_version}") },
+            Marker { at_ms: (ebpf_ns - start_ns) as f64 / 1e6, label: format!("flow 2 -> eBPF, v{ebpf_version}") },
+        ],
     )?;
 
     if !o.json {
@@ -252,13 +281,16 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
             );
         }
         println!();
-        println!("update: {ack_text}; control thread applied it in {} us", apply["apply_us_p50"]);
+        println!("update 1 (native stage): {ack_text}");
+        println!("update 2 (eBPF ELF, {} bytes): {ebpf_ack_text}", MARK_OBJECT.len());
+        println!("control thread: median apply {} us over both updates", apply["apply_us_p50"]);
         println!("plot:   {}", plot.display());
     }
     let out = json!({
         "demo": "flow-function-update",
         "workers": workers,
         "update": { "ack": ack_text, "version": new_version, "apply_us": apply["apply_us_p50"] },
+        "ebpf_update": { "ack": ebpf_ack_text, "version": ebpf_version, "object_bytes": MARK_OBJECT.len(), "fragments": fragments },
         "flows": rows.iter().map(|r| json!({
             "flow": r.name, "sent": r.sent, "received": r.received, "lost": r.lost, "duplicates": r.dup,
             "latency_us_before_p50": r.before.0, "latency_us_before_p99": r.before.1,
@@ -271,7 +303,11 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
     if o.json {
         println!("{out}");
     }
-    if summary.panics > 0 || rows.iter().any(|r| r.lost > 0) || new_version == 0 {
+    if summary.panics > 0
+        || rows.iter().any(|r| r.lost > 0)
+        || new_version == 0
+        || ebpf_version == 0
+    {
         anyhow::bail!("the demo did not go as it should: see the table above");
     }
     Ok(())

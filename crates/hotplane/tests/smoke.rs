@@ -47,7 +47,9 @@ fn demo_runs_and_writes_its_plot() {
     })
     .unwrap();
     let svg = std::fs::read_to_string(dir.join("hotplane-demo.svg")).unwrap();
-    assert!(svg.contains("<svg") && svg.contains("update: flow 1"));
+    assert!(svg.contains("<svg"));
+    assert!(svg.contains("flow 1 -&gt; native"), "plot lacks the first update's marker");
+    assert!(svg.contains("flow 2 -&gt; eBPF"), "plot lacks the eBPF update's marker");
 }
 
 #[test]
