@@ -74,5 +74,38 @@ class Client:
         """Submit envelope datagrams; returns one acknowledgement per datagram."""
         return self.call("update", fragments=[d.hex() for d in datagrams])
 
+    def ebpf_update(self, target: str, code: bytes, *, key: bytes, key_id: int = 1, kind: Optional[int] = None,
+                    seq: Optional[int] = None, worker: Optional[int] = None, interpret: bool = False) -> dict:
+        """Install eBPF code (an ELF object, C source or raw bytecode) at `target` as an
+        authenticated update; returns the final acknowledgement. The kind is guessed from the
+        code (ELF magic, else C if it looks like text, else bytecode) unless given."""
+        from . import envelope
+        if kind is None:
+            if code.startswith(b"\x7fELF"):
+                kind = envelope.Kind.EBPF_ELF
+            elif all(32 <= b < 127 or b in (9, 10, 13) for b in code[:256]):
+                kind = envelope.Kind.EBPF_C
+            else:
+                kind = envelope.Kind.EBPF_BYTECODE
+        flags = envelope.Flags.NO_JIT if interpret else 0
+        datagrams = envelope.build(target, kind, code, key_id=key_id, key=key,
+                                   seq=seq if seq is not None else envelope.next_seq(),
+                                   worker=envelope.WORKER_ALL if worker is None else worker, flags=flags)
+        return self.update(datagrams)[-1]
+
+    def ebpf_maps(self) -> list:
+        """Every eBPF map: name (program/map), kind, sizes, entries in use."""
+        return self.call("ebpf-maps")
+
+    def ebpf_map_dump(self, map: str) -> dict:
+        """Every entry of a map; keys and values in hex (per-CPU maps: one value per worker)."""
+        return self.call("ebpf-map-dump", map=map)
+
+    def ebpf_map_update(self, map: str, key: bytes, value: bytes, flags: int = 0) -> None:
+        self.call("ebpf-map-update", map=map, key="0x" + key.hex(), value="0x" + value.hex(), flags=flags)
+
+    def ebpf_map_delete(self, map: str, key: bytes) -> None:
+        self.call("ebpf-map-delete", map=map, key="0x" + key.hex())
+
     def shutdown(self) -> None:
         self.call("shutdown")

@@ -2,6 +2,7 @@
 applied and acknowledged; the control socket takes Python-built envelopes and refuses replays."""
 
 import os
+import pathlib
 import subprocess
 import time
 
@@ -106,4 +107,40 @@ def test_control_client(running_node):
         stats = c.stats()
         assert stats["updates"]["refused"]["replay"] == 1
         assert "hotplane_worker_packets_total" in c.metrics()
+        c.shutdown()
+
+
+def test_ebpf_updates_and_maps(running_node):
+    examples = pathlib.Path(__file__).resolve().parents[2] / "examples" / "ebpf"
+    with Client(running_node) as c:
+        ack = c.ebpf_update("pre", (examples / "xdp_count.o").read_bytes(), key=KEY)
+        assert ack["status"] == "applied", ack
+        maps = {m["name"]: m for m in c.ebpf_maps()}
+        assert maps["xdp_count/proto_count"]["kind"] == "percpu_array"
+        deadline = time.time() + 10
+        udp = 0
+        while udp < 100 and time.time() < deadline:
+            entries = c.ebpf_map_dump("xdp_count/proto_count")["entries"]
+            udp = sum(int.from_bytes(bytes.fromhex(v), "little") for v in entries[5]["values"])
+            time.sleep(0.05)
+        assert udp >= 100, "the protocol counter never counted UDP"
+        c.ebpf_map_update("xdp_count/proto_count", (0).to_bytes(4, "little"), (7).to_bytes(8, "little"))
+        assert c.ebpf_map_dump("xdp_count/proto_count")["entries"][0]["values"][0] == (7).to_bytes(8, "little").hex()
+        # Bytecode reading the packet without a bounds check: refused, with the reason.
+        bad = bytes.fromhex("6112000000000000" "7120000000000000" "9500000000000000")
+        ack = c.ebpf_update("mid", bad, key=KEY)
+        assert ack["status"] == "refused" and ack["reason"] == "rejected", ack
+        assert "instruction 1" in ack["message"]
+        # C source, compiled on the node, run by the interpreter on request.
+        src = b"""#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+SEC("xdp") int pass(struct xdp_md *ctx) { return XDP_PASS; }
+char _license[] SEC("license") = "GPL";
+"""
+        ack = c.ebpf_update("post", src, key=KEY, interpret=True)
+        assert ack["status"] == "applied", ack
+        slots = {(s["worker"], s["target"]): s["program"] for s in c.slots()}
+        assert "interp" in slots[(0, "post")] and "xdp_count" in slots[(0, "pre")]
+        with pytest.raises(HotplaneError, match="no map named"):
+            c.ebpf_map_dump("nope")
         c.shutdown()

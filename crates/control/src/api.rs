@@ -55,7 +55,8 @@ pub enum Request {
     EbpfMaps {},
     /// Every entry of an eBPF map (keys and values in hex).
     EbpfMapDump { map: String },
-    /// Write one entry: `key` and `value` in hex (or decimal, little-endian). Per-CPU maps
+    /// Write one entry: `key` and `value` as `0x`-prefixed hex bytes, or decimal numbers
+    /// (little-endian, as wide as the key or value). Per-CPU maps
     /// take one value for every CPU or one per CPU, concatenated.
     EbpfMapUpdate {
         map: String,

@@ -225,8 +225,9 @@ impl EbpfEnv {
     }
 }
 
-/// A key or value given on the command line or in the API: hex (`0a000064`, `0x0a000064`), or
-/// a decimal number written little-endian into `width` bytes.
+/// A key or value given on the command line or in the API: `0x` and hex digits are bytes in
+/// that order (`0x0a000064`); digits alone are a decimal number, written little-endian into
+/// `width` bytes (`42`); other hex strings are bytes too (`0a00ff64`).
 pub fn parse_bytes(s: &str, width: usize) -> Result<Vec<u8>, String> {
     let t = s.trim();
     if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {

@@ -295,7 +295,8 @@ enum MapCmd {
     List,
     /// Every entry of a map (program/map, e.g. xdp_count/proto_count).
     Dump { map: String },
-    /// Write one entry: KEY and VALUE as hex (0a000064) or decimal (little-endian).
+    /// Write one entry: KEY and VALUE as 0x-prefixed hex bytes (0x0a000064) or a decimal number
+    /// (little-endian, the key or value size wide).
     Update {
         map: String,
         key: String,

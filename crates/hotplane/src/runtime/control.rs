@@ -228,10 +228,12 @@ impl Control {
                 let code = Code::from_update(h.kind, &u.payload)
                     .ok_or_else(|| Refusal::of(h, Reason::UnsupportedKind, "not an eBPF update"))?;
                 let origin = format!("{} update seq {}", code.form(), h.seq);
+                // The NO_JIT flag asks for the interpreter (reference semantics, debugging).
+                let engine = h.flags.no_jit().then_some(hotplane_ebpf::program::Engine::Interp);
                 Some(
                     self.registry
                         .ebpf
-                        .stage(&code, None, None, &origin)
+                        .stage(&code, None, engine, &origin)
                         .map_err(|e| Refusal::of(h, Reason::Rejected, e))?,
                 )
             }
