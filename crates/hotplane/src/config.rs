@@ -306,6 +306,15 @@ impl Config {
         Ok(cfg)
     }
 
+    /// A relative path from the config: against the config file's directory when the file
+    /// is there, else as given (relative to the working directory).
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        match self.base_dir.as_ref().map(|d| d.join(p)) {
+            Some(q) if p.is_relative() && q.exists() => q,
+            _ => p.to_path_buf(),
+        }
+    }
+
     /// The default eBPF engine.
     pub fn ebpf_engine(&self) -> Result<hotplane_ebpf::program::Engine, ConfigError> {
         match &self.ebpf.engine {
@@ -471,7 +480,7 @@ impl Config {
         for (i, k) in self.control.keys.iter().enumerate() {
             let text = match (&k.key, &k.key_file) {
                 (Some(t), _) => t.clone(),
-                (None, Some(p)) => std::fs::read_to_string(p).map_err(|e| {
+                (None, Some(p)) => std::fs::read_to_string(self.resolve(p)).map_err(|e| {
                     invalid(format!("control.keys[{i}].key_file"), format!("{}: {e}", p.display()))
                 })?,
                 (None, None) => return Err(invalid(format!("control.keys[{i}]"), "no key")),

@@ -244,3 +244,34 @@ pub fn parse_bytes(s: &str, width: usize) -> Result<Vec<u8>, String> {
     hex::decode(t)
         .map_err(|_| format!("`{s}`: give hex bytes (0a000064 or 0x0a000064) or a decimal number"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_values_parse_unambiguously() {
+        assert_eq!(parse_bytes("0x0a000064", 4).unwrap(), vec![10, 0, 0, 100]);
+        assert_eq!(parse_bytes("42", 4).unwrap(), vec![42, 0, 0, 0]);
+        assert_eq!(parse_bytes("0a00ff64", 4).unwrap(), vec![10, 0, 255, 100]);
+        assert_eq!(parse_bytes("7", 12).unwrap().len(), 12);
+        assert!(parse_bytes("300", 1).unwrap_err().contains("does not fit"));
+        assert!(parse_bytes("0xzz", 4).is_err());
+        assert!(parse_bytes("hello", 4).is_err());
+    }
+
+    #[test]
+    fn code_form_follows_the_file() {
+        let dir = std::env::temp_dir().join(format!("hp-code-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let asm = dir.join("p.s");
+        std::fs::write(&asm, "mov %r0, 2\nexit\n").unwrap();
+        let code = Code::from_file(&asm).unwrap();
+        assert_eq!((code.form(), code.kind()), ("asm", Kind::EbpfBytecode));
+        assert_eq!(code.spec(None).unwrap().insns.len(), 2);
+        let obj = dir.join("renamed.bin");
+        std::fs::write(&obj, b"\x7fELF not really").unwrap();
+        assert_eq!(Code::from_file(&obj).unwrap().form(), "elf", "ELF magic wins over the extension");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
