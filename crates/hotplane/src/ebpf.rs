@@ -271,7 +271,11 @@ mod tests {
         assert_eq!(code.spec(None).unwrap().insns.len(), 2);
         let obj = dir.join("renamed.bin");
         std::fs::write(&obj, b"\x7fELF not really").unwrap();
-        assert_eq!(Code::from_file(&obj).unwrap().form(), "elf", "ELF magic wins over the extension");
+        assert_eq!(
+            Code::from_file(&obj).unwrap().form(),
+            "elf",
+            "ELF magic wins over the extension"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

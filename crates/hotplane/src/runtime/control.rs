@@ -334,7 +334,7 @@ impl Control {
             Request::Update { fragments } => {
                 let mut acks = Vec::new();
                 for (i, f) in fragments.iter().enumerate() {
-                    let Ok(bytes) = hex::decode(f.trim()) else {
+                    let Some(bytes) = decode_hex(f.trim()) else {
                         return Response::err(format!("fragments[{i}] is not hex"));
                     };
                     let started = Instant::now();
@@ -457,4 +457,34 @@ fn reply_frame(to: &Packet, payload: &[u8]) -> Option<Vec<u8>> {
     let n = f.emit(payload, &mut buf).ok()?;
     buf.truncate(n);
     Some(buf)
+}
+
+/// Hex text to bytes. SIMD-decoded: a 3 KB ELF update arrives as 6 KB of hex, and the
+/// scalar `hex` crate spent more time on it than the verifier spent on the program.
+fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    let mut bytes = vec![0; text.len() / 2];
+    faster_hex::hex_decode(text.as_bytes(), &mut bytes).ok()?;
+    Some(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode_hex;
+
+    #[test]
+    fn hex_fragments_decode_or_refuse() {
+        assert_eq!(decode_hex("00ffA5").unwrap(), vec![0, 255, 0xa5]);
+        assert_eq!(decode_hex("").unwrap(), Vec::<u8>::new());
+        let long: String = (0..4096).map(|i| format!("{:02x}", i % 256)).collect();
+        assert_eq!(
+            decode_hex(&long).unwrap(),
+            (0..4096).map(|i| (i % 256) as u8).collect::<Vec<_>>()
+        );
+        assert!(decode_hex("abc").is_none(), "odd length");
+        assert!(decode_hex("zz").is_none(), "not hex");
+        assert!(decode_hex("0x00").is_none(), "no prefix on the wire");
+    }
 }
