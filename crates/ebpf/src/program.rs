@@ -314,30 +314,64 @@ impl Program {
     /// fuzz target checks exactly that).
     #[inline]
     pub fn try_run_xdp(&self, pkt: &mut Packet, worker: u32) -> Result<u64, RunError> {
+        self.xdp_runner(worker).try_run(pkt)
+    }
+
+    /// This program bound to one worker, for a batch of its packets: the engine and the
+    /// per-CPU copy are chosen once, not per packet.
+    #[inline]
+    pub fn xdp_runner(&self, worker: u32) -> XdpRunner<'_> {
+        let cpu = worker as usize;
+        let cpu = if cpu < self.cpus { cpu } else { cpu % self.cpus };
+        let ctx = XdpCtx { rx_queue_index: worker, ..XdpCtx::default() };
+        XdpRunner { program: self, entry: self.entry, cpu: cpu as u64, ctx }
+    }
+
+    /// Run on plain memory (the conformance environment: r1 = memory, r2 = its length).
+    pub fn run_mem(&self, mem: &mut [u8]) -> Result<u64, RunError> {
+        let r = Region::of(mem, true);
+        self.run(mem.as_mut_ptr() as u64, mem.len() as u64, [r, r])
+    }
+}
+
+/// A program bound to one worker: see [`Program::xdp_runner`].
+pub struct XdpRunner<'a> {
+    program: &'a Program,
+    entry: Option<jit::Entry>,
+    cpu: u64,
+    /// Reused from packet to packet: programs cannot write their context, so only the
+    /// per-packet fields need storing.
+    ctx: XdpCtx,
+}
+
+impl XdpRunner<'_> {
+    /// [`Program::run_xdp`] for this runner's worker.
+    #[inline(always)]
+    pub fn run(&mut self, pkt: &mut Packet) -> u64 {
+        self.try_run(pkt).unwrap_or(crate::xdp::XDP_ABORTED)
+    }
+
+    /// [`Program::try_run_xdp`] for this runner's worker.
+    #[inline(always)]
+    pub fn try_run(&mut self, pkt: &mut Packet) -> Result<u64, RunError> {
         let in_port = pkt.meta.in_port;
         let packet = std::ptr::addr_of_mut!(*pkt) as u64;
         let data = pkt.data_mut();
         let start = data.as_mut_ptr() as u64;
-        let mut ctx = XdpCtx {
-            data: start,
-            data_end: start + data.len() as u64,
-            data_meta: start,
-            ingress_ifindex: in_port as u32 + 1,
-            rx_queue_index: worker,
-            egress_ifindex: 0,
-            _pad: 0,
-            packet,
-        };
-        let ctx_ptr = &mut ctx as *mut XdpCtx as u64;
+        let ctx = &mut self.ctx;
+        ctx.data = start;
+        ctx.data_end = start + data.len() as u64;
+        ctx.data_meta = start;
+        ctx.ingress_ifindex = in_port as u32 + 1;
+        ctx.packet = packet;
+        let ctx_ptr = ctx as *mut XdpCtx as u64;
         if let Some(entry) = self.entry {
             // SAFETY: the program passed the verifier for the XDP context, so it only touches
             // the packet between data and data_end, the context, its stack and its maps
-            // (which `self` keeps alive); helpers it calls get `ctx`, whose `packet` is `pkt`.
-            // The second argument is the per-CPU copy for inlined lookups (XDP programs never
-            // read r2 at entry: the verifier has it uninitialised).
-            let cpu = worker as usize;
-            let cpu = if cpu < self.cpus { cpu } else { cpu % self.cpus };
-            return Ok(unsafe { entry(ctx_ptr, cpu as u64) });
+            // (which `self.program` keeps alive); helpers it calls get `ctx`, whose `packet`
+            // is `pkt`. The second argument is the per-CPU copy for inlined lookups (XDP
+            // programs never read r2 at entry: the verifier has it uninitialised).
+            return Ok(unsafe { entry(ctx_ptr, self.cpu) });
         }
         // SAFETY: `packet` is `pkt`, borrowed mutably by this call; reading its room is fine.
         let p = unsafe { &*(packet as *const Packet) };
@@ -346,13 +380,7 @@ impl Program {
             Region { start: start - headroom, len: headroom + len + tailroom, writable: true };
         let ctx_region =
             Region { start: ctx_ptr, len: std::mem::size_of::<XdpCtx>() as u64, writable: false };
-        self.interpret(ctx_ptr, 0, [buffer, ctx_region])
-    }
-
-    /// Run on plain memory (the conformance environment: r1 = memory, r2 = its length).
-    pub fn run_mem(&self, mem: &mut [u8]) -> Result<u64, RunError> {
-        let r = Region::of(mem, true);
-        self.run(mem.as_mut_ptr() as u64, mem.len() as u64, [r, r])
+        self.program.interpret(ctx_ptr, 0, [buffer, ctx_region])
     }
 }
 

@@ -102,13 +102,14 @@ impl Stage for XdpStage {
         let w = cx.worker;
         let (mut pass, mut drop, mut tx) = (0, 0, 0);
         let pkts = batch.as_mut_slice();
+        let mut runner = self.program.xdp_runner(w as u32);
         for i in sel {
             let p = &mut pkts[i];
             if self.redirects {
                 // A target set for an earlier packet must not leak into this one.
                 xdp::take_redirect();
             }
-            match self.program.run_xdp(p, w as u32) {
+            match runner.run(p) {
                 XDP_PASS => pass += 1,
                 XDP_DROP => {
                     p.meta.verdict = Verdict::Drop;

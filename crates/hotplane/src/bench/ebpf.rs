@@ -287,7 +287,8 @@ fn execution(o: &Opts, progress: &mut Progress) -> anyhow::Result<Vec<Value>> {
     Ok(rows)
 }
 
-/// The update benchmark's plane: two workers, one mem port looping back, stamped traffic.
+/// The update benchmark's plane: one busy-polling worker on core 1, one mem port looping back,
+/// stamped traffic; the control thread and the submitter share core 0.
 fn update_config() -> Config {
     let cores = crate::runtime::online_cores();
     Config {
@@ -493,7 +494,7 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
         "updates": upd,
         "update_traffic_packets": report.received(),
         "update_traffic_lost": report.lost(),
-        "note": "per-packet ns at the pre position (stage on batches of 32) vs BPF_PROG_TEST_RUN's own timing and rbpf's JIT called per packet; all on the same pinned core. Update latency: submit to every worker running the new program (visible), and to the acknowledgement after the grace period (acked); 2 busy-polling workers share the 2 cores with the control thread",
+        "note": "per-packet ns at the pre position (stage on batches of 32) vs BPF_PROG_TEST_RUN's own timing and rbpf's JIT called per packet; all on the same pinned core. Update latency: submit to every worker running the new program (visible), and to the acknowledgement after the grace period (acked); one busy-polling worker on core 1; the control thread and the submitter on core 0",
     });
     emit(&out, o.json);
     Ok(())
