@@ -90,7 +90,8 @@ class Client:
         flags = envelope.Flags.NO_JIT if interpret else 0
         datagrams = envelope.build(target, kind, code, key_id=key_id, key=key,
                                    seq=seq if seq is not None else envelope.next_seq(),
-                                   worker=envelope.WORKER_ALL if worker is None else worker, flags=flags)
+                                   worker=envelope.WORKER_ALL if worker is None else worker, flags=flags,
+                                   max_fragment=envelope.API_FRAGMENT)
         return self.update(datagrams)[-1]
 
     def ebpf_maps(self) -> list:

@@ -21,6 +21,8 @@ WORKER_ALL = 0xFFFF
 WORKER_RECEIVING = 0xFFFE
 DEFAULT_UPDATE_PORT = 47474
 DEFAULT_FRAGMENT = 1300
+# Over the control socket there is no MTU: one fragment up to 60 KB (frag_len is 16 bits).
+API_FRAGMENT = 60000
 
 
 class Kind:

@@ -59,10 +59,11 @@ impl core::fmt::Debug for Helper {
     }
 }
 
-/// The helpers of one environment, by id.
+/// The helpers of one environment, by id. Shared, not copied: every loaded program keeps
+/// its environment's table (about 10 KB for XDP's ids up to 188).
 #[derive(Clone, Default, Debug)]
 pub struct Helpers {
-    by_id: Vec<Option<Helper>>,
+    by_id: std::sync::Arc<[Option<Helper>]>,
 }
 
 impl Helpers {
@@ -72,7 +73,7 @@ impl Helpers {
         for h in list {
             by_id[h.id as usize] = Some(*h);
         }
-        Self { by_id }
+        Self { by_id: by_id.into() }
     }
 
     pub fn get(&self, id: u32) -> Option<&Helper> {

@@ -1,8 +1,8 @@
 //! The interpreter: the reference semantics of the instruction set (RFC 9669), used for the
-//! conformance suite, for differential testing of the JIT, and as the first tier of freshly
-//! loaded programs. Every memory access is checked against the regions the program may touch
-//! (its stack and the regions the caller lists), so even an unverified program cannot read or
-//! write outside them.
+//! conformance suite, for differential testing of the JIT, and for programs loaded with the
+//! `interp` engine (updates flagged NO_JIT). Every memory access is checked against the regions
+//! the program may touch (its stack and the regions the caller lists), so even an unverified
+//! program cannot read or write outside them.
 
 use crate::helpers::Helpers;
 use crate::insn::{alu, atomic, class, jmp, mem, pseudo, Insn};

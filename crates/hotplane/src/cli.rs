@@ -143,7 +143,7 @@ pub fn push(socket: &Path, op: PushOp) -> anyhow::Result<()> {
                 &header,
                 &payload,
                 key.as_ref(),
-                crate::inband::DEFAULT_FRAGMENT,
+                crate::inband::API_FRAGMENT,
             )?;
             Request::Update { fragments: datagrams.iter().map(hex::encode).collect() }
         }

@@ -287,7 +287,7 @@ pub fn update(o: &UpdateOpts) -> anyhow::Result<()> {
         &header,
         &payload,
         Some(&o.key),
-        crate::inband::DEFAULT_FRAGMENT,
+        crate::inband::API_FRAGMENT,
     )?;
     let v = Client::connect(&o.socket)?
         .call(&Request::Update { fragments: frags.iter().map(hex::encode).collect() })?;

@@ -11,6 +11,11 @@ use std::net::IpAddr;
 /// spare (1500 - 40 IPv6 - 8 UDP - 68 envelope - 43 largest target).
 pub const DEFAULT_FRAGMENT: usize = 1300;
 
+/// Payload bytes per fragment of updates submitted over the control socket, which has no MTU:
+/// one fragment for anything up to 60 KB (a fragment's length field is 16 bits), so one MAC
+/// check and no reassembly.
+pub const API_FRAGMENT: usize = 60_000;
+
 /// Who sends updates, to whom, with which key.
 #[derive(Debug, Clone)]
 pub struct UpdateSender {

@@ -227,12 +227,15 @@ enum EbpfCmd {
     },
     /// Verify a program as XDP (or, with --mem-len, on plain memory) without running it.
     Verify {
+        /// ELF object (.o), C source (.c), assembly (.s) or raw bytecode.
         file: PathBuf,
+        /// Program of an object (default: the first XDP program).
         #[arg(long)]
         program: Option<String>,
         /// Verify for r1 = N bytes of memory, r2 = N, instead of an XDP context.
         #[arg(long)]
         mem_len: Option<u64>,
+        /// Print the verdict and load statistics as JSON.
         #[arg(long)]
         json: bool,
         /// Write the JIT's machine code to this file.
@@ -242,23 +245,32 @@ enum EbpfCmd {
     /// Run a program once: on --mem (r1 = memory, r2 = length; prints r0), or as XDP on
     /// --packet (hex frame; default a 64-byte UDP frame; prints the action and the frame).
     Run {
+        /// ELF object (.o), C source (.c), assembly (.s) or raw bytecode.
         file: PathBuf,
+        /// Program of an object (default: the first XDP program).
         #[arg(long)]
         program: Option<String>,
+        /// Memory as hex bytes (the conformance suite's environment).
         #[arg(long, conflicts_with = "packet")]
         mem: Option<String>,
+        /// An Ethernet frame as hex bytes.
         #[arg(long)]
         packet: Option<String>,
+        /// `jit` or `interp`.
         #[arg(long, default_value = "jit")]
         engine: hotplane_ebpf::program::Engine,
+        /// Print the result as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Run the eBPF conformance suite (default: ../shared/conformance/ebpf/tests).
     Conformance {
+        /// Directory of `.data` tests.
         dir: Option<PathBuf>,
+        /// `jit` or `interp`.
         #[arg(long, default_value = "jit")]
         engine: hotplane_ebpf::program::Engine,
+        /// Print {"passed","failed","skipped","failures"} as JSON.
         #[arg(long)]
         json: bool,
     },

@@ -386,7 +386,7 @@ fn updates(o: &Opts, progress: &mut Progress) -> anyhow::Result<(Vec<UpdateRow>,
                     &header,
                     &payload,
                     Some(&BENCH_KEY),
-                    crate::inband::DEFAULT_FRAGMENT,
+                    crate::inband::API_FRAGMENT,
                 )?;
                 let req = Request::Update { fragments: frags.iter().map(hex::encode).collect() };
                 let before: Vec<u64> =
