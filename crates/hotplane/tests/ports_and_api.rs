@@ -19,11 +19,27 @@ fn gen(o: GenOpts) -> anyhow::Result<serde_json::Value> {
     gen_run(&o)
 }
 
-fn tmpdir(name: &str) -> PathBuf {
+/// A scratch directory under the system temp dir, removed when the test ends (pass or fail).
+struct TmpDir(PathBuf);
+
+impl std::ops::Deref for TmpDir {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tmpdir(name: &str) -> TmpDir {
     let d = std::env::temp_dir().join(format!("hotplane-test-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TmpDir(d)
 }
 
 fn read_capture(path: &Path) -> Vec<Vec<u8>> {
