@@ -2,36 +2,19 @@
 //! removed by the tests): restart after being killed, replacement of a stale XDP program, and
 //! clear errors for a missing interface, an unsupported mode and missing privileges.
 
+mod common;
+use common::TmpDir;
+
 use hotplane::netlab::Lab;
 use hotplane::{Config, DataPlane};
 use hotplane_io::mem::MemReport;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_hotplane");
 
-/// A scratch directory under the system temp dir, removed when the test ends (pass or fail).
-struct TmpDir(PathBuf);
-
-impl std::ops::Deref for TmpDir {
-    type Target = PathBuf;
-    fn deref(&self) -> &PathBuf {
-        &self.0
-    }
-}
-
-impl Drop for TmpDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn tmp(name: &str) -> TmpDir {
-    let d = std::env::temp_dir().join(format!("hotplane-proc-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    TmpDir(d)
+    TmpDir::new("proc", name)
 }
 
 fn spawn_dut(cfg: &std::path::Path, sock: &std::path::Path) -> Child {

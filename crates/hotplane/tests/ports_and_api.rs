@@ -1,6 +1,9 @@
 //! pcap ports (replay, capture, software RSS over two workers), the control API on its UNIX
 //! socket, the Prometheus endpoint, and the command-line binary.
 
+mod common;
+use common::TmpDir;
+
 use hotplane::gen::{run as gen_run, GenOpts};
 use hotplane::inband::{ack_of, UpdateSender};
 use hotplane::{Config, DataPlane};
@@ -19,27 +22,8 @@ fn gen(o: GenOpts) -> anyhow::Result<serde_json::Value> {
     gen_run(&o)
 }
 
-/// A scratch directory under the system temp dir, removed when the test ends (pass or fail).
-struct TmpDir(PathBuf);
-
-impl std::ops::Deref for TmpDir {
-    type Target = PathBuf;
-    fn deref(&self) -> &PathBuf {
-        &self.0
-    }
-}
-
-impl Drop for TmpDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn tmpdir(name: &str) -> TmpDir {
-    let d = std::env::temp_dir().join(format!("hotplane-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    TmpDir(d)
+    TmpDir::new("test", name)
 }
 
 fn read_capture(path: &Path) -> Vec<Vec<u8>> {
