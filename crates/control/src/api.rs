@@ -68,6 +68,8 @@ pub enum Request {
     },
     /// Delete one entry.
     EbpfMapDelete { map: String, key: String },
+    /// Installed Lua functions: target, options, packets, errors, runaways, last error.
+    LuaFunctions {},
     /// Stop the data plane.
     Shutdown {},
 }

@@ -29,6 +29,12 @@ pub trait Stage: Send + Sync + 'static {
     fn describe(&self) -> String {
         self.name().to_string()
     }
+
+    /// The concrete stage, for the control plane to recognise its own kinds (a Lua function
+    /// records where it is installed). `None` for stages that need no such thing.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }
 
 /// Stages are shared between slots and workers by reference count.

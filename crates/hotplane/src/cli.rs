@@ -158,6 +158,36 @@ pub fn push(socket: &Path, op: PushOp) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--worker`: `all` or a worker index.
+pub fn worker_scope(s: &str) -> anyhow::Result<WorkerScope> {
+    match s {
+        "all" => Ok(WorkerScope::All),
+        n => Ok(WorkerScope::One(
+            n.parse().map_err(|_| anyhow::anyhow!("--worker {n}: a number or `all`"))?,
+        )),
+    }
+}
+
+/// Send one authenticated update through the control API, print the acknowledgements, and
+/// fail if it was refused.
+pub fn submit_update(
+    socket: &Path,
+    header: &UpdateHeader,
+    payload: &[u8],
+    key: &[u8; 32],
+) -> anyhow::Result<()> {
+    let frags =
+        hotplane_control::envelope::build(header, payload, Some(key), crate::inband::API_FRAGMENT)?;
+    let v = Client::connect(socket)?
+        .call(&Request::Update { fragments: frags.iter().map(hex::encode).collect() })?;
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    let refused = v.as_array().and_then(|a| a.last()).is_some_and(|a| a["status"] == "refused");
+    if refused {
+        bail!("the update was refused");
+    }
+    Ok(())
+}
+
 pub fn parse_vary(s: &str) -> Result<Vary, String> {
     match s {
         "src-ip" => Ok(Vary::SrcIp),

@@ -31,6 +31,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     #[serde(default)]
     pub ebpf: EbpfConfig,
+    #[serde(default)]
+    pub lua: LuaSection,
     /// Directory of the config file: relative program paths resolve against it first.
     #[serde(skip)]
     pub base_dir: Option<PathBuf>,
@@ -42,6 +44,33 @@ pub struct Config {
 pub struct EbpfConfig {
     /// Engine for programs that do not name one: "jit" (default) or "interp".
     pub engine: Option<String>,
+}
+
+/// Lua settings (`[lua]`): limits for flow functions.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LuaSection {
+    /// Memory each worker's Lua state may allocate, in MiB.
+    pub memory_mb: usize,
+    /// Steps (loop iterations plus function calls) a function may take for one packet.
+    pub max_steps: u32,
+    /// A call into Lua running longer than this many milliseconds is interrupted (interpreted
+    /// code; compiled code is bounded by `max_steps`).
+    pub watchdog_ms: u64,
+    /// Verdict for a packet whose function failed: "drop" (default) or "pass".
+    pub on_error: String,
+}
+
+impl Default for LuaSection {
+    fn default() -> Self {
+        let d = hotplane_lua::LuaConfig::default();
+        Self {
+            memory_mb: d.memory_limit >> 20,
+            max_steps: d.max_steps,
+            watchdog_ms: d.watchdog_ms,
+            on_error: "drop".into(),
+        }
+    }
 }
 
 /// What a worker does when a poll finds no packet.
@@ -323,6 +352,31 @@ impl Config {
         }
     }
 
+    /// The Lua runtime settings.
+    pub fn lua_config(&self) -> Result<hotplane_lua::LuaConfig, ConfigError> {
+        let l = &self.lua;
+        let on_error = match l.on_error.as_str() {
+            "drop" => hotplane_core::Verdict::Drop,
+            "pass" => hotplane_core::Verdict::Pass,
+            other => return Err(invalid("lua.on_error", format!("`{other}` is not drop or pass"))),
+        };
+        if !(1..=4096).contains(&l.memory_mb) {
+            return Err(invalid("lua.memory_mb", format!("{} is not 1..4096", l.memory_mb)));
+        }
+        if l.max_steps == 0 || l.max_steps > i32::MAX as u32 {
+            return Err(invalid("lua.max_steps", format!("{} is not 1..2^31-1", l.max_steps)));
+        }
+        if l.watchdog_ms == 0 {
+            return Err(invalid("lua.watchdog_ms", "must be at least 1".to_string()));
+        }
+        Ok(hotplane_lua::LuaConfig {
+            memory_limit: l.memory_mb << 20,
+            max_steps: l.max_steps,
+            watchdog_ms: l.watchdog_ms,
+            on_error,
+        })
+    }
+
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
         let cfg: Config = toml::from_str(text)
             .map_err(|e| ConfigError::Parse { path: origin.into(), msg: e.to_string() })?;
@@ -333,6 +387,7 @@ impl Config {
     /// Checks that need more than one field; the error names the key at fault.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.ebpf_engine()?;
+        self.lua_config()?;
         let d = &self.dataplane;
         if d.workers == 0 || d.workers > hotplane_core::MAX_WORKERS {
             return Err(invalid(

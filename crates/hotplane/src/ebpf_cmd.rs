@@ -5,7 +5,7 @@
 use crate::ebpf::Code;
 use anyhow::{anyhow, bail, Context as _};
 use hotplane_control::api::{Client, Request};
-use hotplane_control::{Target, UpdateHeader, WorkerScope};
+use hotplane_control::UpdateHeader;
 use hotplane_core::{Pool, PoolConfig};
 use hotplane_ebpf::conformance::{find_suite, run_dir};
 use hotplane_ebpf::insn::encode_bytes;
@@ -270,31 +270,13 @@ pub struct UpdateOpts {
 pub fn update(o: &UpdateOpts) -> anyhow::Result<()> {
     let code = Code::from_file(&o.file).map_err(anyhow::Error::msg)?;
     let payload = code.payload().map_err(anyhow::Error::msg)?;
-    let target: Target = o.target.parse().map_err(anyhow::Error::msg)?;
-    let worker = match o.worker.as_str() {
-        "all" => WorkerScope::All,
-        n => WorkerScope::One(n.parse().map_err(|_| anyhow!("--worker {n}: a number or `all`"))?),
-    };
     let header = UpdateHeader {
         kind: code.kind(),
         flags: Default::default(),
         key_id: o.key_id,
         seq: hotplane_core::time::unix_micros(),
-        target,
-        worker,
+        target: o.target.parse().map_err(anyhow::Error::msg)?,
+        worker: crate::cli::worker_scope(&o.worker)?,
     };
-    let frags = hotplane_control::envelope::build(
-        &header,
-        &payload,
-        Some(&o.key),
-        crate::inband::API_FRAGMENT,
-    )?;
-    let v = Client::connect(&o.socket)?
-        .call(&Request::Update { fragments: frags.iter().map(hex::encode).collect() })?;
-    println!("{}", serde_json::to_string_pretty(&v)?);
-    let refused = v.as_array().and_then(|a| a.last()).is_some_and(|a| a["status"] == "refused");
-    if refused {
-        bail!("the update was refused");
-    }
-    Ok(())
+    crate::cli::submit_update(&o.socket, &header, &payload, &o.key)
 }

@@ -12,6 +12,7 @@ pub mod ebpf;
 pub mod ebpf_cmd;
 pub mod gen;
 pub mod inband;
+pub mod lua_cmd;
 pub mod netlab;
 pub mod plot;
 pub mod runtime;

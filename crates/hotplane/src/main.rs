@@ -125,6 +125,11 @@ enum Cmd {
         #[command(subcommand)]
         op: EbpfCmd,
     },
+    /// Lua flow functions: check, run, list, send as updates.
+    Lua {
+        #[command(subcommand)]
+        op: LuaCmd,
+    },
     /// Run benchmarks; each prints one JSON object as its last line.
     Bench {
         #[command(subcommand)]
@@ -301,6 +306,67 @@ enum EbpfCmd {
     },
 }
 
+/// JIT switch and optimisation level of a Lua function.
+#[derive(clap::Args)]
+struct LuaOpts {
+    /// Run in LuaJIT's interpreter only.
+    #[arg(long)]
+    no_jit: bool,
+    /// LuaJIT optimisation level, 0..3.
+    #[arg(long, default_value_t = 3)]
+    opt: u8,
+}
+
+impl LuaOpts {
+    fn get(&self) -> hotplane_lua::FunctionOpts {
+        hotplane_lua::FunctionOpts { jit: !self.no_jit, opt_level: self.opt }
+    }
+}
+
+#[derive(Subcommand)]
+enum LuaCmd {
+    /// Compile a function file as the data plane would; report errors, sizes and compile time.
+    Check {
+        file: PathBuf,
+        #[command(flatten)]
+        opts: LuaOpts,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a function once on --packet (hex frame; default a 64-byte UDP frame).
+    Run {
+        file: PathBuf,
+        #[command(flatten)]
+        opts: LuaOpts,
+        #[arg(long)]
+        packet: Option<String>,
+    },
+    /// The functions installed in a running data plane, with packets, errors and runaways.
+    List {
+        #[arg(long, default_value_os_t = cli::default_socket())]
+        socket: PathBuf,
+    },
+    /// Send a function file as an authenticated update (kind lua).
+    Update {
+        file: PathBuf,
+        /// flow:SELECTOR, flow:default, pre, mid, post or extern:NAME.
+        #[arg(long)]
+        target: String,
+        /// all or a worker index.
+        #[arg(long, default_value = "all")]
+        worker: String,
+        #[command(flatten)]
+        opts: LuaOpts,
+        #[arg(long, default_value_t = 1)]
+        key_id: u32,
+        /// File holding the 64-hex-digit key.
+        #[arg(long)]
+        key_file: PathBuf,
+        #[arg(long, default_value_os_t = cli::default_socket())]
+        socket: PathBuf,
+    },
+}
+
 #[derive(Subcommand)]
 enum MapCmd {
     /// Every map with its kind, shape and entries in use.
@@ -323,6 +389,22 @@ enum MapCmd {
 
 #[derive(Subcommand)]
 enum BenchCmd {
+    /// Lua: per-packet time of a flow function writing a payload field, batch mode, next to
+    /// the same function in native Rust and plain LuaJIT on raw pointers.
+    Lua {
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value_t = 20_000_000)]
+        packets: u64,
+        #[arg(long, default_value_t = 32)]
+        batch: usize,
+        /// Measurements per runner; the median is reported.
+        #[arg(long, default_value_t = 3)]
+        repeat: u32,
+        /// Core to pin to.
+        #[arg(long, default_value_t = 1)]
+        core: usize,
+    },
     /// eBPF: per-packet time of five clang-built XDP programs on the interpreter and the JIT,
     /// next to the kernel (BPF_PROG_TEST_RUN) and rbpf's JIT; update latency at each position.
     Ebpf {
@@ -505,7 +587,17 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Ebpf { op } => ebpf(op),
+        Cmd::Lua { op } => lua(op),
         Cmd::Bench { which } => match which {
+            BenchCmd::Lua { json, packets, batch, repeat, core } => {
+                hotplane::bench::lua::run(&hotplane::bench::lua::Opts {
+                    packets,
+                    batch,
+                    repeat,
+                    core,
+                    json,
+                })
+            }
             BenchCmd::Pipeline { json, packets, batch, core, no_testpmd } => {
                 hotplane::bench::pipeline::run(&hotplane::bench::pipeline::Opts {
                     packets,
@@ -573,6 +665,29 @@ fn ebpf(op: EbpfCmd) -> anyhow::Result<()> {
                 .map_err(|err| anyhow::anyhow!("--key-file {}: {err}", key_file.display()))?;
             let key = hotplane_control::parse_key(&text).map_err(anyhow::Error::msg)?;
             e::update(&e::UpdateOpts { file, target, worker, key_id, key, socket })
+        }
+    }
+}
+
+fn lua(op: LuaCmd) -> anyhow::Result<()> {
+    use hotplane::lua_cmd as l;
+    match op {
+        LuaCmd::Check { file, opts, json } => l::check(&file, opts.get(), json),
+        LuaCmd::Run { file, opts, packet } => l::run(&file, opts.get(), packet.as_deref()),
+        LuaCmd::List { socket } => l::list(&socket),
+        LuaCmd::Update { file, target, worker, opts, key_id, key_file, socket } => {
+            let text = std::fs::read_to_string(&key_file)
+                .map_err(|err| anyhow::anyhow!("--key-file {}: {err}", key_file.display()))?;
+            let key = hotplane_control::parse_key(&text).map_err(anyhow::Error::msg)?;
+            l::update(&l::UpdateOpts {
+                file,
+                target,
+                worker,
+                opts: opts.get(),
+                key_id,
+                key,
+                socket,
+            })
         }
     }
 }

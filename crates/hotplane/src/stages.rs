@@ -64,6 +64,18 @@ pub enum StageSpec {
         #[serde(default)]
         engine: Option<String>,
     },
+    /// A Lua function (`file` or inline `source`) that returns `function(pkt)`; see docs/lua.md.
+    /// `jit = false` runs it in the interpreter; `opt` is LuaJIT's optimisation level 0..3.
+    Lua {
+        #[serde(default)]
+        file: Option<String>,
+        #[serde(default)]
+        source: Option<String>,
+        #[serde(default)]
+        jit: Option<bool>,
+        #[serde(default)]
+        opt: Option<u8>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -90,6 +102,7 @@ pub struct BuildCx<'a> {
     pub externs: &'a BTreeMap<String, Vec<Arc<Slot<Program>>>>,
     pub predefined: &'a BTreeMap<u32, (String, StageRef)>,
     pub ebpf: &'a EbpfEnv,
+    pub lua: &'a Arc<hotplane_lua::LuaRuntime>,
     /// Relative program files resolve against this directory first (the config file's).
     pub base_dir: Option<&'a Path>,
 }
@@ -151,6 +164,7 @@ impl StageSpec {
             StageSpec::Call { .. } => "call",
             StageSpec::Predefined { .. } => "predefined",
             StageSpec::Ebpf { .. } => "ebpf",
+            StageSpec::Lua { .. } => "lua",
         }
     }
 
@@ -213,19 +227,47 @@ impl StageSpec {
             }
             StageSpec::Ebpf { file, program, engine } => {
                 let engine = engine.as_deref().map(str::parse).transpose()?;
-                let path = Path::new(file);
-                let path = match cx.base_dir.map(|d| d.join(path)) {
-                    Some(p) if path.is_relative() && p.exists() => p,
-                    _ => path.to_path_buf(),
-                };
+                let path = cx.resolve(file);
                 let code = Code::from_file(&path)?;
                 let origin = path
                     .file_name()
                     .map_or_else(|| file.clone(), |n| n.to_string_lossy().into_owned());
                 cx.ebpf.stage(&code, program.as_deref(), engine, &origin)?
             }
+            StageSpec::Lua { file, source, jit, opt } => {
+                let (text, name) = match (file, source) {
+                    (Some(f), None) => {
+                        let path = cx.resolve(f);
+                        let text = std::fs::read(&path)
+                            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                        let name = path
+                            .file_name()
+                            .map_or_else(|| f.clone(), |n| n.to_string_lossy().into_owned());
+                        (text, name)
+                    }
+                    (None, Some(s)) => (s.clone().into_bytes(), "inline".to_string()),
+                    _ => return Err("give `file` or `source` (one of them)".into()),
+                };
+                let opts = hotplane_lua::FunctionOpts {
+                    jit: jit.unwrap_or(true),
+                    opt_level: opt.unwrap_or(3),
+                };
+                let def = cx.lua.compile(&text, &name, opts, None).map_err(|e| e.to_string())?;
+                cx.lua.stage(def)
+            }
         };
         Ok(Some(stage))
+    }
+}
+
+impl BuildCx<'_> {
+    /// A program file: relative to the config file's directory if it is there, else as given.
+    fn resolve(&self, file: &str) -> std::path::PathBuf {
+        let path = Path::new(file);
+        match self.base_dir.map(|d| d.join(path)) {
+            Some(p) if path.is_relative() && p.exists() => p,
+            _ => path.to_path_buf(),
+        }
     }
 }
 
@@ -269,7 +311,38 @@ mod tests {
         externs: &'a BTreeMap<String, Vec<Arc<Slot<Program>>>>,
         pre: &'a BTreeMap<u32, (String, StageRef)>,
     ) -> BuildCx<'a> {
-        BuildCx { port_names: ports, externs, predefined: pre, ebpf: ebpf_env(), base_dir: None }
+        BuildCx {
+            port_names: ports,
+            externs,
+            predefined: pre,
+            ebpf: ebpf_env(),
+            lua: lua_rt(),
+            base_dir: None,
+        }
+    }
+
+    fn lua_rt() -> &'static Arc<hotplane_lua::LuaRuntime> {
+        static RT: std::sync::OnceLock<Arc<hotplane_lua::LuaRuntime>> = std::sync::OnceLock::new();
+        RT.get_or_init(|| hotplane_lua::LuaRuntime::new(1, Default::default()))
+    }
+
+    #[test]
+    fn lua_specs_compile_and_report_errors() {
+        let ports = vec!["p0".to_string()];
+        let (ex, pre) = (BTreeMap::new(), BTreeMap::new());
+        let c = cx(&ports, &ex, &pre);
+        let s: StageSpec = toml::from_str(
+            "stage = \"lua\"\nsource = \"return function(pkt) pkt:drop() end\"\njit = false",
+        )
+        .unwrap();
+        assert_eq!(s.build(&c).unwrap().unwrap().describe(), "lua inline (interpreted, -O3)");
+        let s: StageSpec =
+            serde_json::from_str(r#"{"stage":"lua","source":"return function(pkt"}"#).unwrap();
+        assert!(s.build(&c).err().unwrap().contains("syntax error: inline:1:"));
+        let s: StageSpec = serde_json::from_str(r#"{"stage":"lua"}"#).unwrap();
+        assert!(s.build(&c).err().unwrap().contains("give `file` or `source`"));
+        let s: StageSpec = serde_json::from_str(r#"{"stage":"lua","file":"nope.lua"}"#).unwrap();
+        assert!(s.build(&c).err().unwrap().contains("nope.lua"));
     }
 
     fn ebpf_env() -> &'static EbpfEnv {

@@ -2,6 +2,7 @@
 //! invocation where one exists, and print one JSON object as their last line.
 
 pub mod ebpf;
+pub mod lua;
 pub mod pipeline;
 pub mod swap;
 pub mod testpmd;

@@ -83,6 +83,7 @@ impl Control {
                 let _ = call.reply.send(resp);
                 did = true;
             }
+            self.registry.lua.maintain(hotplane_core::time::now_ns());
             if last_expire.elapsed() > Duration::from_millis(50) {
                 for r in self.receiver.expire(Instant::now()) {
                     tracing::warn!(reason = %r.reason, "{}", r.message);
@@ -237,6 +238,20 @@ impl Control {
                         .map_err(|e| Refusal::of(h, Reason::Rejected, e))?,
                 )
             }
+            Kind::Lua => {
+                let opts = hotplane_lua::FunctionOpts {
+                    jit: !h.flags.no_jit(),
+                    opt_level: h.flags.opt_level().unwrap_or(3),
+                };
+                let target = h.target.to_string();
+                let name = format!("lua-seq{}", h.seq);
+                let def = self
+                    .registry
+                    .lua
+                    .compile(&u.payload, &name, opts, Some(&target))
+                    .map_err(|e| Refusal::of(h, Reason::Rejected, e.to_string()))?;
+                Some(self.registry.lua.stage(def))
+            }
             other => {
                 return Err(Refusal::of(
                     h,
@@ -285,6 +300,7 @@ impl Control {
             Request::Stats {} => {
                 let mut v = self.obs.stats_json();
                 v["ebpf"] = self.registry.ebpf.stats_json();
+                v["lua"] = crate::lua_cmd::stats_json(&self.registry.lua);
                 Response::ok(v)
             }
             Request::Slots {} => Response::ok(json!(self.registry.slots())),
@@ -380,6 +396,7 @@ impl Control {
                     Err(e) => Response::err(e),
                 }
             }
+            Request::LuaFunctions {} => Response::ok(crate::lua_cmd::functions_json(&self.registry.lua)),
             Request::Shutdown {} => {
                 self.shutdown.store(true, Ordering::Release);
                 Response::ok(json!("stopping"))

@@ -10,6 +10,7 @@ use hotplane_core::flowtable::{FlowChange, FlowEntryInfo, FlowTableError};
 use hotplane_core::qsbr::GraceError;
 use hotplane_core::slot::{Retired, DEFAULT_GRACE_TIMEOUT};
 use hotplane_core::{FlowTable, Position, Qsbr, Slot, StageRef};
+use hotplane_lua::{LuaFunction, LuaRuntime};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -69,6 +70,7 @@ pub struct Registry {
     externs: BTreeMap<String, Vec<Arc<Slot<Program>>>>,
     predefined: BTreeMap<u32, (String, StageRef)>,
     pub ebpf: Arc<EbpfEnv>,
+    pub lua: Arc<LuaRuntime>,
     base_dir: Option<std::path::PathBuf>,
     /// What each (worker, position/extern) holds, as the control plane knows it.
     installed: Mutex<BTreeMap<(usize, String), Program>>,
@@ -103,6 +105,7 @@ impl Registry {
             externs,
             predefined: BTreeMap::new(),
             ebpf: Arc::new(EbpfEnv::new(n, cfg.ebpf_engine().map_err(|e| e.to_string())?)),
+            lua: LuaRuntime::new(n, cfg.lua_config().map_err(|e| e.to_string())?),
             base_dir: cfg.base_dir.clone(),
             installed: Mutex::new(BTreeMap::new()),
             target_stats: Mutex::new(BTreeMap::new()),
@@ -159,6 +162,7 @@ impl Registry {
             externs: &self.externs,
             predefined: &self.predefined,
             ebpf: &self.ebpf,
+            lua: &self.lua,
             base_dir: self.base_dir.as_deref(),
         })
     }
@@ -253,6 +257,17 @@ impl Registry {
                     retired.push(Box::new(r));
                 }
             }
+        }
+        // A Lua function learns where it runs (its error reports name it, and the next function
+        // installed there falls back to it if that one runs away).
+        let target_name = target.to_string();
+        match program
+            .as_ref()
+            .and_then(|p| p.as_any())
+            .and_then(|a| a.downcast_ref::<LuaFunction>())
+        {
+            Some(f) => self.lua.installed(&target_name, f.def(), version),
+            None => self.lua.removed(&target_name),
         }
         // Epochs grow with each publish: waiting for the newest covers the others.
         let mut warning = None;

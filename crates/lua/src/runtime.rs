@@ -1,0 +1,534 @@
+//! The per-worker side: one Lua state per worker, flow-function stages that run a whole batch
+//! in one call into Lua, error containment, and the watchdog.
+
+use crate::compile::{lua_message, CompileError, Compiler, FunctionDef, FunctionOpts};
+use crate::state::{arm_watchdog, disarm_watchdog, CallError, Desc, LuaState, MAX_BATCH};
+use crossbeam_queue::ArrayQueue;
+use crossbeam_utils::CachePadded;
+use hotplane_core::batch::{Batch, Mask};
+use hotplane_core::{Stage, StageRef, Verdict, WorkerCx};
+use mlua::RegistryKey;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Runtime settings (`[lua]` in the config).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LuaConfig {
+    /// Bytes each Lua state may allocate.
+    pub memory_limit: usize,
+    /// Steps (loop iterations plus function calls) one packet may take in a flow function.
+    pub max_steps: u32,
+    /// A call into Lua running longer than this gets the watchdog's hook.
+    pub watchdog_ms: u64,
+    /// What happens to a packet whose function raised an error or ran away.
+    pub on_error: Verdict,
+}
+
+impl Default for LuaConfig {
+    fn default() -> Self {
+        Self {
+            memory_limit: 64 << 20,
+            max_steps: 1_000_000,
+            watchdog_ms: 50,
+            on_error: Verdict::Drop,
+        }
+    }
+}
+
+/// Runtime-wide counters.
+#[derive(Default)]
+pub struct LuaStats {
+    pub compiled: AtomicU64,
+    pub compile_errors: AtomicU64,
+    pub runtime_errors: AtomicU64,
+    pub runaways: AtomicU64,
+    pub watchdog_fired: AtomicU64,
+    pub states_created: AtomicU64,
+    pub states_replaced: AtomicU64,
+    /// Batches a worker could not run because another thread held its state (misuse).
+    pub busy: AtomicU64,
+}
+
+struct WorkerLua {
+    state: LuaState,
+    loaded: HashMap<u64, RegistryKey>,
+    /// The last function called and its driver's registry reference: most batches of a
+    /// worker run the same few functions, so this skips the map.
+    last: Option<(u64, std::ffi::c_int)>,
+    opt_level: u8,
+}
+
+impl WorkerLua {
+    fn new(state: LuaState) -> Self {
+        Self { state, loaded: HashMap::new(), last: None, opt_level: 3 }
+    }
+
+    fn forget(&mut self, uid: u64) {
+        if let Some(k) = self.loaded.remove(&uid) {
+            let _ = self.state.lua().remove_registry_value(k);
+        }
+        if self.last.is_some_and(|(u, _)| u == uid) {
+            self.last = None;
+        }
+    }
+}
+
+/// What each worker shares with the control thread.
+struct WorkerSlot {
+    cell: Mutex<Option<WorkerLua>>,
+    /// A ready state for when the current one must be thrown away (prepared off the fast path).
+    spare: ArrayQueue<LuaState>,
+    /// Functions whose stages were dropped: their instances can go.
+    retired: ArrayQueue<u64>,
+    /// The state's `lua_State`, for the watchdog (null while there is none).
+    raw: AtomicPtr<mlua::ffi::lua_State>,
+    /// `now_ns` when the current call into Lua began, 0 outside Lua.
+    in_lua_since: AtomicU64,
+    armed: AtomicBool,
+    arming: AtomicBool,
+}
+
+impl WorkerSlot {
+    fn new() -> Self {
+        Self {
+            cell: Mutex::new(None),
+            spare: ArrayQueue::new(1),
+            retired: ArrayQueue::new(1024),
+            raw: AtomicPtr::new(std::ptr::null_mut()),
+            in_lua_since: AtomicU64::new(0),
+            armed: AtomicBool::new(false),
+            arming: AtomicBool::new(false),
+        }
+    }
+}
+
+/// Lua for a whole data plane: the compiler, one state per worker, the counters.
+pub struct LuaRuntime {
+    cfg: LuaConfig,
+    slots: Box<[CachePadded<WorkerSlot>]>,
+    compiler: Mutex<Option<Compiler>>,
+    /// States thrown away by workers, dropped by the control thread.
+    graveyard: ArrayQueue<LuaState>,
+    /// Newest function per target, the fallback for the next one installed there.
+    latest: Mutex<HashMap<String, Arc<FunctionDef>>>,
+    in_use: AtomicBool,
+    pub stats: LuaStats,
+}
+
+impl LuaRuntime {
+    pub fn new(workers: usize, cfg: LuaConfig) -> Arc<Self> {
+        Arc::new(Self {
+            cfg,
+            slots: (0..workers.max(1)).map(|_| CachePadded::new(WorkerSlot::new())).collect(),
+            compiler: Mutex::new(None),
+            graveyard: ArrayQueue::new(64),
+            latest: Mutex::new(HashMap::new()),
+            in_use: AtomicBool::new(false),
+            stats: LuaStats::default(),
+        })
+    }
+
+    pub fn config(&self) -> &LuaConfig {
+        &self.cfg
+    }
+
+    fn new_state(&self) -> Result<LuaState, crate::state::StateError> {
+        self.stats.states_created.fetch_add(1, Ordering::Relaxed);
+        LuaState::new(self.cfg.memory_limit, self.cfg.max_steps)
+    }
+
+    /// Compile `source` into a function (control thread). `target` names where it will be
+    /// installed: the function installed there before becomes its fallback.
+    pub fn compile(
+        &self,
+        source: &[u8],
+        name: &str,
+        opts: FunctionOpts,
+        target: Option<&str>,
+    ) -> Result<Arc<FunctionDef>, CompileError> {
+        let previous = target.and_then(|t| self.latest_at(t));
+        let mut guard = self.compiler.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() {
+            *guard = Some(Compiler::new(self.cfg.memory_limit, self.cfg.max_steps)?);
+        }
+        let compiler = guard.as_mut().expect("just created");
+        let r = compiler.compile(source, name, opts, previous);
+        drop(guard);
+        match r {
+            Ok(def) => {
+                self.stats.compiled.fetch_add(1, Ordering::Relaxed);
+                self.in_use.store(true, Ordering::Relaxed);
+                self.prepare_states();
+                Ok(Arc::new(def))
+            }
+            Err(e) => {
+                self.stats.compile_errors.fetch_add(1, Ordering::Relaxed);
+                Err(e)
+            }
+        }
+    }
+
+    /// The stage that runs `def` on whichever worker calls it.
+    pub fn stage(self: &Arc<Self>, def: Arc<FunctionDef>) -> StageRef {
+        Arc::new(LuaFunction { rt: self.clone(), def })
+    }
+
+    /// Record that `def` now runs at `target` as slot version `version`.
+    pub fn installed(&self, target: &str, def: &Arc<FunctionDef>, version: u64) {
+        def.set_placed(target, version);
+        self.latest.lock().unwrap_or_else(|e| e.into_inner()).insert(target.into(), def.clone());
+    }
+
+    /// Forget the function at `target` (it was removed).
+    pub fn removed(&self, target: &str) {
+        self.latest.lock().unwrap_or_else(|e| e.into_inner()).remove(target);
+    }
+
+    pub fn latest_at(&self, target: &str) -> Option<Arc<FunctionDef>> {
+        self.latest.lock().unwrap_or_else(|e| e.into_inner()).get(target).cloned()
+    }
+
+    /// Functions currently installed, by target.
+    pub fn installed_functions(&self) -> Vec<(String, Arc<FunctionDef>)> {
+        let m = self.latest.lock().unwrap_or_else(|e| e.into_inner());
+        let mut v: Vec<_> = m.iter().map(|(t, d)| (t.clone(), d.clone())).collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// Give every worker a state and a spare (control thread; creating a state takes about a
+    /// millisecond, which a worker should not spend).
+    pub fn prepare_states(&self) {
+        for slot in self.slots.iter() {
+            if let Ok(mut cell) = slot.cell.try_lock() {
+                if cell.is_none() {
+                    match self.new_state() {
+                        Ok(state) => {
+                            slot.raw.store(state.raw(), Ordering::Release);
+                            *cell = Some(WorkerLua::new(state));
+                        }
+                        Err(e) => tracing::error!("{e}"),
+                    }
+                }
+            }
+            if slot.spare.is_empty() {
+                match self.new_state() {
+                    Ok(s) => {
+                        let _ = slot.spare.push(s);
+                    }
+                    Err(e) => tracing::error!("{e}"),
+                }
+            }
+        }
+    }
+
+    /// Periodic control-thread work: spare states, dropping dead ones, the watchdog.
+    pub fn maintain(&self, now_ns: u64) {
+        if !self.in_use.load(Ordering::Relaxed) {
+            return;
+        }
+        while let Some(dead) = self.graveyard.pop() {
+            drop(dead);
+        }
+        if self.slots.iter().any(|s| s.spare.is_empty()) {
+            self.prepare_states();
+        }
+        let limit = self.cfg.watchdog_ms.saturating_mul(1_000_000);
+        for slot in self.slots.iter() {
+            let since = slot.in_lua_since.load(Ordering::SeqCst);
+            if since == 0
+                || now_ns.saturating_sub(since) < limit
+                || slot.armed.load(Ordering::SeqCst)
+            {
+                continue;
+            }
+            // Dekker-style with the worker (see `call_lua`): whichever of armed=true and
+            // in_lua_since=0 comes first, the hook never outlives the call it was meant for.
+            slot.arming.store(true, Ordering::SeqCst);
+            slot.armed.store(true, Ordering::SeqCst);
+            if slot.in_lua_since.load(Ordering::SeqCst) == since {
+                let l = slot.raw.load(Ordering::SeqCst);
+                if !l.is_null() {
+                    // SAFETY: the worker frees a state only after storing null in `raw` and
+                    // waiting for `arming` to clear, so `l` is live here.
+                    unsafe { arm_watchdog(l) };
+                    self.stats.watchdog_fired.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        "Lua watchdog: a flow function ran for more than {} ms",
+                        self.cfg.watchdog_ms
+                    );
+                }
+            }
+            slot.arming.store(false, Ordering::SeqCst);
+        }
+    }
+
+    fn fail(&self, batch: &mut Batch, sel: Mask) {
+        let pkts = batch.as_mut_slice();
+        for i in sel {
+            pkts[i].meta.verdict = self.cfg.on_error;
+        }
+    }
+
+    /// Throw the worker's state away (after a runaway) and take the spare.
+    fn replace_state(&self, slot: &WorkerSlot, w: &mut Option<WorkerLua>) {
+        slot.raw.store(std::ptr::null_mut(), Ordering::SeqCst);
+        while slot.arming.load(Ordering::SeqCst) {
+            std::hint::spin_loop();
+        }
+        if let Some(old) = w.take() {
+            self.stats.states_replaced.fetch_add(1, Ordering::Relaxed);
+            if let Err(state) = self.graveyard.push(old.state) {
+                drop(state);
+            }
+        }
+        self.install_spare(slot, w);
+    }
+
+    fn install_spare(&self, slot: &WorkerSlot, w: &mut Option<WorkerLua>) {
+        let state = match slot.spare.pop() {
+            Some(s) => s,
+            // No control thread prepared one: build it here (slow, once).
+            None => match self.new_state() {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    return;
+                }
+            },
+        };
+        slot.raw.store(state.raw(), Ordering::SeqCst);
+        *w = Some(WorkerLua::new(state));
+    }
+
+    /// Run `def` over the packets of `batch` in `sel`.
+    fn run(&self, def: &Arc<FunctionDef>, batch: &mut Batch, sel: Mask, cx: &mut WorkerCx<'_>) {
+        let n = sel.count() as usize;
+        if n == 0 {
+            return;
+        }
+        let Some(slot) = self.slots.get(cx.worker) else {
+            self.stats.busy.fetch_add(1, Ordering::Relaxed);
+            return self.fail(batch, sel);
+        };
+        let Ok(mut cell) = slot.cell.try_lock() else {
+            self.stats.busy.fetch_add(1, Ordering::Relaxed);
+            return self.fail(batch, sel);
+        };
+        while let Some(uid) = slot.retired.pop() {
+            if let Some(w) = cell.as_mut() {
+                w.forget(uid);
+            }
+        }
+        if cell.is_none() {
+            self.install_spare(slot, &mut cell);
+        }
+        let Some(w) = cell.as_mut() else { return self.fail(batch, sel) };
+        fill(&mut w.state.shared_mut().descs, batch, sel);
+        let mut start = 0;
+        while start < n {
+            let Some(d) = def.effective() else {
+                // Ran away and nothing to fall back to.
+                mark(&mut cell, start..n, self.cfg.on_error);
+                break;
+            };
+            match self.call_lua(slot, &mut cell, d, start, n, cx) {
+                Ok(()) => break,
+                Err(next) => start = next,
+            }
+        }
+        if let Some(w) = cell.as_ref() {
+            write_back(&w.state.shared().descs, batch, sel);
+        }
+        let pw = &def.per_worker[cx.worker.min(def.per_worker.len() - 1)];
+        pw.packets.store(pw.packets.load(Ordering::Relaxed) + n as u64, Ordering::Relaxed);
+        pw.batches.store(pw.batches.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// One call into Lua for packets `start..n` with `def`. On an error, returns where to go on.
+    fn call_lua(
+        &self,
+        slot: &WorkerSlot,
+        cell: &mut Option<WorkerLua>,
+        def: &Arc<FunctionDef>,
+        start: usize,
+        n: usize,
+        cx: &WorkerCx<'_>,
+    ) -> Result<(), usize> {
+        let Some(w) = cell.as_mut() else {
+            mark(cell, start..n, self.cfg.on_error);
+            return Ok(());
+        };
+        if w.last.is_none_or(|(u, _)| u != def.uid) && !w.loaded.contains_key(&def.uid) {
+            let t0 = Instant::now();
+            let name = format!("={}", def.name);
+            w.state.shared_mut().fuel = 0;
+            match w.state.instantiate(&def.bytecode, &name, def.opts.jit) {
+                Ok(k) => {
+                    w.loaded.insert(def.uid, k);
+                    def.loads.fetch_add(1, Ordering::Relaxed);
+                    def.load_ns_max.fetch_max(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    let msg = lua_message(&e);
+                    self.report_error(def, &msg);
+                    mark(cell, start..n, self.cfg.on_error);
+                    if w_fuel(cell) < 0 {
+                        def.condemn();
+                        self.replace_state(slot, cell);
+                        return Err(start.min(n));
+                    }
+                    return Ok(());
+                }
+            }
+        }
+        let w = cell.as_mut().expect("checked above");
+        if def.opts.jit && w.opt_level != def.opts.opt_level {
+            w.state.set_opt_level(def.opts.opt_level);
+            w.opt_level = def.opts.opt_level;
+        }
+        let driver = match w.last {
+            Some((u, id)) if u == def.uid => id,
+            _ => {
+                let id = w.loaded.get(&def.uid).expect("loaded above").id();
+                w.last = Some((def.uid, id));
+                id
+            }
+        };
+        slot.in_lua_since.store(cx.now_ns.max(1), Ordering::SeqCst);
+        let r = w.state.call(driver, start, n);
+        slot.in_lua_since.store(0, Ordering::SeqCst);
+        let watchdog = slot.armed.load(Ordering::SeqCst);
+        if watchdog {
+            while slot.arming.load(Ordering::SeqCst) {
+                std::hint::spin_loop();
+            }
+            disarm_watchdog(w.state.raw());
+            slot.armed.store(false, Ordering::SeqCst);
+        }
+        let cur = (w.state.shared_mut().cur.max(0) as usize).clamp(start, n.saturating_sub(1));
+        match r {
+            Ok(()) => Ok(()),
+            Err(CallError::Error(msg)) if !watchdog => {
+                w.state.shared_mut().descs[cur].verdict = self.cfg.on_error as u8;
+                self.report_error(def, &msg);
+                Err(cur + 1)
+            }
+            Err(CallError::Error(msg)) | Err(CallError::Runaway(msg)) => {
+                w.state.shared_mut().descs[cur].verdict = self.cfg.on_error as u8;
+                def.runaways.fetch_add(1, Ordering::Relaxed);
+                self.stats.runaways.fetch_add(1, Ordering::Relaxed);
+                def.record_error(&msg);
+                def.condemn();
+                tracing::warn!(function = %def.name, placed = ?def.placed(), "{msg}; falling back to the previous function and a fresh Lua state");
+                // Carry the descriptors of the rest of the batch over to the fresh state.
+                let descs = w.state.shared_mut().descs;
+                self.replace_state(slot, cell);
+                if let Some(w) = cell.as_mut() {
+                    w.state.shared_mut().descs = descs;
+                }
+                Err(cur + 1)
+            }
+        }
+    }
+
+    fn report_error(&self, def: &FunctionDef, msg: &str) {
+        self.stats.runtime_errors.fetch_add(1, Ordering::Relaxed);
+        def.record_error(msg);
+        tracing::debug!(function = %def.name, placed = ?def.placed(), "Lua error: {msg}");
+    }
+}
+
+fn w_fuel(cell: &mut Option<WorkerLua>) -> i32 {
+    cell.as_mut().map_or(0, |w| w.state.shared_mut().fuel)
+}
+
+fn mark(cell: &mut Option<WorkerLua>, range: std::ops::Range<usize>, v: Verdict) {
+    if let Some(w) = cell.as_mut() {
+        for d in &mut w.state.shared_mut().descs[range] {
+            d.verdict = v as u8;
+        }
+    }
+}
+
+/// Describe the selected packets to Lua.
+#[inline]
+fn fill(descs: &mut [Desc; MAX_BATCH], batch: &mut Batch, sel: Mask) {
+    let pkts = batch.as_mut_slice();
+    for (d, i) in descs.iter_mut().zip(sel) {
+        let p = &mut pkts[i];
+        let m = p.meta;
+        *d = Desc {
+            data: p.data_mut().as_mut_ptr(),
+            user: m.user,
+            len: p.len() as u32,
+            cap: p.max_len() as u32,
+            flow_hash: m.flow_hash,
+            in_port: m.in_port,
+            out_port: m.out_port,
+            l3: m.l3_off,
+            l4: m.l4_off,
+            payload: m.payload_off,
+            layers: m.layers,
+            verdict: m.verdict as u8,
+        };
+    }
+}
+
+/// Apply what Lua decided.
+#[inline]
+fn write_back(descs: &[Desc; MAX_BATCH], batch: &mut Batch, sel: Mask) {
+    let pkts = batch.as_mut_slice();
+    for (d, i) in descs.iter().zip(sel) {
+        let p = &mut pkts[i];
+        p.meta.verdict =
+            if d.verdict == Verdict::Drop as u8 { Verdict::Drop } else { Verdict::Pass };
+        p.meta.out_port = d.out_port;
+        p.meta.user = d.user;
+        if d.len as usize != p.len() {
+            // setSize checked len <= cap; set_len checks again.
+            let _ = p.set_len(d.len as usize);
+        }
+    }
+}
+
+/// A flow function (or a function at a pipeline position): the compiled definition plus the
+/// runtime whose per-worker states run it.
+pub struct LuaFunction {
+    rt: Arc<LuaRuntime>,
+    def: Arc<FunctionDef>,
+}
+
+impl LuaFunction {
+    pub fn def(&self) -> &Arc<FunctionDef> {
+        &self.def
+    }
+}
+
+impl Stage for LuaFunction {
+    fn name(&self) -> &str {
+        &self.def.name
+    }
+
+    fn run(&self, batch: &mut Batch, sel: Mask, cx: &mut WorkerCx<'_>) {
+        self.rt.run(&self.def, batch, sel, cx);
+    }
+
+    fn describe(&self) -> String {
+        self.def.describe()
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+}
+
+impl Drop for LuaFunction {
+    fn drop(&mut self) {
+        for slot in self.rt.slots.iter() {
+            let _ = slot.retired.push(self.def.uid);
+        }
+    }
+}
