@@ -2,8 +2,9 @@
 //! two flows, each with its own function. A third of the way through, an authenticated in-band
 //! update packet replaces flow 1's function while flow 2 keeps its own; two thirds through, a
 //! second in-band update carries an eBPF object built by clang (`examples/ebpf/xdp_mark.o`,
-//! several fragments) that becomes flow 2's function, verified and JIT-compiled on arrival.
-//! It prints a per-flow table and writes a plot of per-packet latency over time with both
+//! several fragments) that becomes flow 2's function, verified and JIT-compiled on arrival;
+//! then a third carries Lua source that becomes flow 1's function (compiled on the control
+//! thread, run by LuaJIT on the worker). It prints a per-flow table and writes a plot of per-packet latency over time with both
 //! updates marked.
 
 use crate::config::{
@@ -35,6 +36,8 @@ const MARK_NEW: u16 = 0xaa;
 /// What `examples/ebpf/xdp_mark.o` writes.
 const MARK_EBPF: u16 = 0xbb;
 const MARK_OBJECT: &[u8] = include_bytes!("../../../examples/ebpf/xdp_mark.o");
+/// What the Lua update (examples/lua/mark.lua with another constant) writes.
+const MARK_LUA: u16 = 0xcc;
 
 fn selector(gen: &GenSpec, i: u16) -> String {
     format!(
@@ -127,8 +130,8 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
     let start_ns = time::now_ns();
     let p0 = plane.mem("p0").context("mem port p0")?.clone();
     let sender = UpdateSender::new(1, Some(key), update_port);
-    let third = Duration::from_millis(o.duration_ms / 3);
-    std::thread::sleep(third);
+    let quarter = Duration::from_millis(o.duration_ms / 4);
+    std::thread::sleep(quarter);
 
     // Update 1: flow 1's function becomes "mark 0xaa", authenticated with key 1.
     let sel = |i: u16| -> anyhow::Result<FlowSelector> {
@@ -151,7 +154,7 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
     if !o.json {
         eprintln!("  t = {:.1} ms: update 1 sent: flow 1 -> native mark 0x{MARK_NEW:02x} (BLAKE3-MACed, seq 1)", (update_ns - start_ns) as f64 / 1e6);
     }
-    std::thread::sleep(third);
+    std::thread::sleep(quarter);
 
     // Update 2: flow 2's function becomes an eBPF program: a clang-built XDP object carried in
     // the update itself, verified and compiled by the node when it arrives.
@@ -168,7 +171,23 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
             MARK_OBJECT.len()
         );
     }
-    std::thread::sleep(third);
+    std::thread::sleep(quarter);
+
+    // Update 3: flow 1's function becomes Lua source, compiled by the node when it arrives.
+    let lua_src = crate::bench::lua::MARK_LUA.replace("0x0101", &format!("0x{MARK_LUA:04x}"));
+    let frames = sender.frames(&header(Kind::Lua, 3, Target::Flow(sel(0)?)), lua_src.as_bytes())?;
+    let lua_ns = time::now_ns();
+    for f in frames {
+        p0.inject(f).map_err(|_| anyhow::anyhow!("injection queue full"))?;
+    }
+    if !o.json {
+        eprintln!(
+            "  t = {:.1} ms: update 3 sent: flow 1 -> Lua examples/lua/mark.lua writing 0x{MARK_LUA:02x} ({} bytes of source, seq 3)",
+            (lua_ns - start_ns) as f64 / 1e6,
+            lua_src.len()
+        );
+    }
+    std::thread::sleep(quarter);
     let apply = plane.observability().stats_json()["updates"].clone();
     let handles = plane.mem_handles();
     let summary = plane.stop();
@@ -189,6 +208,14 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
     };
     let (ack_text, new_version) = ack_for(1);
     let (ebpf_ack_text, ebpf_version) = ack_for(2);
+    let (lua_ack_text, lua_version) = ack_for(3);
+    let lua_visible_us = r
+        .samples
+        .iter()
+        .filter(|s| s.flow == 0 && s.mark == MARK_LUA)
+        .map(|s| s.rx_ts)
+        .min()
+        .map(|t| t.saturating_sub(lua_ns) as f64 / 1000.0);
 
     let by_flow = |f: u16| -> Vec<&Sample> { r.samples.iter().filter(|s| s.flow == f).collect() };
     let mut rows = Vec::new();
@@ -199,13 +226,16 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
         let fr = r.flow(i).context("flow missing from report")?;
         let samples = by_flow(i);
         let lat = |s: &&Sample| (s.rx_ts.saturating_sub(s.tx_ts)) as f64 / 1000.0;
-        // Each flow's own update splits its packets into before and after.
+        // Each flow's own (first) update splits its packets into before and after.
         let (changed_at, new_mark) =
             if i == 0 { (update_ns, MARK_NEW) } else { (ebpf_ns, MARK_EBPF) };
         let mut before: Vec<f64> =
             samples.iter().filter(|s| s.tx_ts < changed_at).map(lat).collect();
-        let mut after: Vec<f64> =
-            samples.iter().filter(|s| s.tx_ts >= changed_at).map(lat).collect();
+        let mut after: Vec<f64> = samples
+            .iter()
+            .filter(|s| s.tx_ts >= changed_at && (i == 1 || s.tx_ts < lua_ns))
+            .map(lat)
+            .collect();
         let marks: Vec<String> = fr.marks.iter().map(|m| format!("0x{:02x}", m.mark)).collect();
         // When the first packet processed by the new function left the pipeline. (Its stamp
         // holds its *scheduled* generation time, which can precede the update when the worker
@@ -242,11 +272,21 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
     let plot = o.out.join("hotplane-demo.svg");
     latency_plot(
         &plot,
-        "hotplane demo: per-packet latency; flow 1's function, then flow 2's (eBPF), replaced in-band",
+        "hotplane demo: per-packet latency; functions replaced in-band (native, eBPF, Lua)",
         &series,
         &[
-            Marker { at_ms: (update_ns - start_ns) as f64 / 1e6, label: format!("flow 1 -> native, v{new_version}") },
-            Marker { at_ms: (ebpf_ns - start_ns) as f64 / 1e6, label: format!("flow 2 -> eBPF, v{ebpf_version}") },
+            Marker {
+                at_ms: (update_ns - start_ns) as f64 / 1e6,
+                label: format!("flow 1 -> native, v{new_version}"),
+            },
+            Marker {
+                at_ms: (ebpf_ns - start_ns) as f64 / 1e6,
+                label: format!("flow 2 -> eBPF, v{ebpf_version}"),
+            },
+            Marker {
+                at_ms: (lua_ns - start_ns) as f64 / 1e6,
+                label: format!("flow 1 -> Lua, v{lua_version}"),
+            },
         ],
     )?;
 
@@ -283,7 +323,15 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
         println!();
         println!("update 1 (native stage): {ack_text}");
         println!("update 2 (eBPF ELF, {} bytes): {ebpf_ack_text}", MARK_OBJECT.len());
-        println!("control thread: median apply {} us over both updates", apply["apply_us_p50"]);
+        println!(
+            "update 3 (Lua source, {} bytes): {lua_ack_text}; first packet from the new function {}",
+            lua_src.len(),
+            lua_visible_us.map_or_else(|| "not seen".to_string(), |v| format!("{v:.1} us after sending"))
+        );
+        println!(
+            "control thread: median apply {} us over the three updates",
+            apply["apply_us_p50"]
+        );
         println!("plot:   {}", plot.display());
     }
     let out = json!({
@@ -291,6 +339,7 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
         "workers": workers,
         "update": { "ack": ack_text, "version": new_version, "apply_us": apply["apply_us_p50"] },
         "ebpf_update": { "ack": ebpf_ack_text, "version": ebpf_version, "object_bytes": MARK_OBJECT.len(), "fragments": fragments },
+        "lua_update": { "ack": lua_ack_text, "version": lua_version, "source_bytes": lua_src.len(), "update_to_visible_us": lua_visible_us },
         "flows": rows.iter().map(|r| json!({
             "flow": r.name, "sent": r.sent, "received": r.received, "lost": r.lost, "duplicates": r.dup,
             "latency_us_before_p50": r.before.0, "latency_us_before_p99": r.before.1,
@@ -307,6 +356,8 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
         || rows.iter().any(|r| r.lost > 0)
         || new_version == 0
         || ebpf_version == 0
+        || lua_version == 0
+        || lua_visible_us.is_none()
     {
         anyhow::bail!("the demo did not go as it should: see the table above");
     }

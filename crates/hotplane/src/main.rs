@@ -389,6 +389,23 @@ enum MapCmd {
 
 #[derive(Subcommand)]
 enum BenchCmd {
+    /// Lua dynamic update (libmoon's experiment): two flows, batch 1; after --before packets an
+    /// in-band update replaces flow 1's function; 1 and 2 workers, JIT on and off. Writes
+    /// lua-dyn.csv and lua-dyn.png to --out.
+    LuaDyn {
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value_t = 50_000)]
+        before: u64,
+        #[arg(long, default_value_t = 200_000)]
+        after: u64,
+        /// Total packets per second of the two flows.
+        #[arg(long, default_value_t = 500_000.0)]
+        rate: f64,
+        /// Directory for the CSV and the plot.
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+    },
     /// Lua: per-packet time of a flow function writing a payload field, batch mode, next to
     /// the same function in native Rust and plain LuaJIT on raw pointers.
     Lua {
@@ -589,6 +606,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Cmd::Ebpf { op } => ebpf(op),
         Cmd::Lua { op } => lua(op),
         Cmd::Bench { which } => match which {
+            BenchCmd::LuaDyn { json, before, after, rate, out } => {
+                hotplane::bench::lua_dyn::run(&hotplane::bench::lua_dyn::Opts {
+                    before,
+                    after,
+                    rate_pps: rate,
+                    out,
+                    json,
+                })
+            }
             BenchCmd::Lua { json, packets, batch, repeat, core } => {
                 hotplane::bench::lua::run(&hotplane::bench::lua::Opts {
                     packets,

@@ -1,4 +1,5 @@
-//! SVG plots of per-packet latency over time, with events (updates) marked.
+//! Plots of per-packet latency (SVG over time; PNG panels over packet index), with events
+//! (updates) marked.
 
 use plotters::prelude::*;
 use std::path::Path;
@@ -11,6 +12,7 @@ pub struct Series {
 }
 
 pub struct Marker {
+    /// Position on the x axis (ms, or a packet index in panels).
     pub at_ms: f64,
     pub label: String,
 }
@@ -32,6 +34,60 @@ pub fn latency_plot(
     series: &[Series],
     markers: &[Marker],
 ) -> anyhow::Result<()> {
+    register_font()?;
+    let root = SVGBackend::new(path, (1100, 560)).into_drawing_area();
+    draw_latency(&root, title, "time since start (ms)", series, markers)?;
+    root.present()?;
+    Ok(())
+}
+
+/// One panel of a multi-panel figure.
+pub struct Panel {
+    pub title: String,
+    pub series: Vec<Series>,
+    pub markers: Vec<Marker>,
+}
+
+/// The font plots are drawn with (DejaVu Sans, Bitstream Vera license: assets/fonts/), built
+/// in so that plots need no fonts installed on the machine.
+const FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
+
+fn register_font() -> anyhow::Result<()> {
+    static DONE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ok = *DONE.get_or_init(|| {
+        plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).is_ok()
+    });
+    anyhow::ensure!(ok, "the built-in font could not be loaded");
+    Ok(())
+}
+
+/// A PNG of `panels` in a grid of `cols` columns, x = packet index.
+pub fn panels_png(path: &Path, title: &str, panels: &[Panel], cols: usize) -> anyhow::Result<()> {
+    register_font()?;
+    let cols = cols.max(1);
+    let rows = panels.len().div_ceil(cols).max(1);
+    let root =
+        BitMapBackend::new(path, (760 * cols as u32, 420 * rows as u32 + 40)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (top, body) = root.split_vertically(40);
+    top.titled(title, ("sans-serif", 24))?;
+    for (area, p) in body.split_evenly((rows, cols)).iter().zip(panels) {
+        draw_latency(area, &p.title, "packet index", &p.series, &p.markers)?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+fn draw_latency<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    x_desc: &str,
+    series: &[Series],
+    markers: &[Marker],
+) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
     let all = series.iter().flat_map(|s| s.points.iter());
     let (mut tmax, mut lmin, mut lmax) = (1.0f64, f64::MAX, 0.0f64);
     for &(t, l) in all {
@@ -43,9 +99,8 @@ pub fn latency_plot(
         (lmin, lmax) = (0.1, 10.0);
     }
     let (lo, hi) = ((lmin * 0.8).max(0.01), (lmax * 1.5).max(lmin * 2.0));
-    let root = SVGBackend::new(path, (1100, 560)).into_drawing_area();
     root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
+    let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(40)
@@ -53,7 +108,8 @@ pub fn latency_plot(
         .build_cartesian_2d(0f64..tmax * 1.02, (lo..hi).log_scale())?;
     chart
         .configure_mesh()
-        .x_desc("time since start (ms)")
+        .x_desc(x_desc)
+        .x_label_formatter(&|x| format!("{x:.0}"))
         .y_desc("latency (us, log)")
         .light_line_style(RGBColor(235, 235, 235))
         .draw()?;
@@ -80,6 +136,5 @@ pub fn latency_plot(
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()?;
-    root.present()?;
     Ok(())
 }

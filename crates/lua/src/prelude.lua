@@ -326,7 +326,8 @@ return PKT_H
 end
 
 local packet_jit = make_api(false, "")
-local packet_interp = make_api(true, "_i")
+-- Built when the first interpreted function is loaded: most states never need it.
+local packet_interp = nil
 
 
 -- Budget exhausted: raise outside anything user code can recover from (the fuel stays
@@ -395,6 +396,7 @@ local function instantiate(bytes, name, jit_on)
   local packet_at = packet_jit
   if not jit_on then
     jit.off(chunk, true)
+    packet_interp = packet_interp or make_api(true, "_i")
     packet_at = packet_interp
   end
   S.fuel = S.budget

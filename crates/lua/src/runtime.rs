@@ -160,7 +160,8 @@ impl LuaRuntime {
             Ok(def) => {
                 self.stats.compiled.fetch_add(1, Ordering::Relaxed);
                 self.in_use.store(true, Ordering::Relaxed);
-                self.prepare_states();
+                // Spares come later, from `maintain`: the first update should not wait for them.
+                self.prepare_states_with(false);
                 Ok(Arc::new(def))
             }
             Err(e) => {
@@ -198,9 +199,9 @@ impl LuaRuntime {
         v
     }
 
-    /// Give every worker a state and a spare (control thread; creating a state takes about a
-    /// millisecond, which a worker should not spend).
-    pub fn prepare_states(&self) {
+    /// Give every worker a state (control thread; creating one takes about a millisecond,
+    /// which a worker should not spend). With `spares`, also a spare for each.
+    pub fn prepare_states_with(&self, spares: bool) {
         for slot in self.slots.iter() {
             if let Ok(mut cell) = slot.cell.try_lock() {
                 if cell.is_none() {
@@ -213,7 +214,7 @@ impl LuaRuntime {
                     }
                 }
             }
-            if slot.spare.is_empty() {
+            if spares && slot.spare.is_empty() {
                 match self.new_state() {
                     Ok(s) => {
                         let _ = slot.spare.push(s);
@@ -222,6 +223,11 @@ impl LuaRuntime {
                 }
             }
         }
+    }
+
+    /// Give every worker a state and a spare.
+    pub fn prepare_states(&self) {
+        self.prepare_states_with(true);
     }
 
     /// Periodic control-thread work: spare states, dropping dead ones, the watchdog.

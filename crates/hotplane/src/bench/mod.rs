@@ -3,6 +3,7 @@
 
 pub mod ebpf;
 pub mod lua;
+pub mod lua_dyn;
 pub mod pipeline;
 pub mod swap;
 pub mod testpmd;
