@@ -94,6 +94,28 @@ class Client:
                                    max_fragment=envelope.API_FRAGMENT)
         return self.update(datagrams)[-1]
 
+    def lua_update(self, target: str, source, *, key: bytes, key_id: int = 1, seq: Optional[int] = None,
+                   worker: Optional[int] = None, jit: bool = True, opt_level: Optional[int] = None) -> dict:
+        """Install Lua source (a chunk returning `function(pkt)`) at `target` (`flow:SELECTOR`,
+        `flow:default`, a position or `extern:NAME`) as an authenticated update; returns the
+        final acknowledgement. Compile errors come back as `refused`/`rejected` with Lua's
+        message, and the function that was running keeps running."""
+        from . import envelope
+        if isinstance(source, str):
+            source = source.encode()
+        flags = 0 if jit else envelope.Flags.NO_JIT
+        if opt_level is not None:
+            flags |= envelope.Flags.opt_level(opt_level)
+        datagrams = envelope.build(target, envelope.Kind.LUA, source, key_id=key_id, key=key,
+                                   seq=seq if seq is not None else envelope.next_seq(),
+                                   worker=envelope.WORKER_ALL if worker is None else worker, flags=flags,
+                                   max_fragment=envelope.API_FRAGMENT)
+        return self.update(datagrams)[-1]
+
+    def lua_functions(self) -> list:
+        """Installed Lua functions: target, options, packets, errors, runaways, last error."""
+        return self.call("lua-functions")
+
     def ebpf_maps(self) -> list:
         """Every eBPF map: name (program/map), kind, sizes, entries in use."""
         return self.call("ebpf-maps")

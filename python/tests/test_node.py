@@ -144,3 +144,22 @@ char _license[] SEC("license") = "GPL";
         with pytest.raises(HotplaneError, match="no map named"):
             c.ebpf_map_dump("nope")
         c.shutdown()
+
+
+def test_lua_updates(running_node):
+    with Client(running_node) as c:
+        ack = c.lua_update("flow:default", "return function(pkt) pkt:setMark(7) end", key=KEY, opt_level=2)
+        assert ack["status"] == "applied", ack
+        ack = c.lua_update("flow:default", "return function(pkt", key=KEY)
+        assert ack["status"] == "refused" and ack["reason"] == "rejected", ack
+        assert "syntax error" in ack["message"]
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            f = {e["target"]: e for e in c.lua_functions()}
+            if f.get("flow:default", {}).get("packets", 0) > 0:
+                break
+            time.sleep(0.05)
+        d = f["flow:default"]
+        assert d["opt_level"] == 2 and d["jit"] is True and d["errors"] == 0, d
+        assert d["packets"] > 0, d
+        c.shutdown()

@@ -177,7 +177,8 @@ impl<'a> Lexer<'a> {
             } else if two.contains(&c) && matches!(self.peek(1), b'.' | b'=' | b':') {
                 2
             } else {
-                1
+                // A whole character: slicing inside a UTF-8 sequence would panic.
+                self.src[start..].chars().next().map_or(1, char::len_utf8)
             };
         }
         Ok(Some(Lexed { tok: Tok::Other(&self.src[start..self.pos]), end: self.pos, line }))
@@ -266,6 +267,13 @@ mod tests {
     fn reserved_names_are_refused() {
         let e = instrument("local x = 1\n__hp_S.fuel = 1e9").unwrap_err();
         assert_eq!(e, InstrumentError::Reserved { line: 2, name: "__hp_S".into() });
+    }
+
+    #[test]
+    fn non_ascii_text_outside_strings_is_not_split() {
+        // Found by the fuzzer: a multi-byte character where punctuation is expected.
+        assert_eq!(instrument("x = 1 \u{e9}\u{1f600} do").unwrap().matches("__hp_X").count(), 1);
+        assert_eq!(instrument("s = 'caf\u{e9}' -- \u{e9}").unwrap(), "s = 'caf\u{e9}' -- \u{e9}");
     }
 
     #[test]

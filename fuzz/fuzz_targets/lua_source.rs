@@ -1,0 +1,71 @@
+//! Lua source as an update carries it: instrumentation, LuaJIT's parser, the trial run on the
+//! control thread, and, when it compiles, a run on a packet with a small step budget. Nothing
+//! may crash, hang, or touch memory outside the packet.
+#![no_main]
+
+use hotplane_core::{Batch, Pool, PoolConfig, Qsbr, Stage, WorkerCx};
+use hotplane_lua::{FunctionOpts, LuaConfig, LuaRuntime};
+use libfuzzer_sys::fuzz_target;
+use std::sync::{Arc, OnceLock};
+
+struct Env {
+    rt: Arc<LuaRuntime>,
+    pool: Pool,
+    qsbr: Qsbr,
+}
+
+fn env() -> &'static Env {
+    static ENV: OnceLock<Env> = OnceLock::new();
+    ENV.get_or_init(|| Env {
+        rt: LuaRuntime::new(
+            1,
+            LuaConfig { memory_limit: 32 << 20, max_steps: 20_000, ..LuaConfig::default() },
+        ),
+        pool: Pool::new(PoolConfig { buffers: 8, ..PoolConfig::default() }).unwrap(),
+        qsbr: Qsbr::new(),
+    })
+}
+
+/// A 64-byte IPv4/UDP frame.
+const FRAME: [u8; 64] = {
+    let mut f = [0u8; 64];
+    f[12] = 0x08;
+    f[14] = 0x45;
+    f[17] = 50;
+    f[22] = 64;
+    f[23] = 17;
+    f[26] = 10;
+    f[29] = 1;
+    f[30] = 10;
+    f[33] = 2;
+    f[35] = 1;
+    f[37] = 2;
+    f[39] = 30;
+    f
+};
+
+fuzz_target!(|data: &[u8]| {
+    let e = env();
+    let opts = FunctionOpts { jit: data.first().is_none_or(|b| b & 1 == 0), opt_level: 3 };
+    let Ok(def) = e.rt.compile(data, "fuzz", opts, None) else { return };
+    let stage = e.rt.stage(def);
+    let mut batch = Batch::new(4);
+    for _ in 0..2 {
+        let Some(mut p) = e.pool.alloc() else { return };
+        if p.set_frame(&FRAME).is_err() {
+            return;
+        }
+        p.classify();
+        let _ = batch.push(p);
+    }
+    let reader = e.qsbr.register("fuzz");
+    let guard = reader.guard();
+    let mut cx = WorkerCx { worker: 0, now_ns: 1, guard: &guard };
+    let all = batch.all();
+    stage.run(&mut batch, all, &mut cx);
+    for p in batch.iter() {
+        assert!(p.len() <= p.max_len());
+    }
+    // What the control thread does between updates: drop states thrown away after a runaway.
+    e.rt.maintain(1);
+});

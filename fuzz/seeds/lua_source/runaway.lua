@@ -1,0 +1,1 @@
+return function(pkt) while true do end end

@@ -1,0 +1,1 @@
+local t={} return function(pkt) t[#t+1]=pkt:getFrame().uint8[3] pkt:getPayload().be32[0]=#t end
