@@ -199,22 +199,15 @@ impl LuaRuntime {
         v
     }
 
-    /// Give every worker a state (control thread; creating one takes about a millisecond,
-    /// which a worker should not spend). With `spares`, also a spare for each.
+    /// Make sure every worker has a state to take (control thread; creating one takes about a
+    /// millisecond, which a worker should not spend). States are handed over through the
+    /// worker's spare queue: the control thread never locks a worker's state, so the worker's
+    /// `try_lock` cannot fail because of it. With `spares`, workers that already run a state
+    /// get a spare too.
     pub fn prepare_states_with(&self, spares: bool) {
         for slot in self.slots.iter() {
-            if let Ok(mut cell) = slot.cell.try_lock() {
-                if cell.is_none() {
-                    match self.new_state() {
-                        Ok(state) => {
-                            slot.raw.store(state.raw(), Ordering::Release);
-                            *cell = Some(WorkerLua::new(state));
-                        }
-                        Err(e) => tracing::error!("{e}"),
-                    }
-                }
-            }
-            if spares && slot.spare.is_empty() {
+            let has_state = !slot.raw.load(Ordering::Acquire).is_null();
+            if (spares || !has_state) && slot.spare.is_empty() {
                 match self.new_state() {
                     Ok(s) => {
                         let _ = slot.spare.push(s);
