@@ -272,18 +272,25 @@ impl LuaRuntime {
     }
 
     /// Throw the worker's state away (after a runaway) and take the spare.
+    /// Throw the worker's state away (after a runaway) and take the spare. The descriptors of
+    /// the batch in flight move to the new state, so the rest of the batch can go on there.
     fn replace_state(&self, slot: &WorkerSlot, w: &mut Option<WorkerLua>) {
         slot.raw.store(std::ptr::null_mut(), Ordering::SeqCst);
         while slot.arming.load(Ordering::SeqCst) {
             std::hint::spin_loop();
         }
+        let mut in_flight = None;
         if let Some(old) = w.take() {
             self.stats.states_replaced.fetch_add(1, Ordering::Relaxed);
+            in_flight = Some(old.state.shared().descs);
             if let Err(state) = self.graveyard.push(old.state) {
                 drop(state);
             }
         }
         self.install_spare(slot, w);
+        if let (Some(descs), Some(new)) = (in_flight, w.as_mut()) {
+            new.state.shared_mut().descs = descs;
+        }
     }
 
     fn install_spare(&self, slot: &WorkerSlot, w: &mut Option<WorkerLua>) {
@@ -371,15 +378,15 @@ impl LuaRuntime {
                     def.load_ns_max.fetch_max(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 }
                 Err(e) => {
-                    let msg = lua_message(&e);
-                    self.report_error(def, &msg);
-                    mark(cell, start..n, self.cfg.on_error);
-                    if w_fuel(cell) < 0 {
-                        def.condemn();
+                    // Its top level passed the trial run but fails here (memory, a runaway):
+                    // retrying on every batch would cost a load each time, so it is condemned
+                    // and the batch goes on with the function before it.
+                    self.report_error(def, &lua_message(&e));
+                    def.condemn();
+                    if w.state.shared().fuel < 0 {
                         self.replace_state(slot, cell);
-                        return Err(start.min(n));
                     }
-                    return Ok(());
+                    return Err(start);
                 }
             }
         }
@@ -422,12 +429,7 @@ impl LuaRuntime {
                 def.record_error(&msg);
                 def.condemn();
                 tracing::warn!(function = %def.name, placed = ?def.placed(), "{msg}; falling back to the previous function and a fresh Lua state");
-                // Carry the descriptors of the rest of the batch over to the fresh state.
-                let descs = w.state.shared_mut().descs;
                 self.replace_state(slot, cell);
-                if let Some(w) = cell.as_mut() {
-                    w.state.shared_mut().descs = descs;
-                }
                 Err(cur + 1)
             }
         }
@@ -438,10 +440,6 @@ impl LuaRuntime {
         def.record_error(msg);
         tracing::debug!(function = %def.name, placed = ?def.placed(), "Lua error: {msg}");
     }
-}
-
-fn w_fuel(cell: &mut Option<WorkerLua>) -> i32 {
-    cell.as_mut().map_or(0, |w| w.state.shared_mut().fuel)
 }
 
 fn mark(cell: &mut Option<WorkerLua>, range: std::ops::Range<usize>, v: Verdict) {

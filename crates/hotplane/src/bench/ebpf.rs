@@ -15,7 +15,7 @@
 //! period). No packet may be lost.
 
 use super::pipeline::round;
-use super::{emit, Progress};
+use super::{emit, median, Progress};
 use crate::config::{Config, DataplaneConfig, IdlePolicy, PortConfig, PortKind};
 use crate::ebpf::Code;
 use crate::runtime::{pin_to_core, TRACKED};
@@ -227,11 +227,6 @@ pub fn rbpf(name: &str, packets: u64, core: usize) -> Result<f64, String> {
         Some(ns) => Ok(ns),
         None => Err(v["error"].as_str().unwrap_or("unknown error").to_string()),
     }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 fn execution(o: &Opts, progress: &mut Progress) -> anyhow::Result<Vec<Value>> {

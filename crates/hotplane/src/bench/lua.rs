@@ -3,11 +3,11 @@
 //! function in native Rust and to plain LuaJIT on raw pointers (the libmoon way), all in one run.
 
 use super::pipeline::round;
-use super::{emit, Progress};
+use super::{emit, median, Progress};
 use crate::runtime::pin_to_core;
 use anyhow::anyhow;
 use hotplane_core::native::{FieldBase, SetField};
-use hotplane_core::wire::{EthernetAddress, Stamp, UdpFrame};
+use hotplane_core::wire::Stamp;
 use hotplane_core::{time, Batch, Pool, PoolConfig, Qsbr, Stage, WorkerCx};
 use hotplane_lua::{FunctionOpts, LuaConfig, LuaRuntime};
 use serde_json::json;
@@ -24,17 +24,9 @@ pub struct Opts {
     pub json: bool,
 }
 
-/// A stamped 60-byte UDP frame, classified as the pipeline would.
+/// A stamped 60-byte UDP frame of the generator's first flow.
 fn frame() -> Vec<u8> {
-    let f = UdpFrame {
-        src_mac: EthernetAddress([2, 0, 0, 0, 0, 1]),
-        dst_mac: EthernetAddress([2, 0, 0, 0, 0, 2]),
-        vlan: None,
-        src_ip: "10.0.0.1".parse().expect("literal"),
-        dst_ip: "10.1.0.1".parse().expect("literal"),
-        src_port: 1024,
-        dst_port: 5000,
-    };
+    let f = hotplane_io::mem::GenSpec::default().frame(0);
     let mut buf = vec![0u8; 128];
     let mut payload = [0u8; Stamp::<&[u8]>::LEN];
     let _ = Stamp::emit(&mut payload[..], 1, 0, 0);
@@ -73,11 +65,6 @@ pub fn stage_ns(stage: &dyn Stage, batch: usize, packets: u64) -> anyhow::Result
         anyhow::bail!("{}: the mark was not written", stage.name());
     }
     Ok(ns)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 pub fn run(o: &Opts) -> anyhow::Result<()> {

@@ -12,6 +12,12 @@ pub mod veth;
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
+/// The middle of repeated measurements (the upper one of the two middles for even counts).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
 /// Print the result: human lines went to stderr; the JSON object is the last stdout line.
 pub fn emit(v: &serde_json::Value, json_only: bool) {
     if !json_only {

@@ -83,7 +83,8 @@ impl Default for GenSpec {
 const IMIX: [(u16, u32); 3] = [(60, 7), (590, 4), (1514, 1)];
 
 impl GenSpec {
-    fn frame(&self, i: u32) -> UdpFrame {
+    /// The headers of generated flow `i`.
+    pub fn frame(&self, i: u32) -> UdpFrame {
         let bump_ip = |ip: IpAddr| match ip {
             IpAddr::V4(a) => IpAddr::from(u32::from(a).wrapping_add(i).to_be_bytes()),
             IpAddr::V6(a) => IpAddr::from(u128::from(a).wrapping_add(i as u128).to_be_bytes()),
