@@ -140,6 +140,24 @@ impl Qsbr {
         Ok(())
     }
 
+    /// Whether a grace period covering `epoch` has completed, without waiting: one pass over the
+    /// readers. Lets a control thread reclaim lazily from its maintenance loop.
+    pub fn poll(&self, epoch: u64) -> bool {
+        if self.shared.completed.load(Ordering::Acquire) >= epoch {
+            return true;
+        }
+        let readers = self.shared.readers.lock().unwrap_or_else(|e| e.into_inner());
+        let done = readers.iter().all(|r| {
+            let seen = r.seen.load(Ordering::SeqCst);
+            seen == OFFLINE || seen >= epoch
+        });
+        drop(readers);
+        if done {
+            self.shared.completed.fetch_max(epoch, Ordering::AcqRel);
+        }
+        done
+    }
+
     /// A full grace period: advance the epoch and wait for it.
     pub fn synchronize(&self, timeout: Duration) -> Result<(), GraceError> {
         let e = self.advance();

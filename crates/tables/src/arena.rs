@@ -1,0 +1,72 @@
+//! A fixed arena of entry bodies addressed by index, for tables whose index structure (an LPM
+//! trie, a tuple space) points at entries rather than holding them. Indices freed by the control
+//! plane are reused only after a grace period.
+
+use crate::entry::{BodyLayout, EntryRef};
+use crate::words::WordArray;
+use crate::TableError;
+use hotplane_core::Qsbr;
+use std::collections::VecDeque;
+use std::sync::atomic::AtomicU64;
+
+pub struct Arena {
+    words: WordArray<AtomicU64>,
+    layout: BodyLayout,
+    stride: usize,
+    capacity: usize,
+    /// Control plane only (callers hold their table's writer lock).
+    free: Vec<u32>,
+    retired: VecDeque<(u64, u32)>,
+    next_unused: u32,
+}
+
+impl Arena {
+    pub fn new(capacity: usize, layout: BodyLayout) -> Result<Self, TableError> {
+        let stride = layout.words();
+        Ok(Self {
+            words: WordArray::zeroed(capacity * stride)?,
+            layout,
+            stride,
+            capacity,
+            free: Vec::new(),
+            retired: VecDeque::new(),
+            next_unused: 0,
+        })
+    }
+
+    #[inline(always)]
+    pub fn get(&self, index: u32) -> EntryRef<'_> {
+        let at = index as usize * self.stride;
+        EntryRef::new(&self.words[at..at + self.stride], self.layout)
+    }
+
+    /// A fresh entry initialised with `action`/`data`, not yet reachable by readers.
+    pub fn alloc(&mut self, qsbr: &Qsbr, action: u16, data: &[u64]) -> Result<u32, TableError> {
+        self.reclaim(qsbr);
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None if (self.next_unused as usize) < self.capacity => {
+                self.next_unused += 1;
+                self.next_unused - 1
+            }
+            None => return Err(TableError::Full { size: self.capacity }),
+        };
+        self.get(index).init(action, data);
+        Ok(index)
+    }
+
+    /// `index` was unlinked from the index structure: reuse it after a grace period.
+    pub fn release(&mut self, qsbr: &Qsbr, index: u32) {
+        self.retired.push_back((qsbr.advance(), index));
+    }
+
+    pub fn reclaim(&mut self, qsbr: &Qsbr) {
+        while let Some(&(epoch, index)) = self.retired.front() {
+            if !qsbr.poll(epoch) {
+                break;
+            }
+            self.retired.pop_front();
+            self.free.push(index);
+        }
+    }
+}

@@ -1,0 +1,410 @@
+//! Longest-prefix match: DIR-24-8 generalised to any whole number of key bytes. The first level
+//! is indexed by the key's top 24 bits (fewer for narrower keys); every further level is a group
+//! of 256 entries indexed by the next key byte. IPv4 is exactly DIR-24-8 (one or two memory
+//! accesses); IPv6 is DIR-24-8-8-... like DPDK's `rte_lpm6` (at most 14).
+//!
+//! A level entry is one `u32`: `VALID | GROUP | depth << 22 | index`, where `index` is an entry
+//! in the arena (leaf) or a group (GROUP). Lookups read entries with plain atomic loads and
+//! never retry. The control plane writes with single-word stores in an order that keeps every
+//! intermediate state correct (a new group is filled before it is linked), so readers see each
+//! address resolve to either the old or the new answer; groups and entries unlinked are reused
+//! only after a grace period.
+
+use crate::arena::Arena;
+use crate::config::{MatchKind, TableConfig};
+use crate::entry::{EntryData, EntryRef, EntryStats};
+use crate::exact::check_action;
+use crate::words::WordArray;
+use crate::TableError;
+use hotplane_core::{Guard, Qsbr};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+
+const VALID: u32 = 1 << 31;
+const GROUP: u32 = 1 << 30;
+const DEPTH_SHIFT: u32 = 22;
+const INDEX_MASK: u32 = (1 << DEPTH_SHIFT) - 1;
+/// Most entries and most groups an LPM table can address.
+pub const MAX_LPM_INDEX: usize = INDEX_MASK as usize + 1;
+
+#[inline(always)]
+fn leaf(depth: u32, index: u32) -> u32 {
+    VALID | depth << DEPTH_SHIFT | index
+}
+
+#[inline(always)]
+fn depth_of(e: u32) -> u32 {
+    (e >> DEPTH_SHIFT) & 0xff
+}
+
+/// One prefix as the control plane reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LpmEntry {
+    pub prefix: Vec<u8>,
+    pub len: u32,
+    pub data: EntryData,
+    pub stats: EntryStats,
+}
+
+struct Writer {
+    arena: Arena,
+    /// Every installed prefix (masked key bytes, length) and its entry.
+    rules: HashMap<(Vec<u8>, u32), u32>,
+    free_groups: Vec<u32>,
+    retired_groups: VecDeque<(u64, u32)>,
+    next_group: u32,
+}
+
+pub struct LpmTable {
+    cfg: TableConfig,
+    key_bytes: usize,
+    /// Bits indexing the first level (24, or the key width if narrower).
+    first_bits: u32,
+    first: WordArray<AtomicU32>,
+    groups: WordArray<AtomicU32>,
+    max_groups: usize,
+    default: WordArray<std::sync::atomic::AtomicU64>,
+    /// Read-only view of the arena's storage for the data plane. Points into `writer.arena`,
+    /// which lives as long as the table and never reallocates.
+    arena_view: *const Arena,
+    writer: Mutex<Writer>,
+    qsbr: Qsbr,
+}
+
+// SAFETY: `arena_view` points to the arena inside `writer`, owned by this table; through it the
+// data plane only calls `Arena::get`, which reads the fixed storage (atomics), never the
+// control-plane fields the mutex protects.
+unsafe impl Send for LpmTable {}
+// SAFETY: as above.
+unsafe impl Sync for LpmTable {}
+
+impl LpmTable {
+    pub fn new(cfg: TableConfig, qsbr: &Qsbr) -> Result<Box<Self>, TableError> {
+        cfg.validate()?;
+        if cfg.kind != MatchKind::Lpm {
+            return Err(TableError::invalid(&cfg.name, "not an LPM table"));
+        }
+        let key_bytes = cfg.key_bytes();
+        let first_bits = (key_bytes as u32 * 8).min(24);
+        let deeper_levels = key_bytes.saturating_sub(3);
+        let max_groups = cfg
+            .lpm_groups
+            .unwrap_or_else(|| (cfg.size / 2 * deeper_levels.max(1)).max(1024))
+            .min(MAX_LPM_INDEX);
+        if cfg.size > MAX_LPM_INDEX {
+            return Err(TableError::invalid(
+                &cfg.name,
+                format!("LPM size at most {MAX_LPM_INDEX}"),
+            ));
+        }
+        let body = cfg.body_layout();
+        let default = WordArray::zeroed(body.words())?;
+        let default_id = cfg.default_action.as_deref().and_then(|a| cfg.action_id(a)).unwrap_or(0);
+        EntryRef::new(&default, body).init(default_id, &cfg.default_data);
+        let arena = Arena::new(cfg.size, body)?;
+        let groups = if deeper_levels > 0 {
+            WordArray::zeroed(max_groups * 256)?
+        } else {
+            WordArray::zeroed(0)?
+        };
+        let mut t = Box::new(Self {
+            key_bytes,
+            first_bits,
+            first: WordArray::zeroed(1usize << first_bits)?,
+            groups,
+            max_groups: if deeper_levels > 0 { max_groups } else { 0 },
+            default,
+            arena_view: std::ptr::null(),
+            writer: Mutex::new(Writer {
+                arena,
+                rules: HashMap::new(),
+                free_groups: Vec::new(),
+                retired_groups: VecDeque::new(),
+                next_group: 0,
+            }),
+            qsbr: qsbr.clone(),
+            cfg,
+        });
+        // The arena sits inside the mutex inside the box: its address is stable from here on.
+        t.arena_view = &t.writer.get_mut().unwrap_or_else(|e| e.into_inner()).arena;
+        Ok(t)
+    }
+
+    pub fn config(&self) -> &TableConfig {
+        &self.cfg
+    }
+
+    pub fn len(&self) -> usize {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner()).rules.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline(always)]
+    fn arena(&self) -> &Arena {
+        // SAFETY: see the field's comment; set in `new` before the table is shared.
+        unsafe { &*self.arena_view }
+    }
+
+    /// The entry of the longest prefix matching a 32-bit key (IPv4: one or two loads).
+    #[inline(always)]
+    pub fn lookup_u32<'g>(&'g self, key: u32, _guard: &'g Guard<'_>) -> Option<EntryRef<'g>> {
+        debug_assert_eq!(self.key_bytes, 4);
+        let mut e = self.first[(key >> 8) as usize].load(Ordering::Acquire);
+        if e & GROUP != 0 {
+            e = self.groups[((e & INDEX_MASK) as usize) << 8 | (key & 0xff) as usize]
+                .load(Ordering::Acquire);
+        }
+        (e & VALID != 0).then(|| self.arena().get(e & INDEX_MASK))
+    }
+
+    /// The entry of the longest prefix matching `key` (the table's width in bytes).
+    #[inline]
+    pub fn lookup<'g>(&'g self, key: &[u8], _guard: &'g Guard<'_>) -> Option<EntryRef<'g>> {
+        let key = key.get(..self.key_bytes)?;
+        let first_bytes = self.first_bits as usize / 8;
+        let idx = key[..first_bytes].iter().fold(0usize, |a, &b| a << 8 | b as usize);
+        let mut e = self.first[idx].load(Ordering::Acquire);
+        let mut next = first_bytes;
+        while e & GROUP != 0 && next < key.len() {
+            e = self.groups[((e & INDEX_MASK) as usize) << 8 | key[next] as usize]
+                .load(Ordering::Acquire);
+            next += 1;
+        }
+        (e & VALID != 0 && e & GROUP == 0).then(|| self.arena().get(e & INDEX_MASK))
+    }
+
+    pub fn default_entry<'g>(&'g self, _guard: &'g Guard<'_>) -> EntryRef<'g> {
+        EntryRef::new(&self.default, self.cfg.body_layout())
+    }
+
+    fn masked(&self, prefix: &[u8], len: u32) -> Result<Vec<u8>, TableError> {
+        if prefix.len() != self.key_bytes {
+            return Err(TableError::BadKey {
+                what: format!(
+                    "{} bytes; table `{}` takes {}",
+                    prefix.len(),
+                    self.cfg.name,
+                    self.key_bytes
+                ),
+            });
+        }
+        if len > self.key_bytes as u32 * 8 {
+            return Err(TableError::BadKey {
+                what: format!("prefix length {len} > {} bits", self.key_bytes * 8),
+            });
+        }
+        let mut m = prefix.to_vec();
+        for (i, b) in m.iter_mut().enumerate() {
+            let bits_here = (len as i64 - i as i64 * 8).clamp(0, 8) as u32;
+            *b &= if bits_here == 0 { 0 } else { 0xffu8 << (8 - bits_here) };
+        }
+        Ok(m)
+    }
+
+    /// Install `prefix/len` (control plane). Fails if it is already installed.
+    pub fn insert(
+        &self,
+        prefix: &[u8],
+        len: u32,
+        action: u16,
+        data: &[u64],
+    ) -> Result<(), TableError> {
+        check_action(&self.cfg, action, data)?;
+        let p = self.masked(prefix, len)?;
+        let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.reclaim_groups(&mut w);
+        if w.rules.contains_key(&(p.clone(), len)) {
+            return Err(TableError::Exists);
+        }
+        if w.rules.len() >= self.cfg.size {
+            return Err(TableError::Full { size: self.cfg.size });
+        }
+        let index = w.arena.alloc(&self.qsbr, action, data)?;
+        if let Err(e) = self
+            .install(&mut w, &p, len, leaf(len, index), |e| e & VALID == 0 || depth_of(e) <= len)
+        {
+            w.arena.release(&self.qsbr, index);
+            return Err(e);
+        }
+        w.rules.insert((p, len), index);
+        Ok(())
+    }
+
+    pub fn modify(
+        &self,
+        prefix: &[u8],
+        len: u32,
+        action: u16,
+        data: &[u64],
+    ) -> Result<(), TableError> {
+        check_action(&self.cfg, action, data)?;
+        let p = self.masked(prefix, len)?;
+        let w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let &index = w.rules.get(&(p, len)).ok_or(TableError::NotFound)?;
+        w.arena.get(index).publish(&self.qsbr, action, data);
+        Ok(())
+    }
+
+    /// Remove `prefix/len`; addresses it covered fall back to the next longest prefix.
+    pub fn delete(&self, prefix: &[u8], len: u32) -> Result<(), TableError> {
+        let p = self.masked(prefix, len)?;
+        let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let index = w.rules.remove(&(p.clone(), len)).ok_or(TableError::NotFound)?;
+        // The longest remaining prefix covering this one takes over its addresses.
+        let replacement = (0..len)
+            .rev()
+            .find_map(|l| {
+                let m = self.masked(&p, l).ok()?;
+                w.rules.get(&(m, l)).map(|&i| leaf(l, i))
+            })
+            .unwrap_or(0);
+        self.install(&mut w, &p, len, replacement, |e| e & VALID != 0 && depth_of(e) == len)?;
+        w.arena.release(&self.qsbr, index);
+        Ok(())
+    }
+
+    pub fn clear(&self) {
+        let rules: Vec<(Vec<u8>, u32)> = {
+            let w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            let mut r: Vec<_> = w.rules.keys().cloned().collect();
+            // Longest first: each delete then falls back to a prefix about to go too, never
+            // to one already gone.
+            r.sort_by_key(|rule| std::cmp::Reverse(rule.1));
+            r
+        };
+        for (p, l) in rules {
+            let _ = self.delete(&p, l);
+        }
+    }
+
+    /// Write `value` over every level entry that `prefix/len` covers and `replace` accepts,
+    /// descending into groups (and creating the group that holds a prefix longer than the level).
+    fn install(
+        &self,
+        w: &mut Writer,
+        prefix: &[u8],
+        len: u32,
+        value: u32,
+        replace: impl Fn(u32) -> bool + Copy,
+    ) -> Result<(), TableError> {
+        let first_bytes = self.first_bits as usize / 8;
+        let idx = prefix[..first_bytes].iter().fold(0usize, |a, &b| a << 8 | b as usize);
+        if len <= self.first_bits {
+            let span = 1usize << (self.first_bits - len);
+            for i in idx..idx + span {
+                self.apply(&self.first[i], value, replace);
+            }
+            return Ok(());
+        }
+        let mut cell = &self.first[idx];
+        let mut level_end = self.first_bits;
+        let mut byte = first_bytes;
+        loop {
+            let group = self.group_below(w, cell)?;
+            let base = (group as usize) << 8;
+            level_end += 8;
+            let at = prefix[byte] as usize;
+            if len <= level_end {
+                let span = 1usize << (level_end - len);
+                for i in at..at + span {
+                    self.apply(&self.groups[base + i], value, replace);
+                }
+                return Ok(());
+            }
+            cell = &self.groups[base + at];
+            byte += 1;
+        }
+    }
+
+    /// Store `value` in `cell` if `replace` accepts what is there; for a group, do so for all of
+    /// its entries, recursively.
+    fn apply(&self, cell: &AtomicU32, value: u32, replace: impl Fn(u32) -> bool + Copy) {
+        let e = cell.load(Ordering::Relaxed);
+        if e & GROUP != 0 {
+            let base = ((e & INDEX_MASK) as usize) << 8;
+            for i in 0..256 {
+                self.apply(&self.groups[base + i], value, replace);
+            }
+        } else if replace(e) {
+            cell.store(value, Ordering::Release);
+        }
+    }
+
+    /// The group a level entry points to, creating it (filled with the entry's old leaf, then
+    /// linked with one store) if the entry is a leaf.
+    fn group_below(&self, w: &mut Writer, cell: &AtomicU32) -> Result<u32, TableError> {
+        let e = cell.load(Ordering::Relaxed);
+        if e & GROUP != 0 {
+            return Ok(e & INDEX_MASK);
+        }
+        let g = match w.free_groups.pop() {
+            Some(g) => g,
+            None if (w.next_group as usize) < self.max_groups => {
+                w.next_group += 1;
+                w.next_group - 1
+            }
+            None => {
+                return Err(TableError::Full { size: self.max_groups });
+            }
+        };
+        let base = (g as usize) << 8;
+        for c in &self.groups[base..base + 256] {
+            c.store(e, Ordering::Relaxed);
+        }
+        // Release: the filled group is visible to whoever follows the link.
+        cell.store(VALID | GROUP | g, Ordering::Release);
+        Ok(g)
+    }
+
+    fn reclaim_groups(&self, w: &mut Writer) {
+        while let Some(&(epoch, g)) = w.retired_groups.front() {
+            if !self.qsbr.poll(epoch) {
+                break;
+            }
+            w.retired_groups.pop_front();
+            w.free_groups.push(g);
+        }
+        w.arena.reclaim(&self.qsbr);
+    }
+
+    /// Groups in use (for sizing `lpm_groups`).
+    pub fn groups_used(&self) -> usize {
+        let w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        w.next_group as usize - w.free_groups.len() - w.retired_groups.len()
+    }
+
+    pub fn entries(&self) -> Vec<LpmEntry> {
+        let w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<LpmEntry> = w
+            .rules
+            .iter()
+            .map(|((p, l), &i)| {
+                let e = w.arena.get(i);
+                LpmEntry { prefix: p.clone(), len: *l, data: e.snapshot(), stats: e.stats() }
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.prefix, a.len).cmp(&(&b.prefix, b.len)));
+        out
+    }
+
+    pub fn set_default(&self, action: u16, data: &[u64]) -> Result<(), TableError> {
+        check_action(&self.cfg, action, data)?;
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        EntryRef::new(&self.default, self.cfg.body_layout()).publish(&self.qsbr, action, data);
+        Ok(())
+    }
+
+    pub fn default_data(&self) -> EntryData {
+        EntryRef::new(&self.default, self.cfg.body_layout()).snapshot()
+    }
+
+    /// Reclaim what grace periods allow.
+    pub fn maintain(&self) {
+        let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.reclaim_groups(&mut w);
+    }
+}

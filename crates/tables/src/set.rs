@@ -1,0 +1,342 @@
+//! One handle over the three table kinds, with control-plane operations addressed by match
+//! specification and action name, and the set of named tables a data plane owns.
+
+use crate::config::{MatchKind, TableConfig};
+use crate::entry::{EntryData, EntryRef, EntryStats};
+use crate::exact::ExactTable;
+use crate::key::{pack, MAX_KEY_WORDS};
+use crate::lpm::LpmTable;
+use crate::ternary::{TernaryMatch, TernaryTable};
+use crate::TableError;
+use hotplane_core::{Guard, Qsbr};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+/// What an entry matches, in the table's kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MatchSpec {
+    Exact(Vec<u8>),
+    Lpm { prefix: Vec<u8>, len: u32 },
+    Ternary { value: Vec<u8>, mask: Vec<u8> },
+    Range { lo: u64, hi: u64 },
+}
+
+/// One entry as listings show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableEntry {
+    pub matches: MatchSpec,
+    pub priority: u32,
+    pub action: String,
+    pub data: Vec<u64>,
+    pub stats: EntryStats,
+}
+
+pub enum Table {
+    Exact(Box<ExactTable>),
+    Lpm(Box<LpmTable>),
+    Ternary(Box<TernaryTable>),
+}
+
+impl Table {
+    pub fn new(cfg: TableConfig, qsbr: &Qsbr) -> Result<Self, TableError> {
+        Ok(match cfg.kind {
+            MatchKind::Exact => Table::Exact(Box::new(ExactTable::new(cfg, qsbr)?)),
+            MatchKind::Lpm => Table::Lpm(LpmTable::new(cfg, qsbr)?),
+            MatchKind::Ternary => Table::Ternary(TernaryTable::new(cfg, qsbr)?),
+        })
+    }
+
+    pub fn config(&self) -> &TableConfig {
+        match self {
+            Table::Exact(t) => t.config(),
+            Table::Lpm(t) => t.config(),
+            Table::Ternary(t) => t.config(),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.config().name
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Table::Exact(t) => t.len(),
+            Table::Lpm(t) => t.len(),
+            Table::Ternary(t) => t.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Data-plane lookup by key bytes (the table's width), falling back to nothing on a miss.
+    #[inline]
+    pub fn lookup<'g>(&'g self, key: &[u8], guard: &'g Guard<'_>) -> Option<EntryRef<'g>> {
+        match self {
+            Table::Lpm(t) => t.lookup(key, guard),
+            Table::Exact(t) => {
+                let mut w = [0u64; MAX_KEY_WORDS];
+                let n = t.key_words();
+                pack(key, &mut w[..n]);
+                t.lookup(&w[..n], guard)
+            }
+            Table::Ternary(t) => {
+                let mut w = [0u64; MAX_KEY_WORDS];
+                let n = t.key_words();
+                pack(key, &mut w[..n]);
+                t.lookup(&w[..n], guard)
+            }
+        }
+    }
+
+    pub fn default_entry<'g>(&'g self, guard: &'g Guard<'_>) -> EntryRef<'g> {
+        match self {
+            Table::Exact(t) => t.default_entry(guard),
+            Table::Lpm(t) => t.default_entry(guard),
+            Table::Ternary(t) => t.default_entry(guard),
+        }
+    }
+
+    fn action(&self, name: &str) -> Result<u16, TableError> {
+        self.config().action_id(name).ok_or_else(|| TableError::BadAction {
+            what: format!(
+                "`{name}` is not an action of table `{}` ({})",
+                self.name(),
+                self.config()
+                    .actions
+                    .iter()
+                    .map(|a| a.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })
+    }
+
+    fn kind_mismatch(&self, m: &MatchSpec) -> TableError {
+        TableError::BadKey {
+            what: format!(
+                "table `{}` is {:?}; a {m:?} match does not fit it",
+                self.name(),
+                self.config().kind
+            ),
+        }
+    }
+
+    fn ternary(m: &MatchSpec) -> Option<TernaryMatch> {
+        match m {
+            MatchSpec::Ternary { value, mask } => {
+                Some(TernaryMatch::Mask { value: value.clone(), mask: mask.clone() })
+            }
+            MatchSpec::Range { lo, hi } => Some(TernaryMatch::Range { lo: *lo, hi: *hi }),
+            MatchSpec::Exact(v) => {
+                Some(TernaryMatch::Mask { value: v.clone(), mask: vec![0xff; v.len()] })
+            }
+            MatchSpec::Lpm { .. } => None,
+        }
+    }
+
+    pub fn insert(
+        &self,
+        m: &MatchSpec,
+        priority: u32,
+        action: &str,
+        data: &[u64],
+    ) -> Result<(), TableError> {
+        let a = self.action(action)?;
+        match (self, m) {
+            (Table::Exact(t), MatchSpec::Exact(k)) => t.insert(k, a, data),
+            (Table::Lpm(t), MatchSpec::Lpm { prefix, len }) => t.insert(prefix, *len, a, data),
+            (Table::Lpm(t), MatchSpec::Exact(k)) => t.insert(k, k.len() as u32 * 8, a, data),
+            (Table::Ternary(t), m) => match Self::ternary(m) {
+                Some(tm) => t.insert(tm, priority, a, data),
+                None => Err(self.kind_mismatch(m)),
+            },
+            _ => Err(self.kind_mismatch(m)),
+        }
+    }
+
+    pub fn modify(
+        &self,
+        m: &MatchSpec,
+        priority: u32,
+        action: &str,
+        data: &[u64],
+    ) -> Result<(), TableError> {
+        let a = self.action(action)?;
+        match (self, m) {
+            (Table::Exact(t), MatchSpec::Exact(k)) => t.modify(k, a, data),
+            (Table::Lpm(t), MatchSpec::Lpm { prefix, len }) => t.modify(prefix, *len, a, data),
+            (Table::Ternary(t), m) => match Self::ternary(m) {
+                Some(tm) => t.modify(&tm, priority, a, data),
+                None => Err(self.kind_mismatch(m)),
+            },
+            _ => Err(self.kind_mismatch(m)),
+        }
+    }
+
+    pub fn delete(&self, m: &MatchSpec, priority: u32) -> Result<(), TableError> {
+        match (self, m) {
+            (Table::Exact(t), MatchSpec::Exact(k)) => t.delete(k),
+            (Table::Lpm(t), MatchSpec::Lpm { prefix, len }) => t.delete(prefix, *len),
+            (Table::Ternary(t), m) => match Self::ternary(m) {
+                Some(tm) => t.delete(&tm, priority),
+                None => Err(self.kind_mismatch(m)),
+            },
+            _ => Err(self.kind_mismatch(m)),
+        }
+    }
+
+    pub fn set_default(&self, action: &str, data: &[u64]) -> Result<(), TableError> {
+        let a = self.action(action)?;
+        match self {
+            Table::Exact(t) => t.set_default(a, data),
+            Table::Lpm(t) => t.set_default(a, data),
+            Table::Ternary(t) => t.set_default(a, data),
+        }
+    }
+
+    pub fn default_data(&self) -> (String, Vec<u64>) {
+        let d = match self {
+            Table::Exact(t) => t.default_data(),
+            Table::Lpm(t) => t.default_data(),
+            Table::Ternary(t) => t.default_data(),
+        };
+        (self.action_name(&d), d.data)
+    }
+
+    fn action_name(&self, d: &EntryData) -> String {
+        self.config()
+            .actions
+            .get(d.action as usize)
+            .map_or_else(|| format!("#{}", d.action), |a| a.name.clone())
+    }
+
+    pub fn clear(&self) {
+        match self {
+            Table::Exact(t) => t.clear(),
+            Table::Lpm(t) => t.clear(),
+            Table::Ternary(t) => t.clear(),
+        }
+    }
+
+    pub fn maintain(&self) {
+        match self {
+            Table::Exact(t) => t.maintain(),
+            Table::Lpm(t) => t.maintain(),
+            Table::Ternary(t) => t.maintain(),
+        }
+    }
+
+    /// Every entry, with action names and counters (control plane).
+    pub fn entries(&self) -> Vec<TableEntry> {
+        let trim = |d: &EntryData, a: &str| -> Vec<u64> {
+            let n = self
+                .config()
+                .actions
+                .iter()
+                .find(|s| s.name == a)
+                .map_or(d.data.len(), |s| s.data_words());
+            d.data[..n.min(d.data.len())].to_vec()
+        };
+        match self {
+            Table::Exact(t) => t
+                .entries()
+                .into_iter()
+                .map(|e| {
+                    let action = self.action_name(&e.data);
+                    TableEntry {
+                        data: trim(&e.data, &action),
+                        matches: MatchSpec::Exact(e.key),
+                        priority: 0,
+                        action,
+                        stats: e.stats,
+                    }
+                })
+                .collect(),
+            Table::Lpm(t) => t
+                .entries()
+                .into_iter()
+                .map(|e| {
+                    let action = self.action_name(&e.data);
+                    TableEntry {
+                        data: trim(&e.data, &action),
+                        matches: MatchSpec::Lpm { prefix: e.prefix, len: e.len },
+                        priority: 0,
+                        action,
+                        stats: e.stats,
+                    }
+                })
+                .collect(),
+            Table::Ternary(t) => t
+                .entries()
+                .into_iter()
+                .map(|e| {
+                    let action = self.action_name(&e.data);
+                    let matches = match e.matches {
+                        TernaryMatch::Mask { value, mask } => MatchSpec::Ternary { value, mask },
+                        TernaryMatch::Range { lo, hi } => MatchSpec::Range { lo, hi },
+                    };
+                    TableEntry {
+                        data: trim(&e.data, &action),
+                        matches,
+                        priority: e.priority,
+                        action,
+                        stats: e.stats,
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The named tables of a data plane. Workers hold `Arc<Table>`s directly (no lock on the fast
+/// path); the map's lock is taken only by the control plane.
+#[derive(Default)]
+pub struct TableSet {
+    tables: RwLock<BTreeMap<String, Arc<Table>>>,
+}
+
+impl TableSet {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Create and register a table; fails if the name is taken or the config is invalid.
+    pub fn create(&self, cfg: TableConfig, qsbr: &Qsbr) -> Result<Arc<Table>, TableError> {
+        let mut map = self.tables.write().unwrap_or_else(|e| e.into_inner());
+        if map.contains_key(&cfg.name) {
+            return Err(TableError::invalid(&cfg.name, "a table of that name exists"));
+        }
+        let name = cfg.name.clone();
+        let t = Arc::new(Table::new(cfg, qsbr)?);
+        map.insert(name, t.clone());
+        Ok(t)
+    }
+
+    pub fn get(&self, name: &str) -> Result<Arc<Table>, TableError> {
+        self.tables
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+            .ok_or_else(|| TableError::NoSuchTable(name.into()))
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.tables.read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect()
+    }
+
+    pub fn all(&self) -> Vec<Arc<Table>> {
+        self.tables.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    }
+
+    /// Reclaim memory of deleted entries whose grace period has passed.
+    pub fn maintain(&self) {
+        for t in self.all() {
+            t.maintain();
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! Zero-initialised, cache-line (or huge-page) aligned arrays of atomic words: the storage of
+//! every table. Large arrays are allocated lazily by the kernel (zeroed pages on first touch)
+//! and marked for transparent huge pages, which is what keeps a 64 MiB DIR-24-8 level or a
+//! 2^24-entry hash table from paying a TLB miss per lookup.
+
+use std::alloc::Layout;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64};
+
+/// Atomic integer types whose all-zero bit pattern is a valid value.
+///
+/// # Safety
+/// Implementors must be valid when zero-initialised.
+pub unsafe trait ZeroValid: Sync + Send {}
+// SAFETY: atomics have the layout of their integer, for which zero is a valid value.
+unsafe impl ZeroValid for AtomicU32 {}
+// SAFETY: as above.
+unsafe impl ZeroValid for AtomicU64 {}
+
+const HUGE_PAGE: usize = 2 << 20;
+
+/// A fixed-length, zeroed, aligned array.
+pub struct WordArray<T: ZeroValid> {
+    ptr: NonNull<T>,
+    len: usize,
+    layout: Layout,
+}
+
+// SAFETY: the array owns its elements, which are atomics (Send + Sync); sharing it hands out only
+// shared references to them.
+unsafe impl<T: ZeroValid> Send for WordArray<T> {}
+// SAFETY: as above.
+unsafe impl<T: ZeroValid> Sync for WordArray<T> {}
+
+/// The allocation failed (the size is beyond what the machine can map).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("cannot allocate {bytes} bytes of table storage")]
+pub struct AllocError {
+    pub bytes: usize,
+}
+
+impl<T: ZeroValid> WordArray<T> {
+    pub fn zeroed(len: usize) -> Result<Self, AllocError> {
+        let elem = std::mem::size_of::<T>();
+        let bytes = len.max(1).checked_mul(elem).ok_or(AllocError { bytes: usize::MAX })?;
+        let align = if bytes >= HUGE_PAGE { HUGE_PAGE } else { 64 };
+        let layout = Layout::from_size_align(bytes, align).map_err(|_| AllocError { bytes })?;
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw as *mut T).ok_or(AllocError { bytes })?;
+        if bytes >= HUGE_PAGE {
+            // SAFETY: advisory only, on memory we own; failure (no THP) is harmless.
+            unsafe { libc::madvise(raw as *mut libc::c_void, bytes, libc::MADV_HUGEPAGE) };
+        }
+        Ok(Self { ptr, len, layout })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes allocated (virtual; pages are touched on first write).
+    pub fn bytes(&self) -> usize {
+        self.layout.size()
+    }
+}
+
+impl<T: ZeroValid> std::ops::Deref for WordArray<T> {
+    type Target = [T];
+    #[inline(always)]
+    fn deref(&self) -> &[T] {
+        // SAFETY: `ptr` points to `len` zero-initialised `T`s (valid by `ZeroValid`) that live
+        // until drop.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: ZeroValid> Drop for WordArray<T> {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `zeroed` with exactly this layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr() as *mut u8, self.layout) };
+    }
+}
