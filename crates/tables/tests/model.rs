@@ -263,7 +263,8 @@ proptest! {
         let t = TernaryTable::new(cfg, &q).unwrap();
         let reader = q.register("model");
         // (matches?, priority, value): unique priorities, so the answer is unique.
-        let mut model: Vec<(Box<dyn Fn(u16) -> bool>, u32, u64)> = vec![];
+        type Rule = (Box<dyn Fn(u16) -> bool>, u32, u64);
+        let mut model: Vec<Rule> = vec![];
         for (i, &(v, m, range, other)) in rules.iter().enumerate() {
             let prio = i as u32 * 7 % 1000 + i as u32 * 1000;
             if range {
