@@ -70,6 +70,51 @@ pub enum Request {
     EbpfMapDelete { map: String, key: String },
     /// Installed Lua functions: target, options, packets, errors, runaways, last error.
     LuaFunctions {},
+    /// Match-action tables: name, kind, size, entries, storage, locking.
+    TableList {},
+    /// Every entry of a table with its counters, and the default action.
+    TableDump { table: String },
+    /// Add an entry. `matches` is the key as text: `10.0.0.1`, `0x0a000001`, `42` (exact),
+    /// `10.0.0.0/8` (lpm), `VALUE&&&MASK` or `LO..HI` (ternary); `params` are the action's
+    /// parameter values in order (decimal or 0x hex).
+    TableAdd {
+        table: String,
+        #[serde(rename = "match")]
+        matches: String,
+        action: String,
+        #[serde(default)]
+        params: Vec<String>,
+        #[serde(default)]
+        priority: u32,
+    },
+    /// Replace an entry's action and parameters (its counters stay).
+    TableModify {
+        table: String,
+        #[serde(rename = "match")]
+        matches: String,
+        action: String,
+        #[serde(default)]
+        params: Vec<String>,
+        #[serde(default)]
+        priority: u32,
+    },
+    /// Delete an entry.
+    TableDel {
+        table: String,
+        #[serde(rename = "match")]
+        matches: String,
+        #[serde(default)]
+        priority: u32,
+    },
+    /// Delete every entry.
+    TableClear { table: String },
+    /// Set the action run on a miss.
+    TableDefault {
+        table: String,
+        action: String,
+        #[serde(default)]
+        params: Vec<String>,
+    },
     /// Stop the data plane.
     Shutdown {},
 }

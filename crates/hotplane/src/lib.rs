@@ -17,6 +17,8 @@ pub mod netlab;
 pub mod plot;
 pub mod runtime;
 pub mod stages;
+pub mod table_stage;
+pub mod tables_cmd;
 
 pub use config::Config;
 pub use runtime::DataPlane;

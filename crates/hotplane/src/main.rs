@@ -130,6 +130,14 @@ enum Cmd {
         #[command(subcommand)]
         op: LuaCmd,
     },
+    /// Match-action tables of a running data plane: list, dump, add, modify, del, clear,
+    /// default.
+    Table {
+        #[arg(long, default_value_os_t = cli::default_socket())]
+        socket: PathBuf,
+        #[command(subcommand)]
+        op: TableCmd,
+    },
     /// Run benchmarks; each prints one JSON object as its last line.
     Bench {
         #[command(subcommand)]
@@ -388,6 +396,47 @@ enum MapCmd {
 }
 
 #[derive(Subcommand)]
+enum TableCmd {
+    /// Every table: kind, size, entries, storage, locking.
+    List,
+    /// Every entry of TABLE with counters, and its default action.
+    Dump { table: String },
+    /// Add an entry: MATCH is `10.0.0.1`, `0x0a000001`, `42`, `10.0.0.0/8`, `V&&&M` or
+    /// `LO..HI`; PARAMS are the action's parameter values.
+    Add {
+        table: String,
+        #[arg(name = "MATCH")]
+        matches: String,
+        action: String,
+        params: Vec<String>,
+        #[arg(long, default_value_t = 0)]
+        priority: u32,
+    },
+    /// Replace an entry's action and parameters (counters stay).
+    Modify {
+        table: String,
+        #[arg(name = "MATCH")]
+        matches: String,
+        action: String,
+        params: Vec<String>,
+        #[arg(long, default_value_t = 0)]
+        priority: u32,
+    },
+    /// Delete an entry.
+    Del {
+        table: String,
+        #[arg(name = "MATCH")]
+        matches: String,
+        #[arg(long, default_value_t = 0)]
+        priority: u32,
+    },
+    /// Delete every entry.
+    Clear { table: String },
+    /// Set the action run on a miss.
+    Default { table: String, action: String, params: Vec<String> },
+}
+
+#[derive(Subcommand)]
 enum BenchCmd {
     /// Lua dynamic update (libmoon's experiment): two flows, batch 1; after --before packets an
     /// in-band update replaces flow 1's function; 1 and 2 workers, JIT on and off. Writes
@@ -402,6 +451,33 @@ enum BenchCmd {
         /// Total packets per second of the two flows.
         #[arg(long, default_value_t = 500_000.0)]
         rate: f64,
+        /// Directory for the CSV and the plot.
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+    },
+    /// Writable tables: in-place read-modify-write (swap action) over table sizes, static and
+    /// dynamic storage, locked and unlocked, 1 and 2 workers; digest / change / pointer update
+    /// methods; LPM and ternary lookup times. Writes tables.csv and tables.png to --out.
+    Tables {
+        #[arg(long)]
+        json: bool,
+        /// log2 of the smallest table size.
+        #[arg(long, default_value_t = 8)]
+        min_log2: u32,
+        /// log2 of the largest table size.
+        #[arg(long, default_value_t = 24)]
+        max_log2: u32,
+        #[arg(long, default_value_t = 2)]
+        step: u32,
+        /// Packets per worker per configuration.
+        #[arg(long, default_value_t = 4_000_000)]
+        packets: u64,
+        /// Worker counts to sweep, comma-separated.
+        #[arg(long, default_value = "1,2", value_delimiter = ',')]
+        workers: Vec<usize>,
+        /// Prefixes in the LPM lookup measurement.
+        #[arg(long, default_value_t = 500_000)]
+        lpm_prefixes: usize,
         /// Directory for the CSV and the plot.
         #[arg(long, default_value = ".")]
         out: PathBuf,
@@ -605,6 +681,27 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Ebpf { op } => ebpf(op),
         Cmd::Lua { op } => lua(op),
+        Cmd::Table { socket, op } => {
+            use hotplane_control::api::Request as R;
+            let req = match op {
+                TableCmd::List => R::TableList {},
+                TableCmd::Dump { table } => R::TableDump { table },
+                TableCmd::Add { table, matches, action, params, priority } => {
+                    R::TableAdd { table, matches, action, params, priority }
+                }
+                TableCmd::Modify { table, matches, action, params, priority } => {
+                    R::TableModify { table, matches, action, params, priority }
+                }
+                TableCmd::Del { table, matches, priority } => {
+                    R::TableDel { table, matches, priority }
+                }
+                TableCmd::Clear { table } => R::TableClear { table },
+                TableCmd::Default { table, action, params } => {
+                    R::TableDefault { table, action, params }
+                }
+            };
+            hotplane::tables_cmd::call(&socket, &req)
+        }
         Cmd::Bench { which } => match which {
             BenchCmd::LuaDyn { json, before, after, rate, out } => {
                 hotplane::bench::lua_dyn::run(&hotplane::bench::lua_dyn::Opts {
@@ -615,6 +712,25 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                     json,
                 })
             }
+            BenchCmd::Tables {
+                json,
+                min_log2,
+                max_log2,
+                step,
+                packets,
+                workers,
+                lpm_prefixes,
+                out,
+            } => hotplane::bench::tables::run(&hotplane::bench::tables::Opts {
+                json,
+                min_log2,
+                max_log2,
+                step,
+                packets,
+                workers,
+                out,
+                lpm_prefixes,
+            }),
             BenchCmd::Lua { json, packets, batch, repeat, core } => {
                 hotplane::bench::lua::run(&hotplane::bench::lua::Opts {
                     packets,

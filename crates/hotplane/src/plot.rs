@@ -138,3 +138,76 @@ where
         .draw()?;
     Ok(())
 }
+
+/// One line of a line plot.
+pub struct Line {
+    pub name: String,
+    pub color: RGBColor,
+    /// Dashed lines for a second family (e.g. two workers).
+    pub dashed: bool,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A PNG line plot (x and y linear), with a legend.
+pub fn lines_png(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    lines: &[Line],
+) -> anyhow::Result<()> {
+    register_font()?;
+    let root = BitMapBackend::new(path, (1100, 620)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let pts = lines.iter().flat_map(|l| l.points.iter());
+    let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0.0f64);
+    for &(x, y) in pts {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y1 = y1.max(y);
+    }
+    if x0 > x1 {
+        (x0, x1) = (0.0, 1.0);
+    }
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(14)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x0..x1.max(x0 + 1.0), 0f64..(y1 * 1.15).max(1.0))?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .x_label_formatter(&|x| format!("2^{x:.0}"))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    for l in lines {
+        let color = l.color;
+        let style = color.stroke_width(2);
+        if l.dashed {
+            chart
+                .draw_series(DashedLineSeries::new(l.points.iter().copied(), 8, 5, style))?
+                .label(&l.name)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 8, y)], color.stroke_width(2))
+                });
+        } else {
+            chart
+                .draw_series(LineSeries::new(l.points.iter().copied(), style))?
+                .label(&l.name)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+        }
+        chart.draw_series(l.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}

@@ -64,6 +64,16 @@ pub enum StageSpec {
         #[serde(default)]
         engine: Option<String>,
     },
+    /// A match-action table (`[[table]]`) run natively: `key` is `ipv4.src`, `ipv4.dst`,
+    /// `l4.sport`, `l4.dport` or `payload:OFFSET:LEN`; the table's actions must be native ones
+    /// (NoAction, drop, forward, mark, swap, count; docs/tables.md). `value_at` is the payload
+    /// offset `swap` exchanges.
+    Table {
+        table: String,
+        key: String,
+        #[serde(default)]
+        value_at: Option<u16>,
+    },
     /// A Lua function (`file` or inline `source`) that returns `function(pkt)`; see docs/lua.md.
     /// `jit = false` runs it in the interpreter; `opt` is LuaJIT's optimisation level 0..3.
     Lua {
@@ -103,6 +113,7 @@ pub struct BuildCx<'a> {
     pub predefined: &'a BTreeMap<u32, (String, StageRef)>,
     pub ebpf: &'a EbpfEnv,
     pub lua: &'a Arc<hotplane_lua::LuaRuntime>,
+    pub tables: &'a hotplane_tables::TableSet,
     /// Relative program files resolve against this directory first (the config file's).
     pub base_dir: Option<&'a Path>,
 }
@@ -165,6 +176,7 @@ impl StageSpec {
             StageSpec::Predefined { .. } => "predefined",
             StageSpec::Ebpf { .. } => "ebpf",
             StageSpec::Lua { .. } => "lua",
+            StageSpec::Table { .. } => "table",
         }
     }
 
@@ -233,6 +245,10 @@ impl StageSpec {
                     .file_name()
                     .map_or_else(|| file.clone(), |n| n.to_string_lossy().into_owned());
                 cx.ebpf.stage(&code, program.as_deref(), engine, &origin)?
+            }
+            StageSpec::Table { table, key, value_at } => {
+                let t = cx.tables.get(table).map_err(|e| e.to_string())?;
+                Arc::new(crate::table_stage::TableStage::new(t, key, *value_at)?)
             }
             StageSpec::Lua { file, source, jit, opt } => {
                 let (text, name) = match (file, source) {
@@ -317,8 +333,14 @@ mod tests {
             predefined: pre,
             ebpf: ebpf_env(),
             lua: lua_rt(),
+            tables: tables(),
             base_dir: None,
         }
+    }
+
+    fn tables() -> &'static hotplane_tables::TableSet {
+        static T: std::sync::OnceLock<hotplane_tables::TableSet> = std::sync::OnceLock::new();
+        T.get_or_init(hotplane_tables::TableSet::new)
     }
 
     fn lua_rt() -> &'static Arc<hotplane_lua::LuaRuntime> {

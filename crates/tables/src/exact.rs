@@ -12,7 +12,7 @@
 
 use crate::config::{MatchKind, Store, TableConfig};
 use crate::entry::{BodyLayout, EntryData, EntryRef, EntryStats, COPY_GRACE_TIMEOUT};
-use crate::key::{hash_words, pack, reduce, unpack, words_for, MAX_KEY_WORDS};
+use crate::key::{hash_words, pack, prefetch, reduce, unpack, words_for, MAX_KEY_WORDS};
 use crate::words::WordArray;
 use crate::TableError;
 use hotplane_core::{Guard, Qsbr};
@@ -73,6 +73,9 @@ pub struct ExactTable {
     entry_words: usize,
     cap: usize,
     stride: usize,
+    /// One state word per slot (`tag << 32 | state`), dense: probing scans 8 slots per line.
+    meta: WordArray<AtomicU64>,
+    /// Static: key and body of each slot; dynamic: a pointer per slot.
     slots: WordArray<AtomicU64>,
     len: AtomicUsize,
     default: WordArray<AtomicU64>,
@@ -92,17 +95,18 @@ impl ExactTable {
         let body = cfg.body_layout();
         let stride = match cfg.store {
             Store::Static => {
-                let w = 1 + key_words + body.words();
+                let w = key_words + body.words();
                 if w <= 8 {
                     w.next_power_of_two()
                 } else {
                     w.next_multiple_of(8)
                 }
             }
-            Store::Dynamic => 2,
+            Store::Dynamic => 1,
         };
         // Load factor at most 2/3 when full: short probes on hits and misses alike.
         let cap = (cfg.size + cfg.size / 2).max(16);
+        let meta = WordArray::zeroed(cap)?;
         let slots = WordArray::zeroed(cap * stride)?;
         let default = WordArray::zeroed(body.words())?;
         let default_id = match &cfg.default_action {
@@ -120,6 +124,7 @@ impl ExactTable {
             entry_words: key_words + body.words(),
             cap,
             stride,
+            meta,
             slots,
             len: AtomicUsize::new(0),
             default,
@@ -150,7 +155,7 @@ impl ExactTable {
 
     /// Bytes of slot storage reserved.
     pub fn storage_bytes(&self) -> usize {
-        self.slots.bytes()
+        self.slots.bytes() + self.meta.bytes()
     }
 
     /// The default (miss) entry.
@@ -160,7 +165,7 @@ impl ExactTable {
 
     #[inline(always)]
     fn state(&self, slot: usize) -> &AtomicU64 {
-        &self.slots[slot * self.stride]
+        &self.meta[slot]
     }
 
     /// Key and body words of an occupied slot.
@@ -170,7 +175,7 @@ impl ExactTable {
     /// OCCUPIED (Acquire) inside a QSBR read-side section, or holds the writer lock.
     #[inline(always)]
     unsafe fn entry_words(&self, slot: usize) -> &[AtomicU64] {
-        let base = slot * self.stride + 1;
+        let base = slot * self.stride;
         match self.cfg.store {
             Store::Static => &self.slots[base..base + self.entry_words],
             Store::Dynamic => {
@@ -196,10 +201,73 @@ impl ExactTable {
         EntryRef::new(&words[self.key_words..], self.body)
     }
 
+    /// The hash a lookup of `key` uses (for [`prefetch`](Self::prefetch) and
+    /// [`lookup_hashed`](Self::lookup_hashed)).
+    #[inline(always)]
+    pub fn hash(&self, key: &[u64]) -> u64 {
+        hash_words(&key[..self.key_words.min(key.len())])
+    }
+
+    /// First step of a batched lookup: start loading the home slot's state line and (static
+    /// storage) its entry. A batch does this for every packet before looking any up, so that
+    /// the cache misses overlap instead of queueing.
+    #[inline(always)]
+    pub fn prefetch(&self, hash: u64) {
+        let slot = reduce(hash, self.cap);
+        prefetch(&self.meta[slot]);
+        if self.cfg.store == Store::Static {
+            prefetch(self.slots[slot * self.stride..].as_ptr());
+        }
+    }
+
+    /// Second step: find the slot whose tag matches (its state line is in cache by now) and
+    /// start loading its entry, unless that is the home slot's, loaded already (static).
+    #[inline(always)]
+    pub fn prefetch_entry(&self, hash: u64) {
+        let tag = hash >> 32;
+        let home = reduce(hash, self.cap);
+        let mut slot = home;
+        for _ in 0..8 {
+            let s = self.state(slot).load(Ordering::Relaxed);
+            if s & STATE_MASK == EMPTY {
+                return;
+            }
+            if s & STATE_MASK == OCCUPIED && s >> 32 == tag {
+                match self.cfg.store {
+                    Store::Static if slot != home => {
+                        prefetch(self.slots[slot * self.stride..].as_ptr())
+                    }
+                    Store::Static => {}
+                    Store::Dynamic => {
+                        prefetch(self.slots[slot].load(Ordering::Relaxed) as *const u64)
+                    }
+                }
+                return;
+            }
+            slot = if slot + 1 == self.cap { 0 } else { slot + 1 };
+        }
+    }
+
+    /// [`lookup`](Self::lookup) with the hash already computed.
+    #[inline(always)]
+    pub fn lookup_hashed<'g>(
+        &'g self,
+        key: &[u64],
+        hash: u64,
+        _guard: &'g Guard<'_>,
+    ) -> Option<EntryRef<'g>> {
+        self.find_hashed(key, hash).map(|slot| self.body_at(slot))
+    }
+
     #[inline(always)]
     fn find(&self, key: &[u64]) -> Option<usize> {
         let key = key.get(..self.key_words)?;
-        let h = hash_words(key);
+        self.find_hashed(key, hash_words(key))
+    }
+
+    #[inline(always)]
+    fn find_hashed(&self, key: &[u64], h: u64) -> Option<usize> {
+        let key = key.get(..self.key_words)?;
         let tag = h >> 32;
         let mut slot = reduce(h, self.cap);
         for _ in 0..self.cap {
@@ -231,7 +299,18 @@ impl ExactTable {
     /// (counted in `insert_deferred`); at the size limit it is counted in `insert_full`.
     #[inline]
     pub fn lookup_or_insert<'g>(&'g self, key: &[u64], guard: &'g Guard<'_>) -> Lookup<'g> {
-        if let Some(e) = self.lookup(key, guard) {
+        self.lookup_or_insert_hashed(key, self.hash(key), guard)
+    }
+
+    /// [`lookup_or_insert`](Self::lookup_or_insert) with the hash already computed.
+    #[inline]
+    pub fn lookup_or_insert_hashed<'g>(
+        &'g self,
+        key: &[u64],
+        hash: u64,
+        guard: &'g Guard<'_>,
+    ) -> Lookup<'g> {
+        if let Some(e) = self.lookup_hashed(key, hash, guard) {
             return Lookup::Hit(e);
         }
         let Some((action, data)) = &self.on_miss else { return Lookup::Miss };
@@ -347,7 +426,7 @@ impl ExactTable {
             }
             return Err(TableError::Full { size: self.cfg.size });
         }
-        let base = slot * self.stride + 1;
+        let base = slot * self.stride;
         let words: &[AtomicU64] = match self.cfg.store {
             Store::Static => &self.slots[base..base + self.entry_words],
             Store::Dynamic => {
@@ -427,7 +506,7 @@ impl ExactTable {
             }
             w.retired.pop_front();
             if self.cfg.store == Store::Dynamic {
-                let cell = &self.slots[slot * self.stride + 1];
+                let cell = &self.slots[slot * self.stride];
                 let p = cell.swap(0, Ordering::Relaxed) as *mut AtomicU64;
                 if !p.is_null() {
                     // SAFETY: allocated in `insert_locked` as a boxed slice of `entry_words`;
@@ -547,8 +626,7 @@ impl Drop for ExactTable {
     fn drop(&mut self) {
         if self.cfg.store == Store::Dynamic {
             for slot in 0..self.cap {
-                let p =
-                    self.slots[slot * self.stride + 1].load(Ordering::Relaxed) as *mut AtomicU64;
+                let p = self.slots[slot * self.stride].load(Ordering::Relaxed) as *mut AtomicU64;
                 if !p.is_null() {
                     // SAFETY: every non-null pointer came from `insert_locked` and is freed once
                     // (here, or in `reclaim`, which nulls it); `&mut self` excludes readers.

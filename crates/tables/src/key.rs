@@ -56,6 +56,19 @@ pub fn hash_words(words: &[u64]) -> u64 {
     fold_mul(h, 0x2d35_8dcc_aa6c_78a5)
 }
 
+/// Ask the CPU to start loading the cache line at `p` (a no-op where there is no such hint).
+/// Batches use it to overlap the memory latency of many lookups.
+#[inline(always)]
+pub fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it never faults, whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Map a hash onto `0..n` without a division (Lemire's multiply-shift).
 #[inline(always)]
 pub fn reduce(hash: u64, n: usize) -> usize {

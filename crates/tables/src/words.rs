@@ -23,7 +23,17 @@ const HUGE_PAGE: usize = 2 << 20;
 pub struct WordArray<T: ZeroValid> {
     ptr: NonNull<T>,
     len: usize,
-    layout: Layout,
+    backing: Backing,
+}
+
+enum Backing {
+    Heap(Layout),
+    /// An anonymous mapping (`base`, `bytes`), over-allocated by a huge page so that the array
+    /// starts on a huge-page boundary.
+    Mapped {
+        base: *mut libc::c_void,
+        bytes: usize,
+    },
 }
 
 // SAFETY: the array owns its elements, which are atomics (Send + Sync); sharing it hands out only
@@ -43,16 +53,40 @@ impl<T: ZeroValid> WordArray<T> {
     pub fn zeroed(len: usize) -> Result<Self, AllocError> {
         let elem = std::mem::size_of::<T>();
         let bytes = len.max(1).checked_mul(elem).ok_or(AllocError { bytes: usize::MAX })?;
-        let align = if bytes >= HUGE_PAGE { HUGE_PAGE } else { 64 };
-        let layout = Layout::from_size_align(bytes, align).map_err(|_| AllocError { bytes })?;
+        if bytes >= HUGE_PAGE {
+            return Self::mapped(len, bytes);
+        }
+        let layout = Layout::from_size_align(bytes, 64).map_err(|_| AllocError { bytes })?;
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw as *mut T).ok_or(AllocError { bytes })?;
-        if bytes >= HUGE_PAGE {
-            // SAFETY: advisory only, on memory we own; failure (no THP) is harmless.
-            unsafe { libc::madvise(raw as *mut libc::c_void, bytes, libc::MADV_HUGEPAGE) };
+        Ok(Self { ptr, len, backing: Backing::Heap(layout) })
+    }
+
+    /// Large arrays: a fresh anonymous mapping (zero pages on first touch), aligned to and
+    /// advised for transparent huge pages *before* any page is touched (the allocator's
+    /// `alloc_zeroed` would write every page first, leaving 4 KiB pages behind).
+    fn mapped(len: usize, bytes: usize) -> Result<Self, AllocError> {
+        let total = bytes.checked_add(HUGE_PAGE).ok_or(AllocError { bytes })?;
+        // SAFETY: a new private anonymous mapping; no existing memory is affected.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                total,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(AllocError { bytes });
         }
-        Ok(Self { ptr, len, layout })
+        let aligned = (base as usize).next_multiple_of(HUGE_PAGE);
+        // SAFETY: advisory only, on the mapping just created; failure (no THP) is harmless.
+        unsafe { libc::madvise(aligned as *mut libc::c_void, bytes, libc::MADV_HUGEPAGE) };
+        let ptr = NonNull::new(aligned as *mut T).ok_or(AllocError { bytes })?;
+        Ok(Self { ptr, len, backing: Backing::Mapped { base, bytes: total } })
     }
 
     pub fn len(&self) -> usize {
@@ -65,7 +99,10 @@ impl<T: ZeroValid> WordArray<T> {
 
     /// Bytes allocated (virtual; pages are touched on first write).
     pub fn bytes(&self) -> usize {
-        self.layout.size()
+        match self.backing {
+            Backing::Heap(l) => l.size(),
+            Backing::Mapped { bytes, .. } => bytes,
+        }
     }
 }
 
@@ -81,7 +118,15 @@ impl<T: ZeroValid> std::ops::Deref for WordArray<T> {
 
 impl<T: ZeroValid> Drop for WordArray<T> {
     fn drop(&mut self) {
-        // SAFETY: allocated in `zeroed` with exactly this layout.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr() as *mut u8, self.layout) };
+        match self.backing {
+            // SAFETY: allocated in `zeroed` with exactly this layout.
+            Backing::Heap(layout) => unsafe {
+                std::alloc::dealloc(self.ptr.as_ptr() as *mut u8, layout)
+            },
+            // SAFETY: the whole mapping made in `mapped`, unmapped once.
+            Backing::Mapped { base, bytes } => unsafe {
+                libc::munmap(base, bytes);
+            },
+        }
     }
 }

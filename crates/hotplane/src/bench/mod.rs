@@ -4,8 +4,11 @@
 pub mod ebpf;
 pub mod lua;
 pub mod lua_dyn;
+pub mod perf;
 pub mod pipeline;
 pub mod swap;
+pub mod tables;
+pub mod tables_methods;
 pub mod testpmd;
 pub mod veth;
 

@@ -84,6 +84,7 @@ impl Control {
                 did = true;
             }
             self.registry.lua.maintain(hotplane_core::time::now_ns());
+            self.registry.tables.maintain();
             if last_expire.elapsed() > Duration::from_millis(50) {
                 for r in self.receiver.expire(Instant::now()) {
                     tracing::warn!(reason = %r.reason, "{}", r.message);
@@ -397,6 +398,17 @@ impl Control {
                 }
             }
             Request::LuaFunctions {} => Response::ok(crate::lua_cmd::functions_json(&self.registry.lua)),
+            r @ (Request::TableList {}
+            | Request::TableDump { .. }
+            | Request::TableAdd { .. }
+            | Request::TableModify { .. }
+            | Request::TableDel { .. }
+            | Request::TableClear { .. }
+            | Request::TableDefault { .. }) => match crate::tables_cmd::handle(&self.registry.tables, &r) {
+                Some(Ok(v)) => Response::ok(v),
+                Some(Err(e)) => Response::err(e),
+                None => Response::err("not a table request"),
+            },
             Request::Shutdown {} => {
                 self.shutdown.store(true, Ordering::Release);
                 Response::ok(json!("stopping"))

@@ -71,6 +71,8 @@ pub struct Registry {
     predefined: BTreeMap<u32, (String, StageRef)>,
     pub ebpf: Arc<EbpfEnv>,
     pub lua: Arc<LuaRuntime>,
+    /// Match-action tables by name; stages hold their tables directly.
+    pub tables: Arc<hotplane_tables::TableSet>,
     base_dir: Option<std::path::PathBuf>,
     /// What each (worker, position/extern) holds, as the control plane knows it.
     installed: Mutex<BTreeMap<(usize, String), Program>>,
@@ -106,10 +108,26 @@ impl Registry {
             predefined: BTreeMap::new(),
             ebpf: Arc::new(EbpfEnv::new(n, cfg.ebpf_engine().map_err(|e| e.to_string())?)),
             lua: LuaRuntime::new(n, cfg.lua_config().map_err(|e| e.to_string())?),
+            tables: Arc::new(hotplane_tables::TableSet::new()),
             base_dir: cfg.base_dir.clone(),
             installed: Mutex::new(BTreeMap::new()),
             target_stats: Mutex::new(BTreeMap::new()),
         };
+        for (i, t) in cfg.tables.iter().enumerate() {
+            reg.tables.create(t.clone(), qsbr).map_err(|e| format!("table[{i}]: {e}"))?;
+        }
+        for (i, e) in cfg.table_entries.iter().enumerate() {
+            let req = hotplane_control::api::Request::TableAdd {
+                table: e.table.clone(),
+                matches: e.matches.clone(),
+                action: e.action.clone(),
+                params: e.params.clone(),
+                priority: e.priority,
+            };
+            if let Some(Err(err)) = crate::tables_cmd::handle(&reg.tables, &req) {
+                return Err(format!("table_entry[{i}]: {err}"));
+            }
+        }
         for (i, p) in cfg.predefined.iter().enumerate() {
             let stage = reg
                 .build(&p.stage)
@@ -163,6 +181,7 @@ impl Registry {
             predefined: &self.predefined,
             ebpf: &self.ebpf,
             lua: &self.lua,
+            tables: &self.tables,
             base_dir: self.base_dir.as_deref(),
         })
     }
