@@ -53,6 +53,13 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 step "rust tests"
 cargo test --workspace --quiet
 
+step "table concurrency tests under the address sanitizer"
+# Deletes racing in-place writes, grace periods, dynamic entries freed by the control plane:
+# the sanitizer catches a use after free the assertions alone could miss. RUSTC_BOOTSTRAP lets
+# the installed stable rustc accept -Zsanitizer (as for cargo-fuzz).
+HOTPLANE_TEST_SCALE=0.2 RUSTC_BOOTSTRAP=1 RUSTFLAGS="-Zsanitizer=address" \
+  cargo test -p hotplane-tables --tests --target x86_64-unknown-linux-gnu --target-dir target/asan --quiet
+
 step "python tests"
 cargo build -p hotplane --quiet
 HOTPLANE_BIN="$REPO/target/debug/hotplane" python3 -m pytest -q "$REPO/python/tests"
@@ -66,13 +73,14 @@ else
   smoke+=("ebpf --packets 100000 --repeat 1 --updates 20 --no-kernel")
 fi
 smoke+=("lua --packets 200000 --repeat 1" "lua-dyn --before 5000 --after 20000 --out target/bench-smoke")
+smoke+=("tables --min-log2 8 --max-log2 12 --step 4 --packets 50000 --lpm-prefixes 20000 --out target/bench-smoke")
 for cmd in "${smoke[@]}"; do
   out=$("$REPO/target/debug/hotplane" bench $cmd --json | tail -n 1)
   echo "$out" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); assert d["bench"]; print(d["bench"], "ok")'
 done
 
 if [ "$FUZZ_SECONDS" != 0 ]; then
-  for target in envelope classify capture ebpf_bytecode ebpf_elf lua_source; do
+  for target in envelope classify capture ebpf_bytecode ebpf_elf lua_source table_text; do
     step "fuzz $target (${FUZZ_SECONDS}s)"
     mkdir -p "fuzz/corpus/$target" target
     log="target/fuzz-$target.log"

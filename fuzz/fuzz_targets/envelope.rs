@@ -9,7 +9,12 @@ use std::time::{Duration, Instant};
 
 fuzz_target!(|data: &[u8]| {
     let mut rx = Receiver::new(
-        ReceiverConfig { allow_unauthenticated: true, max_update_bytes: 4096, max_pending: 4, ..Default::default() },
+        ReceiverConfig {
+            allow_unauthenticated: true,
+            max_update_bytes: 4096,
+            max_pending: 4,
+            ..Default::default()
+        },
         [(1u32, [7u8; 32])].into_iter().collect(),
     );
     let now = Instant::now();

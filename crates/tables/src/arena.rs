@@ -43,6 +43,14 @@ impl Arena {
     /// A fresh entry initialised with `action`/`data`, not yet reachable by readers.
     pub fn alloc(&mut self, qsbr: &Qsbr, action: u16, data: &[u64]) -> Result<u32, TableError> {
         self.reclaim(qsbr);
+        if self.free.is_empty() && self.next_unused as usize >= self.capacity {
+            // Full of entries deleted moments ago: the control plane may wait for their grace
+            // period rather than refuse.
+            if let Some(&(epoch, _)) = self.retired.front() {
+                let _ = qsbr.wait_for(epoch, crate::entry::COPY_GRACE_TIMEOUT);
+                self.reclaim(qsbr);
+            }
+        }
         let index = match self.free.pop() {
             Some(i) => i,
             None if (self.next_unused as usize) < self.capacity => {

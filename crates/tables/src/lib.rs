@@ -25,6 +25,7 @@ pub mod lpm;
 pub mod objects;
 pub mod set;
 pub mod ternary;
+pub mod text;
 pub mod words;
 
 pub use config::{ActionSpec, InsertOnMiss, MatchKind, ParamSpec, Store, TableConfig};

@@ -12,7 +12,7 @@ use crate::arena::Arena;
 use crate::config::{MatchKind, TableConfig};
 use crate::entry::{EntryData, EntryRef, EntryStats};
 use crate::exact::check_action;
-use crate::key::{hash_words, pack, unpack, words_for, MAX_KEY_WORDS};
+use crate::key::{pack, unpack, words_for, MAX_KEY_WORDS};
 use crate::words::WordArray;
 use crate::TableError;
 use hotplane_core::{Guard, Qsbr, Slot};
@@ -69,6 +69,78 @@ struct Tuple {
     /// Open addressing, power-of-two capacity; each slot is `key words..., prio << 32 | index+1`.
     slots: Box<[u64]>,
     cap_mask: usize,
+}
+
+/// The per-mask tables' hash: one multiply per key word (they are small and built by us, so a
+/// strong hash buys nothing).
+#[inline(always)]
+fn tuple_hash(words: &[u64]) -> u64 {
+    let mut h = 0u64;
+    for &w in words {
+        h = (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        h ^= h >> 29;
+    }
+    h
+}
+
+/// Tuple-space search over `KW`-word keys: the best tag (`priority + 1 << 32 | entry + 1`),
+/// 0 when nothing matches.
+#[inline(always)]
+fn search<const KW: usize>(index: &Index, key: &[u64]) -> u64 {
+    let mut k = [0u64; KW];
+    k.copy_from_slice(&key[..KW]);
+    let mut best: u64 = 0;
+    for t in &index.tuples {
+        if best != 0 && (best >> 32) as u32 >= t.best {
+            break;
+        }
+        let mut m = [0u64; KW];
+        for i in 0..KW {
+            m[i] = k[i] & t.mask[i];
+        }
+        let mut s = tuple_hash(&m) as usize & t.cap_mask;
+        while let Some(slot) = t.slots.get(s * (KW + 1)..s * (KW + 1) + KW + 1) {
+            let tag = slot[KW];
+            if tag == 0 {
+                break;
+            }
+            if slot[..KW] == m {
+                best = best.max(tag);
+                break;
+            }
+            s = (s + 1) & t.cap_mask;
+        }
+    }
+    best
+}
+
+/// `search` for any key width.
+fn search_any(index: &Index, key: &[u64]) -> u64 {
+    let kw = index.key_words;
+    let mut best: u64 = 0;
+    let mut masked = [0u64; MAX_KEY_WORDS];
+    for t in &index.tuples {
+        if best != 0 && (best >> 32) as u32 >= t.best {
+            break;
+        }
+        for i in 0..kw {
+            masked[i] = key[i] & t.mask[i];
+        }
+        let mut s = tuple_hash(&masked[..kw]) as usize & t.cap_mask;
+        loop {
+            let at = s * (kw + 1);
+            let tag = t.slots[at + kw];
+            if tag == 0 {
+                break;
+            }
+            if t.slots[at..at + kw].iter().zip(&masked[..kw]).all(|(a, b)| a == b) {
+                best = best.max(tag);
+                break;
+            }
+            s = (s + 1) & t.cap_mask;
+        }
+    }
+    best
 }
 
 struct Index {
@@ -152,34 +224,15 @@ impl TernaryTable {
     #[inline]
     pub fn lookup<'g>(&'g self, key: &[u64], guard: &'g Guard<'_>) -> Option<EntryRef<'g>> {
         let index = &self.index.load(guard).value;
-        let kw = index.key_words;
-        let key = key.get(..kw)?;
-        let mut best: u64 = 0;
-        let mut masked = [0u64; MAX_KEY_WORDS];
-        for t in &index.tuples {
-            if (best >> 32) as u32 >= t.best && best != 0 {
-                break;
-            }
-            for i in 0..kw {
-                masked[i] = key[i] & t.mask[i];
-            }
-            let stride = kw + 1;
-            let mut s = hash_words(&masked[..kw]) as usize & t.cap_mask;
-            loop {
-                let at = s * stride;
-                let tag = t.slots[at + kw];
-                if tag == 0 {
-                    break;
-                }
-                if t.slots[at..at + kw] == masked[..kw] {
-                    if tag > best {
-                        best = tag;
-                    }
-                    break;
-                }
-                s = (s + 1) & t.cap_mask;
-            }
-        }
+        let key = key.get(..index.key_words)?;
+        // Common key widths get a loop the compiler unrolls.
+        let best = match index.key_words {
+            1 => search::<1>(index, key),
+            2 => search::<2>(index, key),
+            3 => search::<3>(index, key),
+            4 => search::<4>(index, key),
+            _ => search_any(index, key),
+        };
         (best != 0).then(|| self.arena().get((best as u32).wrapping_sub(1)))
     }
 
@@ -339,7 +392,7 @@ impl TernaryTable {
                 let mut best = 0u32;
                 for (value, tag) in rules {
                     best = best.max((tag >> 32) as u32);
-                    let mut s = hash_words(value) as usize & (cap - 1);
+                    let mut s = tuple_hash(value) as usize & (cap - 1);
                     loop {
                         let at = s * stride;
                         if slots[at + kw] == 0 {

@@ -463,3 +463,30 @@ pub fn ternary_bench(qsbr: &Qsbr) -> anyhow::Result<TernaryResult> {
     let ns = time_lookups(|i| std::hint::black_box(t.lookup(&keys[i], &g)).is_some() as usize, n);
     Ok(TernaryResult { ns, rules: t.len(), masks: t.masks() })
 }
+
+/// The memory floor the lookups stand on: ns per random 8-byte read from an array of `bytes`
+/// (already touched), batches of 32 prefetched then read, the pattern the tables use. No table
+/// lookup can beat it on this machine.
+pub fn random_read_ns(bytes: usize) -> anyhow::Result<f64> {
+    let words = bytes / 8;
+    let a = hotplane_tables::words::WordArray::<std::sync::atomic::AtomicU64>::zeroed(words)?;
+    for (i, w) in a.iter().enumerate() {
+        w.store(i as u64, Ordering::Relaxed);
+    }
+    let mut s = 0x0bad_cafe_u64;
+    let n = 1 << 22;
+    let idx: Vec<usize> = (0..n).map(|_| rng(&mut s) as usize % words).collect();
+    Ok(time_lookups(
+        |c| {
+            let chunk = &idx[c * 32..c * 32 + 32];
+            for &i in chunk {
+                hotplane_tables::key::prefetch(&a[i]);
+            }
+            chunk
+                .iter()
+                .map(|&i| a[i].load(Ordering::Relaxed) as usize)
+                .fold(0, usize::wrapping_add)
+        },
+        n / 32,
+    ) / 32.0)
+}
