@@ -133,7 +133,7 @@ enum Cmd {
     /// Match-action tables of a running data plane: list, dump, add, modify, del, clear,
     /// default.
     Table {
-        #[arg(long, default_value_os_t = cli::default_socket())]
+        #[arg(long, global = true, default_value_os_t = cli::default_socket())]
         socket: PathBuf,
         #[command(subcommand)]
         op: TableCmd,
