@@ -63,6 +63,19 @@ impl KeySource {
     }
 }
 
+/// A key of at most 8 bytes as the packed word a lookup takes (big-endian, left-aligned), without
+/// a variable-length copy (a `memcpy` call and a store-forwarding stall cost a fifth of the
+/// stage's time).
+#[inline(always)]
+fn key_word(k: &[u8]) -> u64 {
+    match *k {
+        [a, b] => (u16::from_be_bytes([a, b]) as u64) << 48,
+        [a, b, c, d] => (u32::from_be_bytes([a, b, c, d]) as u64) << 32,
+        [a, b, c, d, e, f, g, h] => u64::from_be_bytes([a, b, c, d, e, f, g, h]),
+        _ => k.iter().take(8).enumerate().fold(0, |w, (i, &b)| w | (b as u64) << (56 - 8 * i)),
+    }
+}
+
 /// The native actions a table stage can run, by action name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Native {
@@ -184,9 +197,7 @@ impl TableStage {
         for i in sel {
             let Some(pkt) = pkts.get(i) else { continue };
             if let Some(k) = self.key_bytes(pkt) {
-                let mut b = [0u8; 8];
-                b[..k.len()].copy_from_slice(k);
-                keys[i] = u64::from_be_bytes(b);
+                keys[i] = key_word(k);
                 hashes[i] = t.hash(&keys[i..i + 1]);
                 t.prefetch(hashes[i]);
                 present.insert(i);
@@ -196,15 +207,18 @@ impl TableStage {
             t.prefetch_entry(hashes[i]);
         }
         let mut misses = 0u64;
+        let inserts = t.config().insert_on_miss.is_some();
         for i in sel {
             let Some(pkt) = pkts.get_mut(i) else { continue };
-            let found = if present.contains(i) {
+            let found = if !present.contains(i) {
+                None
+            } else if inserts {
                 match t.lookup_or_insert_hashed(&keys[i..i + 1], hashes[i], guard) {
                     Lookup::Hit(e) | Lookup::Inserted(e) => Some(e),
                     Lookup::Miss => None,
                 }
             } else {
-                None
+                t.lookup_hashed(&keys[i..i + 1], hashes[i], guard)
             };
             misses += u64::from(found.is_none());
             self.finish(found, pkt, cx.now_ns, guard);
@@ -302,5 +316,20 @@ impl Stage for TableStage {
             c.store,
             if c.locked { ", locked" } else { "" }
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::key_word;
+
+    #[test]
+    fn key_words_match_the_tables_packing() {
+        let bytes = [0x12u8, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0];
+        for len in 1..=8 {
+            let mut w = [0u64];
+            hotplane_tables::key::pack(&bytes[..len], &mut w);
+            assert_eq!(key_word(&bytes[..len]), w[0], "{len} bytes");
+        }
     }
 }

@@ -168,20 +168,39 @@ impl LpmTable {
         crate::key::prefetch(&self.first[(key >> 8) as usize]);
     }
 
-    /// Look up many 32-bit keys: prefetch all, then resolve (DPDK's bulk lookup). `out[i]` is
-    /// the entry for `keys[i]`.
+    /// Look up many 32-bit keys (DPDK's bulk lookup): prefetch every first-level entry, then
+    /// read them and prefetch the second-level entries of those that point to a group, then
+    /// resolve. `out[i]` is the entry for `keys[i]`.
     #[inline]
     pub fn lookup_u32_bulk<'g>(
         &'g self,
         keys: &[u32],
         out: &mut [Option<EntryRef<'g>>],
-        guard: &'g Guard<'_>,
+        _guard: &'g Guard<'_>,
     ) {
-        for &k in keys {
-            self.prefetch_u32(k);
-        }
-        for (o, &k) in out.iter_mut().zip(keys) {
-            *o = self.lookup_u32(k, guard);
+        const CHUNK: usize = 64;
+        for (keys, out) in keys.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
+            for &k in keys {
+                self.prefetch_u32(k);
+            }
+            let mut level = [0u32; CHUNK];
+            for (e, &k) in level.iter_mut().zip(keys) {
+                *e = self.first[(k >> 8) as usize].load(Ordering::Acquire);
+                if *e & GROUP != 0 {
+                    crate::key::prefetch(
+                        &self.groups[((*e & INDEX_MASK) as usize) << 8 | (k & 0xff) as usize],
+                    );
+                }
+            }
+            for ((o, &e), &k) in out.iter_mut().zip(&level).zip(keys) {
+                let e = if e & GROUP != 0 {
+                    self.groups[((e & INDEX_MASK) as usize) << 8 | (k & 0xff) as usize]
+                        .load(Ordering::Acquire)
+                } else {
+                    e
+                };
+                *o = (e & VALID != 0).then(|| self.arena().get(e & INDEX_MASK));
+            }
         }
     }
 

@@ -71,16 +71,23 @@ struct Tuple {
     cap_mask: usize,
 }
 
-/// The per-mask tables' hash: one multiply per key word (they are small and built by us, so a
-/// strong hash buys nothing).
+/// The per-mask tables' hash: one multiply per key word, the words' products independent (a
+/// short dependency chain: the search computes ten of these per lookup), folded so that the high
+/// bits reach the low ones the index uses. The tables are small and built by us: a strong hash
+/// buys nothing.
 #[inline(always)]
 fn tuple_hash(words: &[u64]) -> u64 {
+    const K: [u64; 4] = [
+        0x9e37_79b9_7f4a_7c15,
+        0xc2b2_ae3d_27d4_eb4f,
+        0x1656_67b1_9e37_79f9,
+        0x27d4_eb2f_1656_67c5,
+    ];
     let mut h = 0u64;
-    for &w in words {
-        h = (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        h ^= h >> 29;
+    for (i, &w) in words.iter().enumerate() {
+        h ^= (w ^ (i as u64)).wrapping_mul(K[i % 4]);
     }
-    h
+    h ^ (h >> 32)
 }
 
 /// Tuple-space search over `KW`-word keys: the best tag (`priority + 1 << 32 | entry + 1`),

@@ -203,6 +203,13 @@ proptest! {
                     let want = naive_lpm(&rules, a);
                     prop_assert_eq!(t.lookup_u32(a, &g).map(|e| e.word(0)), want);
                     prop_assert_eq!(t.lookup(&a.to_be_bytes(), &g).map(|e| e.word(0)), want);
+                    // The bulk path (prefetching, two passes) agrees with the single one.
+                    let keys: Vec<u32> = (0..70u32).map(|i| a ^ i.wrapping_mul(0x0101_0101)).collect();
+                    let mut out = vec![None; keys.len()];
+                    t.lookup_u32_bulk(&keys, &mut out, &g);
+                    for (k, o) in keys.iter().zip(&out) {
+                        prop_assert_eq!(o.map(|e| e.word(0)), naive_lpm(&rules, *k));
+                    }
                     // Every rule's own edges resolve correctly too.
                     for &(p, l) in rules.keys().take(8) {
                         let last = p | if l == 32 { 0 } else { u32::MAX >> l };

@@ -305,7 +305,6 @@ fn time_lookups(mut f: impl FnMut(usize) -> usize, n: usize) -> f64 {
 }
 
 pub fn lpm_bench(prefixes: usize, qsbr: &Qsbr) -> anyhow::Result<LpmResult> {
-    let reader = qsbr.register("bench-lpm");
     let mut s = 0x1234_5678_9abc_def1u64;
     // IPv4: a BGP-like length mix (mostly /24 and /16../23, a few longer).
     let cfg = TableConfig::new("v4", MatchKind::Lpm, 32, prefixes).with_actions(route_actions());
@@ -340,6 +339,7 @@ pub fn lpm_bench(prefixes: usize, qsbr: &Qsbr) -> anyhow::Result<LpmResult> {
             }
         })
         .collect();
+    let reader = qsbr.register("bench-lpm");
     let g = reader.guard();
     // Bulk lookups of 32 addresses (a batch), as the table stage does them.
     let mut out: [Option<hotplane_tables::EntryRef<'_>>; 32] = [None; 32];
@@ -397,7 +397,6 @@ pub struct TernaryResult {
 
 /// 1000 rules over 10 masks of a 13-byte 5-tuple key (src, dst, sport, dport, proto).
 pub fn ternary_bench(qsbr: &Qsbr) -> anyhow::Result<TernaryResult> {
-    let reader = qsbr.register("bench-ternary");
     let cfg =
         TableConfig::new("acl", MatchKind::Ternary, 13 * 8, 2048).with_actions(route_actions());
     let t = TernaryTable::new(cfg, qsbr)?;
@@ -459,6 +458,9 @@ pub fn ternary_bench(qsbr: &Qsbr) -> anyhow::Result<TernaryResult> {
             w
         })
         .collect();
+    // Registered only now: building the index waits for grace periods, which a reader on this
+    // thread would never grant.
+    let reader = qsbr.register("bench-ternary");
     let g = reader.guard();
     let ns = time_lookups(|i| std::hint::black_box(t.lookup(&keys[i], &g)).is_some() as usize, n);
     Ok(TernaryResult { ns, rules: t.len(), masks: t.masks() })
