@@ -410,15 +410,14 @@ impl ExactTable {
         let was_empty = self.state(slot).load(Ordering::Relaxed) & STATE_MASK == EMPTY;
         if was_empty && w.in_use + 2 > self.cap {
             // Out of empty slots although below size: tombstones and free slots fill the
-            // array. Empty what can be emptied and retry once.
-            if !std::mem::replace(&mut w.compacting, true) {
-                if may_wait {
-                    // The control plane may wait for deleted slots to pass their grace period.
-                    if let Some(&(epoch, _)) = w.retired.back() {
-                        let _ = self.qsbr.wait_for(epoch, COPY_GRACE_TIMEOUT);
-                    }
-                    self.reclaim(w);
+            // array. The control plane (never a worker: it would stall the fast path) waits
+            // for deleted slots to pass their grace period, empties what can be emptied (a
+            // scan of the table) and retries once.
+            if may_wait && !std::mem::replace(&mut w.compacting, true) {
+                if let Some(&(epoch, _)) = w.retired.back() {
+                    let _ = self.qsbr.wait_for(epoch, COPY_GRACE_TIMEOUT);
                 }
+                self.reclaim(w);
                 self.compact(w);
                 let r = self.insert_locked(w, key, action, data, may_wait);
                 w.compacting = false;
