@@ -12,6 +12,22 @@ use std::time::Duration;
 /// Longest request line a server accepts (programs travel inside requests).
 pub const MAX_REQUEST_BYTES: usize = 16 << 20;
 
+/// One table entry as requests and the config file write it. `matches` is the key as text:
+/// `10.0.0.1`, `0x0a000001`, `42` (exact), `10.0.0.0/8` (lpm), `VALUE&&&MASK` or `LO..HI`
+/// (ternary); `params` are the action's parameter values in order (decimal or 0x hex).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableEntrySpec {
+    pub table: String,
+    #[serde(rename = "match")]
+    pub matches: String,
+    pub action: String,
+    #[serde(default)]
+    pub params: Vec<String>,
+    #[serde(default)]
+    pub priority: u32,
+}
+
 /// A control request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
@@ -74,30 +90,10 @@ pub enum Request {
     TableList {},
     /// Every entry of a table with its counters, and the default action.
     TableDump { table: String },
-    /// Add an entry. `matches` is the key as text: `10.0.0.1`, `0x0a000001`, `42` (exact),
-    /// `10.0.0.0/8` (lpm), `VALUE&&&MASK` or `LO..HI` (ternary); `params` are the action's
-    /// parameter values in order (decimal or 0x hex).
-    TableAdd {
-        table: String,
-        #[serde(rename = "match")]
-        matches: String,
-        action: String,
-        #[serde(default)]
-        params: Vec<String>,
-        #[serde(default)]
-        priority: u32,
-    },
+    /// Add an entry (see [`TableEntrySpec`]).
+    TableAdd(TableEntrySpec),
     /// Replace an entry's action and parameters (its counters stay).
-    TableModify {
-        table: String,
-        #[serde(rename = "match")]
-        matches: String,
-        action: String,
-        #[serde(default)]
-        params: Vec<String>,
-        #[serde(default)]
-        priority: u32,
-    },
+    TableModify(TableEntrySpec),
     /// Delete an entry.
     TableDel {
         table: String,

@@ -38,25 +38,10 @@ pub struct Config {
     pub tables: Vec<hotplane_tables::TableConfig>,
     /// Entries loaded into them at start (`[[table_entry]]`).
     #[serde(default, rename = "table_entry")]
-    pub table_entries: Vec<TableEntryConfig>,
+    pub table_entries: Vec<hotplane_control::api::TableEntrySpec>,
     /// Directory of the config file: relative program paths resolve against it first.
     #[serde(skip)]
     pub base_dir: Option<PathBuf>,
-}
-
-/// One entry of a configured table, in the control API's text forms.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TableEntryConfig {
-    pub table: String,
-    /// `10.0.0.1`, `0x0a000001`, `42`, `10.0.0.0/8`, `VALUE&&&MASK`, `LO..HI`.
-    #[serde(rename = "match")]
-    pub matches: String,
-    pub action: String,
-    #[serde(default)]
-    pub params: Vec<String>,
-    #[serde(default)]
-    pub priority: u32,
 }
 
 /// eBPF settings.

@@ -395,6 +395,29 @@ enum MapCmd {
     Delete { map: String, key: String },
 }
 
+#[derive(clap::Args)]
+struct EntryArgs {
+    table: String,
+    #[arg(name = "MATCH")]
+    matches: String,
+    action: String,
+    params: Vec<String>,
+    #[arg(long, default_value_t = 0)]
+    priority: u32,
+}
+
+impl From<EntryArgs> for hotplane_control::api::TableEntrySpec {
+    fn from(a: EntryArgs) -> Self {
+        Self {
+            table: a.table,
+            matches: a.matches,
+            action: a.action,
+            params: a.params,
+            priority: a.priority,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum TableCmd {
     /// Every table: kind, size, entries, storage, locking.
@@ -403,25 +426,9 @@ enum TableCmd {
     Dump { table: String },
     /// Add an entry: MATCH is `10.0.0.1`, `0x0a000001`, `42`, `10.0.0.0/8`, `V&&&M` or
     /// `LO..HI`; PARAMS are the action's parameter values.
-    Add {
-        table: String,
-        #[arg(name = "MATCH")]
-        matches: String,
-        action: String,
-        params: Vec<String>,
-        #[arg(long, default_value_t = 0)]
-        priority: u32,
-    },
+    Add(EntryArgs),
     /// Replace an entry's action and parameters (counters stay).
-    Modify {
-        table: String,
-        #[arg(name = "MATCH")]
-        matches: String,
-        action: String,
-        params: Vec<String>,
-        #[arg(long, default_value_t = 0)]
-        priority: u32,
-    },
+    Modify(EntryArgs),
     /// Delete an entry.
     Del {
         table: String,
@@ -686,12 +693,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             let req = match op {
                 TableCmd::List => R::TableList {},
                 TableCmd::Dump { table } => R::TableDump { table },
-                TableCmd::Add { table, matches, action, params, priority } => {
-                    R::TableAdd { table, matches, action, params, priority }
-                }
-                TableCmd::Modify { table, matches, action, params, priority } => {
-                    R::TableModify { table, matches, action, params, priority }
-                }
+                TableCmd::Add(e) => R::TableAdd(e.into()),
+                TableCmd::Modify(e) => R::TableModify(e.into()),
                 TableCmd::Del { table, matches, priority } => {
                     R::TableDel { table, matches, priority }
                 }

@@ -221,7 +221,7 @@ impl TableStage {
                 t.lookup_hashed(&keys[i..i + 1], hashes[i], guard)
             };
             misses += u64::from(found.is_none());
-            self.finish(found, pkt, cx.now_ns, guard);
+            self.finish(found, pkt, cx.now_ns);
         }
         if misses > 0 {
             self.misses.add(cx.worker, misses);
@@ -243,19 +243,13 @@ impl TableStage {
 
     /// Count the hit and run the entry's action, or the default action on a miss.
     #[inline(always)]
-    fn finish(
-        &self,
-        found: Option<EntryRef<'_>>,
-        pkt: &mut hotplane_core::Packet,
-        now_ns: u64,
-        guard: &hotplane_core::Guard<'_>,
-    ) {
+    fn finish(&self, found: Option<EntryRef<'_>>, pkt: &mut hotplane_core::Packet, now_ns: u64) {
         match found {
             Some(e) => {
                 e.hit(pkt.len() as u32, now_ns);
                 self.act(&e, pkt);
             }
-            None => self.act(&self.table.default_entry(guard), pkt),
+            None => self.act(&self.table.default_entry().get(), pkt),
         }
     }
 
@@ -285,7 +279,7 @@ impl TableStage {
                 },
             };
             misses += u64::from(found.is_none());
-            self.finish(found, pkt, cx.now_ns, guard);
+            self.finish(found, pkt, cx.now_ns);
         }
         if misses > 0 {
             self.misses.add(cx.worker, misses);

@@ -6,6 +6,7 @@ use hotplane_tables::text::{match_text, parse_match, parse_params};
 use hotplane_tables::{Table, TableEntry, TableSet};
 use serde_json::{json, Value};
 use std::path::Path;
+use std::sync::atomic::Ordering;
 
 fn params_json(table: &Table, action: &str, data: &[u64]) -> Value {
     let Some(spec) = table.config().actions.iter().find(|a| a.name == action) else {
@@ -48,6 +49,14 @@ pub fn list_json(set: &TableSet) -> Value {
                     "store": c.store,
                     "locked": c.locked,
                     "actions": c.actions.iter().map(|a| a.name.clone()).collect::<Vec<_>>(),
+                    "insert_on_miss": match &**t {
+                        Table::Exact(e) if c.insert_on_miss.is_some() => json!({
+                            "inserted": e.counters.inserted_on_miss.load(Ordering::Relaxed),
+                            "deferred": e.counters.insert_deferred.load(Ordering::Relaxed),
+                            "full": e.counters.insert_full.load(Ordering::Relaxed),
+                        }),
+                        _ => Value::Null,
+                    },
                 })
             })
             .collect(),
@@ -69,18 +78,18 @@ pub fn handle(set: &TableSet, req: &Request) -> Option<Result<Value, String>> {
     Some(match req {
         Request::TableList {} => Ok(list_json(set)),
         Request::TableDump { table: name } => table(name).map(|t| dump_json(&t)),
-        Request::TableAdd { table: name, matches, action, params, priority }
-        | Request::TableModify { table: name, matches, action, params, priority } => {
-            let modify = matches!(req, Request::TableModify { .. });
+        Request::TableAdd(e) | Request::TableModify(e) => {
+            let modify = matches!(req, Request::TableModify(_));
+            let name = &e.table;
             table(name).and_then(|t| {
-                let m = parse_match(&t, matches)?;
-                let data = parse_params(&t, action, params)?;
+                let m = parse_match(&t, &e.matches)?;
+                let data = parse_params(&t, &e.action, &e.params)?;
                 let r = if modify {
-                    t.modify(&m, *priority, action, &data)
+                    t.modify(&m, e.priority, &e.action, &data)
                 } else {
-                    t.insert(&m, *priority, action, &data)
+                    t.insert(&m, e.priority, &e.action, &data)
                 };
-                r.map_err(|e| format!("table `{name}`, {}: {e}", match_text(&m)))?;
+                r.map_err(|err| format!("table `{name}`, {}: {err}", match_text(&m)))?;
                 Ok(json!(if modify { "modified" } else { "added" }))
             })
         }

@@ -104,6 +104,7 @@ fn data_plane_and_control_plane_write_tables_while_packets_flow() {
     assert_eq!(list.as_array().unwrap().len(), 2);
     assert_eq!(list[1]["name"], "seen");
     assert_eq!(list[1]["locked"], true);
+    assert_eq!(list[1]["insert_on_miss"]["inserted"], FLOWS, "{list}");
     // Bad input: clear errors, tables unchanged.
     assert!(call(
         &p,

@@ -1,6 +1,9 @@
 //! A fixed arena of entry bodies addressed by index, for tables whose index structure (an LPM
-//! trie, a tuple space) points at entries rather than holding them. Indices freed by the control
-//! plane are reused only after a grace period.
+//! trie, a tuple space) points at entries rather than holding them.
+//!
+//! The storage ([`Arena`]) is shared: workers read and write entries through it. Which indices
+//! are in use ([`ArenaSlots`]) is control-plane state, kept under the table's writer lock; an
+//! index freed there is reused only after a grace period.
 
 use crate::entry::{BodyLayout, EntryRef};
 use crate::words::WordArray;
@@ -13,25 +16,16 @@ pub struct Arena {
     words: WordArray<AtomicU64>,
     layout: BodyLayout,
     stride: usize,
-    capacity: usize,
-    /// Control plane only (callers hold their table's writer lock).
-    free: Vec<u32>,
-    retired: VecDeque<(u64, u32)>,
-    next_unused: u32,
 }
 
 impl Arena {
     pub fn new(capacity: usize, layout: BodyLayout) -> Result<Self, TableError> {
         let stride = layout.words();
-        Ok(Self {
-            words: WordArray::zeroed(capacity * stride)?,
-            layout,
-            stride,
-            capacity,
-            free: Vec::new(),
-            retired: VecDeque::new(),
-            next_unused: 0,
-        })
+        Ok(Self { words: WordArray::zeroed(capacity * stride)?, layout, stride })
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.words.len() / self.stride.max(1)
     }
 
     #[inline(always)]
@@ -39,11 +33,28 @@ impl Arena {
         let at = index as usize * self.stride;
         EntryRef::new(&self.words[at..at + self.stride], self.layout)
     }
+}
 
+/// The control plane's record of which arena indices are in use.
+#[derive(Default)]
+pub struct ArenaSlots {
+    free: Vec<u32>,
+    retired: VecDeque<(u64, u32)>,
+    next_unused: u32,
+}
+
+impl ArenaSlots {
     /// A fresh entry initialised with `action`/`data`, not yet reachable by readers.
-    pub fn alloc(&mut self, qsbr: &Qsbr, action: u16, data: &[u64]) -> Result<u32, TableError> {
+    pub fn alloc(
+        &mut self,
+        arena: &Arena,
+        qsbr: &Qsbr,
+        action: u16,
+        data: &[u64],
+    ) -> Result<u32, TableError> {
+        let capacity = arena.capacity();
         self.reclaim(qsbr);
-        if self.free.is_empty() && self.next_unused as usize >= self.capacity {
+        if self.free.is_empty() && self.next_unused as usize >= capacity {
             // Full of entries deleted moments ago: the control plane may wait for their grace
             // period rather than refuse.
             if let Some(&(epoch, _)) = self.retired.front() {
@@ -53,13 +64,13 @@ impl Arena {
         }
         let index = match self.free.pop() {
             Some(i) => i,
-            None if (self.next_unused as usize) < self.capacity => {
+            None if (self.next_unused as usize) < capacity => {
                 self.next_unused += 1;
                 self.next_unused - 1
             }
-            None => return Err(TableError::Full { size: self.capacity }),
+            None => return Err(TableError::Full { size: capacity }),
         };
-        self.get(index).init(action, data);
+        arena.get(index).init(action, data);
         Ok(index)
     }
 

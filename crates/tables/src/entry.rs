@@ -302,6 +302,43 @@ impl<'t> EntryRef<'t> {
     }
 }
 
+/// The entry a table falls back to on a miss: one body of the table's layout, replaced by the
+/// control plane like any entry (and written in place by the data plane like any entry).
+pub struct DefaultEntry {
+    words: crate::words::WordArray<AtomicU64>,
+    layout: BodyLayout,
+    /// Serialises control-plane replacements; the data plane never takes it.
+    writer: std::sync::Mutex<()>,
+    qsbr: Qsbr,
+}
+
+impl DefaultEntry {
+    /// The configured default action (the first action when none is named).
+    pub fn new(cfg: &crate::config::TableConfig, qsbr: &Qsbr) -> Result<Self, crate::TableError> {
+        let layout = cfg.body_layout();
+        let e = Self {
+            words: crate::words::WordArray::zeroed(layout.words())?,
+            layout,
+            writer: std::sync::Mutex::new(()),
+            qsbr: qsbr.clone(),
+        };
+        let action = cfg.default_action.as_deref().and_then(|a| cfg.action_id(a)).unwrap_or(0);
+        e.get().init(action, &cfg.default_data);
+        Ok(e)
+    }
+
+    #[inline(always)]
+    pub fn get(&self) -> EntryRef<'_> {
+        EntryRef::new(&self.words, self.layout)
+    }
+
+    /// Replace action and data (control plane; `action` checked by the caller).
+    pub fn set(&self, action: u16, data: &[u64]) {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.get().publish(&self.qsbr, action, data);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,7 @@
 //! never writes into a different key's entry.
 
 use crate::config::{MatchKind, Store, TableConfig};
-use crate::entry::{BodyLayout, EntryData, EntryRef, EntryStats, COPY_GRACE_TIMEOUT};
+use crate::entry::{BodyLayout, DefaultEntry, EntryData, EntryRef, EntryStats, COPY_GRACE_TIMEOUT};
 use crate::key::{hash_words, pack, prefetch, reduce, unpack, words_for, MAX_KEY_WORDS};
 use crate::words::WordArray;
 use crate::TableError;
@@ -78,7 +78,7 @@ pub struct ExactTable {
     /// Static: key and body of each slot; dynamic: a pointer per slot.
     slots: WordArray<AtomicU64>,
     len: AtomicUsize,
-    default: WordArray<AtomicU64>,
+    default: DefaultEntry,
     on_miss: Option<(u16, Vec<u64>)>,
     writer: Mutex<Writer>,
     qsbr: Qsbr,
@@ -108,12 +108,7 @@ impl ExactTable {
         let cap = (cfg.size + cfg.size / 2).max(16);
         let meta = WordArray::zeroed(cap)?;
         let slots = WordArray::zeroed(cap * stride)?;
-        let default = WordArray::zeroed(body.words())?;
-        let default_id = match &cfg.default_action {
-            Some(a) => cfg.action_id(a).unwrap_or(0),
-            None => 0,
-        };
-        EntryRef::new(&default, body).init(default_id, &cfg.default_data);
+        let default = DefaultEntry::new(&cfg, qsbr)?;
         let on_miss = cfg
             .insert_on_miss
             .as_ref()
@@ -159,8 +154,8 @@ impl ExactTable {
     }
 
     /// The default (miss) entry.
-    pub fn default_entry<'g>(&'g self, _guard: &'g Guard<'_>) -> EntryRef<'g> {
-        EntryRef::new(&self.default, self.body)
+    pub fn default_entry(&self) -> &DefaultEntry {
+        &self.default
     }
 
     #[inline(always)]
@@ -606,18 +601,6 @@ impl ExactTable {
             });
         }
         out
-    }
-
-    /// Replace the default action (control plane).
-    pub fn set_default(&self, action: u16, data: &[u64]) -> Result<(), TableError> {
-        check_action(&self.cfg, action, data)?;
-        let _w = self.lock_writer();
-        EntryRef::new(&self.default, self.body).publish(&self.qsbr, action, data);
-        Ok(())
-    }
-
-    pub fn default_data(&self) -> EntryData {
-        EntryRef::new(&self.default, self.body).snapshot()
     }
 }
 

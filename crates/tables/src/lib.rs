@@ -29,7 +29,7 @@ pub mod text;
 pub mod words;
 
 pub use config::{ActionSpec, InsertOnMiss, MatchKind, ParamSpec, Store, TableConfig};
-pub use entry::{EntryData, EntryRef, EntryStats};
+pub use entry::{DefaultEntry, EntryData, EntryRef, EntryStats};
 pub use exact::{ExactEntry, ExactTable, Lookup};
 pub use lpm::{LpmEntry, LpmTable};
 pub use objects::{

@@ -10,14 +10,14 @@
 //! address resolve to either the old or the new answer; groups and entries unlinked are reused
 //! only after a grace period.
 
-use crate::arena::Arena;
+use crate::arena::{Arena, ArenaSlots};
 use crate::config::{MatchKind, TableConfig};
-use crate::entry::{EntryData, EntryRef, EntryStats};
+use crate::entry::{DefaultEntry, EntryData, EntryRef, EntryStats};
 use crate::exact::check_action;
 use crate::words::WordArray;
 use crate::TableError;
 use hotplane_core::{Guard, Qsbr};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
@@ -48,11 +48,10 @@ pub struct LpmEntry {
 }
 
 struct Writer {
-    arena: Arena,
+    slots: ArenaSlots,
     /// Every installed prefix (masked key bytes, length) and its entry.
     rules: HashMap<(Vec<u8>, u32), u32>,
-    free_groups: Vec<u32>,
-    retired_groups: VecDeque<(u64, u32)>,
+    /// Groups handed out so far (groups are never merged back; see docs/tables.md).
     next_group: u32,
 }
 
@@ -64,23 +63,15 @@ pub struct LpmTable {
     first: WordArray<AtomicU32>,
     groups: WordArray<AtomicU32>,
     max_groups: usize,
-    default: WordArray<std::sync::atomic::AtomicU64>,
-    /// Read-only view of the arena's storage for the data plane. Points into `writer.arena`,
-    /// which lives as long as the table and never reallocates.
-    arena_view: *const Arena,
+    default: DefaultEntry,
+    /// Entries (the index points at them); which are in use is `writer.slots`.
+    arena: Arena,
     writer: Mutex<Writer>,
     qsbr: Qsbr,
 }
 
-// SAFETY: `arena_view` points to the arena inside `writer`, owned by this table; through it the
-// data plane only calls `Arena::get`, which reads the fixed storage (atomics), never the
-// control-plane fields the mutex protects.
-unsafe impl Send for LpmTable {}
-// SAFETY: as above.
-unsafe impl Sync for LpmTable {}
-
 impl LpmTable {
-    pub fn new(cfg: TableConfig, qsbr: &Qsbr) -> Result<Box<Self>, TableError> {
+    pub fn new(cfg: TableConfig, qsbr: &Qsbr) -> Result<Self, TableError> {
         cfg.validate()?;
         if cfg.kind != MatchKind::Lpm {
             return Err(TableError::invalid(&cfg.name, "not an LPM table"));
@@ -98,37 +89,29 @@ impl LpmTable {
                 format!("LPM size at most {MAX_LPM_INDEX}"),
             ));
         }
-        let body = cfg.body_layout();
-        let default = WordArray::zeroed(body.words())?;
-        let default_id = cfg.default_action.as_deref().and_then(|a| cfg.action_id(a)).unwrap_or(0);
-        EntryRef::new(&default, body).init(default_id, &cfg.default_data);
-        let arena = Arena::new(cfg.size, body)?;
+        let default = DefaultEntry::new(&cfg, qsbr)?;
+        let arena = Arena::new(cfg.size, cfg.body_layout())?;
         let groups = if deeper_levels > 0 {
             WordArray::zeroed(max_groups * 256)?
         } else {
             WordArray::zeroed(0)?
         };
-        let mut t = Box::new(Self {
+        Ok(Self {
             key_bytes,
             first_bits,
             first: WordArray::zeroed(1usize << first_bits)?,
             groups,
             max_groups: if deeper_levels > 0 { max_groups } else { 0 },
             default,
-            arena_view: std::ptr::null(),
+            arena,
             writer: Mutex::new(Writer {
-                arena,
+                slots: ArenaSlots::default(),
                 rules: HashMap::new(),
-                free_groups: Vec::new(),
-                retired_groups: VecDeque::new(),
                 next_group: 0,
             }),
             qsbr: qsbr.clone(),
             cfg,
-        });
-        // The arena sits inside the mutex inside the box: its address is stable from here on.
-        t.arena_view = &t.writer.get_mut().unwrap_or_else(|e| e.into_inner()).arena;
-        Ok(t)
+        })
     }
 
     pub fn config(&self) -> &TableConfig {
@@ -143,12 +126,6 @@ impl LpmTable {
         self.len() == 0
     }
 
-    #[inline(always)]
-    fn arena(&self) -> &Arena {
-        // SAFETY: see the field's comment; set in `new` before the table is shared.
-        unsafe { &*self.arena_view }
-    }
-
     /// The entry of the longest prefix matching a 32-bit key (IPv4: one or two loads).
     #[inline(always)]
     pub fn lookup_u32<'g>(&'g self, key: u32, _guard: &'g Guard<'_>) -> Option<EntryRef<'g>> {
@@ -158,7 +135,7 @@ impl LpmTable {
             e = self.groups[((e & INDEX_MASK) as usize) << 8 | (key & 0xff) as usize]
                 .load(Ordering::Acquire);
         }
-        (e & VALID != 0).then(|| self.arena().get(e & INDEX_MASK))
+        (e & VALID != 0).then(|| self.arena.get(e & INDEX_MASK))
     }
 
     /// Start loading the first-level entry of a 32-bit key (batches prefetch every packet's
@@ -199,7 +176,7 @@ impl LpmTable {
                 } else {
                     e
                 };
-                *o = (e & VALID != 0).then(|| self.arena().get(e & INDEX_MASK));
+                *o = (e & VALID != 0).then(|| self.arena.get(e & INDEX_MASK));
             }
         }
     }
@@ -217,11 +194,11 @@ impl LpmTable {
                 .load(Ordering::Acquire);
             next += 1;
         }
-        (e & VALID != 0 && e & GROUP == 0).then(|| self.arena().get(e & INDEX_MASK))
+        (e & VALID != 0 && e & GROUP == 0).then(|| self.arena.get(e & INDEX_MASK))
     }
 
-    pub fn default_entry<'g>(&'g self, _guard: &'g Guard<'_>) -> EntryRef<'g> {
-        EntryRef::new(&self.default, self.cfg.body_layout())
+    pub fn default_entry(&self) -> &DefaultEntry {
+        &self.default
     }
 
     fn masked(&self, prefix: &[u8], len: u32) -> Result<Vec<u8>, TableError> {
@@ -259,18 +236,17 @@ impl LpmTable {
         check_action(&self.cfg, action, data)?;
         let p = self.masked(prefix, len)?;
         let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        self.reclaim_groups(&mut w);
         if w.rules.contains_key(&(p.clone(), len)) {
             return Err(TableError::Exists);
         }
         if w.rules.len() >= self.cfg.size {
             return Err(TableError::Full { size: self.cfg.size });
         }
-        let index = w.arena.alloc(&self.qsbr, action, data)?;
+        let index = w.slots.alloc(&self.arena, &self.qsbr, action, data)?;
         if let Err(e) = self
             .install(&mut w, &p, len, leaf(len, index), |e| e & VALID == 0 || depth_of(e) <= len)
         {
-            w.arena.release(&self.qsbr, index);
+            w.slots.release(&self.qsbr, index);
             return Err(e);
         }
         w.rules.insert((p, len), index);
@@ -288,7 +264,7 @@ impl LpmTable {
         let p = self.masked(prefix, len)?;
         let w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let &index = w.rules.get(&(p, len)).ok_or(TableError::NotFound)?;
-        w.arena.get(index).publish(&self.qsbr, action, data);
+        self.arena.get(index).publish(&self.qsbr, action, data);
         Ok(())
     }
 
@@ -306,7 +282,7 @@ impl LpmTable {
             })
             .unwrap_or(0);
         self.install(&mut w, &p, len, replacement, |e| e & VALID != 0 && depth_of(e) == len)?;
-        w.arena.release(&self.qsbr, index);
+        w.slots.release(&self.qsbr, index);
         Ok(())
     }
 
@@ -384,16 +360,11 @@ impl LpmTable {
         if e & GROUP != 0 {
             return Ok(e & INDEX_MASK);
         }
-        let g = match w.free_groups.pop() {
-            Some(g) => g,
-            None if (w.next_group as usize) < self.max_groups => {
-                w.next_group += 1;
-                w.next_group - 1
-            }
-            None => {
-                return Err(TableError::Full { size: self.max_groups });
-            }
-        };
+        if w.next_group as usize >= self.max_groups {
+            return Err(TableError::Full { size: self.max_groups });
+        }
+        let g = w.next_group;
+        w.next_group += 1;
         let base = (g as usize) << 8;
         for c in &self.groups[base..base + 256] {
             c.store(e, Ordering::Relaxed);
@@ -403,21 +374,10 @@ impl LpmTable {
         Ok(g)
     }
 
-    fn reclaim_groups(&self, w: &mut Writer) {
-        while let Some(&(epoch, g)) = w.retired_groups.front() {
-            if !self.qsbr.poll(epoch) {
-                break;
-            }
-            w.retired_groups.pop_front();
-            w.free_groups.push(g);
-        }
-        w.arena.reclaim(&self.qsbr);
-    }
-
     /// Groups in use (for sizing `lpm_groups`).
     pub fn groups_used(&self) -> usize {
         let w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        w.next_group as usize - w.free_groups.len() - w.retired_groups.len()
+        w.next_group as usize
     }
 
     pub fn entries(&self) -> Vec<LpmEntry> {
@@ -426,7 +386,7 @@ impl LpmTable {
             .rules
             .iter()
             .map(|((p, l), &i)| {
-                let e = w.arena.get(i);
+                let e = self.arena.get(i);
                 LpmEntry { prefix: p.clone(), len: *l, data: e.snapshot(), stats: e.stats() }
             })
             .collect();
@@ -434,20 +394,9 @@ impl LpmTable {
         out
     }
 
-    pub fn set_default(&self, action: u16, data: &[u64]) -> Result<(), TableError> {
-        check_action(&self.cfg, action, data)?;
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        EntryRef::new(&self.default, self.cfg.body_layout()).publish(&self.qsbr, action, data);
-        Ok(())
-    }
-
-    pub fn default_data(&self) -> EntryData {
-        EntryRef::new(&self.default, self.cfg.body_layout()).snapshot()
-    }
-
     /// Reclaim what grace periods allow.
     pub fn maintain(&self) {
         let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        self.reclaim_groups(&mut w);
+        w.slots.reclaim(&self.qsbr);
     }
 }

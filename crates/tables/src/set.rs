@@ -2,7 +2,8 @@
 //! specification and action name, and the set of named tables a data plane owns.
 
 use crate::config::{MatchKind, TableConfig};
-use crate::entry::{EntryData, EntryRef, EntryStats};
+use crate::entry::{DefaultEntry, EntryData, EntryRef, EntryStats};
+use crate::exact::check_action;
 use crate::exact::ExactTable;
 use crate::key::{pack, MAX_KEY_WORDS};
 use crate::lpm::LpmTable;
@@ -43,8 +44,8 @@ impl Table {
     pub fn new(cfg: TableConfig, qsbr: &Qsbr) -> Result<Self, TableError> {
         Ok(match cfg.kind {
             MatchKind::Exact => Table::Exact(Box::new(ExactTable::new(cfg, qsbr)?)),
-            MatchKind::Lpm => Table::Lpm(LpmTable::new(cfg, qsbr)?),
-            MatchKind::Ternary => Table::Ternary(TernaryTable::new(cfg, qsbr)?),
+            MatchKind::Lpm => Table::Lpm(Box::new(LpmTable::new(cfg, qsbr)?)),
+            MatchKind::Ternary => Table::Ternary(Box::new(TernaryTable::new(cfg, qsbr)?)),
         })
     }
 
@@ -92,11 +93,12 @@ impl Table {
         }
     }
 
-    pub fn default_entry<'g>(&'g self, guard: &'g Guard<'_>) -> EntryRef<'g> {
+    /// The entry a miss runs.
+    pub fn default_entry(&self) -> &DefaultEntry {
         match self {
-            Table::Exact(t) => t.default_entry(guard),
-            Table::Lpm(t) => t.default_entry(guard),
-            Table::Ternary(t) => t.default_entry(guard),
+            Table::Exact(t) => t.default_entry(),
+            Table::Lpm(t) => t.default_entry(),
+            Table::Ternary(t) => t.default_entry(),
         }
     }
 
@@ -191,19 +193,13 @@ impl Table {
 
     pub fn set_default(&self, action: &str, data: &[u64]) -> Result<(), TableError> {
         let a = self.action(action)?;
-        match self {
-            Table::Exact(t) => t.set_default(a, data),
-            Table::Lpm(t) => t.set_default(a, data),
-            Table::Ternary(t) => t.set_default(a, data),
-        }
+        check_action(self.config(), a, data)?;
+        self.default_entry().set(a, data);
+        Ok(())
     }
 
     pub fn default_data(&self) -> (String, Vec<u64>) {
-        let d = match self {
-            Table::Exact(t) => t.default_data(),
-            Table::Lpm(t) => t.default_data(),
-            Table::Ternary(t) => t.default_data(),
-        };
+        let d = self.default_entry().get().snapshot();
         (self.action_name(&d), d.data)
     }
 

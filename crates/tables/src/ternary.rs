@@ -8,16 +8,15 @@
 //! period). Entries live in an arena outside the index, so in-place data-plane writes and
 //! counters survive every rebuild.
 
-use crate::arena::Arena;
+use crate::arena::{Arena, ArenaSlots};
 use crate::config::{MatchKind, TableConfig};
-use crate::entry::{EntryData, EntryRef, EntryStats};
+use crate::entry::{DefaultEntry, EntryData, EntryRef, EntryStats};
 use crate::exact::check_action;
 use crate::key::{pack, unpack, words_for, MAX_KEY_WORDS};
-use crate::words::WordArray;
 use crate::TableError;
 use hotplane_core::{Guard, Qsbr, Slot};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// What one ternary entry matches.
@@ -156,7 +155,7 @@ struct Index {
 }
 
 struct Writer {
-    arena: Arena,
+    slots: ArenaSlots,
     entries: BTreeMap<(TernaryMatch, u32), (u32, Vec<Pair>)>,
 }
 
@@ -164,46 +163,31 @@ pub struct TernaryTable {
     cfg: TableConfig,
     key_words: usize,
     index: Slot<Index>,
-    default: WordArray<AtomicU64>,
-    /// See `LpmTable::arena_view`.
-    arena_view: *const Arena,
+    default: DefaultEntry,
+    /// Entries (the index points at them); which are in use is `writer.slots`.
+    arena: Arena,
     writer: Mutex<Writer>,
     qsbr: Qsbr,
     masks: AtomicUsize,
 }
 
-// SAFETY: `arena_view` points into `writer`, owned by this table; the data plane only reads the
-// arena's fixed atomic storage through it.
-unsafe impl Send for TernaryTable {}
-// SAFETY: as above.
-unsafe impl Sync for TernaryTable {}
-
 impl TernaryTable {
-    pub fn new(cfg: TableConfig, qsbr: &Qsbr) -> Result<Box<Self>, TableError> {
+    pub fn new(cfg: TableConfig, qsbr: &Qsbr) -> Result<Self, TableError> {
         cfg.validate()?;
         if cfg.kind != MatchKind::Ternary {
             return Err(TableError::invalid(&cfg.name, "not a ternary table"));
         }
         let key_words = words_for(cfg.key_bytes());
-        let body = cfg.body_layout();
-        let default = WordArray::zeroed(body.words())?;
-        let default_id = cfg.default_action.as_deref().and_then(|a| cfg.action_id(a)).unwrap_or(0);
-        EntryRef::new(&default, body).init(default_id, &cfg.default_data);
-        let mut t = Box::new(Self {
+        Ok(Self {
             key_words,
             index: Slot::new(qsbr, Index { key_words, tuples: vec![] }),
-            default,
-            arena_view: std::ptr::null(),
-            writer: Mutex::new(Writer {
-                arena: Arena::new(cfg.size, body)?,
-                entries: BTreeMap::new(),
-            }),
+            default: DefaultEntry::new(&cfg, qsbr)?,
+            arena: Arena::new(cfg.size, cfg.body_layout())?,
+            writer: Mutex::new(Writer { slots: ArenaSlots::default(), entries: BTreeMap::new() }),
             qsbr: qsbr.clone(),
             masks: AtomicUsize::new(0),
             cfg,
-        });
-        t.arena_view = &t.writer.get_mut().unwrap_or_else(|e| e.into_inner()).arena;
-        Ok(t)
+        })
     }
 
     pub fn config(&self) -> &TableConfig {
@@ -240,17 +224,11 @@ impl TernaryTable {
             4 => search::<4>(index, key),
             _ => search_any(index, key),
         };
-        (best != 0).then(|| self.arena().get((best as u32).wrapping_sub(1)))
+        (best != 0).then(|| self.arena.get((best as u32).wrapping_sub(1)))
     }
 
-    #[inline(always)]
-    fn arena(&self) -> &Arena {
-        // SAFETY: see `arena_view`.
-        unsafe { &*self.arena_view }
-    }
-
-    pub fn default_entry<'g>(&'g self, _guard: &'g Guard<'_>) -> EntryRef<'g> {
-        EntryRef::new(&self.default, self.cfg.body_layout())
+    pub fn default_entry(&self) -> &DefaultEntry {
+        &self.default
     }
 
     fn expand(&self, m: &TernaryMatch) -> Result<Vec<Pair>, TableError> {
@@ -322,7 +300,7 @@ impl TernaryTable {
         entries: Vec<(TernaryMatch, u32, u16, Vec<u64>)>,
     ) -> Result<(), TableError> {
         let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        w.arena.reclaim(&self.qsbr);
+        w.slots.reclaim(&self.qsbr);
         // Check everything first: a refused batch changes nothing.
         let mut checked = Vec::with_capacity(entries.len());
         let mut seen = std::collections::BTreeSet::new();
@@ -342,7 +320,7 @@ impl TernaryTable {
             return Err(TableError::Full { size: self.cfg.size });
         }
         for (m, priority, action, data, pairs) in checked {
-            let index = w.arena.alloc(&self.qsbr, action, &data)?;
+            let index = w.slots.alloc(&self.arena, &self.qsbr, action, &data)?;
             w.entries.insert((m, priority), (index, pairs));
         }
         self.rebuild(&w);
@@ -359,7 +337,7 @@ impl TernaryTable {
         check_action(&self.cfg, action, data)?;
         let w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let (index, _) = w.entries.get(&(m.clone(), priority)).ok_or(TableError::NotFound)?;
-        w.arena.get(*index).publish(&self.qsbr, action, data);
+        self.arena.get(*index).publish(&self.qsbr, action, data);
         Ok(())
     }
 
@@ -367,7 +345,7 @@ impl TernaryTable {
         let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let (index, _) = w.entries.remove(&(m.clone(), priority)).ok_or(TableError::NotFound)?;
         self.rebuild(&w);
-        w.arena.release(&self.qsbr, index);
+        w.slots.release(&self.qsbr, index);
         Ok(())
     }
 
@@ -376,7 +354,7 @@ impl TernaryTable {
         let gone: Vec<u32> = std::mem::take(&mut w.entries).into_values().map(|(i, _)| i).collect();
         self.rebuild(&w);
         for i in gone {
-            w.arena.release(&self.qsbr, i);
+            w.slots.release(&self.qsbr, i);
         }
     }
 
@@ -430,7 +408,7 @@ impl TernaryTable {
         w.entries
             .iter()
             .map(|((m, p), (i, _))| {
-                let e = w.arena.get(*i);
+                let e = self.arena.get(*i);
                 TernaryEntry {
                     matches: m.clone(),
                     priority: *p,
@@ -441,20 +419,9 @@ impl TernaryTable {
             .collect()
     }
 
-    pub fn set_default(&self, action: u16, data: &[u64]) -> Result<(), TableError> {
-        check_action(&self.cfg, action, data)?;
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        EntryRef::new(&self.default, self.cfg.body_layout()).publish(&self.qsbr, action, data);
-        Ok(())
-    }
-
-    pub fn default_data(&self) -> EntryData {
-        EntryRef::new(&self.default, self.cfg.body_layout()).snapshot()
-    }
-
     pub fn maintain(&self) {
         let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        w.arena.reclaim(&self.qsbr);
+        w.slots.reclaim(&self.qsbr);
     }
 
     /// Key bytes of a match value, for listings.

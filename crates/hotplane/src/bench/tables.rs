@@ -74,14 +74,19 @@ pub fn frame() -> Vec<u8> {
     buf
 }
 
-/// xorshift64*: the generator's key stream.
+/// xorshift64*: the pseudo-random stream of every table benchmark (keys, addresses, rules).
 #[inline(always)]
-pub fn next_key(state: &mut u64, size: u64) -> u32 {
+pub fn xorshift(state: &mut u64) -> u64 {
     *state ^= *state >> 12;
     *state ^= *state << 25;
     *state ^= *state >> 27;
-    let r = state.wrapping_mul(0x2545_f491_4f6c_dd1d);
-    (((r >> 32) * size) >> 32) as u32
+    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+/// A key in [0, size) from the stream.
+#[inline(always)]
+pub fn next_key(state: &mut u64, size: u64) -> u32 {
+    (((xorshift(state) >> 32) * size) >> 32) as u32
 }
 
 /// What one worker measured.

@@ -3,7 +3,7 @@
 //! pointer write), and LPM and ternary lookup times.
 
 use super::pipeline::round;
-use super::tables::{drive, filled, rmw_point, VALUE_AT};
+use super::tables::{drive, filled, rmw_point, xorshift, VALUE_AT};
 use crate::runtime::pin_to_core;
 use anyhow::anyhow;
 use crossbeam_queue::ArrayQueue;
@@ -265,14 +265,6 @@ pub fn methods_bench(size: usize, packets: u64, qsbr: &Qsbr) -> anyhow::Result<V
     Ok(out)
 }
 
-/// xorshift for test data.
-fn rng(state: &mut u64) -> u64 {
-    *state ^= *state << 13;
-    *state ^= *state >> 7;
-    *state ^= *state << 17;
-    *state
-}
-
 pub struct LpmResult {
     pub ipv4_ns: f64,
     pub ipv4_prefixes: usize,
@@ -313,7 +305,7 @@ pub fn lpm_bench(prefixes: usize, qsbr: &Qsbr) -> anyhow::Result<LpmResult> {
     let mut attempts = 0;
     while installed.len() < prefixes && attempts < prefixes * 3 {
         attempts += 1;
-        let r = rng(&mut s);
+        let r = xorshift(&mut s);
         let len = match r % 100 {
             0 => 8 + (r >> 8) as u32 % 8,
             1..=39 => 16 + (r >> 8) as u32 % 8,
@@ -328,7 +320,7 @@ pub fn lpm_bench(prefixes: usize, qsbr: &Qsbr) -> anyhow::Result<LpmResult> {
     let n = 1 << 22;
     let addrs: Vec<u32> = (0..n)
         .map(|_| {
-            let r = rng(&mut s);
+            let r = xorshift(&mut s);
             if r % 10 == 0 {
                 (r >> 32) as u32
             } else {
@@ -359,20 +351,20 @@ pub fn lpm_bench(prefixes: usize, qsbr: &Qsbr) -> anyhow::Result<LpmResult> {
         if inst6.len() >= v6n {
             break;
         }
-        let r = rng(&mut s);
+        let r = xorshift(&mut s);
         let len = match r % 10 {
             0..=6 => 48,
             7 | 8 => 32 + (r >> 8) as u32 % 16,
             _ => 49 + (r >> 8) as u32 % 16,
         };
-        let a = (0x2000u128 << 112 | (rng(&mut s) as u128) << 64) & (u128::MAX << (128 - len));
+        let a = (0x2000u128 << 112 | (xorshift(&mut s) as u128) << 64) & (u128::MAX << (128 - len));
         if t6.insert(&a.to_be_bytes(), len, 0, &[1]).is_ok() {
             inst6.push(a);
         }
     }
     let addrs6: Vec<[u8; 16]> = (0..1 << 20)
         .map(|_| {
-            let r = rng(&mut s);
+            let r = xorshift(&mut s);
             (inst6[r as usize % inst6.len()] | (r >> 8) as u128).to_be_bytes()
         })
         .collect();
@@ -435,7 +427,7 @@ pub fn ternary_bench(qsbr: &Qsbr) -> anyhow::Result<TernaryResult> {
     let mut batch = vec![];
     for i in 0..1000u32 {
         let m = &masks[i as usize % masks.len()];
-        let v: Vec<u8> = (0..13).map(|_| rng(&mut s) as u8).collect();
+        let v: Vec<u8> = (0..13).map(|_| xorshift(&mut s) as u8).collect();
         values.push((v.clone(), m.clone()));
         // Unique priorities, unrelated to the mask.
         let prio = (i.wrapping_mul(7919)) % 100_000;
@@ -445,8 +437,8 @@ pub fn ternary_bench(qsbr: &Qsbr) -> anyhow::Result<TernaryResult> {
     let n = 1 << 20;
     let keys: Vec<[u64; 2]> = (0..n)
         .map(|_| {
-            let r = rng(&mut s);
-            let mut k: Vec<u8> = (0..13).map(|_| rng(&mut s) as u8).collect();
+            let r = xorshift(&mut s);
+            let mut k: Vec<u8> = (0..13).map(|_| xorshift(&mut s) as u8).collect();
             if r % 2 == 0 {
                 let (v, m) = &values[(r >> 8) as usize % values.len()];
                 for j in 0..13 {
@@ -477,7 +469,7 @@ pub fn random_read_ns(bytes: usize) -> anyhow::Result<f64> {
     }
     let mut s = 0x0bad_cafe_u64;
     let n = 1 << 22;
-    let idx: Vec<usize> = (0..n).map(|_| rng(&mut s) as usize % words).collect();
+    let idx: Vec<usize> = (0..n).map(|_| xorshift(&mut s) as usize % words).collect();
     Ok(time_lookups(
         |c| {
             let chunk = &idx[c * 32..c * 32 + 32];

@@ -84,8 +84,10 @@ impl Control {
                 did = true;
             }
             self.registry.lua.maintain(hotplane_core::time::now_ns());
-            self.registry.tables.maintain();
             if last_expire.elapsed() > Duration::from_millis(50) {
+                // Every 50 ms, not every pass: reclaiming takes each table's writer lock, which
+                // a worker's insert on miss only tries.
+                self.registry.tables.maintain();
                 for r in self.receiver.expire(Instant::now()) {
                     tracing::warn!(reason = %r.reason, "{}", r.message);
                 }

@@ -117,13 +117,7 @@ impl Registry {
             reg.tables.create(t.clone(), qsbr).map_err(|e| format!("table[{i}]: {e}"))?;
         }
         for (i, e) in cfg.table_entries.iter().enumerate() {
-            let req = hotplane_control::api::Request::TableAdd {
-                table: e.table.clone(),
-                matches: e.matches.clone(),
-                action: e.action.clone(),
-                params: e.params.clone(),
-                priority: e.priority,
-            };
+            let req = hotplane_control::api::Request::TableAdd(e.clone());
             if let Some(Err(err)) = crate::tables_cmd::handle(&reg.tables, &req) {
                 return Err(format!("table_entry[{i}]: {err}"));
             }
