@@ -174,7 +174,9 @@ impl TableStage {
             Native::Drop => pkt.meta.verdict = Verdict::Drop,
             Native::Forward => pkt.meta.out_port = e.word(0) as u16,
             Native::Mark => pkt.meta.user = e.word(0),
-            Native::Count => e.update(self.locked, |d| d[0] = d[0].wrapping_add(1)),
+            Native::Count => {
+                e.modify_word(self.locked, 0, |n| n.wrapping_add(1));
+            }
             Native::Swap => {
                 let at = pkt.meta.payload_off as usize + self.value_at as usize;
                 if let Some(v) = pkt.data_mut().get_mut(at..at + 8) {

@@ -198,17 +198,24 @@ impl<'t> EntryRef<'t> {
         r
     }
 
-    /// The experiment's action: store `value` in data word `i` and return the old value.
+    /// Replace data word `i` by `f(old)` and return the old value: the one-word case of
+    /// [`update`](Self::update), without its buffers (a counter, the experiment's swap).
     #[inline(always)]
-    pub fn exchange_word(&self, locked: bool, i: usize, value: u64) -> u64 {
+    pub fn modify_word(&self, locked: bool, i: usize, f: impl FnOnce(u64) -> u64) -> u64 {
         let ctl = if locked { self.lock() } else { self.words[0].load(Ordering::Acquire) };
         let cell = &self.words[self.layout.copy_at(current(ctl)) + 1 + i];
         let old = cell.load(Ordering::Relaxed);
-        cell.store(value, Ordering::Relaxed);
+        cell.store(f(old), Ordering::Relaxed);
         if locked {
             self.unlock(ctl);
         }
         old
+    }
+
+    /// The experiment's action: store `value` in data word `i` and return the old value.
+    #[inline(always)]
+    pub fn exchange_word(&self, locked: bool, i: usize, value: u64) -> u64 {
+        self.modify_word(locked, i, |_| value)
     }
 
     /// Take the entry's worker lock; returns the control word it was taken at.
