@@ -242,3 +242,23 @@ fn spilled_pointers_never_leak_as_data() {
     )
     .unwrap();
 }
+
+/// Found by the `ebpf_bytecode` fuzz target: an atomic at offset 2 of a map value was verified,
+/// then faulted in the interpreter. Atomics must be provably aligned.
+#[test]
+fn unaligned_atomics_are_rejected() {
+    let prog = |off: &str| {
+        format!(
+            "mov %r1, 0\nstxw [%r10-4], %r1\nmov %r2, %r10\nadd %r2, -4\nlddw %r1, map 0\ncall 1
+jeq %r0, 0, out\nmov %r1, 1\nlock add [%r0+{off}], %r1\nout:\nmov %r0, 2\nexit"
+        )
+    };
+    let (pc, msg) = rejected(&prog("2"), &[("counts", ARRAY)]);
+    assert_eq!(pc, 9, "the `lock add` (lddw takes two slots)");
+    assert!(msg.contains("not aligned"), "{msg}");
+    load(&prog("0"), &[("counts", ARRAY)], Engine::Interp).unwrap();
+    // On the stack too.
+    let (_, msg) =
+        rejected("mov %r1, 0\nstxdw [%r10-8], %r1\nlock add [%r10-4], %r1\nmov %r0, 2\nexit", &[]);
+    assert!(msg.contains("not aligned"), "{msg}");
+}

@@ -38,6 +38,21 @@ impl Explorer<'_> {
             }
         }
         let bounded = |lo: i64, hi: i64, limit: i64| lo >= 0 && hi + size <= limit;
+        if let Access::Atomic { .. } = a {
+            // Atomics fault when unaligned (in the interpreter, the JIT and the kernel alike),
+            // and every base a program can point into is 8-byte aligned: only offsets known to
+            // be multiples of the size pass.
+            match p.fixed().map(|f| f + off) {
+                Some(o) if o.rem_euclid(size) == 0 => {}
+                Some(o) => {
+                    return Err(self.err(
+                        pc,
+                        format!("atomic {size}-byte access at offset {o} is not aligned"),
+                    ))
+                }
+                None => return Err(self.err(pc, "atomic access at a variable offset")),
+            }
+        }
         match p.kind {
             PtrKind::Stack { frame } => {
                 let Some(o) = p.fixed().map(|f| f + off) else {
