@@ -15,6 +15,12 @@ step "toolchain"
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo --version
 python3 --version
+# Debug, release, ASan and fuzz builds take about 7 GB; a full disk shows up much later as a
+# linker "Bus error", so say it first.
+free_kb=$(df -Pk "$REPO" | awk 'NR==2 {print $4}')
+if [ "${free_kb:-0}" -lt $((8 * 1024 * 1024)) ]; then
+  echo "warning: only $((free_kb / 1024)) MiB free under $REPO; the builds need about 7 GB" >&2
+fi
 
 # System packages the tests need: a C toolchain for the fuzzers' libFuzzer, iproute2 for the
 # network-namespace tests, util-linux for `setpriv` (privilege tests), clang and libbpf-dev
