@@ -86,7 +86,7 @@ for cmd in "${smoke[@]}"; do
 done
 
 if [ "$FUZZ_SECONDS" != 0 ]; then
-  for target in envelope classify capture ebpf_bytecode ebpf_elf lua_source table_text; do
+  for target in envelope classify capture ebpf_bytecode ebpf_elf lua_source table_text p4_source; do
     step "fuzz $target (${FUZZ_SECONDS}s)"
     mkdir -p "fuzz/corpus/$target" target
     log="target/fuzz-$target.log"

@@ -1,0 +1,165 @@
+//! Source files, spans and diagnostics.
+//!
+//! Every token remembers the file and byte range it came from, so an error deep in type checking
+//! still prints `file:line:col` and the offending line, as a compiler user expects.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// Index of a file in a [`SourceMap`].
+pub type FileId = u32;
+
+/// A byte range in one source file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Span {
+    pub file: FileId,
+    pub lo: u32,
+    pub hi: u32,
+}
+
+impl Span {
+    pub fn new(file: FileId, lo: usize, hi: usize) -> Self {
+        Span { file, lo: lo as u32, hi: hi as u32 }
+    }
+
+    /// The smallest span covering both (the first one's file wins if they differ).
+    pub fn to(self, other: Span) -> Span {
+        if self.file != other.file {
+            return self;
+        }
+        Span { file: self.file, lo: self.lo.min(other.lo), hi: self.hi.max(other.hi) }
+    }
+}
+
+/// One loaded source file with its line index.
+#[derive(Debug)]
+pub struct SourceFile {
+    pub name: String,
+    pub text: Arc<str>,
+    line_starts: Vec<u32>,
+}
+
+impl SourceFile {
+    fn new(name: String, text: Arc<str>) -> Self {
+        let mut line_starts = vec![0];
+        line_starts.extend(text.match_indices('\n').map(|(i, _)| i as u32 + 1));
+        SourceFile { name, text, line_starts }
+    }
+
+    /// 1-based line and column of a byte offset.
+    pub fn line_col(&self, offset: u32) -> (usize, usize) {
+        let line = self.line_starts.partition_point(|&start| start <= offset).max(1) - 1;
+        let start = self.line_starts[line] as usize;
+        let end = (offset as usize).min(self.text.len());
+        let col = self.text.get(start..end).map_or(end - start, |s| s.chars().count());
+        (line + 1, col + 1)
+    }
+
+    /// The text of a 1-based line, without its newline.
+    pub fn line_text(&self, line: usize) -> &str {
+        let Some(&start) = self.line_starts.get(line.wrapping_sub(1)) else { return "" };
+        let rest = &self.text[start as usize..];
+        rest.split('\n').next().unwrap_or("").trim_end_matches('\r')
+    }
+}
+
+/// All files a compilation read, in the order they were first opened.
+#[derive(Debug, Default)]
+pub struct SourceMap {
+    files: Vec<SourceFile>,
+}
+
+impl SourceMap {
+    pub fn add(&mut self, name: impl Into<String>, text: impl Into<Arc<str>>) -> FileId {
+        self.files.push(SourceFile::new(name.into(), text.into()));
+        (self.files.len() - 1) as FileId
+    }
+
+    pub fn file(&self, id: FileId) -> Option<&SourceFile> {
+        self.files.get(id as usize)
+    }
+
+    /// `file:line:col` of a span's start.
+    pub fn position(&self, span: Span) -> String {
+        match self.file(span.file) {
+            Some(f) => {
+                let (line, col) = f.line_col(span.lo);
+                format!("{}:{line}:{col}", f.name)
+            }
+            None => "<unknown>".to_string(),
+        }
+    }
+
+    /// The source text a span covers (empty if the span is not in a known file).
+    pub fn snippet(&self, span: Span) -> &str {
+        self.file(span.file)
+            .and_then(|f| f.text.get(span.lo as usize..span.hi as usize))
+            .unwrap_or("")
+    }
+
+    /// A diagnostic rendered like a compiler's: position, message, the line and a caret.
+    pub fn render(&self, diag: &Diagnostic) -> String {
+        let mut out = format!("{}: error: {}", self.position(diag.span), diag.message);
+        if let Some(f) = self.file(diag.span.file) {
+            let (line, col) = f.line_col(diag.span.lo);
+            let text = f.line_text(line);
+            if !text.is_empty() {
+                let width = (diag.span.hi.saturating_sub(diag.span.lo) as usize).clamp(1, 80);
+                out.push_str(&format!(
+                    "\n  {text}\n  {}{}",
+                    " ".repeat(col - 1),
+                    "^".repeat(width)
+                ));
+            }
+        }
+        for note in &diag.notes {
+            out.push_str("\n  note: ");
+            out.push_str(note);
+        }
+        out
+    }
+}
+
+/// One error found in a P4 program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub span: Span,
+    pub message: String,
+    pub notes: Vec<String>,
+}
+
+impl Diagnostic {
+    pub fn new(span: Span, message: impl Into<String>) -> Self {
+        Diagnostic { span, message: message.into(), notes: Vec::new() }
+    }
+
+    pub fn with_note(mut self, note: impl Into<String>) -> Self {
+        self.notes.push(note.into());
+        self
+    }
+}
+
+/// The error a front-end phase returns: one or more diagnostics, already rendered with the
+/// source map so the error can outlive it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompileError {
+    pub diagnostics: Vec<Diagnostic>,
+    pub rendered: String,
+}
+
+impl CompileError {
+    pub fn new(sources: &SourceMap, diagnostics: Vec<Diagnostic>) -> Self {
+        let rendered = diagnostics.iter().map(|d| sources.render(d)).collect::<Vec<_>>().join("\n");
+        CompileError { diagnostics, rendered }
+    }
+}
+
+impl fmt::Display for CompileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.rendered)
+    }
+}
+
+impl std::error::Error for CompileError {}
+
+pub type DResult<T> = Result<T, Diagnostic>;
