@@ -1,0 +1,474 @@
+//! The checked, resolved program: every name is a storage location, every expression has a
+//! width, every extern call is one of a known set. [`crate::exec`] compiles this to closures.
+//!
+//! Storage: scalars live in `u128` slots, headers in wire format in one byte area (so that
+//! `extract` and `emit` are copies), validity in one flag per header instance.
+
+use crate::types::Ty;
+
+pub type SlotId = u32;
+pub type HdrId = u32;
+
+/// A header instance's place in the header byte area.
+#[derive(Clone, Debug)]
+pub struct HeaderInst {
+    /// Where it was declared, for listings: `hdr.ipv4`, `hdr.routes[3]`.
+    pub name: String,
+    /// The composite index of its header type.
+    pub ty: usize,
+    pub byte_off: u32,
+    pub bytes: u32,
+    /// (bit offset from the header start, width) per field.
+    pub fields: Vec<(u32, u32)>,
+}
+
+/// A header stack: consecutive instances and the slot holding `nextIndex`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StackRef {
+    pub first: HdrId,
+    pub count: u32,
+    pub next_slot: SlotId,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum HdrRef {
+    Static(HdrId),
+    /// `stack[index]` with a run-time index.
+    Index(StackRef, Box<Expr>),
+    /// `stack.next` (the element at nextIndex; extract advances it).
+    Next(StackRef),
+    /// `stack.last` (nextIndex - 1).
+    Last(StackRef),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Place {
+    Slot {
+        slot: SlotId,
+        width: u32,
+    },
+    Field {
+        hdr: HdrRef,
+        bit_off: u32,
+        width: u32,
+    },
+    /// Bits `hi..=lo` of another place.
+    Slice {
+        base: Box<Place>,
+        hi: u32,
+        lo: u32,
+    },
+    /// A write that goes nowhere (`_` as an out argument).
+    Discard {
+        width: u32,
+    },
+}
+
+impl Place {
+    pub fn width(&self) -> u32 {
+        match self {
+            Place::Slot { width, .. } | Place::Field { width, .. } | Place::Discard { width } => {
+                *width
+            }
+            Place::Slice { hi, lo, .. } => hi - lo + 1,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnOp {
+    Not,
+    BitNot,
+    Neg,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    AddSat,
+    SubSat,
+    Shl,
+    Shr,
+    And,
+    Or,
+    Xor,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    LogicAnd,
+    LogicOr,
+}
+
+/// A value expression. Values are kept in canonical form: masked to their width, signed
+/// values as two's complement in that width.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    Const(u128),
+    Read(Place),
+    IsValid(HdrRef),
+    Unary {
+        op: UnOp,
+        e: Box<Expr>,
+        width: u32,
+    },
+    /// `width`: the operands' width (the result's, except for comparisons which give 0/1).
+    Binary {
+        op: BinOp,
+        a: Box<Expr>,
+        b: Box<Expr>,
+        width: u32,
+        signed: bool,
+    },
+    /// Width conversion: truncate, zero- or sign-extend.
+    Cast {
+        e: Box<Expr>,
+        from: u32,
+        signed: bool,
+        to: u32,
+    },
+    Slice {
+        e: Box<Expr>,
+        hi: u32,
+        lo: u32,
+    },
+    Concat {
+        a: Box<Expr>,
+        b: Box<Expr>,
+        b_width: u32,
+    },
+    Mux {
+        cond: Box<Expr>,
+        a: Box<Expr>,
+        b: Box<Expr>,
+    },
+    /// The next `width` bits of the packet in the parser, not consumed.
+    Lookahead {
+        width: u32,
+    },
+    /// `stack.nextIndex` / `lastIndex`.
+    StackIndex {
+        stack: StackRef,
+        last: bool,
+    },
+    /// The packet's length in bytes (`packet_in.length()`).
+    PacketLength,
+}
+
+impl Expr {
+    pub fn konst(v: u128) -> Expr {
+        Expr::Const(v)
+    }
+}
+
+/// One value of a field list (hash, checksum, digest data), with its width.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListItem {
+    pub value: Expr,
+    pub width: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HashAlgo {
+    Crc32,
+    Crc16,
+    Identity,
+    Csum16,
+    Xor16,
+    Random,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloneKind {
+    I2E,
+    E2E,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Extern {
+    Extract {
+        hdr: HdrRef,
+        varbit_bits: Option<Expr>,
+    },
+    Advance(Expr),
+    Verify {
+        cond: Expr,
+        error: Expr,
+    },
+    Emit(HdrRef),
+    MarkToDrop,
+    RegisterRead {
+        reg: u32,
+        dst: Place,
+        index: Expr,
+    },
+    RegisterWrite {
+        reg: u32,
+        index: Expr,
+        value: Expr,
+    },
+    CounterCount {
+        counter: u32,
+        index: Expr,
+    },
+    MeterExecute {
+        meter: u32,
+        index: Expr,
+        dst: Place,
+    },
+    /// `direct_meter.read(dst)`: the colour the table's meter gave the current entry.
+    DirectMeterRead {
+        dst: Place,
+    },
+    Hash {
+        dst: Place,
+        algo: HashAlgo,
+        base: Expr,
+        data: Vec<ListItem>,
+        max: Expr,
+    },
+    Checksum {
+        verify: bool,
+        cond: Expr,
+        data: Vec<ListItem>,
+        sum: Place,
+        algo: HashAlgo,
+        with_payload: bool,
+    },
+    Random {
+        dst: Place,
+        lo: Expr,
+        hi: Expr,
+    },
+    Digest {
+        receiver: Expr,
+        name: String,
+        data: Vec<ListItem>,
+    },
+    Clone {
+        kind: CloneKind,
+        session: Expr,
+    },
+    Resubmit,
+    Recirculate,
+    Truncate(Expr),
+    Assert(Expr),
+    Log {
+        msg: String,
+        data: Vec<ListItem>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    Assign(Place, Expr),
+    SetValid(HdrRef, bool),
+    /// Copy a header's bytes and validity.
+    CopyHeader {
+        dst: HdrRef,
+        src: HdrRef,
+    },
+    If(Expr, Vec<Stmt>, Vec<Stmt>),
+    /// A function or action body: `return` ends it.
+    Scope(Vec<Stmt>),
+    Exit,
+    Return,
+    /// Apply a table; its hit flag and action index go to the slots if given.
+    Apply {
+        table: u32,
+        hit_slot: Option<SlotId>,
+        action_slot: Option<SlotId>,
+    },
+    /// Run action `action` with argument values (a direct call).
+    Call {
+        action: u32,
+        args: Vec<Expr>,
+    },
+    Switch {
+        on: Expr,
+        cases: Vec<(Vec<u128>, Vec<Stmt>)>,
+        default: Vec<Stmt>,
+    },
+    StackPush {
+        stack: StackRef,
+        count: u32,
+    },
+    StackPop {
+        stack: StackRef,
+        count: u32,
+    },
+    Extern(Extern),
+}
+
+/// An action: parameters are slots the caller fills before the body runs.
+#[derive(Clone, Debug)]
+pub struct Action {
+    /// Fully qualified name (`MyIngress.ipv4_forward`, `NoAction`).
+    pub name: String,
+    pub params: Vec<ActionParam>,
+    pub body: Vec<Stmt>,
+    pub annotations: Vec<crate::ast::Annotation>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ActionParam {
+    pub name: String,
+    pub width: u32,
+    /// `@ref`: the data plane writes it back to the table entry.
+    pub writable: bool,
+    /// Bound by the control plane (directionless) or by the caller.
+    pub directionless: bool,
+    pub slot: SlotId,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatchKind {
+    Exact,
+    Lpm,
+    Ternary,
+    Range,
+    Optional,
+}
+
+#[derive(Clone, Debug)]
+pub struct TableKey {
+    /// The name P4Info uses (`hdr.ipv4.dstAddr`, or the `@name` annotation).
+    pub name: String,
+    pub value: Expr,
+    pub width: u32,
+    pub kind: MatchKind,
+}
+
+/// A constant entry of a table (`const entries`).
+#[derive(Clone, Debug)]
+pub struct ConstEntry {
+    /// Per key: value and mask (`Exact`: full mask), or range bounds for `Range`.
+    pub keys: Vec<KeyMatch>,
+    pub priority: Option<u32>,
+    pub action: u32,
+    pub args: Vec<u128>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum KeyMatch {
+    /// Matches `value` under `mask` (exact: all ones; wildcard: zero).
+    Mask {
+        value: u128,
+        mask: u128,
+    },
+    /// Prefix of `len` bits.
+    Prefix {
+        value: u128,
+        len: u32,
+    },
+    Range {
+        lo: u128,
+        hi: u128,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct Table {
+    pub name: String,
+    pub keys: Vec<TableKey>,
+    /// Action indices into [`Program::actions`], in declaration order.
+    pub actions: Vec<u32>,
+    /// Actions annotated `@defaultonly` / `@tableonly`.
+    pub default_only: Vec<bool>,
+    pub table_only: Vec<bool>,
+    pub default_action: u32,
+    pub default_args: Vec<u128>,
+    pub default_is_const: bool,
+    pub const_entries: Vec<ConstEntry>,
+    pub entries_are_const: bool,
+    pub size: u32,
+    pub direct_counter: Option<String>,
+    pub direct_meter: Option<String>,
+    /// The `@tableconfig(...)` text, applied to hotplane-tables' configuration.
+    pub tableconfig: Option<String>,
+    pub annotations: Vec<crate::ast::Annotation>,
+}
+
+#[derive(Clone, Debug)]
+pub struct State {
+    pub name: String,
+    pub body: Vec<Stmt>,
+    pub transition: Transition,
+}
+
+#[derive(Clone, Debug)]
+pub enum Transition {
+    Accept,
+    Reject,
+    Goto(u32),
+    Select { keys: Vec<ListItem>, cases: Vec<(Vec<KeyMatch>, Target)> },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Accept,
+    Reject,
+    State(u32),
+}
+
+/// A stateful extern instance (register, counter, meter, direct ones).
+#[derive(Clone, Debug)]
+pub struct Instance {
+    pub name: String,
+    pub kind: InstanceKind,
+    pub annotations: Vec<crate::ast::Annotation>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum InstanceKind {
+    Register { size: u32, width: u32 },
+    Counter { size: u32, packets: bool, bytes: bool },
+    Meter { size: u32, bytes: bool },
+    DirectCounter { packets: bool, bytes: bool },
+    DirectMeter { bytes: bool },
+}
+
+/// Where the standard metadata fields live.
+#[derive(Clone, Debug, Default)]
+pub struct StdMeta {
+    pub slots: std::collections::HashMap<String, SlotId>,
+}
+
+impl StdMeta {
+    pub fn slot(&self, field: &str) -> Option<SlotId> {
+        self.slots.get(field).copied()
+    }
+}
+
+/// A whole v1model program, checked and resolved.
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub headers: Vec<HeaderInst>,
+    pub header_bytes: u32,
+    pub slots: u32,
+    /// Slots `0..reset_slots` are zeroed for each packet (metadata); others are always written
+    /// before they are read.
+    pub reset_slots: u32,
+    pub std_meta: StdMeta,
+    pub states: Vec<State>,
+    pub start_state: u32,
+    pub verify_checksum: Vec<Stmt>,
+    pub ingress: Vec<Stmt>,
+    pub egress: Vec<Stmt>,
+    pub compute_checksum: Vec<Stmt>,
+    pub deparser: Vec<Stmt>,
+    pub actions: Vec<Action>,
+    pub tables: Vec<Table>,
+    pub instances: Vec<Instance>,
+    /// Names of errors, by code.
+    pub errors: Vec<String>,
+    pub types: crate::types::Types,
+    /// The user metadata type, for resubmit/recirculate field lists and digests.
+    pub meta_ty: Ty,
+}

@@ -1,0 +1,249 @@
+//! The v1model blocks: the parser (states and select), controls (locals, then the apply
+//! block; sub-controls inlined), and the deparser.
+
+use super::{Binding, BlockKind, Lowerer, Shared, Storage};
+use crate::ast::{self, DeclKind, ExprKind, Transition};
+use crate::diag::{DResult, Span};
+use crate::ir::{self, KeyMatch, Stmt, Target};
+use crate::types::mask;
+
+impl<'a> Lowerer<'a> {
+    /// Bind a block's parameters, by position, to the shared storage.
+    fn bind_params(&mut self, params: &'a [ast::Param], bound: &[Binding<'a>]) {
+        for (p, b) in params.iter().zip(bound) {
+            self.bind(&p.name.name, b.clone());
+        }
+    }
+
+    pub(crate) fn parser_block(
+        &mut self,
+        d: &'a ast::Decl,
+        sh: &Shared,
+    ) -> DResult<(Vec<ir::State>, u32)> {
+        let DeclKind::Parser { params, locals, states, .. } = &d.kind else {
+            return self.err(d.span, "expected a parser");
+        };
+        self.block = BlockKind::Parser;
+        self.push_scope();
+        let bound = [
+            Binding::PacketIn,
+            Binding::Var(sh.hdr.clone()),
+            Binding::Var(sh.meta.clone()),
+            Binding::Var(sh.std.clone()),
+        ];
+        self.bind_params(params, &bound);
+        let mut init = Vec::new();
+        for l in locals {
+            match &l.kind {
+                DeclKind::Variable { .. } | DeclKind::Const { .. } => {
+                    self.local_decl(l, &mut init)?
+                }
+                DeclKind::ValueSet { name, .. } => {
+                    return self.err(name.span, "value_set is not supported yet")
+                }
+                _ => return self.err(l.span, "this parser-local declaration is not supported"),
+            }
+        }
+        let index = |name: &ast::Ident, l: &Self| -> DResult<Target> {
+            match name.name.as_str() {
+                "accept" => Ok(Target::Accept),
+                "reject" => Ok(Target::Reject),
+                n => match states.iter().position(|s| s.name.name == n) {
+                    Some(i) => Ok(Target::State(i as u32)),
+                    None => l.err(name.span, format!("no parser state named `{n}`")),
+                },
+            }
+        };
+        let Some(start) = states.iter().position(|s| s.name.name == "start") else {
+            return self.err(d.span, "the parser has no `start` state");
+        };
+        let mut out = Vec::new();
+        for s in states {
+            let mut body = self.block_stmts(&s.stmts)?;
+            let transition = match &s.transition {
+                None => ir::Transition::Reject,
+                Some(Transition::Goto(n)) => match index(n, self)? {
+                    Target::Accept => ir::Transition::Accept,
+                    Target::Reject => ir::Transition::Reject,
+                    Target::State(i) => ir::Transition::Goto(i),
+                },
+                Some(Transition::Select { exprs, cases, .. }) => {
+                    let mut keys = Vec::new();
+                    for e in exprs {
+                        keys.extend(self.field_list(e, &mut body)?);
+                    }
+                    let mut ir_cases = Vec::new();
+                    for c in cases {
+                        let target = index(&c.next, self)?;
+                        let matches = self.select_keyset(&keys, &c.keyset, c.span)?;
+                        ir_cases.push((matches, target));
+                    }
+                    ir::Transition::Select { keys, cases: ir_cases }
+                }
+            };
+            out.push(ir::State { name: s.name.name.clone(), body, transition });
+        }
+        if !init.is_empty() {
+            // Parser-local initialisers run before the start state.
+            out[start].body.splice(0..0, init);
+        }
+        self.pop_scope();
+        self.block = BlockKind::Control;
+        Ok((out, start as u32))
+    }
+
+    fn select_keyset(
+        &self,
+        keys: &[ir::ListItem],
+        keyset: &[ast::Expr],
+        span: Span,
+    ) -> DResult<Vec<KeyMatch>> {
+        if keyset.len() == 1 && matches!(keyset[0].kind, ExprKind::Default | ExprKind::DontCare) {
+            return Ok(keys.iter().map(|_| KeyMatch::Mask { value: 0, mask: 0 }).collect());
+        }
+        if keyset.len() != keys.len() {
+            return self.err(
+                span,
+                format!("the select has {} keys, this case {}", keys.len(), keyset.len()),
+            );
+        }
+        keys.iter()
+            .zip(keyset)
+            .map(|(k, x)| {
+                let full = mask(k.width);
+                let value = |e: &ast::Expr| self.key_value(e, k.width);
+                Ok(match &x.kind {
+                    ExprKind::Default | ExprKind::DontCare => KeyMatch::Mask { value: 0, mask: 0 },
+                    ExprKind::Mask(v, m) => {
+                        let m = value(m)?;
+                        KeyMatch::Mask { value: value(v)? & m, mask: m }
+                    }
+                    ExprKind::Range(lo, hi) => KeyMatch::Range { lo: value(lo)?, hi: value(hi)? },
+                    _ => KeyMatch::Mask { value: value(x)?, mask: full },
+                })
+            })
+            .collect()
+    }
+
+    /// A control bound to the shared storage: `nparams` is 2 (checksum controls) or 3.
+    pub(crate) fn control_block(
+        &mut self,
+        d: &'a ast::Decl,
+        sh: &Shared,
+        nparams: usize,
+    ) -> DResult<Vec<Stmt>> {
+        let DeclKind::Control { name, params, .. } = &d.kind else {
+            return self.err(d.span, "expected a control");
+        };
+        if params.len() != nparams {
+            return self.err(
+                name.span,
+                format!(
+                    "control {} must take {nparams} parameters for its V1Switch position",
+                    name.name
+                ),
+            );
+        }
+        let bound = [
+            Binding::Var(sh.hdr.clone()),
+            Binding::Var(sh.meta.clone()),
+            Binding::Var(sh.std.clone()),
+        ];
+        self.control_body(d, &name.name, &bound)
+    }
+
+    fn control_body(
+        &mut self,
+        d: &'a ast::Decl,
+        qualified: &str,
+        bound: &[Binding<'a>],
+    ) -> DResult<Vec<Stmt>> {
+        let DeclKind::Control { params, locals, body, .. } = &d.kind else {
+            return self.err(d.span, "expected a control");
+        };
+        let saved_prefix = std::mem::replace(&mut self.prefix, format!("{qualified}."));
+        self.push_scope();
+        self.bind_params(params, bound);
+        let mut out = Vec::new();
+        let r = (|| -> DResult<()> {
+            for l in locals {
+                self.control_local(l, &mut out)?;
+            }
+            let stmts = self.block_stmts(&body.stmts)?;
+            out.push(Stmt::Scope(stmts));
+            Ok(())
+        })();
+        self.pop_scope();
+        self.prefix = saved_prefix;
+        r.map(|_| out)
+    }
+
+    /// `c.apply(args)` of a control instantiated in a control: its body, inlined, with its
+    /// parameters bound to the arguments' storage.
+    pub(crate) fn inline_control(
+        &mut self,
+        decl: &'a ast::Decl,
+        name: &str,
+        args: &[ast::Arg],
+        span: Span,
+        pre: &mut Vec<Stmt>,
+    ) -> DResult<()> {
+        let DeclKind::Control { params, .. } = &decl.kind else {
+            return self.err(span, "not a control");
+        };
+        if args.len() != params.len() {
+            return self.err(
+                span,
+                format!("{name}.apply takes {} arguments, {} given", params.len(), args.len()),
+            );
+        }
+        let mut bound = Vec::new();
+        for a in args {
+            match self.expr(&a.value, pre)? {
+                super::expr::Val::Loc(s) => bound.push(Binding::Var(s)),
+                super::expr::Val::Scalar { e: crate::ir::Expr::Read(place), ty } => {
+                    bound.push(Binding::Var(Storage::Scalar { place, ty }))
+                }
+                _ => {
+                    return self.err(
+                        a.value.span,
+                        "control arguments must be variables, fields, headers or structs",
+                    )
+                }
+            }
+        }
+        // The sub-control's locals are declared on first application; applying it twice would
+        // declare its tables twice, which P4 forbids anyway.
+        if self.prog.tables.iter().any(|t| t.name.starts_with(&format!("{name}."))) {
+            return self.err(span, format!("{name} is applied more than once"));
+        }
+        let saved = std::mem::replace(&mut self.scopes, vec![std::collections::HashMap::new()]);
+        let body = self.control_body(decl, name, &bound);
+        self.scopes = saved;
+        pre.push(Stmt::Scope(body?));
+        Ok(())
+    }
+
+    pub(crate) fn deparser_block(&mut self, d: &'a ast::Decl, sh: &Shared) -> DResult<Vec<Stmt>> {
+        let DeclKind::Control { params, body, locals, .. } = &d.kind else {
+            return self.err(d.span, "the last V1Switch argument must be a deparser control");
+        };
+        if params.len() != 2 {
+            return self.err(d.span, "the deparser takes (packet_out, in H)");
+        }
+        self.block = BlockKind::Deparser;
+        self.push_scope();
+        self.bind_params(params, &[Binding::PacketOut, Binding::Var(sh.hdr.clone())]);
+        let mut out = Vec::new();
+        let r = (|| -> DResult<()> {
+            for l in locals {
+                self.local_decl(l, &mut out)?;
+            }
+            out.extend(self.block_stmts(&body.stmts)?);
+            Ok(())
+        })();
+        self.pop_scope();
+        self.block = BlockKind::Control;
+        r.map(|_| out)
+    }
+}

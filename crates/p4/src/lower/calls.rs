@@ -1,0 +1,243 @@
+//! Calls: actions and functions (inlined with copy-in/copy-out), methods of headers, stacks,
+//! tables, packets and extern instances, and v1model's extern functions.
+
+use super::expr::{bits_of, Val};
+use super::stmt::storage_val;
+use super::{Binding, Lowerer, Storage, MAX_INLINE_DEPTH};
+use crate::ast::{self, DeclKind, Direction, ExprKind};
+use crate::diag::{DResult, Span};
+use crate::ir::{self, Expr, Place, Stmt};
+use crate::types::Ty;
+
+impl<'a> Lowerer<'a> {
+    /// Lower a call; statements it needs go to `pre`. Returns its value, if it has one.
+    pub(crate) fn call(&mut self, e: &ast::Expr, pre: &mut Vec<Stmt>) -> DResult<Option<Val>> {
+        let ExprKind::Call { callee, type_args, args } = &e.kind else {
+            return self.err(e.span, "expected a call");
+        };
+        match &callee.kind {
+            ExprKind::Member(obj, method) => {
+                self.method_call(obj, method, type_args, args, e.span, pre)
+            }
+            ExprKind::Name(n) | ExprKind::TopName(n) => match self.lookup(&n.name) {
+                Some(Binding::Action(a)) => self.inline_action(a, args, e.span, pre).map(|_| None),
+                Some(_) => self.err(n.span, format!("`{}` cannot be called", n.name)),
+                None => {
+                    if let Some(d) = self.global(&n.name) {
+                        match &d.kind {
+                            DeclKind::Action { .. } => {
+                                let a = self.lower_action(d)?;
+                                return self.inline_action(a, args, e.span, pre).map(|_| None);
+                            }
+                            DeclKind::Function { .. } => {
+                                return self.inline_function(d, args, e.span, pre)
+                            }
+                            _ => {}
+                        }
+                    }
+                    if self.extern_fn(&n.name).is_some() {
+                        return self.extern_function(n, args, e.span, pre);
+                    }
+                    self.err(n.span, format!("`{}` is not declared", n.name))
+                }
+            },
+            _ => self.err(callee.span, "this cannot be called"),
+        }
+    }
+
+    /// Lower an action declaration once; returns its index.
+    pub(crate) fn lower_action(&mut self, d: &'a ast::Decl) -> DResult<u32> {
+        let DeclKind::Action { name, .. } = &d.kind else {
+            return self.err(d.span, "not an action");
+        };
+        let is_global = self.global(&name.name).is_some_and(|g| std::ptr::eq(g, d));
+        if is_global {
+            if let Some(i) = self.global_actions.get(&name.name) {
+                return Ok(*i);
+            }
+            // A top-level action sees only top-level names, wherever it is first used.
+            let saved_scopes =
+                std::mem::replace(&mut self.scopes, vec![std::collections::HashMap::new()]);
+            let saved_prefix = std::mem::take(&mut self.prefix);
+            let r = self.lower_action_here(d);
+            self.scopes = saved_scopes;
+            self.prefix = saved_prefix;
+            let index = r?;
+            self.global_actions.insert(name.name.clone(), index);
+            return Ok(index);
+        }
+        self.lower_action_here(d)
+    }
+
+    fn lower_action_here(&mut self, d: &'a ast::Decl) -> DResult<u32> {
+        let DeclKind::Action { name, params, body } = &d.kind else {
+            return self.err(d.span, "not an action");
+        };
+        let qualified = format!("{}{}", self.prefix, name.name);
+        if let Some(i) = self.prog.actions.iter().position(|a| a.name == qualified) {
+            return Ok(i as u32);
+        }
+        self.push_scope();
+        let mut ir_params = Vec::new();
+        for p in params {
+            let ty = self.resolve(&p.ty)?;
+            let Some(width) = bits_of(&ty).or_else(|| ty.scalar_width(&self.types)) else {
+                self.pop_scope();
+                return self
+                    .err(p.ty.span, "action parameters must be bit<N>, int<N>, bool or enums");
+            };
+            let slot = self.prog.slot();
+            let writable = p.annotations.iter().any(|a| a.name.name == "ref");
+            if writable && p.direction != Direction::None {
+                self.pop_scope();
+                return self
+                    .err(p.name.span, "@ref applies to directionless (control-plane) parameters");
+            }
+            ir_params.push(ir::ActionParam {
+                name: p.name.name.clone(),
+                width,
+                writable,
+                directionless: p.direction == Direction::None,
+                slot,
+            });
+            self.bind(
+                &p.name.name,
+                Binding::Var(Storage::Scalar { place: Place::Slot { slot, width }, ty }),
+            );
+        }
+        self.return_target.push(None);
+        let body = self.block_stmts(&body.stmts);
+        self.return_target.pop();
+        self.pop_scope();
+        let body = body?;
+        self.prog.actions.push(ir::Action {
+            name: qualified,
+            params: ir_params,
+            body,
+            annotations: d.annotations.clone(),
+        });
+        Ok(self.prog.actions.len() as u32 - 1)
+    }
+
+    /// A direct call of an action: arguments into its parameter slots, then its body.
+    fn inline_action(
+        &mut self,
+        a: u32,
+        args: &[ast::Arg],
+        span: Span,
+        pre: &mut Vec<Stmt>,
+    ) -> DResult<()> {
+        let action = self.prog.actions[a as usize].clone();
+        if args.len() != action.params.len() {
+            return self.err(
+                span,
+                format!(
+                    "action {} takes {} arguments, {} given",
+                    action.name,
+                    action.params.len(),
+                    args.len()
+                ),
+            );
+        }
+        let mut body = Vec::new();
+        let mut copy_out = Vec::new();
+        for (p, arg) in action.params.iter().zip(args) {
+            let place = Place::Slot { slot: p.slot, width: p.width };
+            let ty = Ty::Bit(p.width);
+            let v = self.expr(&arg.value, pre)?;
+            let v = match v {
+                Val::Scalar { e, ty: Ty::Bool } if p.width == 1 => {
+                    Val::Scalar { e, ty: Ty::Bit(1) }
+                }
+                Val::Scalar { e, ty: Ty::Int(w) } if w == p.width => {
+                    Val::Scalar { e, ty: Ty::Bit(w) }
+                }
+                Val::Scalar { e, ty: Ty::Enum(_) } => Val::Scalar { e, ty: ty.clone() },
+                other => other,
+            };
+            if !p.directionless {
+                let dst = self.lvalue(&arg.value, pre)?;
+                copy_out.extend(self.assign(
+                    &dst,
+                    Val::Scalar { e: Expr::Read(place.clone()), ty: ty.clone() },
+                    arg.value.span,
+                )?);
+            }
+            body.push(Stmt::Assign(place, self.coerce(v, &ty, arg.value.span)?));
+        }
+        body.push(Stmt::Scope(action.body));
+        body.extend(copy_out);
+        pre.push(Stmt::If(Expr::Const(1), body, Vec::new()));
+        Ok(())
+    }
+
+    /// Inline a function: parameters get fresh storage, `return` writes the result slot.
+    fn inline_function(
+        &mut self,
+        d: &'a ast::Decl,
+        args: &[ast::Arg],
+        span: Span,
+        pre: &mut Vec<Stmt>,
+    ) -> DResult<Option<Val>> {
+        let DeclKind::Function { ret, name, type_params, params, body } = &d.kind else {
+            return self.err(d.span, "not a function");
+        };
+        if !type_params.is_empty() {
+            return self.err(name.span, "generic functions are not supported yet");
+        }
+        if self.inline_depth >= MAX_INLINE_DEPTH {
+            return self.err(span, "calls nested too deeply (recursion is not allowed in P4)");
+        }
+        if args.len() != params.len() {
+            return self.err(
+                span,
+                format!("{} takes {} arguments, {} given", name.name, params.len(), args.len()),
+            );
+        }
+        let ret_ty = self.resolve(ret)?;
+        let ret_place = match &ret_ty {
+            Ty::Void => None,
+            t => match self.alloc(t, &format!("{}.return", name.name), name.span)? {
+                Storage::Scalar { place, .. } => Some(place),
+                _ => {
+                    return self.err(
+                        ret.span,
+                        "functions returning headers or structs are not supported yet",
+                    )
+                }
+            },
+        };
+        let mut prologue = Vec::new();
+        let mut epilogue = Vec::new();
+        let mut bindings = Vec::new();
+        for (p, arg) in params.iter().zip(args) {
+            let ty = self.resolve(&p.ty)?;
+            let storage = self.alloc(&ty, &p.name.name, p.name.span)?;
+            if matches!(p.direction, Direction::None | Direction::In | Direction::InOut) {
+                let v = self.expr(&arg.value, pre)?;
+                prologue.extend(self.assign(&Val::Loc(storage.clone()), v, arg.value.span)?);
+            }
+            if matches!(p.direction, Direction::Out | Direction::InOut) {
+                let dst = self.lvalue(&arg.value, pre)?;
+                epilogue.extend(self.assign(&dst, storage_val(storage.clone()), arg.value.span)?);
+            }
+            bindings.push((p.name.name.clone(), storage));
+        }
+        // The body sees the globals and its parameters, not the caller's locals.
+        let saved = std::mem::replace(&mut self.scopes, vec![std::collections::HashMap::new()]);
+        for (n, s) in bindings {
+            self.bind(&n, Binding::Var(s));
+        }
+        self.return_target.push(ret_place.clone());
+        self.inline_depth += 1;
+        let lowered = self.block_stmts(&body.stmts);
+        self.inline_depth -= 1;
+        self.return_target.pop();
+        self.scopes = saved;
+        let mut all = prologue;
+        all.push(Stmt::Scope(lowered?));
+        all.extend(epilogue);
+        pre.push(Stmt::If(Expr::Const(1), all, Vec::new()));
+        Ok(ret_place.map(|p| Val::Scalar { e: Expr::Read(p), ty: ret_ty }))
+    }
+}

@@ -1,0 +1,555 @@
+//! Expressions: typing, implicit widths of literals, and lowering to IR values or locations.
+
+use super::{Binding, Lowerer, Storage};
+use crate::ast::{self, BinOp as A, ExprKind, UnOp as AU};
+use crate::diag::{DResult, Diagnostic, Span};
+use crate::ir::{BinOp, Expr, HdrRef, Place, Stmt, UnOp};
+use crate::types::{mask, ConstValue, Ty};
+
+/// A lowered expression.
+#[derive(Clone, Debug)]
+pub(crate) enum Val {
+    Scalar { e: Expr, ty: Ty },
+    Loc(Storage),
+    List(Vec<(Val, Span)>),
+    Struct(Vec<(String, Val, Span)>),
+    Str(String),
+}
+
+impl Val {
+    pub fn konst(v: u128, ty: Ty) -> Val {
+        Val::Scalar { e: Expr::Const(v), ty }
+    }
+}
+
+pub(crate) fn const_val(c: &ConstValue) -> Val {
+    match c {
+        ConstValue::Int(v, ty) => Val::konst(*v, ty.clone()),
+        ConstValue::Bool(b) => Val::konst(*b as u128, Ty::Bool),
+        ConstValue::Str(s) => Val::Str(s.clone()),
+        ConstValue::Error(e) => Val::konst(*e as u128, Ty::Error),
+        ConstValue::Enum(i, v) => Val::konst(*v, Ty::Enum(*i)),
+    }
+}
+
+impl<'a> Lowerer<'a> {
+    pub(crate) fn expr(&mut self, e: &ast::Expr, pre: &mut Vec<Stmt>) -> DResult<Val> {
+        match &e.kind {
+            ExprKind::Int { value, width: None, .. } => Ok(Val::konst(*value, Ty::InfInt)),
+            ExprKind::Int { value, width: Some(w), signed } => {
+                if *value > mask(*w) {
+                    return self.err(e.span, format!("value {value} does not fit in {w} bits"));
+                }
+                Ok(Val::konst(*value, if *signed { Ty::Int(*w) } else { Ty::Bit(*w) }))
+            }
+            ExprKind::Bool(b) => Ok(Val::konst(*b as u128, Ty::Bool)),
+            ExprKind::Str(s) => Ok(Val::Str(s.clone())),
+            ExprKind::Name(n) | ExprKind::TopName(n) => self.name_value(n),
+            ExprKind::Member(base, m) => self.member_value(base, m, e.span, pre),
+            ExprKind::Index(base, index) => {
+                let Val::Loc(Storage::Stack { stack, elem }) = self.expr(base, pre)? else {
+                    return self.err(base.span, "only header stacks can be indexed");
+                };
+                let hdr = match self.const_eval().eval(index) {
+                    Ok(c) => {
+                        let k = match c {
+                            ConstValue::Int(k, _) => k,
+                            _ => return self.err(index.span, "a stack index must be an integer"),
+                        };
+                        if k >= stack.count as u128 {
+                            return self.err(
+                                index.span,
+                                format!("index {k} is out of range for a stack of {}", stack.count),
+                            );
+                        }
+                        HdrRef::Static(stack.first + k as u32)
+                    }
+                    Err(_) => {
+                        let i = self.scalar(index, pre)?;
+                        HdrRef::Index(stack, Box::new(self.to_width(i, 32, index.span)?))
+                    }
+                };
+                Ok(Val::Loc(Storage::Header { hdr, ty: elem }))
+            }
+            ExprKind::Slice { base, hi, lo } => {
+                let (v, ty) = self.scalar_typed(base, pre)?;
+                let w = match ty {
+                    Ty::Bit(w) | Ty::Int(w) => w,
+                    _ => {
+                        return self.err(
+                            base.span,
+                            format!("cannot slice a value of type {}", self.show(&ty)),
+                        )
+                    }
+                };
+                let hi = self.const_eval().eval_u32(hi, "a slice bound")?;
+                let lo = self.const_eval().eval_u32(lo, "a slice bound")?;
+                if hi < lo || hi >= w {
+                    return self.err(
+                        e.span,
+                        format!("slice [{hi}:{lo}] is out of range for {}", self.show(&ty)),
+                    );
+                }
+                Ok(Val::Scalar {
+                    e: Expr::Slice { e: Box::new(v), hi, lo },
+                    ty: Ty::Bit(hi - lo + 1),
+                })
+            }
+            ExprKind::Call { .. } => match self.call(e, pre)? {
+                Some(v) => Ok(v),
+                None => self.err(e.span, "this call returns no value"),
+            },
+            ExprKind::Unary(op, inner) => {
+                let (v, ty) = self.scalar_typed(inner, pre)?;
+                match (op, &ty) {
+                    (AU::Not, Ty::Bool) => Ok(Val::Scalar {
+                        e: Expr::Unary { op: UnOp::Not, e: Box::new(v), width: 1 },
+                        ty,
+                    }),
+                    (AU::Plus, _) => Ok(Val::Scalar { e: v, ty }),
+                    (AU::Neg | AU::BitNot, Ty::InfInt) => match (op, v) {
+                        (AU::Neg, Expr::Const(c)) => Ok(Val::konst(c.wrapping_neg(), Ty::InfInt)),
+                        _ => self.err(e.span, "`~` needs a value with a width"),
+                    },
+                    (AU::Neg | AU::BitNot, Ty::Bit(w) | Ty::Int(w)) => {
+                        let op = if *op == AU::Neg { UnOp::Neg } else { UnOp::BitNot };
+                        let w = *w;
+                        Ok(Val::Scalar { e: Expr::Unary { op, e: Box::new(v), width: w }, ty })
+                    }
+                    _ => self
+                        .err(e.span, format!("operator cannot be applied to {}", self.show(&ty))),
+                }
+            }
+            ExprKind::Binary(op, a, b) => self.binary(*op, a, b, e.span, pre),
+            ExprKind::Ternary(c, a, b) => {
+                let c = self.condition(c, pre)?;
+                let va = self.expr(a, pre)?;
+                let vb = self.expr(b, pre)?;
+                let (ea, eb, ty) = self.unify(va, vb, e.span)?;
+                Ok(Val::Scalar {
+                    e: Expr::Mux { cond: Box::new(c), a: Box::new(ea), b: Box::new(eb) },
+                    ty,
+                })
+            }
+            ExprKind::Cast(ty, inner) => {
+                let to = self.resolve(ty)?;
+                let v = self.expr(inner, pre)?;
+                self.cast(v, &to, e.span)
+            }
+            ExprKind::List(items) => {
+                let mut out = Vec::new();
+                for i in items {
+                    out.push((self.expr(i, pre)?, i.span));
+                }
+                Ok(Val::List(out))
+            }
+            ExprKind::StructInit(fields) => {
+                let mut out = Vec::new();
+                for (n, v) in fields {
+                    out.push((n.name.clone(), self.expr(v, pre)?, v.span));
+                }
+                Ok(Val::Struct(out))
+            }
+            ExprKind::TypeRef(_) => self.err(e.span, "a type is not a value here"),
+            ExprKind::Mask(..) | ExprKind::Range(..) | ExprKind::DontCare | ExprKind::Default => {
+                self.err(
+                    e.span,
+                    "`&&&`, `..`, `_` and `default` only appear in keysets and entries",
+                )
+            }
+        }
+    }
+
+    fn name_value(&mut self, n: &ast::Ident) -> DResult<Val> {
+        match self.lookup(&n.name) {
+            Some(Binding::Var(Storage::Scalar { place, ty })) => {
+                Ok(Val::Scalar { e: Expr::Read(place), ty })
+            }
+            Some(Binding::Var(s)) => Ok(Val::Loc(s)),
+            Some(Binding::Const(c)) => Ok(const_val(&c)),
+            Some(_) => self.err(n.span, format!("`{}` is not a value", n.name)),
+            None => self.err(n.span, format!("`{}` is not declared", n.name)),
+        }
+    }
+
+    fn member_value(
+        &mut self,
+        base: &ast::Expr,
+        m: &ast::Ident,
+        span: Span,
+        pre: &mut Vec<Stmt>,
+    ) -> DResult<Val> {
+        // Enum members and errors.
+        if let ExprKind::TypeRef(ast::Type { kind: ast::TypeKind::Error, .. }) = &base.kind {
+            let code = self.types.error_code(&m.name).ok_or_else(|| {
+                Diagnostic::new(m.span, format!("no error `{}` is declared", m.name))
+            })?;
+            return Ok(Val::konst(code as u128, Ty::Error));
+        }
+        if let ExprKind::Name(n) = &base.kind {
+            if self.lookup(&n.name).is_none() {
+                if let Some(Ty::Enum(i)) = self.types.names.get(&n.name).cloned() {
+                    let def = &self.types.enums[i];
+                    let (_, v) =
+                        def.members.iter().find(|(x, _)| *x == m.name).ok_or_else(|| {
+                            Diagnostic::new(
+                                m.span,
+                                format!("enum {} has no member `{}`", def.name, m.name),
+                            )
+                        })?;
+                    return Ok(Val::konst(*v, Ty::Enum(i)));
+                }
+            }
+        }
+        // `t.apply().hit` and friends.
+        if let ExprKind::Call { callee, args, .. } = &base.kind {
+            if let ExprKind::Member(tbl, method) = &callee.kind {
+                if method.name == "apply" {
+                    if let ExprKind::Name(tn) = &tbl.kind {
+                        if let Some(Binding::Table(t)) = self.lookup(&tn.name) {
+                            if !args.is_empty() {
+                                return self.err(base.span, "table apply takes no arguments");
+                            }
+                            return self.apply_result(t, m, pre);
+                        }
+                    }
+                }
+            }
+        }
+        match self.expr(base, pre)? {
+            Val::Loc(Storage::Stack { stack, elem }) => match m.name.as_str() {
+                "next" => Ok(Val::Loc(Storage::Header { hdr: HdrRef::Next(stack), ty: elem })),
+                "last" => Ok(Val::Loc(Storage::Header { hdr: HdrRef::Last(stack), ty: elem })),
+                "nextIndex" | "lastIndex" => Ok(Val::Scalar {
+                    e: Expr::StackIndex { stack, last: m.name == "lastIndex" },
+                    ty: Ty::Bit(32),
+                }),
+                "size" => Ok(Val::konst(stack.count as u128, Ty::Bit(32))),
+                _ => self.err(m.span, format!("header stacks have no member `{}`", m.name)),
+            },
+            Val::Loc(s) => match self.member(&s, m)? {
+                Storage::Scalar { place, ty } => Ok(Val::Scalar { e: Expr::Read(place), ty }),
+                other => Ok(Val::Loc(other)),
+            },
+            Val::Struct(fields) => fields
+                .into_iter()
+                .find(|(n, ..)| *n == m.name)
+                .map(|(_, v, _)| v)
+                .ok_or_else(|| Diagnostic::new(m.span, format!("no field `{}`", m.name))),
+            _ => self.err(span, format!("`.{}`: the value has no members", m.name)),
+        }
+    }
+
+    /// A scalar value (bit, int, bool, enum, error or an unsized literal).
+    pub(crate) fn scalar_typed(
+        &mut self,
+        e: &ast::Expr,
+        pre: &mut Vec<Stmt>,
+    ) -> DResult<(Expr, Ty)> {
+        match self.expr(e, pre)? {
+            Val::Scalar { e, ty } => Ok((e, ty)),
+            _ => self.err(e.span, "expected a single value, not a header, struct or list"),
+        }
+    }
+
+    pub(crate) fn scalar(&mut self, e: &ast::Expr, pre: &mut Vec<Stmt>) -> DResult<Val> {
+        let (e2, ty) = self.scalar_typed(e, pre)?;
+        Ok(Val::Scalar { e: e2, ty })
+    }
+
+    /// A `bool` condition.
+    pub(crate) fn condition(&mut self, e: &ast::Expr, pre: &mut Vec<Stmt>) -> DResult<Expr> {
+        let (v, ty) = self.scalar_typed(e, pre)?;
+        if ty != Ty::Bool {
+            return self.err(e.span, format!("a condition must be bool, not {}", self.show(&ty)));
+        }
+        Ok(v)
+    }
+
+    /// Convert a scalar to exactly `width` unsigned bits (for indices and extern arguments).
+    pub(crate) fn to_width(&self, v: Val, width: u32, span: Span) -> DResult<Expr> {
+        match v {
+            Val::Scalar { e: Expr::Const(c), ty: Ty::InfInt } => Ok(Expr::Const(c & mask(width))),
+            Val::Scalar { e, ty: Ty::Bit(w) | Ty::Int(w) } if w == width => Ok(e),
+            Val::Scalar { e, ty: Ty::Bit(w) } => {
+                Ok(Expr::Cast { e: Box::new(e), from: w, signed: false, to: width })
+            }
+            Val::Scalar { ty, .. } => {
+                self.err(span, format!("expected bit<{width}>, found {}", self.show(&ty)))
+            }
+            _ => self.err(span, format!("expected bit<{width}>")),
+        }
+    }
+
+    /// Convert a value to type `ty` as an assignment does (literals take the width).
+    pub(crate) fn coerce(&self, v: Val, ty: &Ty, span: Span) -> DResult<Expr> {
+        match (v, ty) {
+            (Val::Scalar { e: Expr::Const(c), ty: Ty::InfInt }, Ty::Bit(w) | Ty::Int(w)) => {
+                Ok(Expr::Const(c & mask(*w)))
+            }
+            (Val::Scalar { e: Expr::Const(c), ty: Ty::InfInt }, Ty::Enum(i))
+                if self.types.enums[*i].repr.is_some() =>
+            {
+                Ok(Expr::Const(c))
+            }
+            (Val::Scalar { e, ty: from }, to) if from == *to => Ok(e),
+            (Val::Scalar { e, ty: Ty::Enum(i) }, to)
+                if self.types.enums[i].repr.as_ref() == Some(to) =>
+            {
+                Ok(e)
+            }
+            (Val::Scalar { e, ty: from }, Ty::Enum(i))
+                if self.types.enums[*i].repr.as_ref() == Some(&from) =>
+            {
+                Ok(e)
+            }
+            (Val::Scalar { ty: from, .. }, to) => self.err(
+                span,
+                format!("expected a value of type {}, found {}", self.show(to), self.show(&from)),
+            ),
+            (_, to) => self.err(span, format!("expected a value of type {}", self.show(to))),
+        }
+    }
+
+    /// Bring two scalar operands to one type.
+    pub(crate) fn unify(&self, a: Val, b: Val, span: Span) -> DResult<(Expr, Expr, Ty)> {
+        let (Val::Scalar { e: ea, ty: ta }, Val::Scalar { e: eb, ty: tb }) = (a, b) else {
+            return self.err(span, "operands must be single values");
+        };
+        let norm = |t: Ty| match t {
+            Ty::Enum(i) => self.types.enums[i].repr.clone().unwrap_or(Ty::Enum(i)),
+            t => t,
+        };
+        let (ta, tb) = (norm(ta), norm(tb));
+        match (&ta, &tb) {
+            (Ty::InfInt, Ty::InfInt) => Ok((ea, eb, Ty::InfInt)),
+            (Ty::InfInt, Ty::Bit(w) | Ty::Int(w)) => Ok((lit_to(ea, *w), eb, tb)),
+            (Ty::Bit(w) | Ty::Int(w), Ty::InfInt) => Ok((ea, lit_to(eb, *w), ta)),
+            (x, y) if x == y => Ok((ea, eb, ta)),
+            _ => self.err(
+                span,
+                format!(
+                    "operands have different types: {} and {} (cast one of them)",
+                    self.show(&ta),
+                    self.show(&tb)
+                ),
+            ),
+        }
+    }
+
+    fn binary(
+        &mut self,
+        op: A,
+        a: &ast::Expr,
+        b: &ast::Expr,
+        span: Span,
+        pre: &mut Vec<Stmt>,
+    ) -> DResult<Val> {
+        if matches!(op, A::And | A::Or) {
+            let ca = self.condition(a, pre)?;
+            let cb = self.condition(b, pre)?;
+            let op = if op == A::And { BinOp::LogicAnd } else { BinOp::LogicOr };
+            return Ok(Val::Scalar {
+                e: Expr::Binary { op, a: Box::new(ca), b: Box::new(cb), width: 1, signed: false },
+                ty: Ty::Bool,
+            });
+        }
+        let va = self.expr(a, pre)?;
+        let vb = self.expr(b, pre)?;
+        if op == A::Concat {
+            let (Val::Scalar { e: ea, ty: ta }, Val::Scalar { e: eb, ty: tb }) = (va, vb) else {
+                return self.err(span, "`++` joins bit strings");
+            };
+            let (Some(wa), Some(wb)) = (bits_of(&ta), bits_of(&tb)) else {
+                return self.err(span, "`++` needs operands with widths (cast literals)");
+            };
+            if wa + wb > crate::types::MAX_WIDTH {
+                return self.err(span, "concatenation wider than 128 bits");
+            }
+            let ty = if ta.is_signed() { Ty::Int(wa + wb) } else { Ty::Bit(wa + wb) };
+            return Ok(Val::Scalar {
+                e: Expr::Concat { a: Box::new(ea), b: Box::new(eb), b_width: wb },
+                ty,
+            });
+        }
+        if matches!(op, A::Shl | A::Shr) {
+            let (Val::Scalar { e: ea, ty: ta }, Val::Scalar { e: eb, ty: tb }) = (va, vb) else {
+                return self.err(span, "shifts apply to single values");
+            };
+            if tb.is_signed() {
+                return self.err(b.span, "a shift amount must be unsigned");
+            }
+            if ta == Ty::InfInt {
+                if let (Expr::Const(x), Expr::Const(y)) = (&ea, &eb) {
+                    let v = if op == A::Shl {
+                        x.checked_shl(*y as u32).unwrap_or(0)
+                    } else {
+                        x >> (*y).min(127)
+                    };
+                    return Ok(Val::konst(v, Ty::InfInt));
+                }
+                return self.err(
+                    a.span,
+                    "shifting a literal by a run-time amount needs a width: cast the literal",
+                );
+            }
+            let w = bits_of(&ta)
+                .ok_or_else(|| Diagnostic::new(a.span, "shifts apply to bit<N> and int<N>"))?;
+            let op = if op == A::Shl { BinOp::Shl } else { BinOp::Shr };
+            return Ok(Val::Scalar {
+                e: Expr::Binary {
+                    op,
+                    a: Box::new(ea),
+                    b: Box::new(eb),
+                    width: w,
+                    signed: ta.is_signed(),
+                },
+                ty: ta,
+            });
+        }
+        let (ea, eb, ty) = self.unify(va, vb, span)?;
+        let cmp = matches!(op, A::Eq | A::Ne | A::Lt | A::Le | A::Gt | A::Ge);
+        if ty == Ty::InfInt {
+            // Both are literals: fold.
+            let (Expr::Const(x), Expr::Const(y)) = (&ea, &eb) else {
+                unreachable!("unsized values are constants")
+            };
+            let cv = self.const_eval().binary_pub(
+                op,
+                ConstValue::Int(*x, Ty::InfInt),
+                ConstValue::Int(*y, Ty::InfInt),
+                span,
+            )?;
+            return Ok(const_val(&cv));
+        }
+        let arith = !matches!(op, A::Eq | A::Ne);
+        let width = match &ty {
+            Ty::Bit(w) | Ty::Int(w) => *w,
+            Ty::Bool | Ty::Error | Ty::Enum(_) if !arith => {
+                ty.scalar_width(&self.types).unwrap_or(32)
+            }
+            _ => {
+                return self
+                    .err(span, format!("`{}` does not apply to {}", op.symbol(), self.show(&ty)))
+            }
+        };
+        let bop = match op {
+            A::Mul => BinOp::Mul,
+            A::Div => BinOp::Div,
+            A::Mod => BinOp::Mod,
+            A::Add => BinOp::Add,
+            A::Sub => BinOp::Sub,
+            A::AddSat => BinOp::AddSat,
+            A::SubSat => BinOp::SubSat,
+            A::Lt => BinOp::Lt,
+            A::Le => BinOp::Le,
+            A::Gt => BinOp::Gt,
+            A::Ge => BinOp::Ge,
+            A::Eq => BinOp::Eq,
+            A::Ne => BinOp::Ne,
+            A::BitAnd => BinOp::And,
+            A::BitXor => BinOp::Xor,
+            A::BitOr => BinOp::Or,
+            A::Shl | A::Shr | A::Concat | A::And | A::Or => unreachable!("handled above"),
+        };
+        if matches!(bop, BinOp::Div | BinOp::Mod) && ty.is_signed() {
+            return self.err(
+                span,
+                "`/` and `%` on signed values are not supported (P4 restricts them too)",
+            );
+        }
+        let e = Expr::Binary {
+            op: bop,
+            a: Box::new(ea),
+            b: Box::new(eb),
+            width,
+            signed: ty.is_signed(),
+        };
+        Ok(Val::Scalar { e, ty: if cmp { Ty::Bool } else { ty } })
+    }
+
+    pub(crate) fn cast(&self, v: Val, to: &Ty, span: Span) -> DResult<Val> {
+        let Val::Scalar { e, ty: from } = v else {
+            return self.err(span, format!("cannot cast this to {}", self.show(to)));
+        };
+        let from_repr = match &from {
+            Ty::Enum(i) => self.types.enums[*i].repr.clone().unwrap_or(from.clone()),
+            t => t.clone(),
+        };
+        let out = |e| Ok(Val::Scalar { e, ty: to.clone() });
+        match (&from_repr, to) {
+            (Ty::InfInt, Ty::Bit(w) | Ty::Int(w)) => match e {
+                Expr::Const(c) => out(Expr::Const(c & mask(*w))),
+                _ => self.err(span, "cannot cast"),
+            },
+            (Ty::InfInt, Ty::Bool) => match e {
+                Expr::Const(c) if c <= 1 => out(Expr::Const(c)),
+                _ => self.err(span, "only 0 and 1 cast to bool"),
+            },
+            (Ty::Bit(wf) | Ty::Int(wf), Ty::Bit(wt) | Ty::Int(wt)) => {
+                if wf == wt {
+                    out(e)
+                } else {
+                    out(Expr::Cast {
+                        e: Box::new(e),
+                        from: *wf,
+                        signed: from_repr.is_signed(),
+                        to: *wt,
+                    })
+                }
+            }
+            (Ty::Bool, Ty::Bit(1)) | (Ty::Bit(1), Ty::Bool) => out(e),
+            (Ty::Bit(w), Ty::Enum(i)) | (Ty::Int(w), Ty::Enum(i))
+                if self.types.enums[*i].repr.as_ref().and_then(bits_of) == Some(*w) =>
+            {
+                out(e)
+            }
+            (a, b) if a == b => out(e),
+            _ => self.err(span, format!("cannot cast {} to {}", self.show(&from), self.show(to))),
+        }
+    }
+
+    /// The place an expression denotes, for assignment and out arguments.
+    pub(crate) fn lvalue(&mut self, e: &ast::Expr, pre: &mut Vec<Stmt>) -> DResult<Val> {
+        match &e.kind {
+            ExprKind::DontCare => {
+                Ok(Val::Scalar { e: Expr::Read(Place::Discard { width: 128 }), ty: Ty::DontCare })
+            }
+            ExprKind::Name(_)
+            | ExprKind::Member(..)
+            | ExprKind::Index(..)
+            | ExprKind::Slice { .. } => {
+                let v = self.expr(e, pre)?;
+                match &v {
+                    Val::Scalar { e: Expr::Read(_), .. } | Val::Loc(_) => Ok(v),
+                    Val::Scalar { e: Expr::Slice { e: inner, .. }, .. }
+                        if matches!(**inner, Expr::Read(_)) =>
+                    {
+                        Ok(v)
+                    }
+                    _ => self.err(
+                        e.span,
+                        "cannot assign to this (it is not a variable, field or slice)",
+                    ),
+                }
+            }
+            _ => self.err(e.span, "cannot assign to this expression"),
+        }
+    }
+}
+
+/// Give an unsized literal a width.
+fn lit_to(e: Expr, w: u32) -> Expr {
+    match e {
+        Expr::Const(c) => Expr::Const(c & mask(w)),
+        other => other,
+    }
+}
+
+pub(crate) fn bits_of(ty: &Ty) -> Option<u32> {
+    match ty {
+        Ty::Bit(w) | Ty::Int(w) => Some(*w),
+        Ty::Bool => Some(1),
+        _ => None,
+    }
+}

@@ -1,0 +1,500 @@
+//! Method calls (`hdr.setValid()`, `pkt.extract(h)`, `r.read(x, i)`, `t.apply()`) and v1model's
+//! extern functions (`mark_to_drop`, `hash`, checksums, `clone`, ...).
+
+use super::expr::Val;
+use super::{Binding, BlockKind, Lowerer, Storage};
+use crate::ast::{self, ExprKind};
+use crate::diag::{DResult, Diagnostic, Span};
+use crate::ir::{CloneKind, Expr, Extern, HashAlgo, HdrRef, InstanceKind, ListItem, Place, Stmt};
+use crate::types::Ty;
+
+impl<'a> Lowerer<'a> {
+    pub(crate) fn method_call(
+        &mut self,
+        obj: &ast::Expr,
+        method: &ast::Ident,
+        type_args: &[ast::Type],
+        args: &[ast::Arg],
+        span: Span,
+        pre: &mut Vec<Stmt>,
+    ) -> DResult<Option<Val>> {
+        let m = method.name.as_str();
+        let argc = |n: usize| -> DResult<()> {
+            if args.len() != n {
+                return Err(Diagnostic::new(
+                    span,
+                    format!("{m} takes {n} arguments, {} given", args.len()),
+                ));
+            }
+            Ok(())
+        };
+        if let ExprKind::Name(n) = &obj.kind {
+            match self.lookup(&n.name) {
+                Some(Binding::Table(t)) if m == "apply" => {
+                    argc(0)?;
+                    pre.push(Stmt::Apply { table: t, hit_slot: None, action_slot: None });
+                    return Ok(None);
+                }
+                Some(Binding::SubControl { decl, name }) if m == "apply" => {
+                    self.inline_control(decl, &name, args, span, pre)?;
+                    return Ok(None);
+                }
+                Some(Binding::Instance(i)) => return self.instance_call(i, m, args, span, pre),
+                Some(Binding::PacketIn) => {
+                    return self.packet_in_call(m, type_args, args, span, pre)
+                }
+                Some(Binding::PacketOut) if m == "emit" => {
+                    argc(1)?;
+                    let v = self.expr(&args[0].value, pre)?;
+                    self.emit(v, args[0].value.span, pre)?;
+                    return Ok(None);
+                }
+                _ => {}
+            }
+        }
+        match (self.expr(obj, pre)?, m) {
+            (Val::Loc(Storage::Header { hdr, .. }), "isValid") => {
+                argc(0)?;
+                Ok(Some(Val::Scalar { e: Expr::IsValid(hdr), ty: Ty::Bool }))
+            }
+            (Val::Loc(Storage::Header { hdr, .. }), "setValid" | "setInvalid") => {
+                argc(0)?;
+                pre.push(Stmt::SetValid(hdr, m == "setValid"));
+                Ok(None)
+            }
+            (Val::Loc(Storage::Union { members, .. }), "isValid") => {
+                argc(0)?;
+                let mut e = Expr::Const(0);
+                for mem in members {
+                    if let Storage::Header { hdr, .. } = mem {
+                        e = Expr::Binary {
+                            op: crate::ir::BinOp::LogicOr,
+                            a: Box::new(e),
+                            b: Box::new(Expr::IsValid(hdr)),
+                            width: 1,
+                            signed: false,
+                        };
+                    }
+                }
+                Ok(Some(Val::Scalar { e, ty: Ty::Bool }))
+            }
+            (Val::Loc(Storage::Stack { stack, .. }), "push_front" | "pop_front") => {
+                argc(1)?;
+                let count = self.const_eval().eval_u32(&args[0].value, "the count")?;
+                pre.push(if m == "push_front" {
+                    Stmt::StackPush { stack, count }
+                } else {
+                    Stmt::StackPop { stack, count }
+                });
+                Ok(None)
+            }
+            (Val::Loc(s), "minSizeInBits" | "minSizeInBytes") => {
+                let ty = match s {
+                    Storage::Header { ty, .. } => Ty::Header(ty),
+                    Storage::Struct { ty, .. } => Ty::Struct(ty),
+                    _ => return self.err(span, format!("{m} applies to headers and structs")),
+                };
+                let bits = self.types.bits(&ty).unwrap_or(0) as u128;
+                Ok(Some(Val::konst(
+                    if m == "minSizeInBits" { bits } else { bits.div_ceil(8) },
+                    Ty::InfInt,
+                )))
+            }
+            _ => self.err(method.span, format!("no method `{m}` here")),
+        }
+    }
+
+    fn packet_in_call(
+        &mut self,
+        m: &str,
+        type_args: &[ast::Type],
+        args: &[ast::Arg],
+        span: Span,
+        pre: &mut Vec<Stmt>,
+    ) -> DResult<Option<Val>> {
+        if self.block != BlockKind::Parser {
+            return self.err(span, format!("packet_in.{m} is only available in a parser"));
+        }
+        match m {
+            "extract" => {
+                if args.is_empty() || args.len() > 2 {
+                    return self.err(span, "extract takes a header (and a varbit size)");
+                }
+                let Val::Loc(Storage::Header { hdr, .. }) = self.expr(&args[0].value, pre)? else {
+                    return self.err(args[0].value.span, "extract needs a header");
+                };
+                let varbit_bits = match args.get(1) {
+                    Some(a) => {
+                        let v = self.scalar(&a.value, pre)?;
+                        Some(self.to_width(v, 32, a.value.span)?)
+                    }
+                    None => None,
+                };
+                pre.push(Stmt::Extern(Extern::Extract { hdr, varbit_bits }));
+                Ok(None)
+            }
+            "advance" => {
+                let Some(arg) = args.first() else {
+                    return self.err(span, "advance takes a bit count");
+                };
+                let v = self.scalar(&arg.value, pre)?;
+                let e = self.to_width(v, 32, span)?;
+                pre.push(Stmt::Extern(Extern::Advance(e)));
+                Ok(None)
+            }
+            "lookahead" => {
+                let [ty] = type_args else {
+                    return self.err(span, "lookahead needs one type argument");
+                };
+                let ty = self.resolve(ty)?;
+                let width = self.types.bits(&ty).filter(|w| *w <= 128).ok_or_else(|| {
+                    self.diag(
+                        span,
+                        "lookahead needs a type of at most 128 bits (bit<N> or a header)",
+                    )
+                })?;
+                match ty {
+                    Ty::Bit(_) | Ty::Int(_) | Ty::Bool => {
+                        Ok(Some(Val::Scalar { e: Expr::Lookahead { width }, ty }))
+                    }
+                    Ty::Header(h) => {
+                        // A header view of the next bits: a scratch instance filled on use.
+                        let storage = self.alloc(&Ty::Header(h), "lookahead", span)?;
+                        let Storage::Header { hdr, .. } = &storage else {
+                            unreachable!("allocated a header")
+                        };
+                        let HdrRef::Static(id) = hdr else { unreachable!("allocated statically") };
+                        let inst = &self.prog.headers[*id as usize];
+                        let place =
+                            Place::Field { hdr: hdr.clone(), bit_off: 0, width: inst.bytes * 8 };
+                        pre.push(Stmt::Assign(place, Expr::Lookahead { width }));
+                        pre.push(Stmt::SetValid(hdr.clone(), true));
+                        Ok(Some(Val::Loc(storage)))
+                    }
+                    _ => self.err(span, "lookahead of this type is not supported"),
+                }
+            }
+            "length" => Ok(Some(Val::Scalar { e: Expr::PacketLength, ty: Ty::Bit(32) })),
+            _ => self.err(span, format!("packet_in has no method `{m}`")),
+        }
+    }
+
+    pub(crate) fn diag(&self, span: Span, msg: &str) -> crate::diag::Diagnostic {
+        crate::diag::Diagnostic::new(span, msg)
+    }
+
+    /// `emit` of a header, stack, union or struct of them: each header in order.
+    fn emit(&mut self, v: Val, span: Span, pre: &mut Vec<Stmt>) -> DResult<()> {
+        match v {
+            Val::Loc(Storage::Header { hdr, .. }) => pre.push(Stmt::Extern(Extern::Emit(hdr))),
+            Val::Loc(Storage::Stack { stack, .. }) => {
+                for k in 0..stack.count {
+                    pre.push(Stmt::Extern(Extern::Emit(HdrRef::Static(stack.first + k))));
+                }
+            }
+            Val::Loc(Storage::Struct { fields: items, .. })
+            | Val::Loc(Storage::Union { members: items, .. }) => {
+                for f in items {
+                    if matches!(f, Storage::Scalar { .. }) {
+                        return self.err(span, "emit of a struct with non-header fields");
+                    }
+                    self.emit(Val::Loc(f), span, pre)?;
+                }
+            }
+            _ => return self.err(span, "emit needs a header, stack, union or struct of headers"),
+        }
+        Ok(())
+    }
+
+    fn instance_call(
+        &mut self,
+        i: u32,
+        m: &str,
+        args: &[ast::Arg],
+        span: Span,
+        pre: &mut Vec<Stmt>,
+    ) -> DResult<Option<Val>> {
+        let kind = self.prog.instances[i as usize].kind.clone();
+        let name = self.prog.instances[i as usize].name.clone();
+        let want = |n: usize| -> DResult<()> {
+            if args.len() != n {
+                return Err(Diagnostic::new(
+                    span,
+                    format!("{name}.{m} takes {n} arguments, {} given", args.len()),
+                ));
+            }
+            Ok(())
+        };
+        let op = match (&kind, m) {
+            (InstanceKind::Register { width, .. }, "read") => {
+                want(2)?;
+                let dst = self.out_place(&args[0].value, *width, pre)?;
+                let index = self.index_arg(&args[1].value, pre)?;
+                Extern::RegisterRead { reg: i, dst, index }
+            }
+            (InstanceKind::Register { width, .. }, "write") => {
+                want(2)?;
+                let index = self.index_arg(&args[0].value, pre)?;
+                let v = self.expr(&args[1].value, pre)?;
+                let value = self.coerce(v, &Ty::Bit(*width), args[1].value.span).or_else(|_| {
+                    let v = self.expr(&args[1].value, pre)?;
+                    self.coerce(v, &Ty::Int(*width), args[1].value.span)
+                })?;
+                Extern::RegisterWrite { reg: i, index, value }
+            }
+            (InstanceKind::Counter { .. }, "count") => {
+                want(1)?;
+                Extern::CounterCount { counter: i, index: self.index_arg(&args[0].value, pre)? }
+            }
+            (InstanceKind::DirectCounter { .. }, "count") => return Ok(None),
+            (InstanceKind::Meter { .. }, "execute_meter") => {
+                want(2)?;
+                let index = self.index_arg(&args[0].value, pre)?;
+                let dst = self.out_place(&args[1].value, 0, pre)?;
+                Extern::MeterExecute { meter: i, index, dst }
+            }
+            (InstanceKind::DirectMeter { .. }, "read") => {
+                want(1)?;
+                Extern::DirectMeterRead { dst: self.out_place(&args[0].value, 0, pre)? }
+            }
+            _ => return self.err(span, format!("{name} has no method `{m}`")),
+        };
+        pre.push(Stmt::Extern(op));
+        Ok(None)
+    }
+
+    /// A bit<32> index argument.
+    fn index_arg(&mut self, e: &ast::Expr, pre: &mut Vec<Stmt>) -> DResult<Expr> {
+        let v = self.scalar(e, pre)?;
+        self.to_width(v, 32, e.span)
+    }
+
+    /// The place an `out` argument writes; `width` 0 accepts any width.
+    fn out_place(&mut self, e: &ast::Expr, width: u32, pre: &mut Vec<Stmt>) -> DResult<Place> {
+        match self.lvalue(e, pre)? {
+            Val::Scalar { e: Expr::Read(place), .. } => {
+                if width != 0 && place.width() != width && !matches!(place, Place::Discard { .. }) {
+                    return self.err(
+                        e.span,
+                        format!("expected a bit<{width}> location, found bit<{}>", place.width()),
+                    );
+                }
+                Ok(place)
+            }
+            Val::Scalar { e: Expr::Slice { e: inner, hi, lo }, .. } => match *inner {
+                Expr::Read(base) => Ok(Place::Slice { base: Box::new(base), hi, lo }),
+                _ => self.err(e.span, "expected a variable or field"),
+            },
+            _ => self.err(e.span, "expected a variable or field"),
+        }
+    }
+
+    /// A field list argument (`{a, b, c}` or a single value or a struct).
+    pub(crate) fn field_list(
+        &mut self,
+        e: &ast::Expr,
+        pre: &mut Vec<Stmt>,
+    ) -> DResult<Vec<ListItem>> {
+        let v = self.expr(e, pre)?;
+        let mut out = Vec::new();
+        self.flatten(v, e.span, &mut out)?;
+        Ok(out)
+    }
+
+    fn flatten(&self, v: Val, span: Span, out: &mut Vec<ListItem>) -> DResult<()> {
+        match v {
+            Val::Scalar { e, ty } => {
+                let Some(width) = ty.scalar_width(&self.types) else {
+                    return self.err(span, "list elements need a width (cast literals, e.g. 8w0)");
+                };
+                out.push(ListItem { value: e, width });
+            }
+            Val::List(items) => {
+                for (v, s) in items {
+                    self.flatten(v, s, out)?;
+                }
+            }
+            Val::Struct(items) => {
+                for (_, v, s) in items {
+                    self.flatten(v, s, out)?;
+                }
+            }
+            Val::Loc(Storage::Header { hdr, ty }) => {
+                for i in 0..self.types.composites[ty].fields.len() {
+                    let (bit_off, width) = self.field_layout(ty, i);
+                    out.push(ListItem {
+                        value: Expr::Read(Place::Field { hdr: hdr.clone(), bit_off, width }),
+                        width,
+                    });
+                }
+            }
+            Val::Loc(Storage::Struct { fields, .. }) => {
+                for f in fields {
+                    self.flatten(super::stmt::storage_val(f), span, out)?;
+                }
+            }
+            _ => return self.err(span, "this cannot be part of a field list"),
+        }
+        Ok(())
+    }
+
+    fn hash_algo(&mut self, e: &ast::Expr, pre: &mut Vec<Stmt>) -> DResult<HashAlgo> {
+        let (v, _) = self.scalar_typed(e, pre)?;
+        let Expr::Const(c) = v else {
+            return self.err(e.span, "the algorithm must be a HashAlgorithm constant");
+        };
+        let name = self
+            .types
+            .names
+            .get("HashAlgorithm")
+            .and_then(|t| {
+                if let Ty::Enum(i) = t {
+                    self.types.enums[*i].members.get(c as usize)
+                } else {
+                    None
+                }
+            })
+            .map(|(n, _)| n.clone())
+            .unwrap_or_default();
+        Ok(match name.as_str() {
+            "crc32" => HashAlgo::Crc32,
+            "crc16" => HashAlgo::Crc16,
+            "identity" => HashAlgo::Identity,
+            "csum16" => HashAlgo::Csum16,
+            "xor16" => HashAlgo::Xor16,
+            "random" => HashAlgo::Random,
+            other => return self.err(e.span, format!("hash algorithm `{other}` is not supported")),
+        })
+    }
+
+    pub(crate) fn extern_function(
+        &mut self,
+        n: &ast::Ident,
+        args: &[ast::Arg],
+        span: Span,
+        pre: &mut Vec<Stmt>,
+    ) -> DResult<Option<Val>> {
+        let fname = n.name.clone();
+        let a = |k: usize| -> DResult<&ast::Expr> {
+            args.get(k)
+                .map(|a| &a.value)
+                .ok_or_else(|| Diagnostic::new(span, format!("{fname} needs more arguments")))
+        };
+        let op = match n.name.as_str() {
+            "mark_to_drop" => Extern::MarkToDrop,
+            "verify" => {
+                if self.block != BlockKind::Parser {
+                    return self.err(span, "verify is only available in a parser");
+                }
+                let cond = self.condition(a(0)?, pre)?;
+                let (error, ty) = self.scalar_typed(a(1)?, pre)?;
+                if ty != Ty::Error {
+                    return self.err(a(1)?.span, "verify's second argument must be an error");
+                }
+                Extern::Verify { cond, error }
+            }
+            "hash" => {
+                let dst = self.out_place(a(0)?, 0, pre)?;
+                let algo = self.hash_algo(a(1)?, pre)?;
+                let base = self.scalar(a(2)?, pre)?;
+                let base = self.to_width(base, dst.width(), a(2)?.span).or_else(|_| {
+                    let b = self.scalar(a(2)?, pre)?;
+                    self.to_width(b, 64, a(2)?.span)
+                })?;
+                let data = self.field_list(a(3)?, pre)?;
+                let max = self.scalar(a(4)?, pre)?;
+                let max = self.to_width(max, 64, a(4)?.span).or_else(|_| {
+                    let m = self.scalar(a(4)?, pre)?;
+                    self.widen(m, a(4)?.span)
+                })?;
+                Extern::Hash { dst, algo, base, data, max }
+            }
+            "verify_checksum"
+            | "update_checksum"
+            | "verify_checksum_with_payload"
+            | "update_checksum_with_payload" => {
+                let verify = n.name.starts_with("verify");
+                let cond = self.condition(a(0)?, pre)?;
+                let data = self.field_list(a(1)?, pre)?;
+                let sum = self.out_place(a(2)?, 0, pre)?;
+                let algo = self.hash_algo(a(3)?, pre)?;
+                Extern::Checksum {
+                    verify,
+                    cond,
+                    data,
+                    sum,
+                    algo,
+                    with_payload: n.name.ends_with("payload"),
+                }
+            }
+            "random" => {
+                let dst = self.out_place(a(0)?, 0, pre)?;
+                let w = dst.width();
+                let lo = self.scalar(a(1)?, pre)?;
+                let lo = self.to_width(lo, w, a(1)?.span)?;
+                let hi = self.scalar(a(2)?, pre)?;
+                let hi = self.to_width(hi, w, a(2)?.span)?;
+                Extern::Random { dst, lo, hi }
+            }
+            "digest" => {
+                let r = self.scalar(a(0)?, pre)?;
+                let receiver = self.to_width(r, 32, a(0)?.span)?;
+                let name = match self.expr(a(1)?, pre)? {
+                    Val::Loc(Storage::Struct { ty, .. }) => self.types.composites[ty].name.clone(),
+                    _ => "digest".to_string(),
+                };
+                let data = self.field_list(a(1)?, pre)?;
+                Extern::Digest { receiver, name, data }
+            }
+            "clone" | "clone3" | "clone_preserving_field_list" => {
+                let (k, _) = self.scalar_typed(a(0)?, pre)?;
+                let kind = match k {
+                    Expr::Const(0) => CloneKind::I2E,
+                    Expr::Const(1) => CloneKind::E2E,
+                    _ => {
+                        return self.err(
+                            a(0)?.span,
+                            "the clone type must be CloneType.I2E or CloneType.E2E",
+                        )
+                    }
+                };
+                let s = self.scalar(a(1)?, pre)?;
+                let session = self.to_width(s, 32, a(1)?.span)?;
+                Extern::Clone { kind, session }
+            }
+            "resubmit" | "resubmit_preserving_field_list" => Extern::Resubmit,
+            "recirculate" | "recirculate_preserving_field_list" => Extern::Recirculate,
+            "truncate" => {
+                let v = self.scalar(a(0)?, pre)?;
+                Extern::Truncate(self.to_width(v, 32, span)?)
+            }
+            "assert" | "assume" => Extern::Assert(self.condition(a(0)?, pre)?),
+            "log_msg" => {
+                let msg = match self.expr(a(0)?, pre)? {
+                    Val::Str(s) => s,
+                    _ => return self.err(a(0)?.span, "log_msg needs a string"),
+                };
+                let data = match args.get(1) {
+                    Some(d) => self.field_list(&d.value, pre)?,
+                    None => Vec::new(),
+                };
+                Extern::Log { msg, data }
+            }
+            other => {
+                return self.err(n.span, format!("extern function `{other}` is not supported"))
+            }
+        };
+        pre.push(Stmt::Extern(op));
+        Ok(None)
+    }
+
+    /// Any unsigned scalar as 64 bits.
+    fn widen(&self, v: Val, span: Span) -> DResult<Expr> {
+        match v {
+            Val::Scalar { e, ty: Ty::Bit(w) } if w <= 64 => {
+                Ok(Expr::Cast { e: Box::new(e), from: w, signed: false, to: 64 })
+            }
+            _ => self.err(span, "expected an unsigned value of at most 64 bits"),
+        }
+    }
+}

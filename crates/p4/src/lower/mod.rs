@@ -1,0 +1,577 @@
+//! Elaboration: checks a parsed v1model program and lowers it to the [`ir`](crate::ir).
+//!
+//! Names resolve to storage (slots, header instances), actions and functions are inlined at
+//! direct call sites (P4 has no recursion), sub-controls are inlined where they are applied,
+//! and extern calls become [`ir::Extern`] operations. Every error names the construct and
+//! carries its position.
+
+mod blocks;
+mod calls;
+mod expr;
+mod methods;
+mod stmt;
+mod table;
+
+use std::collections::HashMap;
+
+use crate::ast::{self, Decl, DeclKind, Ident};
+use crate::diag::{DResult, Diagnostic, Span};
+use crate::ir::{self, HdrRef, Place, SlotId, StackRef};
+use crate::types::{
+    resolve_type, Composite, CompositeKind, ConstEval, ConstValue, EnumDef, FieldDef, Ty, Types,
+};
+
+/// Where a value of some type lives.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Storage {
+    Scalar { place: Place, ty: Ty },
+    Header { hdr: HdrRef, ty: usize },
+    Stack { stack: StackRef, elem: usize },
+    Struct { ty: usize, fields: Vec<Storage> },
+    Union { ty: usize, members: Vec<Storage> },
+}
+
+/// What a name means in the current scope.
+#[derive(Clone, Debug)]
+pub(crate) enum Binding<'a> {
+    Var(Storage),
+    Const(ConstValue),
+    Action(u32),
+    Table(u32),
+    Instance(u32),
+    PacketIn,
+    PacketOut,
+    /// A control instantiated inside a control, applied by inlining.
+    SubControl {
+        decl: &'a Decl,
+        name: String,
+    },
+}
+
+/// Which block is being lowered (some externs belong to one kind of block).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BlockKind {
+    Parser,
+    Control,
+    Deparser,
+}
+
+pub(crate) struct Lowerer<'a> {
+    pub types: Types,
+    pub consts: HashMap<String, ConstValue>,
+    globals: HashMap<String, &'a Decl>,
+    extern_fns: HashMap<String, Vec<&'a ast::Method>>,
+    pub prog: ProgramBuilder,
+    scopes: Vec<HashMap<String, Binding<'a>>>,
+    /// Qualified name prefix of the control being lowered (`MyIngress.`).
+    prefix: String,
+    pub block: BlockKind,
+    /// Where `return expr;` stores its value inside an inlined function.
+    return_target: Vec<Option<Place>>,
+    /// Lowered top-level actions (by name) so that each is lowered once.
+    global_actions: HashMap<String, u32>,
+    inline_depth: usize,
+}
+
+/// The parts of [`ir::Program`] built while lowering.
+#[derive(Default)]
+pub(crate) struct ProgramBuilder {
+    pub headers: Vec<ir::HeaderInst>,
+    pub header_bytes: u32,
+    pub slots: u32,
+    pub actions: Vec<ir::Action>,
+    pub tables: Vec<ir::Table>,
+    pub instances: Vec<ir::Instance>,
+}
+
+impl ProgramBuilder {
+    pub fn slot(&mut self) -> SlotId {
+        self.slots += 1;
+        self.slots - 1
+    }
+}
+
+const MAX_INLINE_DEPTH: usize = 64;
+
+impl<'a> Lowerer<'a> {
+    fn new() -> Self {
+        Lowerer {
+            types: Types::default(),
+            consts: HashMap::new(),
+            globals: HashMap::new(),
+            extern_fns: HashMap::new(),
+            prog: ProgramBuilder::default(),
+            scopes: vec![HashMap::new()],
+            prefix: String::new(),
+            block: BlockKind::Control,
+            return_target: Vec::new(),
+            global_actions: HashMap::new(),
+            inline_depth: 0,
+        }
+    }
+
+    pub fn err<T>(&self, span: Span, msg: impl Into<String>) -> DResult<T> {
+        Err(Diagnostic::new(span, msg))
+    }
+
+    pub fn const_eval(&self) -> ConstEval<'_> {
+        ConstEval { types: &self.types, consts: &self.consts }
+    }
+
+    pub fn resolve(&self, t: &ast::Type) -> DResult<Ty> {
+        resolve_type(&self.types, &self.consts, t)
+    }
+
+    pub fn show(&self, ty: &Ty) -> String {
+        self.types.show(ty)
+    }
+
+    // ---- scopes -------------------------------------------------------------------------------
+
+    pub fn push_scope(&mut self) {
+        self.scopes.push(HashMap::new());
+    }
+
+    pub fn pop_scope(&mut self) {
+        self.scopes.pop();
+    }
+
+    pub fn bind(&mut self, name: &str, b: Binding<'a>) {
+        if let Some(s) = self.scopes.last_mut() {
+            s.insert(name.to_string(), b);
+        }
+    }
+
+    pub fn lookup(&self, name: &str) -> Option<Binding<'a>> {
+        for s in self.scopes.iter().rev() {
+            if let Some(b) = s.get(name) {
+                return Some(b.clone());
+            }
+        }
+        self.consts.get(name).map(|c| Binding::Const(c.clone()))
+    }
+
+    pub fn global(&self, name: &str) -> Option<&'a Decl> {
+        self.globals.get(name).copied()
+    }
+
+    pub fn extern_fn(&self, name: &str) -> Option<&Vec<&'a ast::Method>> {
+        self.extern_fns.get(name)
+    }
+
+    // ---- storage ------------------------------------------------------------------------------
+
+    /// Allocate storage for a value of type `ty` named `name` (for listings).
+    pub fn alloc(&mut self, ty: &Ty, name: &str, span: Span) -> DResult<Storage> {
+        Ok(match ty {
+            Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Enum(_) | Ty::Error => {
+                let width = ty.scalar_width(&self.types).unwrap_or(1);
+                Storage::Scalar {
+                    place: Place::Slot { slot: self.prog.slot(), width },
+                    ty: ty.clone(),
+                }
+            }
+            Ty::Header(i) => {
+                Storage::Header { hdr: HdrRef::Static(self.alloc_header(*i, name, span)?), ty: *i }
+            }
+            Ty::Stack(elem, n) => {
+                let Ty::Header(h) = **elem else {
+                    return self
+                        .err(span, format!("stacks of {} are not supported", self.show(elem)));
+                };
+                let first = self.prog.headers.len() as u32;
+                for k in 0..*n {
+                    self.alloc_header(h, &format!("{name}[{k}]"), span)?;
+                }
+                let next_slot = self.prog.slot();
+                Storage::Stack { stack: StackRef { first, count: *n, next_slot }, elem: h }
+            }
+            Ty::Struct(i) | Ty::Union(i) => {
+                let fields: Vec<FieldDef> = self.types.composites[*i].fields.clone();
+                let mut out = Vec::with_capacity(fields.len());
+                for f in &fields {
+                    out.push(self.alloc(&f.ty, &format!("{name}.{}", f.name), span)?);
+                }
+                if matches!(ty, Ty::Union(_)) {
+                    Storage::Union { ty: *i, members: out }
+                } else {
+                    Storage::Struct { ty: *i, fields: out }
+                }
+            }
+            other => {
+                return self
+                    .err(span, format!("variables of type {} are not supported", self.show(other)))
+            }
+        })
+    }
+
+    fn alloc_header(&mut self, ty: usize, name: &str, span: Span) -> DResult<u32> {
+        let c = &self.types.composites[ty];
+        let mut fields = Vec::with_capacity(c.fields.len());
+        let mut off = 0u32;
+        for f in &c.fields {
+            let w = match &f.ty {
+                Ty::Bit(w) | Ty::Int(w) => *w,
+                Ty::Bool => 1,
+                Ty::Enum(_) | Ty::Error => f.ty.scalar_width(&self.types).unwrap_or(32),
+                Ty::Varbit(_) => {
+                    return self.err(
+                        span,
+                        format!("header {}: varbit fields are not supported yet", c.name),
+                    )
+                }
+                other => {
+                    return self.err(
+                        span,
+                        format!("header {}: field of type {}", c.name, self.types.show(other)),
+                    )
+                }
+            };
+            fields.push((off, w));
+            off += w;
+        }
+        if off % 8 != 0 {
+            return self.err(
+                span,
+                format!("header {} is {off} bits, not a whole number of bytes", c.name),
+            );
+        }
+        let bytes = off / 8;
+        let inst = ir::HeaderInst {
+            name: name.to_string(),
+            ty,
+            byte_off: self.prog.header_bytes,
+            bytes,
+            fields,
+        };
+        self.prog.header_bytes += bytes;
+        self.prog.headers.push(inst);
+        Ok(self.prog.headers.len() as u32 - 1)
+    }
+
+    /// Storage of field `name` in a struct, header or union storage.
+    pub fn member(&self, base: &Storage, name: &Ident) -> DResult<Storage> {
+        let missing = |ty: usize| {
+            Diagnostic::new(
+                name.span,
+                format!("{} has no field `{}`", self.types.composites[ty].name, name.name),
+            )
+        };
+        match base {
+            Storage::Struct { ty, fields } | Storage::Union { ty, members: fields } => {
+                let (i, _) =
+                    self.types.composites[*ty].field(&name.name).ok_or_else(|| missing(*ty))?;
+                Ok(fields[i].clone())
+            }
+            Storage::Header { hdr, ty } => {
+                let (i, f) =
+                    self.types.composites[*ty].field(&name.name).ok_or_else(|| missing(*ty))?;
+                let (bit_off, width) = self.field_layout(*ty, i);
+                Ok(Storage::Scalar {
+                    place: Place::Field { hdr: hdr.clone(), bit_off, width },
+                    ty: f.ty.clone(),
+                })
+            }
+            _ => self.err(name.span, format!("`{}`: not a struct or header", name.name)),
+        }
+    }
+
+    pub fn field_layout(&self, ty: usize, field: usize) -> (u32, u32) {
+        let mut off = 0;
+        for (i, f) in self.types.composites[ty].fields.iter().enumerate() {
+            let w = self.types.bits(&f.ty).unwrap_or(0);
+            if i == field {
+                return (off, w);
+            }
+            off += w;
+        }
+        (off, 0)
+    }
+
+    // ---- declarations -------------------------------------------------------------------------
+
+    fn declare_types(&mut self, program: &'a ast::Program) -> DResult<()> {
+        for d in &program.decls {
+            self.declare(d)?;
+        }
+        Ok(())
+    }
+
+    fn declare(&mut self, d: &'a Decl) -> DResult<()> {
+        match &d.kind {
+            DeclKind::Const { ty, name, value } => {
+                let ty = self.resolve(ty)?;
+                let v = self.const_eval().eval(value)?;
+                let v = self.convert_const(v, &ty, value.span)?;
+                self.consts.insert(name.name.clone(), v);
+            }
+            DeclKind::Typedef { ty, name } | DeclKind::NewType { ty, name } => {
+                let ty = self.resolve(ty)?;
+                self.types.names.insert(name.name.clone(), ty);
+            }
+            DeclKind::Header { name, type_params, fields }
+            | DeclKind::HeaderUnion { name, type_params, fields }
+            | DeclKind::Struct { name, type_params, fields } => {
+                if !type_params.is_empty() {
+                    return self.err(name.span, "generic structs and headers are not supported");
+                }
+                let kind = match &d.kind {
+                    DeclKind::Header { .. } => CompositeKind::Header,
+                    DeclKind::HeaderUnion { .. } => CompositeKind::Union,
+                    _ => CompositeKind::Struct,
+                };
+                let index = self.types.composites.len();
+                let ty = match kind {
+                    CompositeKind::Header => Ty::Header(index),
+                    CompositeKind::Union => Ty::Union(index),
+                    CompositeKind::Struct => Ty::Struct(index),
+                };
+                // Registered before its fields so that an error can name it.
+                self.types.names.insert(name.name.clone(), ty);
+                self.types.composites.push(Composite {
+                    name: name.name.clone(),
+                    kind,
+                    fields: Vec::new(),
+                    span: name.span,
+                });
+                let mut defs = Vec::new();
+                for f in fields {
+                    if defs.iter().any(|x: &FieldDef| x.name == f.name.name) {
+                        return self
+                            .err(f.name.span, format!("field `{}` declared twice", f.name.name));
+                    }
+                    let fty = self.resolve(&f.ty)?;
+                    let ok = match kind {
+                        CompositeKind::Header => {
+                            matches!(fty, Ty::Bit(_) | Ty::Int(_) | Ty::Varbit(_) | Ty::Bool)
+                                || matches!(fty, Ty::Enum(e) if self.types.enums[e].repr.is_some())
+                        }
+                        CompositeKind::Union => matches!(fty, Ty::Header(_)),
+                        CompositeKind::Struct => {
+                            !matches!(fty, Ty::Void | Ty::String | Ty::Extern(..))
+                        }
+                    };
+                    if !ok {
+                        return self.err(
+                            f.ty.span,
+                            format!("a {kind:?} cannot have a field of type {}", self.show(&fty))
+                                .to_lowercase(),
+                        );
+                    }
+                    defs.push(FieldDef {
+                        name: f.name.name.clone(),
+                        ty: fty,
+                        annotations: f.annotations.clone(),
+                    });
+                }
+                self.types.composites[index].fields = defs;
+            }
+            DeclKind::Enum { name, underlying, members } => {
+                let repr = underlying.as_ref().map(|t| self.resolve(t)).transpose()?;
+                let mut vals = Vec::new();
+                for (i, (m, v)) in members.iter().enumerate() {
+                    let value = match (v, &repr) {
+                        (Some(e), Some(r)) => {
+                            let c = self.const_eval().eval(e)?;
+                            match self.convert_const(c, r, e.span)? {
+                                ConstValue::Int(v, _) => v,
+                                _ => return self.err(e.span, "enum values must be integers"),
+                            }
+                        }
+                        _ => i as u128,
+                    };
+                    vals.push((m.name.clone(), value));
+                }
+                let index = self.types.enums.len();
+                self.types.enums.push(EnumDef { name: name.name.clone(), repr, members: vals });
+                self.types.names.insert(name.name.clone(), Ty::Enum(index));
+            }
+            DeclKind::Error { members } => {
+                for m in members {
+                    if !self.types.errors.contains(&m.name) {
+                        self.types.errors.push(m.name.clone());
+                    }
+                }
+            }
+            DeclKind::MatchKind { members } => {
+                self.types.match_kinds.extend(members.iter().map(|m| m.name.clone()));
+            }
+            DeclKind::Extern { name, .. } => {
+                let index = self.types.externs.len();
+                self.types.externs.push(name.name.clone());
+                self.types.names.insert(name.name.clone(), Ty::Extern(index, Vec::new()));
+                self.globals.insert(name.name.clone(), d);
+            }
+            DeclKind::ExternFunction(m) => {
+                self.extern_fns.entry(m.name.name.clone()).or_default().push(m);
+            }
+            DeclKind::Action { name, .. }
+            | DeclKind::Function { name, .. }
+            | DeclKind::Parser { name, .. }
+            | DeclKind::Control { name, .. }
+            | DeclKind::ParserType { name, .. }
+            | DeclKind::ControlType { name, .. }
+            | DeclKind::PackageType { name, .. }
+            | DeclKind::Instantiation { name, .. } => {
+                if let Some(prev) = self.globals.get(&name.name) {
+                    if !matches!(
+                        prev.kind,
+                        DeclKind::ParserType { .. } | DeclKind::ControlType { .. }
+                    ) {
+                        return self.err(name.span, format!("`{}` is declared twice", name.name));
+                    }
+                }
+                self.globals.insert(name.name.clone(), d);
+            }
+            DeclKind::Variable { name, .. } => {
+                return self.err(name.span, "variables cannot be declared at the top level")
+            }
+            DeclKind::Table { name, .. } | DeclKind::ValueSet { name, .. } => {
+                return self
+                    .err(name.span, "tables and value sets belong inside a control or parser")
+            }
+        }
+        Ok(())
+    }
+
+    /// Give a constant the declared type (an unsized literal takes the width).
+    pub fn convert_const(&self, v: ConstValue, ty: &Ty, span: Span) -> DResult<ConstValue> {
+        Ok(match (v, ty) {
+            (ConstValue::Int(x, Ty::InfInt), Ty::Bit(w) | Ty::Int(w)) => {
+                ConstValue::Int(x & crate::types::mask(*w), ty.clone())
+            }
+            (ConstValue::Int(x, from), to) if from == *to => ConstValue::Int(x, from),
+            (v @ ConstValue::Bool(_), Ty::Bool) => v,
+            (v @ ConstValue::Error(_), Ty::Error) => v,
+            (v @ ConstValue::Str(_), Ty::String) => v,
+            (ConstValue::Enum(e, x), Ty::Enum(t)) if e == *t => ConstValue::Enum(e, x),
+            (ConstValue::Int(x, Ty::InfInt), Ty::Enum(e))
+                if self.types.enums[*e].repr.is_some() =>
+            {
+                ConstValue::Enum(*e, x)
+            }
+            (v, ty) => {
+                return self
+                    .err(span, format!("constant {v:?} does not have type {}", self.show(ty)));
+            }
+        })
+    }
+}
+
+/// Check and lower a parsed program. The program must instantiate `V1Switch` as `main`.
+pub fn lower(program: &ast::Program) -> DResult<ir::Program> {
+    let mut l = Lowerer::new();
+    l.declare_types(program)?;
+    l.v1switch()
+}
+
+impl<'a> Lowerer<'a> {
+    fn v1switch(&mut self) -> DResult<ir::Program> {
+        let Some(main) = self.global("main") else {
+            return self.err(Span::default(), "the program has no `main` package instance");
+        };
+        let DeclKind::Instantiation { ty, args, .. } = &main.kind else {
+            return self.err(main.span, "`main` must be a package instance");
+        };
+        let ast::TypeKind::Named { name: pkg, .. } = &ty.kind else {
+            return self.err(ty.span, "`main` must instantiate V1Switch");
+        };
+        if pkg.name != "V1Switch" {
+            return self.err(
+                pkg.span,
+                format!(
+                    "architecture package `{}` is not supported; hotplane runs V1Switch (v1model)",
+                    pkg.name
+                ),
+            );
+        }
+        if args.len() != 6 {
+            return self.err(main.span, format!("V1Switch takes 6 blocks, {} given", args.len()));
+        }
+        let mut blocks = Vec::new();
+        for a in args {
+            let ast::ExprKind::Call { callee, args: ctor_args, .. } = &a.value.kind else {
+                return self.err(
+                    a.value.span,
+                    "expected a parser or control instantiation like `MyIngress()`",
+                );
+            };
+            let ast::ExprKind::Name(n) = &callee.kind else {
+                return self.err(callee.span, "expected the name of a parser or control");
+            };
+            if !ctor_args.is_empty() {
+                return self
+                    .err(a.value.span, "constructor parameters of blocks are not supported");
+            }
+            let decl = self.global(&n.name).ok_or_else(|| {
+                Diagnostic::new(n.span, format!("no parser or control named `{}`", n.name))
+            })?;
+            blocks.push(decl);
+        }
+        let DeclKind::Parser { params, .. } = &blocks[0].kind else {
+            return self.err(blocks[0].span, "the first V1Switch argument must be a parser");
+        };
+        if params.len() != 4 {
+            return self.err(
+                blocks[0].span,
+                "the v1model parser takes (packet_in, out H, inout M, inout standard_metadata_t)",
+            );
+        }
+        let h_ty = self.resolve(&params[1].ty)?;
+        let m_ty = self.resolve(&params[2].ty)?;
+        let std_ty = self.types.names.get("standard_metadata_t").cloned().ok_or_else(|| {
+            Diagnostic::new(
+                blocks[0].span,
+                "standard_metadata_t is not declared (include <v1model.p4>)",
+            )
+        })?;
+        // Metadata first: slots 0..reset are zeroed per packet.
+        let std = self.alloc(&std_ty, "standard_metadata", main.span)?;
+        let meta = self.alloc(&m_ty, "meta", main.span)?;
+        let reset_slots = self.prog.slots;
+        let hdr = self.alloc(&h_ty, "hdr", main.span)?;
+        let mut std_meta = ir::StdMeta::default();
+        if let Storage::Struct { ty, fields } = &std {
+            for (f, s) in self.types.composites[*ty].fields.iter().zip(fields) {
+                if let Storage::Scalar { place: Place::Slot { slot, .. }, .. } = s {
+                    std_meta.slots.insert(f.name.clone(), *slot);
+                }
+            }
+        }
+        let shared = Shared { hdr, meta, std };
+        let (states, start_state) = self.parser_block(blocks[0], &shared)?;
+        let verify_checksum = self.control_block(blocks[1], &shared, 2)?;
+        let ingress = self.control_block(blocks[2], &shared, 3)?;
+        let egress = self.control_block(blocks[3], &shared, 3)?;
+        let compute_checksum = self.control_block(blocks[4], &shared, 2)?;
+        let deparser = self.deparser_block(blocks[5], &shared)?;
+        let prog = std::mem::take(&mut self.prog);
+        Ok(ir::Program {
+            headers: prog.headers,
+            header_bytes: prog.header_bytes,
+            slots: prog.slots,
+            reset_slots,
+            std_meta,
+            states,
+            start_state,
+            verify_checksum,
+            ingress,
+            egress,
+            compute_checksum,
+            deparser,
+            actions: prog.actions,
+            tables: prog.tables,
+            instances: prog.instances,
+            errors: self.types.errors.clone(),
+            types: self.types.clone(),
+            meta_ty: m_ty,
+        })
+    }
+}
+
+/// The storage the six v1model blocks share.
+pub(crate) struct Shared {
+    pub hdr: Storage,
+    pub meta: Storage,
+    pub std: Storage,
+}

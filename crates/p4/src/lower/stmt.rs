@@ -1,0 +1,261 @@
+//! Statements, calls (actions, functions, methods, externs) and copy-in/copy-out.
+
+use super::expr::Val;
+use super::{Binding, Lowerer, Storage};
+use crate::ast::{self, DeclKind, ExprKind, StmtKind};
+use crate::diag::{DResult, Diagnostic, Span};
+use crate::ir::{Expr, HdrRef, Place, Stmt};
+use crate::types::Ty;
+
+impl<'a> Lowerer<'a> {
+    pub(crate) fn block_stmts(&mut self, stmts: &'a [ast::Stmt]) -> DResult<Vec<Stmt>> {
+        self.push_scope();
+        let mut out = Vec::new();
+        let r = stmts.iter().try_for_each(|s| self.stmt(s, &mut out));
+        self.pop_scope();
+        r.map(|_| out)
+    }
+
+    pub(crate) fn stmt(&mut self, s: &'a ast::Stmt, out: &mut Vec<Stmt>) -> DResult<()> {
+        match &s.kind {
+            StmtKind::Empty => {}
+            StmtKind::Block(b) => {
+                out.push(Stmt::If(Expr::Const(1), self.block_stmts(&b.stmts)?, Vec::new()))
+            }
+            StmtKind::Assign { lhs, rhs } => {
+                let dst = self.lvalue(lhs, out)?;
+                let src = self.expr(rhs, out)?;
+                let stmts = self.assign(&dst, src, rhs.span)?;
+                out.extend(stmts);
+            }
+            StmtKind::CompoundAssign { op, lhs, rhs } => {
+                let combined = ast::Expr {
+                    kind: ExprKind::Binary(*op, Box::new(lhs.clone()), Box::new(rhs.clone())),
+                    span: s.span,
+                };
+                let dst = self.lvalue(lhs, out)?;
+                let src = self.expr(&combined, out)?;
+                let stmts = self.assign(&dst, src, s.span)?;
+                out.extend(stmts);
+            }
+            StmtKind::Call(e) => {
+                if let Some(Val::Scalar { .. }) = self.call(e, out)? {
+                    // A value-returning call used as a statement: its effects are what matter.
+                }
+            }
+            StmtKind::If { cond, then, els } => {
+                let c = self.condition(cond, out)?;
+                let t = self.stmt_scoped(then)?;
+                let e = match els {
+                    Some(e) => self.stmt_scoped(e)?,
+                    None => Vec::new(),
+                };
+                out.push(Stmt::If(c, t, e));
+            }
+            StmtKind::Exit => out.push(Stmt::Exit),
+            StmtKind::Return(value) => {
+                match (value, self.return_target.last().cloned()) {
+                    (Some(v), Some(Some(place))) => {
+                        let val = self.expr(v, out)?;
+                        let ty = self.place_ty(&place);
+                        let e = self.coerce(val, &ty, v.span)?;
+                        out.push(Stmt::Assign(place, e));
+                    }
+                    (Some(v), _) => {
+                        return self.err(v.span, "`return` with a value outside a function")
+                    }
+                    (None, Some(Some(_))) => {
+                        return self.err(s.span, "this function must return a value")
+                    }
+                    (None, _) => {}
+                }
+                out.push(Stmt::Return);
+            }
+            StmtKind::Switch { expr, cases } => self.switch(expr, cases, s.span, out)?,
+            StmtKind::Decl(d) => self.local_decl(d, out)?,
+        }
+        Ok(())
+    }
+
+    fn stmt_scoped(&mut self, s: &'a ast::Stmt) -> DResult<Vec<Stmt>> {
+        self.push_scope();
+        let mut out = Vec::new();
+        let r = self.stmt(s, &mut out);
+        self.pop_scope();
+        r.map(|_| out)
+    }
+
+    fn place_ty(&self, place: &Place) -> Ty {
+        Ty::Bit(place.width())
+    }
+
+    pub(crate) fn local_decl(&mut self, d: &'a ast::Decl, out: &mut Vec<Stmt>) -> DResult<()> {
+        match &d.kind {
+            DeclKind::Variable { ty, name, init } => {
+                let ty = self.resolve(ty)?;
+                let storage = self.alloc(&ty, &name.name, name.span)?;
+                match init {
+                    Some(e) => {
+                        let v = self.expr(e, out)?;
+                        let stmts = self.assign(&Val::Loc(storage.clone()), v, e.span)?;
+                        out.extend(stmts);
+                    }
+                    None => out.extend(self.zero(&storage)),
+                }
+                self.bind(&name.name, Binding::Var(storage));
+            }
+            DeclKind::Const { ty, name, value } => {
+                let ty = self.resolve(ty)?;
+                let v = self.const_eval().eval(value)?;
+                let v = self.convert_const(v, &ty, value.span)?;
+                self.bind(&name.name, Binding::Const(v));
+            }
+            _ => return self.err(d.span, "only variables and constants can be declared here"),
+        }
+        Ok(())
+    }
+
+    /// Statements giving storage a defined initial value (locals are zero, headers invalid).
+    fn zero(&self, s: &Storage) -> Vec<Stmt> {
+        match s {
+            Storage::Scalar { place, .. } => vec![Stmt::Assign(place.clone(), Expr::Const(0))],
+            Storage::Header { hdr, .. } => vec![Stmt::SetValid(hdr.clone(), false)],
+            Storage::Stack { stack, .. } => {
+                let mut v: Vec<Stmt> = (0..stack.count)
+                    .map(|k| Stmt::SetValid(HdrRef::Static(stack.first + k), false))
+                    .collect();
+                v.push(Stmt::Assign(
+                    Place::Slot { slot: stack.next_slot, width: 32 },
+                    Expr::Const(0),
+                ));
+                v
+            }
+            Storage::Struct { fields, .. } | Storage::Union { members: fields, .. } => {
+                fields.iter().flat_map(|f| self.zero(f)).collect()
+            }
+        }
+    }
+
+    /// Copy a value into a location (scalars, headers, structs, stacks, lists into structs).
+    pub(crate) fn assign(&self, dst: &Val, src: Val, span: Span) -> DResult<Vec<Stmt>> {
+        match dst {
+            Val::Scalar { e: Expr::Read(place), ty } => {
+                if *ty == Ty::DontCare {
+                    return Ok(Vec::new());
+                }
+                Ok(vec![Stmt::Assign(place.clone(), self.coerce(src, ty, span)?)])
+            }
+            Val::Scalar { e: Expr::Slice { e, hi, lo }, .. } => {
+                let Expr::Read(base) = &**e else {
+                    return self.err(span, "cannot assign to this slice");
+                };
+                let place = Place::Slice { base: Box::new(base.clone()), hi: *hi, lo: *lo };
+                Ok(vec![Stmt::Assign(place, self.coerce(src, &Ty::Bit(hi - lo + 1), span)?)])
+            }
+            Val::Loc(storage) => self.assign_storage(storage, src, span),
+            _ => self.err(span, "cannot assign to this"),
+        }
+    }
+
+    fn assign_storage(&self, dst: &Storage, src: Val, span: Span) -> DResult<Vec<Stmt>> {
+        let mismatch = || {
+            Diagnostic::new(
+                span,
+                "the value does not have the type of the location it is assigned to",
+            )
+        };
+        match (dst, src) {
+            (Storage::Scalar { place, ty }, v) => {
+                Ok(vec![Stmt::Assign(place.clone(), self.coerce(v, ty, span)?)])
+            }
+            (Storage::Header { hdr, ty }, Val::Loc(Storage::Header { hdr: src, ty: sty }))
+                if *ty == sty =>
+            {
+                Ok(vec![Stmt::CopyHeader { dst: hdr.clone(), src }])
+            }
+            (Storage::Header { hdr, ty }, Val::List(items)) => {
+                // `hdr = {a, b}`: set every field and make the header valid.
+                let mut out = vec![Stmt::SetValid(hdr.clone(), true)];
+                let fields = &self.types.composites[*ty].fields;
+                if items.len() != fields.len() {
+                    return Err(mismatch());
+                }
+                for (i, ((v, s), f)) in items.into_iter().zip(fields).enumerate() {
+                    let (bit_off, width) = self.field_layout(*ty, i);
+                    let place = Place::Field { hdr: hdr.clone(), bit_off, width };
+                    out.push(Stmt::Assign(place, self.coerce(v, &f.ty, s)?));
+                }
+                Ok(out)
+            }
+            (Storage::Struct { ty, fields }, Val::Loc(Storage::Struct { ty: sty, fields: sf }))
+                if *ty == sty =>
+            {
+                let mut out = Vec::new();
+                for (d, s) in fields.iter().zip(sf) {
+                    out.extend(self.assign_storage(d, storage_val(s), span)?);
+                }
+                Ok(out)
+            }
+            (Storage::Struct { fields, .. }, Val::List(items)) => {
+                if items.len() != fields.len() {
+                    return Err(mismatch());
+                }
+                let mut out = Vec::new();
+                for (d, (v, s)) in fields.iter().zip(items) {
+                    out.extend(self.assign_storage(d, v, s)?);
+                }
+                Ok(out)
+            }
+            (Storage::Struct { ty, fields }, Val::Struct(items)) => {
+                let defs = &self.types.composites[*ty].fields;
+                if items.len() != defs.len() {
+                    return Err(mismatch());
+                }
+                let mut out = Vec::new();
+                for (name, v, s) in items {
+                    let i = defs.iter().position(|f| f.name == name).ok_or_else(|| {
+                        Diagnostic::new(
+                            s,
+                            format!("{} has no field `{name}`", self.types.composites[*ty].name),
+                        )
+                    })?;
+                    out.extend(self.assign_storage(&fields[i], v, s)?);
+                }
+                Ok(out)
+            }
+            (Storage::Stack { stack, elem }, Val::Loc(Storage::Stack { stack: src, elem: se }))
+                if *elem == se && stack.count == src.count =>
+            {
+                let mut out: Vec<Stmt> = (0..stack.count)
+                    .map(|k| Stmt::CopyHeader {
+                        dst: HdrRef::Static(stack.first + k),
+                        src: HdrRef::Static(src.first + k),
+                    })
+                    .collect();
+                out.push(Stmt::Assign(
+                    Place::Slot { slot: stack.next_slot, width: 32 },
+                    Expr::Read(Place::Slot { slot: src.next_slot, width: 32 }),
+                ));
+                Ok(out)
+            }
+            (Storage::Union { ty, members }, Val::Loc(Storage::Union { ty: sty, members: sm }))
+                if *ty == sty =>
+            {
+                let mut out = Vec::new();
+                for (d, s) in members.iter().zip(sm) {
+                    out.extend(self.assign_storage(d, Val::Loc(s), span)?);
+                }
+                Ok(out)
+            }
+            _ => Err(mismatch()),
+        }
+    }
+}
+
+/// A storage location read as a value.
+pub(crate) fn storage_val(s: Storage) -> Val {
+    match s {
+        Storage::Scalar { place, ty } => Val::Scalar { e: Expr::Read(place), ty },
+        other => Val::Loc(other),
+    }
+}

@@ -1,0 +1,493 @@
+//! Tables, extern instances, `switch`, and table-apply results.
+
+use super::expr::Val;
+use super::{Binding, Lowerer};
+use crate::ast::{self, DeclKind, ExprKind, PropertyValue};
+use crate::diag::{DResult, Span};
+use crate::ir::{self, Expr, InstanceKind, KeyMatch, MatchKind, Place, Stmt};
+use crate::types::{mask, ConstValue, Ty};
+
+impl<'a> Lowerer<'a> {
+    /// `t.apply().hit`, `.miss`, `.action_run` in an expression.
+    pub(crate) fn apply_result(
+        &mut self,
+        t: u32,
+        m: &ast::Ident,
+        pre: &mut Vec<Stmt>,
+    ) -> DResult<Val> {
+        let slot = self.prog.slot();
+        match m.name.as_str() {
+            "hit" | "miss" => {
+                pre.push(Stmt::Apply { table: t, hit_slot: Some(slot), action_slot: None });
+                let read = Expr::Read(Place::Slot { slot, width: 1 });
+                let e = if m.name == "hit" {
+                    read
+                } else {
+                    Expr::Unary { op: ir::UnOp::Not, e: Box::new(read), width: 1 }
+                };
+                Ok(Val::Scalar { e, ty: Ty::Bool })
+            }
+            "action_run" => {
+                pre.push(Stmt::Apply { table: t, hit_slot: None, action_slot: Some(slot) });
+                Ok(Val::Scalar { e: Expr::Read(Place::Slot { slot, width: 32 }), ty: Ty::Bit(32) })
+            }
+            other => self.err(m.span, format!("a table apply result has no member `{other}`")),
+        }
+    }
+
+    pub(crate) fn switch(
+        &mut self,
+        on: &ast::Expr,
+        cases: &'a [ast::SwitchCase],
+        span: Span,
+        out: &mut Vec<Stmt>,
+    ) -> DResult<()> {
+        // `switch (t.apply().action_run)`: labels are action names.
+        let mut table = None;
+        if let ExprKind::Member(call, m) = &on.kind {
+            if m.name == "action_run" {
+                if let ExprKind::Call { callee, .. } = &call.kind {
+                    if let ExprKind::Member(t, apply) = &callee.kind {
+                        if let (ExprKind::Name(tn), "apply") = (&t.kind, apply.name.as_str()) {
+                            if let Some(Binding::Table(i)) = self.lookup(&tn.name) {
+                                table = Some(i);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let value = self.expr(on, out)?;
+        let Val::Scalar { e: on_expr, ty } = value else {
+            return self.err(on.span, "switch needs a single value");
+        };
+        let mut ir_cases = Vec::new();
+        let mut default = Vec::new();
+        let mut seen_default = false;
+        for case in cases {
+            let body = match &case.body {
+                Some(b) => self.block_stmts(&b.stmts)?,
+                None => Vec::new(),
+            };
+            let mut labels = Vec::new();
+            for l in &case.labels {
+                if matches!(l.kind, ExprKind::Default) {
+                    seen_default = true;
+                    continue;
+                }
+                let v = match table {
+                    Some(t) => {
+                        let ExprKind::Name(n) = &l.kind else {
+                            return self.err(l.span, "expected an action name");
+                        };
+                        let tbl = &self.prog.tables[t as usize];
+                        let found = tbl.actions.iter().find(|&&a| {
+                            let full = &self.prog.actions[a as usize].name;
+                            full == &n.name || full.ends_with(&format!(".{}", n.name))
+                        });
+                        match found {
+                            Some(a) => *a as u128,
+                            None => {
+                                return self.err(
+                                    l.span,
+                                    format!("table {} has no action `{}`", tbl.name, n.name),
+                                )
+                            }
+                        }
+                    }
+                    None => match self.const_eval().eval(l) {
+                        Ok(ConstValue::Int(v, _)) | Ok(ConstValue::Enum(_, v)) => {
+                            v & mask(ty.scalar_width(&self.types).unwrap_or(128))
+                        }
+                        Ok(ConstValue::Error(e)) => e as u128,
+                        _ => return self.err(l.span, "switch labels must be constants"),
+                    },
+                };
+                labels.push(v);
+            }
+            if case.labels.iter().any(|l| matches!(l.kind, ExprKind::Default)) {
+                default = body;
+            } else {
+                ir_cases.push((labels, body));
+            }
+        }
+        let _ = (seen_default, span);
+        out.push(Stmt::Switch { on: on_expr, cases: ir_cases, default });
+        Ok(())
+    }
+
+    /// Declarations inside a control: actions, tables, instances, variables, constants.
+    pub(crate) fn control_local(&mut self, d: &'a ast::Decl, init: &mut Vec<Stmt>) -> DResult<()> {
+        match &d.kind {
+            DeclKind::Action { name, .. } => {
+                let a = self.lower_action(d)?;
+                self.bind(&name.name, Binding::Action(a));
+            }
+            DeclKind::Table { name, props } => {
+                let t = self.lower_table(d, name, props)?;
+                self.bind(&name.name, Binding::Table(t));
+            }
+            DeclKind::Instantiation { ty, args, name } => self.instantiate(d, ty, args, name)?,
+            DeclKind::Variable { .. } | DeclKind::Const { .. } => self.local_decl(d, init)?,
+            _ => return self.err(d.span, "this declaration is not supported inside a control"),
+        }
+        Ok(())
+    }
+
+    fn instantiate(
+        &mut self,
+        d: &'a ast::Decl,
+        ty: &ast::Type,
+        args: &[ast::Arg],
+        name: &ast::Ident,
+    ) -> DResult<()> {
+        let ast::TypeKind::Named { name: tn, args: targs } = &ty.kind else {
+            return self.err(ty.span, "expected an extern or control type");
+        };
+        if let Some(decl) = self.global(&tn.name) {
+            if matches!(decl.kind, DeclKind::Control { .. }) {
+                let qualified = format!("{}{}", self.prefix, name.name);
+                self.bind(&name.name, Binding::SubControl { decl, name: qualified });
+                return Ok(());
+            }
+        }
+        let konst = |l: &Self, k: usize| -> DResult<u32> {
+            match args.get(k) {
+                Some(a) => l.const_eval().eval_u32(&a.value, "a size"),
+                None => l.err(d.span, format!("{} needs more constructor arguments", tn.name)),
+            }
+        };
+        let enum_member = |l: &Self, k: usize| -> DResult<String> {
+            let Some(a) = args.get(k) else { return l.err(d.span, "missing argument") };
+            if let ExprKind::Member(_, m) = &a.value.kind {
+                return Ok(m.name.clone());
+            }
+            l.err(a.value.span, "expected an enum member such as CounterType.packets")
+        };
+        let kind = match tn.name.as_str() {
+            "register" => {
+                let [t] = targs.as_slice() else {
+                    return self.err(ty.span, "register needs its value type: register<bit<32>>");
+                };
+                let width = match self.resolve(t)? {
+                    Ty::Bit(w) | Ty::Int(w) if w <= 64 => w,
+                    other => {
+                        return self.err(
+                            t.span,
+                            format!(
+                                "registers of {} are not supported (bit<N>, N <= 64)",
+                                self.show(&other)
+                            ),
+                        )
+                    }
+                };
+                InstanceKind::Register { size: konst(self, 0)?, width }
+            }
+            "counter" | "direct_counter" => {
+                let which = enum_member(self, if tn.name == "counter" { 1 } else { 0 })?;
+                let packets = which != "bytes";
+                let bytes = which != "packets";
+                if tn.name == "counter" {
+                    InstanceKind::Counter { size: konst(self, 0)?, packets, bytes }
+                } else {
+                    InstanceKind::DirectCounter { packets, bytes }
+                }
+            }
+            "meter" => InstanceKind::Meter {
+                size: konst(self, 0)?,
+                bytes: enum_member(self, 1)? == "bytes",
+            },
+            "direct_meter" => InstanceKind::DirectMeter { bytes: enum_member(self, 0)? == "bytes" },
+            other => return self.err(tn.span, format!("instances of `{other}` are not supported")),
+        };
+        self.prog.instances.push(ir::Instance {
+            name: format!("{}{}", self.prefix, name.name),
+            kind,
+            annotations: d.annotations.clone(),
+        });
+        let i = self.prog.instances.len() as u32 - 1;
+        self.bind(&name.name, Binding::Instance(i));
+        Ok(())
+    }
+
+    fn lower_table(
+        &mut self,
+        d: &'a ast::Decl,
+        name: &ast::Ident,
+        props: &'a [ast::TableProperty],
+    ) -> DResult<u32> {
+        let qualified = format!("{}{}", self.prefix, name.name);
+        let mut keys = Vec::new();
+        let mut actions = Vec::new();
+        let mut default_only = Vec::new();
+        let mut table_only = Vec::new();
+        let mut default = None;
+        let mut default_is_const = false;
+        let mut entries_prop = None;
+        let mut size = 1024;
+        let mut direct_counter = None;
+        let mut direct_meter = None;
+        for p in props {
+            match (p.name.name.as_str(), &p.value) {
+                ("key", PropertyValue::Key(ks)) => {
+                    for k in ks {
+                        let mut pre = Vec::new();
+                        let (value, ty) = self.scalar_typed(&k.expr, &mut pre)?;
+                        if !pre.is_empty() {
+                            return self
+                                .err(k.expr.span, "table keys cannot call tables or functions");
+                        }
+                        let width = ty
+                            .scalar_width(&self.types)
+                            .ok_or_else(|| self.diag(k.expr.span, "a key needs a width"))?;
+                        let kind = match k.match_kind.name.as_str() {
+                            "exact" => MatchKind::Exact,
+                            "lpm" => MatchKind::Lpm,
+                            "ternary" => MatchKind::Ternary,
+                            "range" => MatchKind::Range,
+                            "optional" => MatchKind::Optional,
+                            other => {
+                                return self.err(
+                                    k.match_kind.span,
+                                    format!("match kind `{other}` is not supported"),
+                                )
+                            }
+                        };
+                        let key_name =
+                            name_annotation(&k.annotations).unwrap_or_else(|| key_text(&k.expr));
+                        keys.push(ir::TableKey { name: key_name, value, width, kind });
+                    }
+                }
+                ("actions", PropertyValue::Actions(list)) => {
+                    for a in list {
+                        let idx = self.action_by_ref(&a.name)?;
+                        actions.push(idx);
+                        default_only
+                            .push(a.annotations.iter().any(|x| x.name.name == "defaultonly"));
+                        table_only.push(a.annotations.iter().any(|x| x.name.name == "tableonly"));
+                    }
+                }
+                ("default_action", PropertyValue::Actions(list)) => {
+                    default = list.first();
+                    default_is_const = p.is_const;
+                }
+                ("entries", PropertyValue::Entries(es)) => entries_prop = Some((es, p.is_const)),
+                ("size", PropertyValue::Expr(e)) => {
+                    size = self.const_eval().eval_u32(e, "a table size")?
+                }
+                ("counters", PropertyValue::Expr(e)) => direct_counter = Some(expr_name(e)),
+                ("meters", PropertyValue::Expr(e)) => direct_meter = Some(expr_name(e)),
+                ("implementation", _) => {
+                    return self.err(
+                        p.name.span,
+                        "action profiles and selectors (`implementation`) are not supported yet",
+                    )
+                }
+                _ => {} // other properties (support_timeout, ...) carry no semantics here
+            }
+        }
+        if actions.is_empty() {
+            return self.err(name.span, format!("table {} has no actions", name.name));
+        }
+        let (default_action, default_args) = match default {
+            Some(a) => {
+                let idx = self.action_by_ref(&a.name)?;
+                if !actions.contains(&idx) {
+                    return self
+                        .err(a.span, "the default action must be one of the table's actions");
+                }
+                (idx, self.const_args(idx, &a.args, a.span)?)
+            }
+            None => {
+                let noaction = self
+                    .global("NoAction")
+                    .ok_or_else(|| self.diag(name.span, "NoAction is not declared"))?;
+                (self.lower_action(noaction)?, Vec::new())
+            }
+        };
+        let tableconfig = d
+            .annotations
+            .iter()
+            .find(|a| a.name.name == "tableconfig")
+            .map(|a| annotation_text(&a.body));
+        let mut table = ir::Table {
+            name: qualified,
+            keys,
+            actions,
+            default_only,
+            table_only,
+            default_action,
+            default_args,
+            default_is_const,
+            const_entries: Vec::new(),
+            entries_are_const: false,
+            size,
+            direct_counter,
+            direct_meter,
+            tableconfig,
+            annotations: d.annotations.clone(),
+        };
+        if let Some((es, is_const)) = entries_prop {
+            table.entries_are_const = is_const;
+            for e in es {
+                table.const_entries.push(self.const_entry(&table, e)?);
+            }
+        }
+        self.prog.tables.push(table);
+        Ok(self.prog.tables.len() as u32 - 1)
+    }
+
+    fn action_by_ref(&mut self, e: &ast::Expr) -> DResult<u32> {
+        let (ExprKind::Name(n) | ExprKind::TopName(n)) = &e.kind else {
+            return self.err(e.span, "expected an action name");
+        };
+        match self.lookup(&n.name) {
+            Some(Binding::Action(a)) => Ok(a),
+            _ => match self.global(&n.name) {
+                Some(d) if matches!(d.kind, DeclKind::Action { .. }) => self.lower_action(d),
+                _ => self.err(n.span, format!("no action named `{}`", n.name)),
+            },
+        }
+    }
+
+    fn const_args(&self, action: u32, args: &[ast::Arg], span: Span) -> DResult<Vec<u128>> {
+        let params = &self.prog.actions[action as usize].params;
+        if args.len() != params.len() {
+            return self.err(
+                span,
+                format!(
+                    "{} takes {} arguments, {} given",
+                    self.prog.actions[action as usize].name,
+                    params.len(),
+                    args.len()
+                ),
+            );
+        }
+        args.iter()
+            .zip(params)
+            .map(|(a, p)| match self.const_eval().eval(&a.value)? {
+                ConstValue::Int(v, _) | ConstValue::Enum(_, v) => Ok(v & mask(p.width)),
+                ConstValue::Bool(b) => Ok(b as u128),
+                _ => self.err(a.value.span, "action arguments in a table must be constants"),
+            })
+            .collect()
+    }
+
+    fn const_entry(&mut self, t: &ir::Table, e: &ast::Entry) -> DResult<ir::ConstEntry> {
+        if e.keyset.len() != t.keys.len() {
+            return self.err(
+                e.span,
+                format!(
+                    "the entry has {} keys, table {} has {}",
+                    e.keyset.len(),
+                    t.name,
+                    t.keys.len()
+                ),
+            );
+        }
+        let mut keys = Vec::new();
+        for (k, x) in t.keys.iter().zip(&e.keyset) {
+            keys.push(self.key_match(k, x)?);
+        }
+        let action = self.action_by_ref(&e.action.name)?;
+        if !t.actions.contains(&action) {
+            return self.err(e.action.span, format!("table {} has no such action", t.name));
+        }
+        let args = self.const_args(action, &e.action.args, e.action.span)?;
+        let priority =
+            e.priority.as_ref().map(|p| self.const_eval().eval_u32(p, "a priority")).transpose()?;
+        Ok(ir::ConstEntry { keys, priority, action, args })
+    }
+
+    /// A constant key or select value, truncated to the key's width.
+    pub(crate) fn key_value(&self, e: &ast::Expr, width: u32) -> DResult<u128> {
+        match self.const_eval().eval(e)? {
+            ConstValue::Int(v, _) | ConstValue::Enum(_, v) => Ok(v & mask(width)),
+            ConstValue::Bool(b) => Ok(b as u128),
+            ConstValue::Error(c) => Ok(c as u128),
+            ConstValue::Str(_) => self.err(e.span, "a key cannot be a string"),
+        }
+    }
+
+    fn key_match(&self, k: &ir::TableKey, x: &ast::Expr) -> DResult<KeyMatch> {
+        let full = mask(k.width);
+        let value = |e: &ast::Expr| self.key_value(e, k.width);
+        Ok(match &x.kind {
+            ExprKind::DontCare | ExprKind::Default => match k.kind {
+                MatchKind::Range => KeyMatch::Range { lo: 0, hi: full },
+                MatchKind::Lpm => KeyMatch::Prefix { value: 0, len: 0 },
+                _ => KeyMatch::Mask { value: 0, mask: 0 },
+            },
+            ExprKind::Mask(v, m) => {
+                let (v, m) = (value(v)?, value(m)?);
+                if k.kind == MatchKind::Lpm {
+                    let len = m.count_ones();
+                    if m != (full ^ mask(k.width - len)) {
+                        return self.err(x.span, "an lpm mask must be a prefix");
+                    }
+                    KeyMatch::Prefix { value: v & m, len }
+                } else {
+                    KeyMatch::Mask { value: v & m, mask: m }
+                }
+            }
+            ExprKind::Range(lo, hi) => KeyMatch::Range { lo: value(lo)?, hi: value(hi)? },
+            _ => {
+                let v = value(x)?;
+                match k.kind {
+                    MatchKind::Lpm => KeyMatch::Prefix { value: v, len: k.width },
+                    MatchKind::Range => KeyMatch::Range { lo: v, hi: v },
+                    _ => KeyMatch::Mask { value: v, mask: full },
+                }
+            }
+        })
+    }
+}
+
+/// The `@name("...")` of a declaration or key, if any.
+pub(crate) fn name_annotation(annotations: &[ast::Annotation]) -> Option<String> {
+    annotations.iter().find(|a| a.name.name == "name").and_then(|a| {
+        match a.body.first().map(|t| &t.tok) {
+            Some(crate::lexer::Tok::Str(s)) => Some(s.clone()),
+            _ => None,
+        }
+    })
+}
+
+/// An annotation body as text (`store="dynamic", locked=true`).
+pub(crate) fn annotation_text(body: &[crate::lexer::Token]) -> String {
+    use crate::lexer::Tok;
+    let mut s = String::new();
+    for t in body {
+        match &t.tok {
+            Tok::Ident(n) => s.push_str(n),
+            Tok::Int { value, .. } => s.push_str(&value.to_string()),
+            Tok::Str(v) => {
+                s.push('"');
+                s.push_str(v);
+                s.push('"');
+            }
+            Tok::Punct(p) => s.push_str(p),
+            _ => {}
+        }
+    }
+    s
+}
+
+fn expr_name(e: &ast::Expr) -> String {
+    key_text(e)
+}
+
+/// How a key expression reads (`hdr.ipv4.dstAddr`): the name P4Info gives it.
+pub(crate) fn key_text(e: &ast::Expr) -> String {
+    match &e.kind {
+        ExprKind::Name(n) | ExprKind::TopName(n) => n.name.clone(),
+        ExprKind::Member(b, m) => format!("{}.{}", key_text(b), m.name),
+        ExprKind::Index(b, i) => format!("{}[{}]", key_text(b), key_text(i)),
+        ExprKind::Int { value, .. } => value.to_string(),
+        ExprKind::Slice { base, hi, lo } => {
+            format!("{}[{}:{}]", key_text(base), key_text(hi), key_text(lo))
+        }
+        ExprKind::Call { callee, .. } => format!("{}()", key_text(callee)),
+        _ => "key".to_string(),
+    }
+}

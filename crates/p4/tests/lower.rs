@@ -1,0 +1,115 @@
+//! Checking and lowering: what a program becomes, and the errors bad programs get.
+
+use hotplane_p4::diag::SourceMap;
+use hotplane_p4::ir::{Extern, KeyMatch, MatchKind, Stmt, Transition};
+use hotplane_p4::preprocess::BuiltinOnly;
+
+fn check(src: &str) -> Result<hotplane_p4::ir::Program, String> {
+    let mut sources = SourceMap::default();
+    hotplane_p4::check_program(&mut sources, &mut BuiltinOnly, "t.p4", src, &[])
+        .map_err(|e| e.to_string())
+}
+
+fn walk<'a>(stmts: &'a [Stmt], out: &mut Vec<&'a Stmt>) {
+    for s in stmts {
+        out.push(s);
+        match s {
+            Stmt::If(_, a, b) => {
+                walk(a, out);
+                walk(b, out);
+            }
+            Stmt::Scope(a) => walk(a, out),
+            Stmt::Switch { cases, default, .. } => {
+                for (_, b) in cases {
+                    walk(b, out);
+                }
+                walk(default, out);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn all(stmts: &[Stmt]) -> Vec<&Stmt> {
+    let mut v = Vec::new();
+    walk(stmts, &mut v);
+    v
+}
+
+const BASIC: &str = include_str!("../../../tests/p4/basic.p4");
+
+#[test]
+fn basic_lowers_to_the_expected_pipeline() {
+    let p = check(BASIC).unwrap();
+    let names: Vec<(&str, u32)> = p.headers.iter().map(|h| (h.name.as_str(), h.bytes)).collect();
+    assert_eq!(names, [("hdr.ethernet", 14), ("hdr.ipv4", 20)]);
+    assert_eq!(
+        p.states.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ["start", "parse_ethernet", "parse_ipv4"]
+    );
+    let Transition::Select { keys, cases } = &p.states[1].transition else {
+        panic!("select expected")
+    };
+    assert_eq!(keys[0].width, 16);
+    assert_eq!(cases[0].0, vec![KeyMatch::Mask { value: 0x800, mask: 0xffff }]);
+    assert_eq!(p.tables.len(), 1);
+    let t = &p.tables[0];
+    assert_eq!(t.name, "MyIngress.ipv4_lpm");
+    assert_eq!(
+        (t.keys[0].name.as_str(), t.keys[0].width, t.keys[0].kind),
+        ("hdr.ipv4.dstAddr", 32, MatchKind::Lpm)
+    );
+    let actions: Vec<&str> =
+        t.actions.iter().map(|&a| p.actions[a as usize].name.as_str()).collect();
+    assert_eq!(actions, ["MyIngress.ipv4_forward", "MyIngress.drop", "NoAction"]);
+    assert_eq!(p.actions[t.default_action as usize].name, "MyIngress.drop");
+    let fwd = &p.actions[t.actions[0] as usize];
+    assert_eq!(
+        fwd.params.iter().map(|x| (x.name.as_str(), x.width)).collect::<Vec<_>>(),
+        [("dstAddr", 48), ("port", 9)]
+    );
+    assert!(all(&p.ingress).iter().any(|s| matches!(s, Stmt::Apply { table: 0, .. })));
+    let sums: Vec<_> = all(&p.compute_checksum)
+        .into_iter()
+        .filter_map(|s| match s {
+            Stmt::Extern(Extern::Checksum { data, verify: false, .. }) => Some(data.len()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sums, [11]);
+    let emits =
+        all(&p.deparser).iter().filter(|s| matches!(s, Stmt::Extern(Extern::Emit(_)))).count();
+    assert_eq!(emits, 2);
+}
+
+#[test]
+fn bad_programs_get_clear_errors() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "bit<8> x = hdr.ethernet.etherType;",
+            "expected a value of type bit<8>, found bit<16>",
+            "assignment width",
+        ),
+        (
+            "hdr.ipv4.ttl = hdr.ipv4.ttl + hdr.ethernet.etherType;",
+            "different types: bit<8> and bit<16>",
+            "operand widths",
+        ),
+        ("nosuch.apply();", "`nosuch` is not declared", "unknown name"),
+        ("if (hdr.ipv4.ttl) { }", "a condition must be bool", "condition type"),
+        ("hdr.ipv4.nofield = 1;", "ipv4_t has no field `nofield`", "unknown field"),
+        ("bit<8> y = hdr.ipv4.ttl[9:2];", "slice [9:2] is out of range", "slice range"),
+        ("ipv4_forward(1);", "takes 2 arguments, 1 given", "argument count"),
+    ];
+    for (stmt, want, what) in cases {
+        let src = BASIC.replacen("ipv4_lpm.apply();", &format!("ipv4_lpm.apply(); {stmt}"), 1);
+        let err = check(&src).expect_err(what);
+        assert!(err.contains(want), "{what}: {err}");
+        assert!(err.contains("t.p4:"), "{what}: no position in {err}");
+    }
+    let src = BASIC
+        .replace("ipv4_forward;\n            drop;", "ipv4_forward;\n            no_such_action;");
+    assert!(check(&src).unwrap_err().contains("no action named `no_such_action`"));
+    let src = BASIC.replace("V1Switch(", "V1Switch(\n    MyParser(),");
+    assert!(check(&src).unwrap_err().contains("V1Switch takes 6 blocks, 7 given"));
+}
