@@ -95,8 +95,15 @@ if [ "$FUZZ_SECONDS" != 0 ]; then
     # leak checker does not scan: leak reports from lua_source are false positives.
     extra=()
     asan="${ASAN_OPTIONS:-}"
+    # Programs the repository already has seed their fuzzers; libFuzzer only writes to the first
+    # corpus directory, so these are read, never changed.
+    seeds=("fuzz/seeds/$target")
+    case "$target" in
+      lua_source) seeds+=(examples/lua) ;;
+      p4_source) seeds+=(tests/p4) ;;
+    esac
     if [ "$target" = lua_source ]; then extra=(-detect_leaks=0); asan="detect_leaks=0"; fi
-    if ! ASAN_OPTIONS="$asan" RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" --fuzz-dir fuzz "fuzz/corpus/$target" "fuzz/seeds/$target" \
+    if ! ASAN_OPTIONS="$asan" RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" --fuzz-dir fuzz "fuzz/corpus/$target" "${seeds[@]}" \
       -- -max_total_time="$FUZZ_SECONDS" "${extra[@]}" >"$log" 2>&1; then
       tail -n 60 "$log" >&2
       echo "fuzz target $target failed; the crashing input is under fuzz/artifacts/$target/" >&2

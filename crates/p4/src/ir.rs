@@ -161,12 +161,6 @@ pub enum Expr {
     PacketLength,
 }
 
-impl Expr {
-    pub fn konst(v: u128) -> Expr {
-        Expr::Const(v)
-    }
-}
-
 /// One value of a field list (hash, checksum, digest data), with its width.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ListItem {
@@ -275,6 +269,8 @@ pub enum Stmt {
         src: HdrRef,
     },
     If(Expr, Vec<Stmt>, Vec<Stmt>),
+    /// A nested block (an inlined call's copy-in, body and copy-out).
+    Block(Vec<Stmt>),
     /// A function or action body: `return` ends it.
     Scope(Vec<Stmt>),
     Exit,
@@ -284,11 +280,6 @@ pub enum Stmt {
         table: u32,
         hit_slot: Option<SlotId>,
         action_slot: Option<SlotId>,
-    },
-    /// Run action `action` with argument values (a direct call).
-    Call {
-        action: u32,
-        args: Vec<Expr>,
     },
     Switch {
         on: Expr,

@@ -18,7 +18,7 @@ fn walk<'a>(stmts: &'a [Stmt], out: &mut Vec<&'a Stmt>) {
                 walk(a, out);
                 walk(b, out);
             }
-            Stmt::Scope(a) => walk(a, out),
+            Stmt::Scope(a) | Stmt::Block(a) => walk(a, out),
             Stmt::Switch { cases, default, .. } => {
                 for (_, b) in cases {
                     walk(b, out);
@@ -112,4 +112,35 @@ fn bad_programs_get_clear_errors() {
     assert!(check(&src).unwrap_err().contains("no action named `no_such_action`"));
     let src = BASIC.replace("V1Switch(", "V1Switch(\n    MyParser(),");
     assert!(check(&src).unwrap_err().contains("V1Switch takes 6 blocks, 7 given"));
+}
+
+#[test]
+fn functions_registers_and_hash_lower_once() {
+    let src = BASIC
+        .replacen(
+            "control MyIngress(",
+            "bool small(in bit<8> x) { return x < 10; }\ncontrol MyIngress(",
+            1,
+        )
+        .replacen(
+            "action drop() {",
+            "register<bit<32>>(16) seen;\n    action drop() {",
+            1,
+        )
+        .replacen(
+            "ipv4_lpm.apply();",
+            "ipv4_lpm.apply();\n            if (small(hdr.ipv4.ttl)) { drop(); }\n            \
+             bit<16> h;\n            hash(h, HashAlgorithm.crc16, 0, { hdr.ipv4.srcAddr }, 1024);\n            \
+             seen.write((bit<32>) h, hdr.ipv4.srcAddr);",
+            1,
+        );
+    let p = check(&src).unwrap();
+    let stmts = all(&p.ingress);
+    // The function's `return` writes a bool result that the `if` reads.
+    assert!(stmts.iter().any(|s| matches!(s, Stmt::Return)));
+    let hashes = stmts.iter().filter(|s| matches!(s, Stmt::Extern(Extern::Hash { .. }))).count();
+    let writes =
+        stmts.iter().filter(|s| matches!(s, Stmt::Extern(Extern::RegisterWrite { .. }))).count();
+    assert_eq!((hashes, writes), (1, 1));
+    assert_eq!(p.instances[0].name, "MyIngress.seen");
 }

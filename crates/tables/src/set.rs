@@ -136,7 +136,24 @@ impl Table {
             MatchSpec::Exact(v) => {
                 Some(TernaryMatch::Mask { value: v.clone(), mask: vec![0xff; v.len()] })
             }
-            MatchSpec::Lpm { .. } => None,
+            MatchSpec::Lpm { prefix, len } => {
+                let mask = (0..prefix.len())
+                    .map(|i| {
+                        let bits = len.saturating_sub(i as u32 * 8).min(8);
+                        (0xffu16 << (8 - bits)) as u8
+                    })
+                    .collect();
+                Some(TernaryMatch::Mask { value: prefix.clone(), mask })
+            }
+        }
+    }
+
+    /// An LPM table takes a prefix, or an exact key as its full-length prefix.
+    fn lpm(m: &MatchSpec) -> Option<(&[u8], u32)> {
+        match m {
+            MatchSpec::Lpm { prefix, len } => Some((prefix, *len)),
+            MatchSpec::Exact(k) => Some((k, k.len() as u32 * 8)),
+            MatchSpec::Ternary { .. } | MatchSpec::Range { .. } => None,
         }
     }
 
@@ -150,8 +167,10 @@ impl Table {
         let a = self.action(action)?;
         match (self, m) {
             (Table::Exact(t), MatchSpec::Exact(k)) => t.insert(k, a, data),
-            (Table::Lpm(t), MatchSpec::Lpm { prefix, len }) => t.insert(prefix, *len, a, data),
-            (Table::Lpm(t), MatchSpec::Exact(k)) => t.insert(k, k.len() as u32 * 8, a, data),
+            (Table::Lpm(t), m) => match Self::lpm(m) {
+                Some((prefix, len)) => t.insert(prefix, len, a, data),
+                None => Err(self.kind_mismatch(m)),
+            },
             (Table::Ternary(t), m) => match Self::ternary(m) {
                 Some(tm) => t.insert(tm, priority, a, data),
                 None => Err(self.kind_mismatch(m)),
@@ -170,7 +189,10 @@ impl Table {
         let a = self.action(action)?;
         match (self, m) {
             (Table::Exact(t), MatchSpec::Exact(k)) => t.modify(k, a, data),
-            (Table::Lpm(t), MatchSpec::Lpm { prefix, len }) => t.modify(prefix, *len, a, data),
+            (Table::Lpm(t), m) => match Self::lpm(m) {
+                Some((prefix, len)) => t.modify(prefix, len, a, data),
+                None => Err(self.kind_mismatch(m)),
+            },
             (Table::Ternary(t), m) => match Self::ternary(m) {
                 Some(tm) => t.modify(&tm, priority, a, data),
                 None => Err(self.kind_mismatch(m)),
@@ -182,7 +204,10 @@ impl Table {
     pub fn delete(&self, m: &MatchSpec, priority: u32) -> Result<(), TableError> {
         match (self, m) {
             (Table::Exact(t), MatchSpec::Exact(k)) => t.delete(k),
-            (Table::Lpm(t), MatchSpec::Lpm { prefix, len }) => t.delete(prefix, *len),
+            (Table::Lpm(t), m) => match Self::lpm(m) {
+                Some((prefix, len)) => t.delete(prefix, len),
+                None => Err(self.kind_mismatch(m)),
+            },
             (Table::Ternary(t), m) => match Self::ternary(m) {
                 Some(tm) => t.delete(&tm, priority),
                 None => Err(self.kind_mismatch(m)),

@@ -331,3 +331,30 @@ fn bad_input_is_refused_and_changes_nothing() {
     bad.size = 0;
     assert!(bad.validate().is_err());
 }
+
+#[test]
+fn match_specs_convert_the_same_way_for_every_operation() {
+    let q = Qsbr::new();
+    let set = TableSet::new();
+    let lpm = set
+        .create(TableConfig::new("l", MatchKind::Lpm, 16, 8).with_actions(actions()), &q)
+        .unwrap();
+    // An exact key is an LPM table's full-length prefix for insert, modify and delete alike.
+    let full = MatchSpec::Exact(vec![0x12, 0x34]);
+    lpm.insert(&full, 0, "set", &[1]).unwrap();
+    lpm.modify(&full, 0, "set", &[2]).unwrap();
+    let reader = q.register("specs");
+    let g = reader.guard();
+    assert_eq!(lpm.lookup(&[0x12, 0x34], &g).map(|e| e.word(0)), Some(2));
+    lpm.delete(&full, 0).unwrap();
+    assert!(lpm.is_empty());
+
+    // A prefix in a ternary table is the mask of its leading bits.
+    let ter = set
+        .create(TableConfig::new("t", MatchKind::Ternary, 16, 8).with_actions(actions()), &q)
+        .unwrap();
+    ter.insert(&MatchSpec::Lpm { prefix: vec![0xa0, 0], len: 3 }, 1, "set", &[7]).unwrap();
+    let g = reader.guard();
+    assert_eq!(ter.lookup(&[0xbf, 0xff], &g).map(|e| e.word(0)), Some(7));
+    assert!(ter.lookup(&[0xc0, 0], &g).is_none());
+}

@@ -167,7 +167,7 @@ impl<'a> Lowerer<'a> {
         }
         body.push(Stmt::Scope(action.body));
         body.extend(copy_out);
-        pre.push(Stmt::If(Expr::Const(1), body, Vec::new()));
+        pre.push(Stmt::Block(body));
         Ok(())
     }
 
@@ -198,7 +198,7 @@ impl<'a> Lowerer<'a> {
         let ret_place = match &ret_ty {
             Ty::Void => None,
             t => match self.alloc(t, &format!("{}.return", name.name), name.span)? {
-                Storage::Scalar { place, .. } => Some(place),
+                Storage::Scalar { place, ty } => Some((place, ty)),
                 _ => {
                     return self.err(
                         ret.span,
@@ -237,7 +237,7 @@ impl<'a> Lowerer<'a> {
         let mut all = prologue;
         all.push(Stmt::Scope(lowered?));
         all.extend(epilogue);
-        pre.push(Stmt::If(Expr::Const(1), all, Vec::new()));
-        Ok(ret_place.map(|p| Val::Scalar { e: Expr::Read(p), ty: ret_ty }))
+        pre.push(Stmt::Block(all));
+        Ok(ret_place.map(|(p, ty)| Val::Scalar { e: Expr::Read(p), ty }))
     }
 }

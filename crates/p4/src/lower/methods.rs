@@ -236,10 +236,10 @@ impl<'a> Lowerer<'a> {
                 want(2)?;
                 let index = self.index_arg(&args[0].value, pre)?;
                 let v = self.expr(&args[1].value, pre)?;
-                let value = self.coerce(v, &Ty::Bit(*width), args[1].value.span).or_else(|_| {
-                    let v = self.expr(&args[1].value, pre)?;
-                    self.coerce(v, &Ty::Int(*width), args[1].value.span)
-                })?;
+                // register<int<N>> takes signed values, register<bit<N>> unsigned ones.
+                let signed = matches!(v, Val::Scalar { ty: Ty::Int(_), .. });
+                let ty = if signed { Ty::Int(*width) } else { Ty::Bit(*width) };
+                let value = self.coerce(v, &ty, args[1].value.span)?;
                 Extern::RegisterWrite { reg: i, index, value }
             }
             (InstanceKind::Counter { .. }, "count") => {
@@ -397,16 +397,10 @@ impl<'a> Lowerer<'a> {
                 let dst = self.out_place(a(0)?, 0, pre)?;
                 let algo = self.hash_algo(a(1)?, pre)?;
                 let base = self.scalar(a(2)?, pre)?;
-                let base = self.to_width(base, dst.width(), a(2)?.span).or_else(|_| {
-                    let b = self.scalar(a(2)?, pre)?;
-                    self.to_width(b, 64, a(2)?.span)
-                })?;
+                let base = self.widen(base, a(2)?.span)?;
                 let data = self.field_list(a(3)?, pre)?;
                 let max = self.scalar(a(4)?, pre)?;
-                let max = self.to_width(max, 64, a(4)?.span).or_else(|_| {
-                    let m = self.scalar(a(4)?, pre)?;
-                    self.widen(m, a(4)?.span)
-                })?;
+                let max = self.widen(max, a(4)?.span)?;
                 Extern::Hash { dst, algo, base, data, max }
             }
             "verify_checksum"
@@ -488,9 +482,12 @@ impl<'a> Lowerer<'a> {
         Ok(None)
     }
 
-    /// Any unsigned scalar as 64 bits.
+    /// An unsigned value of at most 64 bits (or a literal), as 64 bits: hash's base and max.
     fn widen(&self, v: Val, span: Span) -> DResult<Expr> {
         match v {
+            Val::Scalar { e: Expr::Const(c), ty: Ty::InfInt } if c <= u64::MAX as u128 => {
+                Ok(Expr::Const(c))
+            }
             Val::Scalar { e, ty: Ty::Bit(w) } if w <= 64 => {
                 Ok(Expr::Cast { e: Box::new(e), from: w, signed: false, to: 64 })
             }

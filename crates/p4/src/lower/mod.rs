@@ -66,8 +66,8 @@ pub(crate) struct Lowerer<'a> {
     /// Qualified name prefix of the control being lowered (`MyIngress.`).
     prefix: String,
     pub block: BlockKind,
-    /// Where `return expr;` stores its value inside an inlined function.
-    return_target: Vec<Option<Place>>,
+    /// Where `return expr;` stores its value inside an inlined function, and its type.
+    return_target: Vec<Option<(Place, Ty)>>,
     /// Lowered top-level actions (by name) so that each is lowered once.
     global_actions: HashMap<String, u32>,
     inline_depth: usize,

@@ -19,9 +19,7 @@ impl<'a> Lowerer<'a> {
     pub(crate) fn stmt(&mut self, s: &'a ast::Stmt, out: &mut Vec<Stmt>) -> DResult<()> {
         match &s.kind {
             StmtKind::Empty => {}
-            StmtKind::Block(b) => {
-                out.push(Stmt::If(Expr::Const(1), self.block_stmts(&b.stmts)?, Vec::new()))
-            }
+            StmtKind::Block(b) => out.push(Stmt::Block(self.block_stmts(&b.stmts)?)),
             StmtKind::Assign { lhs, rhs } => {
                 let dst = self.lvalue(lhs, out)?;
                 let src = self.expr(rhs, out)?;
@@ -38,10 +36,9 @@ impl<'a> Lowerer<'a> {
                 let stmts = self.assign(&dst, src, s.span)?;
                 out.extend(stmts);
             }
+            // A value-returning call used as a statement runs for its effects.
             StmtKind::Call(e) => {
-                if let Some(Val::Scalar { .. }) = self.call(e, out)? {
-                    // A value-returning call used as a statement: its effects are what matter.
-                }
+                self.call(e, out)?;
             }
             StmtKind::If { cond, then, els } => {
                 let c = self.condition(cond, out)?;
@@ -55,9 +52,8 @@ impl<'a> Lowerer<'a> {
             StmtKind::Exit => out.push(Stmt::Exit),
             StmtKind::Return(value) => {
                 match (value, self.return_target.last().cloned()) {
-                    (Some(v), Some(Some(place))) => {
+                    (Some(v), Some(Some((place, ty)))) => {
                         let val = self.expr(v, out)?;
-                        let ty = self.place_ty(&place);
                         let e = self.coerce(val, &ty, v.span)?;
                         out.push(Stmt::Assign(place, e));
                     }
@@ -71,7 +67,7 @@ impl<'a> Lowerer<'a> {
                 }
                 out.push(Stmt::Return);
             }
-            StmtKind::Switch { expr, cases } => self.switch(expr, cases, s.span, out)?,
+            StmtKind::Switch { expr, cases } => self.switch(expr, cases, out)?,
             StmtKind::Decl(d) => self.local_decl(d, out)?,
         }
         Ok(())
@@ -83,10 +79,6 @@ impl<'a> Lowerer<'a> {
         let r = self.stmt(s, &mut out);
         self.pop_scope();
         r.map(|_| out)
-    }
-
-    fn place_ty(&self, place: &Place) -> Ty {
-        Ty::Bit(place.width())
     }
 
     pub(crate) fn local_decl(&mut self, d: &'a ast::Decl, out: &mut Vec<Stmt>) -> DResult<()> {

@@ -39,7 +39,6 @@ impl<'a> Lowerer<'a> {
         &mut self,
         on: &ast::Expr,
         cases: &'a [ast::SwitchCase],
-        span: Span,
         out: &mut Vec<Stmt>,
     ) -> DResult<()> {
         // `switch (t.apply().action_run)`: labels are action names.
@@ -63,7 +62,6 @@ impl<'a> Lowerer<'a> {
         };
         let mut ir_cases = Vec::new();
         let mut default = Vec::new();
-        let mut seen_default = false;
         for case in cases {
             let body = match &case.body {
                 Some(b) => self.block_stmts(&b.stmts)?,
@@ -72,7 +70,6 @@ impl<'a> Lowerer<'a> {
             let mut labels = Vec::new();
             for l in &case.labels {
                 if matches!(l.kind, ExprKind::Default) {
-                    seen_default = true;
                     continue;
                 }
                 let v = match table {
@@ -111,7 +108,6 @@ impl<'a> Lowerer<'a> {
                 ir_cases.push((labels, body));
             }
         }
-        let _ = (seen_default, span);
         out.push(Stmt::Switch { on: on_expr, cases: ir_cases, default });
         Ok(())
     }
@@ -275,8 +271,8 @@ impl<'a> Lowerer<'a> {
                 ("size", PropertyValue::Expr(e)) => {
                     size = self.const_eval().eval_u32(e, "a table size")?
                 }
-                ("counters", PropertyValue::Expr(e)) => direct_counter = Some(expr_name(e)),
-                ("meters", PropertyValue::Expr(e)) => direct_meter = Some(expr_name(e)),
+                ("counters", PropertyValue::Expr(e)) => direct_counter = Some(key_text(e)),
+                ("meters", PropertyValue::Expr(e)) => direct_meter = Some(key_text(e)),
                 ("implementation", _) => {
                     return self.err(
                         p.name.span,
@@ -471,10 +467,6 @@ pub(crate) fn annotation_text(body: &[crate::lexer::Token]) -> String {
         }
     }
     s
-}
-
-fn expr_name(e: &ast::Expr) -> String {
-    key_text(e)
 }
 
 /// How a key expression reads (`hdr.ipv4.dstAddr`): the name P4Info gives it.
