@@ -14,6 +14,8 @@ pub mod gen;
 pub mod inband;
 pub mod lua_cmd;
 pub mod netlab;
+pub mod p4_cmd;
+pub mod p4_stage;
 pub mod plot;
 pub mod runtime;
 pub mod stages;

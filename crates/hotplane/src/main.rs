@@ -130,6 +130,11 @@ enum Cmd {
         #[command(subcommand)]
         op: LuaCmd,
     },
+    /// P4_16 (v1model) programs: check, run STF tests.
+    P4 {
+        #[command(subcommand)]
+        op: P4Cmd,
+    },
     /// Match-action tables of a running data plane: list, dump, add, modify, del, clear,
     /// default.
     Table {
@@ -332,6 +337,28 @@ impl LuaOpts {
 }
 
 #[derive(Subcommand)]
+enum P4Cmd {
+    /// Compile a program; list its tables and externs.
+    Check {
+        program: PathBuf,
+        /// Further directories to search for #include files.
+        #[arg(long = "include", short = 'I')]
+        include: Vec<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a p4c Simple Test Framework file against a program; exit 0 when it passes.
+    Stf {
+        program: PathBuf,
+        stf: PathBuf,
+        #[arg(long = "include", short = 'I')]
+        include: Vec<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum LuaCmd {
     /// Compile a function file as the data plane would; report errors, sizes and compile time.
     Check {
@@ -462,6 +489,9 @@ enum BenchCmd {
         #[arg(long, default_value = ".")]
         out: PathBuf,
     },
+    /// A P4 program as the `pre` stage on mem ports (pre-built 64-byte frames), next to l2fwd
+    /// on the same ports in the same run.
+    P4(hotplane::bench::p4::Opts),
     /// Writable tables: in-place read-modify-write (swap action) over table sizes, static and
     /// dynamic storage, locked and unlocked, 1 and 2 workers; digest / change / pointer update
     /// methods; LPM and ternary lookup times. Writes tables.csv and tables.png to --out.
@@ -688,6 +718,14 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Ebpf { op } => ebpf(op),
         Cmd::Lua { op } => lua(op),
+        Cmd::P4 { op } => match op {
+            P4Cmd::Check { program, include, json } => {
+                hotplane::p4_cmd::check(&program, &include, json)
+            }
+            P4Cmd::Stf { program, stf, include, json } => {
+                hotplane::p4_cmd::stf(&program, &stf, &include, json)
+            }
+        },
         Cmd::Table { socket, op } => {
             use hotplane_control::api::Request as R;
             let req = match op {
@@ -715,6 +753,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                     json,
                 })
             }
+            BenchCmd::P4(o) => hotplane::bench::p4::run(&o),
             BenchCmd::Tables {
                 json,
                 min_log2,

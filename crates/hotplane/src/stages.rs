@@ -74,6 +74,15 @@ pub enum StageSpec {
         #[serde(default)]
         value_at: Option<u16>,
     },
+    /// A P4_16 v1model program compiled at load time; `entries` is a runtime JSON file of
+    /// table entries (p4lang tutorials' format); `include` adds #include directories.
+    P4 {
+        program: String,
+        #[serde(default)]
+        entries: Option<String>,
+        #[serde(default)]
+        include: Vec<String>,
+    },
     /// A Lua function (`file` or inline `source`) that returns `function(pkt)`; see docs/lua.md.
     /// `jit = false` runs it in the interpreter; `opt` is LuaJIT's optimisation level 0..3.
     Lua {
@@ -114,6 +123,8 @@ pub struct BuildCx<'a> {
     pub ebpf: &'a EbpfEnv,
     pub lua: &'a Arc<hotplane_lua::LuaRuntime>,
     pub tables: &'a hotplane_tables::TableSet,
+    /// The data plane's grace-period domain (tables a stage creates live in it).
+    pub qsbr: &'a hotplane_core::Qsbr,
     /// Relative program files resolve against this directory first (the config file's).
     pub base_dir: Option<&'a Path>,
 }
@@ -177,6 +188,7 @@ impl StageSpec {
             StageSpec::Ebpf { .. } => "ebpf",
             StageSpec::Lua { .. } => "lua",
             StageSpec::Table { .. } => "table",
+            StageSpec::P4 { .. } => "p4",
         }
     }
 
@@ -249,6 +261,27 @@ impl StageSpec {
             StageSpec::Table { table, key, value_at } => {
                 let t = cx.tables.get(table).map_err(|e| e.to_string())?;
                 Arc::new(crate::table_stage::TableStage::new(t, key, *value_at)?)
+            }
+            StageSpec::P4 { program, entries, include } => {
+                let path = cx.resolve(program);
+                let include: Vec<_> = include.iter().map(|d| cx.resolve(d)).collect();
+                let ir =
+                    hotplane_p4::compile_file(&path, &include, &[]).map_err(|e| e.to_string())?;
+                let pipeline = hotplane_p4::exec::Pipeline::new(ir, cx.qsbr)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                let mut replication = Default::default();
+                if let Some(f) = entries {
+                    let f = cx.resolve(f);
+                    let text = std::fs::read_to_string(&f)
+                        .map_err(|e| format!("cannot read {}: {e}", f.display()))?;
+                    replication = hotplane_p4::runtime::load(&pipeline, &text)
+                        .map_err(|e| format!("{}: {e}", f.display()))?
+                        .replication;
+                }
+                let name = path
+                    .file_name()
+                    .map_or_else(|| program.clone(), |n| n.to_string_lossy().into_owned());
+                Arc::new(crate::p4_stage::P4Stage::new(name, Arc::new(pipeline), replication))
             }
             StageSpec::Lua { file, source, jit, opt } => {
                 let (text, name) = match (file, source) {
@@ -334,6 +367,7 @@ mod tests {
             ebpf: ebpf_env(),
             lua: lua_rt(),
             tables: tables(),
+            qsbr: qsbr(),
             base_dir: None,
         }
     }
@@ -341,6 +375,11 @@ mod tests {
     fn tables() -> &'static hotplane_tables::TableSet {
         static T: std::sync::OnceLock<hotplane_tables::TableSet> = std::sync::OnceLock::new();
         T.get_or_init(hotplane_tables::TableSet::new)
+    }
+
+    fn qsbr() -> &'static hotplane_core::Qsbr {
+        static Q: std::sync::OnceLock<hotplane_core::Qsbr> = std::sync::OnceLock::new();
+        Q.get_or_init(hotplane_core::Qsbr::new)
     }
 
     fn lua_rt() -> &'static Arc<hotplane_lua::LuaRuntime> {

@@ -152,6 +152,11 @@ impl CompileError {
         let rendered = diagnostics.iter().map(|d| sources.render(d)).collect::<Vec<_>>().join("\n");
         CompileError { diagnostics, rendered }
     }
+
+    /// An error without a source position (a file that cannot be read).
+    pub fn plain(message: String) -> Self {
+        CompileError { diagnostics: Vec::new(), rendered: message }
+    }
 }
 
 impl fmt::Display for CompileError {

@@ -12,12 +12,16 @@
 
 pub mod ast;
 pub mod diag;
+pub mod exec;
 pub mod ir;
 pub mod lexer;
 pub mod lower;
 pub mod parser;
 pub mod preprocess;
+pub mod runtime;
+pub mod stf;
 pub mod types;
+pub mod v1model;
 
 use diag::{CompileError, SourceMap};
 use preprocess::SourceLoader;
@@ -46,4 +50,19 @@ pub fn check_program(
 ) -> Result<ir::Program, CompileError> {
     let ast = parse_program(sources, loader, name, text, defines)?;
     lower::lower(&ast).map_err(|d| CompileError::new(sources, vec![d]))
+}
+
+/// Read, check and lower a program file (includes resolve next to it, then in
+/// `include_dirs`, then to the built-in `core.p4`/`v1model.p4`/`hotplane.p4`).
+pub fn compile_file(
+    path: &std::path::Path,
+    include_dirs: &[std::path::PathBuf],
+    defines: &[(&str, &str)],
+) -> Result<ir::Program, CompileError> {
+    let mut sources = SourceMap::default();
+    let name = path.display().to_string();
+    let text =
+        std::fs::read_to_string(path).map_err(|e| CompileError::plain(format!("{name}: {e}")))?;
+    let mut loader = preprocess::FsLoader { include_dirs: include_dirs.to_vec() };
+    check_program(&mut sources, &mut loader, &name, &text, defines)
 }

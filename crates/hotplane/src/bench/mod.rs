@@ -4,6 +4,7 @@
 pub mod ebpf;
 pub mod lua;
 pub mod lua_dyn;
+pub mod p4;
 pub mod perf;
 pub mod pipeline;
 pub mod swap;

@@ -46,7 +46,27 @@ pub fn measure(
     packets: u64,
     progress: &mut Progress,
 ) -> anyhow::Result<(f64, f64)> {
-    let plane = DataPlane::start(config(batch, core))?;
+    let m = measure_config(config(batch, core), packets, progress)?;
+    Ok((m.mpps, m.ns_per_packet))
+}
+
+/// What [`measure_config`] saw over the measured interval.
+pub struct Measured {
+    pub mpps: f64,
+    pub ns_per_packet: f64,
+    /// Packets the pipeline dropped and packets sent to a port that does not exist.
+    pub dropped: u64,
+    pub no_route: u64,
+}
+
+/// Run a one-worker data plane until worker 0 has processed `packets` more packets after a
+/// warm-up; the rate is that of worker 0.
+pub fn measure_config(
+    cfg: Config,
+    packets: u64,
+    progress: &mut Progress,
+) -> anyhow::Result<Measured> {
+    let plane = DataPlane::start(cfg)?;
     let stats = plane.worker_stats()[0].clone();
     let count = || stats.packets.get();
     // Warm up: caches, branch predictors, frequency.
@@ -55,6 +75,7 @@ pub fn measure(
         std::thread::sleep(Duration::from_millis(5));
     }
     let (c0, t0) = (count(), Instant::now());
+    let (d0, n0) = (stats.dropped.get(), stats.no_route.get());
     loop {
         std::thread::sleep(Duration::from_millis(20));
         let done = count() - c0;
@@ -64,10 +85,11 @@ pub fn measure(
         }
     }
     let (c1, t1) = (count(), Instant::now());
+    let (dropped, no_route) = (stats.dropped.get() - d0, stats.no_route.get() - n0);
     plane.stop();
     let pkts = (c1 - c0) as f64;
     let secs = (t1 - t0).as_secs_f64();
-    Ok((pkts / secs / 1e6, secs * 1e9 / pkts))
+    Ok(Measured { mpps: pkts / secs / 1e6, ns_per_packet: secs * 1e9 / pkts, dropped, no_route })
 }
 
 pub fn run(o: &Opts) -> anyhow::Result<()> {

@@ -176,6 +176,7 @@ impl Registry {
             ebpf: &self.ebpf,
             lua: &self.lua,
             tables: &self.tables,
+            qsbr: &self.qsbr,
             base_dir: self.base_dir.as_deref(),
         })
     }

@@ -525,11 +525,11 @@ impl<'a> Lowerer<'a> {
                 "standard_metadata_t is not declared (include <v1model.p4>)",
             )
         })?;
-        // Metadata first: slots 0..reset are zeroed per packet.
+        // Metadata and header stacks' next indices first: slots 0..reset are zeroed per packet.
         let std = self.alloc(&std_ty, "standard_metadata", main.span)?;
         let meta = self.alloc(&m_ty, "meta", main.span)?;
-        let reset_slots = self.prog.slots;
         let hdr = self.alloc(&h_ty, "hdr", main.span)?;
+        let reset_slots = self.prog.slots;
         let mut std_meta = ir::StdMeta::default();
         if let Storage::Struct { ty, fields } = &std {
             for (f, s) in self.types.composites[*ty].fields.iter().zip(fields) {

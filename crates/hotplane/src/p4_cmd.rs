@@ -1,0 +1,122 @@
+//! `hotplane p4 ...`: compile P4 programs and run STF tests against them, offline.
+
+use anyhow::{bail, Context as _};
+use hotplane_core::Qsbr;
+use hotplane_p4::exec::Pipeline;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Compile a program file to a pipeline with fresh tables and state.
+pub fn load(program: &Path, include: &[PathBuf], qsbr: &Qsbr) -> anyhow::Result<Arc<Pipeline>> {
+    let ir =
+        hotplane_p4::compile_file(program, include, &[]).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let p = Pipeline::new(ir, qsbr).map_err(|e| anyhow::anyhow!("{}: {e}", program.display()))?;
+    Ok(Arc::new(p))
+}
+
+/// `hotplane p4 check`: compile and summarise.
+pub fn check(program: &Path, include: &[PathBuf], json: bool) -> anyhow::Result<()> {
+    let qsbr = Qsbr::new();
+    let t0 = std::time::Instant::now();
+    let p = load(program, include, &qsbr)?;
+    let ms = t0.elapsed().as_secs_f64() * 1e3;
+    let prog = &p.program;
+    let tables: Vec<_> = p
+        .objects
+        .tables
+        .iter()
+        .map(|t| {
+            json!({
+                "name": t.name,
+                "kind": format!("{:?}", t.table.config().kind).to_lowercase(),
+                "keys": t.keys.iter().map(|k| format!("{}:{}", k.name, format!("{:?}", k.kind).to_lowercase())).collect::<Vec<_>>(),
+                "actions": t.action_names,
+                "size": t.table.config().size,
+            })
+        })
+        .collect();
+    if json {
+        println!(
+            "{}",
+            json!({
+                "program": program.display().to_string(),
+                "compile_ms": ms,
+                "headers": prog.headers.len(),
+                "parser_states": prog.states.len(),
+                "actions": prog.actions.len(),
+                "tables": tables,
+                "externs": prog.instances.iter().map(|i| i.name.clone()).collect::<Vec<_>>(),
+            })
+        );
+    } else {
+        println!(
+            "{}: ok ({:.1} ms): {} headers, {} parser states, {} actions, {} tables, {} extern instances",
+            program.display(),
+            ms,
+            prog.headers.len(),
+            prog.states.len(),
+            prog.actions.len(),
+            p.objects.tables.len(),
+            prog.instances.len()
+        );
+        for t in &p.objects.tables {
+            let keys: Vec<String> = t
+                .keys
+                .iter()
+                .map(|k| format!("{}: {}", k.name, format!("{:?}", k.kind).to_lowercase()))
+                .collect();
+            println!("  table {} [{}] -> {}", t.name, keys.join(", "), t.action_names.join(" | "));
+        }
+    }
+    Ok(())
+}
+
+/// `hotplane p4 stf`: run an STF test; exit 0 on pass, an error with the differences on failure.
+pub fn stf(program: &Path, stf: &Path, include: &[PathBuf], json: bool) -> anyhow::Result<()> {
+    let qsbr = Qsbr::new();
+    let p = load(program, include, &qsbr)?;
+    let text =
+        std::fs::read_to_string(stf).with_context(|| format!("cannot read {}", stf.display()))?;
+    let report = hotplane_p4::stf::run(p, &stf.display().to_string(), &text)?;
+    if json {
+        println!(
+            "{}",
+            json!({
+                "program": program.display().to_string(),
+                "stf": stf.display().to_string(),
+                "passed": report.passed(),
+                "packets_sent": report.packets_sent,
+                "packets_received": report.packets_received,
+                "expects": report.expects,
+                "checks": report.checks,
+                "failures": report.failures,
+            })
+        );
+    }
+    if report.passed() {
+        if !json {
+            println!(
+                "PASS {}: {} packets in, {} out, {} expects, {} checks",
+                stf.display(),
+                report.packets_sent,
+                report.packets_received,
+                report.expects,
+                report.checks
+            );
+        }
+        Ok(())
+    } else {
+        if !json {
+            for f in &report.failures {
+                eprintln!("{f}");
+            }
+        }
+        bail!(
+            "FAIL {}: {} of {} expectations and checks failed",
+            stf.display(),
+            report.failures.len(),
+            report.expects + report.checks
+        )
+    }
+}

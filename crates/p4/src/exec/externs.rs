@@ -1,0 +1,388 @@
+//! v1model externs: checksums, hashes, registers, counters, meters, random numbers, digests,
+//! and the requests (clone, resubmit, recirculate, truncate) the architecture acts on after a
+//! control finishes.
+
+use super::bits::push_bits;
+use super::{Compiler, Ctx, ExprFn, Flow, InstanceRt, StmtFn};
+use crate::ir::{Expr, Extern, HashAlgo, HdrRef, ListItem, Place};
+use hotplane_tables::objects::{Color, DigestRecord};
+
+/// Part of a field list: a run of header bytes copied as they are, or one value.
+enum Segment {
+    Bytes { from: usize, len: usize },
+    Value { e: ExprFn, width: u32 },
+}
+
+/// A compiled field list (the data of a hash, checksum or digest): assembled into a bit string
+/// with fields back to back, as BMv2 does.
+pub(crate) struct FieldList {
+    segments: Vec<Segment>,
+}
+
+impl FieldList {
+    /// Assemble into `out` (cleared first); returns the length in bits.
+    pub fn assemble(&self, c: &Ctx<'_>, out: &mut Vec<u8>) -> u32 {
+        out.clear();
+        let mut bits = 0u32;
+        for s in &self.segments {
+            match s {
+                Segment::Bytes { from, len } if bits % 8 == 0 => {
+                    out.extend_from_slice(&c.st.hdr[*from..*from + *len]);
+                    bits += *len as u32 * 8;
+                }
+                Segment::Bytes { from, len } => {
+                    for &b in &c.st.hdr[*from..*from + *len] {
+                        push_bits(out, &mut bits, b as u128, 8);
+                    }
+                }
+                Segment::Value { e, width } => push_bits(out, &mut bits, e(c), *width),
+            }
+        }
+        bits
+    }
+}
+
+/// RFC 1071 ones' complement sum of `data` (an odd last byte is padded with zero), folded.
+pub fn ones_complement_sum(data: &[u8], mut sum: u32) -> u32 {
+    let mut chunks = data.chunks_exact(2);
+    for w in &mut chunks {
+        sum += u16::from_be_bytes([w[0], w[1]]) as u32;
+    }
+    if let [last] = chunks.remainder() {
+        sum += (*last as u32) << 8;
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum
+}
+
+/// The hash algorithms of v1model, with BMv2's parameters: `crc32` is CRC-32 (IEEE 802.3),
+/// `crc16` is CRC-16/ARC, `csum16` the Internet checksum, `xor16` the XOR of 16-bit words,
+/// `identity` the data itself (its last 64 bits).
+pub fn hash(algo: HashAlgo, data: &[u8]) -> u64 {
+    match algo {
+        HashAlgo::Crc32 => {
+            let mut crc = 0xffff_ffffu32;
+            for &b in data {
+                crc ^= b as u32;
+                for _ in 0..8 {
+                    crc = if crc & 1 != 0 { (crc >> 1) ^ 0xedb8_8320 } else { crc >> 1 };
+                }
+            }
+            (!crc) as u64
+        }
+        HashAlgo::Crc16 => {
+            let mut crc = 0u16;
+            for &b in data {
+                crc ^= b as u16;
+                for _ in 0..8 {
+                    crc = if crc & 1 != 0 { (crc >> 1) ^ 0xa001 } else { crc >> 1 };
+                }
+            }
+            crc as u64
+        }
+        HashAlgo::Csum16 => (!ones_complement_sum(data, 0) & 0xffff) as u64,
+        HashAlgo::Xor16 => {
+            let mut x = 0u16;
+            for w in data.chunks(2) {
+                x ^= u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]);
+            }
+            x as u64
+        }
+        HashAlgo::Identity => data.iter().fold(0u64, |acc, &b| (acc << 8) | b as u64),
+        // `random` as a hash algorithm is resolved by the caller.
+        HashAlgo::Random => 0,
+    }
+}
+
+impl Compiler<'_> {
+    pub(crate) fn field_list(&self, items: &[ListItem]) -> FieldList {
+        let mut segments: Vec<Segment> = Vec::new();
+        for item in items {
+            // Byte-aligned fields of a fixed header become byte runs, merged when adjacent.
+            if let Expr::Read(Place::Field { hdr: HdrRef::Static(id), bit_off, width }) =
+                &item.value
+            {
+                let start = self.prog.headers[*id as usize].byte_off * 8 + bit_off;
+                if start % 8 == 0 && width % 8 == 0 && *width == item.width {
+                    let (from, len) = ((start / 8) as usize, (width / 8) as usize);
+                    if let Some(Segment::Bytes { from: f, len: l }) = segments.last_mut() {
+                        if *f + *l == from {
+                            *l += len;
+                            continue;
+                        }
+                    }
+                    segments.push(Segment::Bytes { from, len });
+                    continue;
+                }
+            }
+            segments.push(Segment::Value { e: self.expr(&item.value), width: item.width });
+        }
+        FieldList { segments }
+    }
+
+    pub(crate) fn extern_call(&self, x: &Extern) -> StmtFn {
+        let std = self.std;
+        match x {
+            Extern::Extract { hdr, .. } => {
+                let sel = self.hdr(hdr);
+                let bytes = match hdr {
+                    HdrRef::Static(id) => self.prog.headers[*id as usize].bytes,
+                    HdrRef::Index(s, _) | HdrRef::Next(s) | HdrRef::Last(s) => {
+                        self.prog.headers[s.first as usize].bytes
+                    }
+                } as usize;
+                let next = match hdr {
+                    HdrRef::Next(s) => Some(s.next_slot as usize),
+                    _ => None,
+                };
+                let (too_short, out_of_bounds) =
+                    (self.error_code("PacketTooShort"), self.error_code("StackOutOfBounds"));
+                Box::new(move |c| {
+                    let Some((id, off)) = sel.resolve(c) else {
+                        return c.reject(out_of_bounds);
+                    };
+                    let Some(src) = c.pkt.get(c.cursor..c.cursor + bytes) else {
+                        return c.reject(too_short);
+                    };
+                    let off = off as usize;
+                    c.st.hdr[off..off + bytes].copy_from_slice(src);
+                    c.st.valid[id as usize] = true;
+                    c.cursor += bytes;
+                    if let Some(n) = next {
+                        c.st.slots[n] += 1;
+                    }
+                    Flow::Next
+                })
+            }
+            Extern::Advance(bits) => {
+                let bits = self.expr(bits);
+                let too_short = self.error_code("PacketTooShort");
+                Box::new(move |c| {
+                    let bytes = (bits(c) / 8) as usize;
+                    if c.cursor + bytes > c.pkt.len() {
+                        return c.reject(too_short);
+                    }
+                    c.cursor += bytes;
+                    Flow::Next
+                })
+            }
+            Extern::Verify { cond, error } => {
+                let (cond, error) = (self.expr(cond), self.expr(error));
+                Box::new(move |c| {
+                    if cond(c) != 0 {
+                        Flow::Next
+                    } else {
+                        let e = error(c);
+                        c.reject(e)
+                    }
+                })
+            }
+            Extern::Emit(h) => {
+                let sel = self.hdr(h);
+                let bytes = match h {
+                    HdrRef::Static(id) => self.prog.headers[*id as usize].bytes,
+                    HdrRef::Index(s, _) | HdrRef::Next(s) | HdrRef::Last(s) => {
+                        self.prog.headers[s.first as usize].bytes
+                    }
+                } as usize;
+                Box::new(move |c| {
+                    if let Some((id, off)) = sel.resolve(c) {
+                        if c.st.valid[id as usize] {
+                            let off = off as usize;
+                            let st = &mut *c.st;
+                            st.out.extend_from_slice(&st.hdr[off..off + bytes]);
+                        }
+                    }
+                    Flow::Next
+                })
+            }
+            Extern::MarkToDrop => Box::new(move |c| {
+                c.st.slots[std.egress_spec] = super::DROP_PORT as u128;
+                c.st.slots[std.mcast_grp] = 0;
+                Flow::Next
+            }),
+            Extern::RegisterRead { reg, dst, index } => {
+                let (store, index) = (self.store(dst), self.expr(index));
+                let InstanceRt::Register(r) = self.objects.instance(*reg) else {
+                    return self.broken("register");
+                };
+                Box::new(move |c| {
+                    let i = index(c) as usize;
+                    let v = if i < r.len() { r.read(i) } else { 0 };
+                    store(c, v as u128);
+                    Flow::Next
+                })
+            }
+            Extern::RegisterWrite { reg, index, value } => {
+                let (index, value) = (self.expr(index), self.expr(value));
+                let InstanceRt::Register(r) = self.objects.instance(*reg) else {
+                    return self.broken("register");
+                };
+                Box::new(move |c| {
+                    let i = index(c) as usize;
+                    if i < r.len() {
+                        r.write(i, value(c) as u64);
+                    }
+                    Flow::Next
+                })
+            }
+            Extern::CounterCount { counter, index } => {
+                let index = self.expr(index);
+                let InstanceRt::Counter(k) = self.objects.instance(*counter) else {
+                    return self.broken("counter");
+                };
+                Box::new(move |c| {
+                    let i = index(c) as usize;
+                    if i < k.len() {
+                        k.count(i, c.pkt.len() as u32);
+                    }
+                    Flow::Next
+                })
+            }
+            Extern::MeterExecute { meter, index, dst } => {
+                let (index, store) = (self.expr(index), self.store(dst));
+                let InstanceRt::Meter { meter: m, bytes } = self.objects.instance(*meter) else {
+                    return self.broken("meter");
+                };
+                Box::new(move |c| {
+                    let i = index(c) as usize;
+                    let colour = if i < m.len() {
+                        let units = if bytes { c.pkt.len() as u64 } else { 1 };
+                        m.execute(i, units, c.now_ns, None)
+                    } else {
+                        Color::Green
+                    };
+                    store(c, colour as u128);
+                    Flow::Next
+                })
+            }
+            Extern::DirectMeterRead { dst } => {
+                let store = self.store(dst);
+                Box::new(move |c| {
+                    let colour = c.st.direct_colour;
+                    store(c, colour as u128);
+                    Flow::Next
+                })
+            }
+            Extern::Hash { dst, algo, base, data, max } => {
+                let (store, base, max) = (self.store(dst), self.expr(base), self.expr(max));
+                let (list, algo, width) = (self.field_list(data), *algo, dst.width());
+                Box::new(move |c| {
+                    let h = if algo == HashAlgo::Random {
+                        c.st.random() as u128
+                    } else {
+                        let mut buf = std::mem::take(&mut c.st.scratch);
+                        list.assemble(c, &mut buf);
+                        let h = hash(algo, &buf);
+                        c.st.scratch = buf;
+                        h as u128
+                    };
+                    let (b, m) = (base(c), max(c));
+                    let v = if m == 0 { b } else { b.wrapping_add(h % m) };
+                    store(c, v & crate::types::mask(width));
+                    Flow::Next
+                })
+            }
+            Extern::Checksum { verify, cond, data, sum, algo, with_payload } => {
+                let (cond, list, algo) = (self.expr(cond), self.field_list(data), *algo);
+                let (load, store, width) = (self.load(sum), self.store(sum), sum.width());
+                let (verify, with_payload) = (*verify, *with_payload);
+                Box::new(move |c| {
+                    if cond(c) == 0 {
+                        return Flow::Next;
+                    }
+                    let mut buf = std::mem::take(&mut c.st.scratch);
+                    list.assemble(c, &mut buf);
+                    if with_payload {
+                        buf.extend_from_slice(c.pkt.get(c.payload_at()..).unwrap_or(&[]));
+                    }
+                    let v = hash(algo, &buf) as u128 & crate::types::mask(width);
+                    c.st.scratch = buf;
+                    if verify {
+                        if load(c) != v {
+                            c.st.slots[std.checksum_error] = 1;
+                        }
+                    } else {
+                        store(c, v);
+                    }
+                    Flow::Next
+                })
+            }
+            Extern::Random { dst, lo, hi } => {
+                let (store, lo, hi) = (self.store(dst), self.expr(lo), self.expr(hi));
+                Box::new(move |c| {
+                    let (l, h) = (lo(c), hi(c));
+                    let r = c.st.random() as u128;
+                    let v = if h <= l { l } else { l + r % (h - l + 1) };
+                    store(c, v);
+                    Flow::Next
+                })
+            }
+            Extern::Digest { receiver, data, .. } => {
+                let (receiver, list) = (self.expr(receiver), self.field_list(data));
+                let ring = self.objects.digests.clone();
+                Box::new(move |c| {
+                    let mut buf = std::mem::take(&mut c.st.scratch);
+                    list.assemble(c, &mut buf);
+                    let mut words = [0u64; 4];
+                    for (i, w) in words.iter_mut().enumerate() {
+                        let mut b = [0u8; 8];
+                        let part = buf.get(i * 8..).unwrap_or(&[]);
+                        let n = part.len().min(8);
+                        b[..n].copy_from_slice(&part[..n]);
+                        *w = u64::from_be_bytes(b);
+                    }
+                    c.st.scratch = buf;
+                    let id = receiver(c) as u32;
+                    ring.send(DigestRecord { id, ts_ns: c.now_ns, words });
+                    Flow::Next
+                })
+            }
+            Extern::Clone { kind, session } => {
+                let (kind, session) = (*kind, self.expr(session));
+                Box::new(move |c| {
+                    let s = session(c) as u32;
+                    c.st.fx.clone = Some((kind, s));
+                    Flow::Next
+                })
+            }
+            Extern::Resubmit => Box::new(|c| {
+                c.st.fx.resubmit = true;
+                Flow::Next
+            }),
+            Extern::Recirculate => Box::new(|c| {
+                c.st.fx.recirculate = true;
+                Flow::Next
+            }),
+            Extern::Truncate(len) => {
+                let len = self.expr(len);
+                Box::new(move |c| {
+                    c.st.fx.truncate = Some(len(c) as u32);
+                    Flow::Next
+                })
+            }
+            Extern::Assert(cond) => {
+                let cond = self.expr(cond);
+                Box::new(move |c| {
+                    if cond(c) == 0 {
+                        c.st.fx.assert_failed = true;
+                    }
+                    Flow::Next
+                })
+            }
+            Extern::Log { .. } => Box::new(|_| Flow::Next),
+        }
+    }
+
+    /// A statement for an extern whose instance does not have the expected kind; lowering
+    /// makes this unreachable, and it must not panic if it is not.
+    fn broken(&self, what: &'static str) -> StmtFn {
+        debug_assert!(false, "{what} instance of the wrong kind");
+        Box::new(move |c| {
+            c.st.fx.assert_failed = true;
+            Flow::Next
+        })
+    }
+}

@@ -1,0 +1,497 @@
+//! Execution: the IR compiled to closures ([`Pipeline`]), and the per-packet state they work
+//! on. Every expression, statement, parser state and table apply becomes one boxed closure
+//! built once per program, so a packet runs straight-line native code with no dispatch on
+//! the IR. [`crate::v1model`] drives a pipeline through the v1model architecture.
+
+pub mod bits;
+mod expr;
+mod externs;
+mod stmt;
+pub mod table;
+
+use std::sync::Arc;
+
+use crate::ir::{self, CloneKind, KeyMatch, Target, Transition};
+use hotplane_core::{Guard, Qsbr};
+use hotplane_tables::objects::{CounterArray, CounterKind, DigestRing, MeterArray, RegisterArray};
+pub use table::{P4Entry, P4Table};
+
+pub use externs::{hash, ones_complement_sum};
+
+/// `egress_spec` value that drops the packet.
+pub const DROP_PORT: u32 = 511;
+/// Parser states one packet may visit before the parser gives up (`ParserTimeout`).
+pub const MAX_PARSER_STATES: usize = 1024;
+/// Digests a pipeline buffers for the control plane before it drops (and counts) them.
+pub const DIGEST_RING: usize = 4096;
+
+pub(crate) type ExprFn = Box<dyn Fn(&Ctx<'_>) -> u128 + Send + Sync>;
+pub(crate) type StmtFn = Box<dyn Fn(&mut Ctx<'_>) -> Flow + Send + Sync>;
+
+/// How a statement ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Flow {
+    Next,
+    Return,
+    Exit,
+    /// The parser rejects; [`Ctx::error`] says why.
+    Reject,
+}
+
+/// What a packet asked the architecture to do once the current block is over.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Effects {
+    pub clone: Option<(CloneKind, u32)>,
+    pub resubmit: bool,
+    pub recirculate: bool,
+    pub truncate: Option<u32>,
+    /// An `assert` failed (counted; the packet carries on, as BMv2 without `--assert`).
+    pub assert_failed: bool,
+}
+
+/// One packet's storage: scalar slots, headers in wire format, validity, deparser output.
+/// Kept per worker and reused from packet to packet.
+#[derive(Clone)]
+pub struct PacketState {
+    pub slots: Vec<u128>,
+    pub hdr: Vec<u8>,
+    pub valid: Vec<bool>,
+    /// What the deparser emitted.
+    pub out: Vec<u8>,
+    pub(crate) scratch: Vec<u8>,
+    pub fx: Effects,
+    /// The colour the current table entry's direct meter gave (read by `direct_meter.read`).
+    pub(crate) direct_colour: u8,
+    rng: u64,
+}
+
+impl PacketState {
+    /// xorshift64*: `random()` and the `random` hash need speed, not cryptographic quality.
+    #[inline]
+    pub(crate) fn random(&mut self) -> u64 {
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// The closures' view of one packet in one block.
+pub struct Ctx<'a> {
+    pub st: &'a mut PacketState,
+    /// The packet as it arrived (the parser's input; the payload follows the parsed headers).
+    pub pkt: &'a [u8],
+    /// Bytes the parser has consumed.
+    pub cursor: usize,
+    /// Where the payload starts (the parser's final position).
+    pub payload: usize,
+    pub guard: &'a Guard<'a>,
+    pub now_ns: u64,
+    /// The parser error code (0, `NoError`, unless the parser rejected).
+    pub error: u128,
+}
+
+impl Ctx<'_> {
+    #[inline]
+    pub(crate) fn reject(&mut self, code: u128) -> Flow {
+        self.error = code;
+        Flow::Reject
+    }
+
+    #[inline]
+    pub(crate) fn payload_at(&self) -> usize {
+        self.payload
+    }
+}
+
+/// Slots of the standard metadata fields the architecture reads and writes.
+#[derive(Clone, Copy, Debug)]
+pub struct StdSlots {
+    pub ingress_port: usize,
+    pub egress_spec: usize,
+    pub egress_port: usize,
+    pub instance_type: usize,
+    pub packet_length: usize,
+    pub enq_timestamp: usize,
+    pub enq_qdepth: usize,
+    pub deq_timedelta: usize,
+    pub deq_qdepth: usize,
+    pub ingress_global_timestamp: usize,
+    pub egress_global_timestamp: usize,
+    pub mcast_grp: usize,
+    pub egress_rid: usize,
+    pub checksum_error: usize,
+    pub parser_error: usize,
+}
+
+impl StdSlots {
+    fn new(p: &ir::Program) -> Result<Self, String> {
+        let f = |name: &str| {
+            p.std_meta.slot(name).map(|s| s as usize).ok_or_else(|| {
+                format!("standard_metadata_t has no field `{name}` (use hotplane's v1model.p4)")
+            })
+        };
+        Ok(StdSlots {
+            ingress_port: f("ingress_port")?,
+            egress_spec: f("egress_spec")?,
+            egress_port: f("egress_port")?,
+            instance_type: f("instance_type")?,
+            packet_length: f("packet_length")?,
+            enq_timestamp: f("enq_timestamp")?,
+            enq_qdepth: f("enq_qdepth")?,
+            deq_timedelta: f("deq_timedelta")?,
+            deq_qdepth: f("deq_qdepth")?,
+            ingress_global_timestamp: f("ingress_global_timestamp")?,
+            egress_global_timestamp: f("egress_global_timestamp")?,
+            mcast_grp: f("mcast_grp")?,
+            egress_rid: f("egress_rid")?,
+            checksum_error: f("checksum_error")?,
+            parser_error: f("parser_error")?,
+        })
+    }
+}
+
+/// A stateful extern instance at run time.
+#[derive(Clone)]
+pub enum InstanceRt {
+    Register(Arc<RegisterArray>),
+    Counter(Arc<CounterArray>),
+    Meter {
+        meter: Arc<MeterArray>,
+        bytes: bool,
+    },
+    /// Direct counters and meters live in their table's entries.
+    Direct,
+}
+
+/// The state a program keeps across packets: tables, registers, counters, meters, digests.
+/// Kept apart from the compiled code so that a replacement program can take it over.
+pub struct Objects {
+    pub tables: Vec<Arc<P4Table>>,
+    pub instances: Vec<InstanceRt>,
+    pub digests: Arc<DigestRing>,
+}
+
+impl Objects {
+    /// Fresh state for `prog`: empty tables (with their `const entries` and default actions),
+    /// zeroed registers and counters, meters that pass everything until configured.
+    pub fn new(prog: &ir::Program, qsbr: &Qsbr) -> Result<Self, String> {
+        let tables = prog
+            .tables
+            .iter()
+            .map(|t| P4Table::new(prog, t, qsbr).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        let instances = prog
+            .instances
+            .iter()
+            .map(|i| match i.kind {
+                ir::InstanceKind::Register { size, width } => {
+                    if width > 64 {
+                        return Err(format!(
+                            "register {}: {width}-bit cells are not supported (at most 64)",
+                            i.name
+                        ));
+                    }
+                    Ok(InstanceRt::Register(Arc::new(RegisterArray::new(size as usize, width))))
+                }
+                ir::InstanceKind::Counter { size, packets, bytes } => {
+                    let kind = match (packets, bytes) {
+                        (true, true) => CounterKind::PacketsAndBytes,
+                        (false, true) => CounterKind::Bytes,
+                        _ => CounterKind::Packets,
+                    };
+                    Ok(InstanceRt::Counter(Arc::new(CounterArray::new(size as usize, kind))))
+                }
+                ir::InstanceKind::Meter { size, bytes } => {
+                    Ok(InstanceRt::Meter { meter: Arc::new(MeterArray::new(size as usize)), bytes })
+                }
+                ir::InstanceKind::DirectCounter { .. } | ir::InstanceKind::DirectMeter { .. } => {
+                    Ok(InstanceRt::Direct)
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Objects { tables, instances, digests: Arc::new(DigestRing::new(DIGEST_RING)) })
+    }
+
+    pub(crate) fn instance(&self, i: u32) -> InstanceRt {
+        self.instances.get(i as usize).cloned().unwrap_or(InstanceRt::Direct)
+    }
+
+    pub fn table(&self, name: &str) -> Option<&Arc<P4Table>> {
+        self.tables.iter().find(|t| t.name == name || t.name.ends_with(&format!(".{name}")))
+    }
+
+    /// Index of the extern instance called `name` (fully qualified or last component).
+    pub fn instance_index(&self, prog: &ir::Program, name: &str) -> Option<usize> {
+        prog.instances
+            .iter()
+            .position(|i| i.name == name)
+            .or_else(|| prog.instances.iter().position(|i| i.name.ends_with(&format!(".{name}"))))
+    }
+}
+
+/// An action compiled: where its control-plane parameters go, and its body.
+pub(crate) struct ActionFn {
+    /// (slot, first data word, words, writable) per directionless parameter.
+    params: Vec<(usize, usize, usize, bool)>,
+    writable: bool,
+    body: StmtFn,
+}
+
+impl ActionFn {
+    /// Bind the parameters from an entry's data words, run the body, and store `@ref`
+    /// parameters back into the words.
+    #[inline]
+    fn run_with(&self, c: &mut Ctx<'_>, words: &mut [u64]) -> Flow {
+        for &(slot, w, n, _) in &self.params {
+            c.st.slots[slot] = param_value(words, w, n);
+        }
+        let flow = (self.body)(c);
+        if self.writable {
+            for &(slot, w, n, writable) in &self.params {
+                if writable {
+                    let v = c.st.slots[slot];
+                    if let Some(lo) = words.get_mut(w) {
+                        *lo = v as u64;
+                    }
+                    if n > 1 {
+                        if let Some(hi) = words.get_mut(w + 1) {
+                            *hi = (v >> 64) as u64;
+                        }
+                    }
+                }
+            }
+        }
+        flow
+    }
+}
+
+#[inline]
+fn param_value(words: &[u64], w: usize, n: usize) -> u128 {
+    let lo = words.get(w).copied().unwrap_or(0) as u128;
+    if n > 1 {
+        lo | (words.get(w + 1).copied().unwrap_or(0) as u128) << 64
+    } else {
+        lo
+    }
+}
+
+struct CompiledState {
+    body: StmtFn,
+    transition: CompiledTransition,
+}
+
+enum CompiledTransition {
+    Accept,
+    Reject,
+    Goto(usize),
+    Select { keys: Vec<ExprFn>, cases: Vec<(Vec<KeyMatch>, Target)> },
+}
+
+/// Builds closures for one program against its run-time objects.
+pub(crate) struct Compiler<'p> {
+    pub prog: &'p ir::Program,
+    pub objects: &'p Objects,
+    pub std: StdSlots,
+    pub actions: Arc<Vec<ActionFn>>,
+}
+
+impl Compiler<'_> {
+    pub(crate) fn error_code(&self, name: &str) -> u128 {
+        self.prog.errors.iter().position(|e| e == name).unwrap_or(0) as u128
+    }
+}
+
+/// A program compiled against its objects: ready to run packets.
+pub struct Pipeline {
+    pub program: Arc<ir::Program>,
+    pub objects: Objects,
+    pub std: StdSlots,
+    states: Vec<CompiledState>,
+    start: usize,
+    verify_checksum: StmtFn,
+    ingress: StmtFn,
+    egress: StmtFn,
+    compute_checksum: StmtFn,
+    deparser: StmtFn,
+    parser_timeout: u128,
+    no_match: u128,
+}
+
+impl Pipeline {
+    /// Compile `program` with fresh objects.
+    pub fn new(program: ir::Program, qsbr: &Qsbr) -> Result<Self, String> {
+        let objects = Objects::new(&program, qsbr)?;
+        Self::with_objects(program, objects)
+    }
+
+    /// Compile `program` against existing objects (a replacement taking over state).
+    pub fn with_objects(program: ir::Program, objects: Objects) -> Result<Self, String> {
+        let std = StdSlots::new(&program)?;
+        let actions = {
+            let c =
+                Compiler { prog: &program, objects: &objects, std, actions: Arc::new(Vec::new()) };
+            program
+                .actions
+                .iter()
+                .map(|a| {
+                    let mut params = Vec::new();
+                    let mut word = 0;
+                    for p in a.params.iter().filter(|p| p.directionless) {
+                        let n = (p.width as usize).div_ceil(64).max(1);
+                        params.push((p.slot as usize, word, n, p.writable));
+                        word += n;
+                    }
+                    ActionFn {
+                        writable: params.iter().any(|p| p.3),
+                        params,
+                        body: c.block(&a.body),
+                    }
+                })
+                .collect::<Vec<_>>()
+        };
+        let c = Compiler { prog: &program, objects: &objects, std, actions: Arc::new(actions) };
+        let states = program
+            .states
+            .iter()
+            .map(|s| CompiledState {
+                body: c.block(&s.body),
+                transition: match &s.transition {
+                    Transition::Accept => CompiledTransition::Accept,
+                    Transition::Reject => CompiledTransition::Reject,
+                    Transition::Goto(i) => CompiledTransition::Goto(*i as usize),
+                    Transition::Select { keys, cases } => CompiledTransition::Select {
+                        keys: keys.iter().map(|k| c.expr(&k.value)).collect(),
+                        cases: cases.clone(),
+                    },
+                },
+            })
+            .collect();
+        let verify_checksum = c.block(&program.verify_checksum);
+        let ingress = c.block(&program.ingress);
+        let egress = c.block(&program.egress);
+        let compute_checksum = c.block(&program.compute_checksum);
+        let deparser = c.block(&program.deparser);
+        let (parser_timeout, no_match) = (c.error_code("ParserTimeout"), c.error_code("NoMatch"));
+        drop(c);
+        Ok(Pipeline {
+            start: program.start_state as usize,
+            program: Arc::new(program),
+            objects,
+            std,
+            states,
+            verify_checksum,
+            ingress,
+            egress,
+            compute_checksum,
+            deparser,
+            parser_timeout,
+            no_match,
+        })
+    }
+
+    /// Storage for one packet of this program (one per worker, reused).
+    pub fn new_state(&self) -> PacketState {
+        let p = &self.program;
+        PacketState {
+            slots: vec![0; p.slots as usize],
+            hdr: vec![0; p.header_bytes as usize],
+            valid: vec![false; p.headers.len()],
+            out: Vec::with_capacity(256),
+            scratch: Vec::with_capacity(64),
+            fx: Effects::default(),
+            direct_colour: 0,
+            rng: 0x9e37_79b9_7f4a_7c15,
+        }
+    }
+
+    /// Forget the previous packet: metadata zero, every header invalid, no requests.
+    #[inline]
+    pub fn reset(&self, st: &mut PacketState) {
+        st.slots[..self.program.reset_slots as usize].fill(0);
+        st.valid.fill(false);
+        st.out.clear();
+        st.fx = Effects::default();
+    }
+
+    /// Run the parser from the start state; the error (if any) goes to `parser_error`, and
+    /// the packet carries on to ingress as v1model specifies.
+    pub(crate) fn parse(&self, c: &mut Ctx<'_>) {
+        let mut state = self.start;
+        let mut visited = 0;
+        loop {
+            visited += 1;
+            if visited > MAX_PARSER_STATES {
+                c.error = self.parser_timeout;
+                break;
+            }
+            let Some(s) = self.states.get(state) else { break };
+            if (s.body)(c) == Flow::Reject {
+                break;
+            }
+            let target = match &s.transition {
+                CompiledTransition::Accept => break,
+                CompiledTransition::Reject => break,
+                CompiledTransition::Goto(i) => Target::State(*i as u32),
+                CompiledTransition::Select { keys, cases } => {
+                    let mut values = [0u128; 16];
+                    let values = if keys.len() <= values.len() {
+                        for (v, k) in values.iter_mut().zip(keys) {
+                            *v = k(c);
+                        }
+                        &values[..keys.len()]
+                    } else {
+                        &keys.iter().map(|k| k(c)).collect::<Vec<_>>()[..]
+                    };
+                    match cases
+                        .iter()
+                        .find(|(m, _)| m.iter().zip(values).all(|(m, &v)| key_matches(m, v)))
+                    {
+                        Some((_, t)) => *t,
+                        None => {
+                            c.error = self.no_match;
+                            break;
+                        }
+                    }
+                }
+            };
+            match target {
+                Target::Accept | Target::Reject => break,
+                Target::State(i) => state = i as usize,
+            }
+        }
+        c.payload = c.cursor;
+        c.st.slots[self.std.parser_error] = c.error;
+    }
+
+    pub(crate) fn verify_checksum(&self, c: &mut Ctx<'_>) {
+        stmt::run_control(&self.verify_checksum, c);
+    }
+
+    pub(crate) fn ingress(&self, c: &mut Ctx<'_>) {
+        stmt::run_control(&self.ingress, c);
+    }
+
+    pub(crate) fn egress(&self, c: &mut Ctx<'_>) {
+        stmt::run_control(&self.egress, c);
+    }
+
+    /// `compute_checksum` then the deparser: the emitted headers end up in `st.out`.
+    pub(crate) fn deparse(&self, c: &mut Ctx<'_>) {
+        stmt::run_control(&self.compute_checksum, c);
+        c.st.out.clear();
+        stmt::run_control(&self.deparser, c);
+    }
+}
+
+#[inline]
+fn key_matches(m: &KeyMatch, v: u128) -> bool {
+    match *m {
+        KeyMatch::Mask { value, mask } => v & mask == value & mask,
+        // Select cases are values, masks and ranges; prefixes only appear in tables.
+        KeyMatch::Prefix { value, .. } => v == value,
+        KeyMatch::Range { lo, hi } => lo <= v && v <= hi,
+    }
+}

@@ -1,0 +1,556 @@
+//! P4 tables over hotplane-tables: how a P4 key maps onto one table kind, entries in P4 terms
+//! (per-key matches, action by name, argument values), and the compiled `apply`.
+//!
+//! Keys are packed field after field, each in whole bytes and left-aligned, so that a prefix
+//! of a field is a prefix of its bytes. All-exact keys use an exact table; exact fields plus
+//! one `lpm` field use an LPM table with the exact fields first (an exact field is then part
+//! of every prefix); anything else uses a ternary table with priorities.
+
+use std::sync::Arc;
+
+use super::bits::write_be;
+use super::{Compiler, Ctx, ExprFn, Flow, StmtFn};
+use crate::ir::{self, KeyMatch, MatchKind, SlotId};
+use crate::types::mask;
+use hotplane_core::Qsbr;
+use hotplane_tables::key::MAX_KEY_BYTES;
+use hotplane_tables::{
+    expand_range, ActionSpec, MatchKind as Kind, MatchSpec, ParamSpec, Table, TableConfig,
+};
+
+/// A key field and where it sits in the packed key.
+#[derive(Clone, Debug)]
+pub struct KeyField {
+    pub name: String,
+    pub width: u32,
+    pub kind: MatchKind,
+    /// Byte offset in the packed key, and its length.
+    pub at: usize,
+    pub bytes: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    Keyless,
+    Exact,
+    /// LPM on the packed key; the `lpm` field is last.
+    Lpm,
+    Ternary,
+}
+
+/// One entry in P4 terms, as STF files, runtime JSON and the control API give it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct P4Entry {
+    /// One match per key, in the table's key order.
+    pub keys: Vec<KeyMatch>,
+    /// Higher wins (P4Runtime's convention). Ternary tables need one unless the key has an
+    /// `lpm` field, whose prefix length then orders entries.
+    pub priority: Option<u32>,
+    pub action: String,
+    pub args: Vec<u128>,
+}
+
+/// A P4 table at run time.
+pub struct P4Table {
+    pub name: String,
+    pub keys: Vec<KeyField>,
+    pub key_bytes: usize,
+    layout: Layout,
+    pub table: Table,
+    /// Table action id -> the program's action index.
+    pub actions: Vec<u32>,
+    pub action_names: Vec<String>,
+    /// Directionless parameters (name, width, writable) of each table action.
+    pub params: Vec<Vec<(String, u32, bool)>>,
+    pub locked: bool,
+    pub counters: bool,
+    pub entries_const: bool,
+    pub default_const: bool,
+    default_only: Vec<bool>,
+    table_only: Vec<bool>,
+}
+
+/// Tables without a `size` hold this many entries.
+pub const DEFAULT_SIZE: u32 = 1024;
+
+impl P4Table {
+    pub(crate) fn new(prog: &ir::Program, t: &ir::Table, qsbr: &Qsbr) -> Result<Self, String> {
+        let err = |m: String| format!("table {}: {m}", t.name);
+        let lpm = t.keys.iter().filter(|k| k.kind == MatchKind::Lpm).count();
+        let layout = if t.keys.is_empty() {
+            Layout::Keyless
+        } else if t.keys.iter().all(|k| k.kind == MatchKind::Exact) {
+            Layout::Exact
+        } else if lpm == 1
+            && t.keys.iter().all(|k| matches!(k.kind, MatchKind::Exact | MatchKind::Lpm))
+        {
+            Layout::Lpm
+        } else {
+            Layout::Ternary
+        };
+        // Packing order: for LPM the lpm field goes last.
+        let mut order: Vec<usize> = (0..t.keys.len()).collect();
+        if layout == Layout::Lpm {
+            order.sort_by_key(|&i| t.keys[i].kind == MatchKind::Lpm);
+        }
+        let mut keys: Vec<Option<KeyField>> = vec![None; t.keys.len()];
+        let mut at = 0;
+        for &i in &order {
+            let k = &t.keys[i];
+            let bytes = k.width.div_ceil(8) as usize;
+            keys[i] =
+                Some(KeyField { name: k.name.clone(), width: k.width, kind: k.kind, at, bytes });
+            at += bytes;
+        }
+        let keys: Vec<KeyField> = keys.into_iter().flatten().collect();
+        let key_bytes = at;
+        if key_bytes > MAX_KEY_BYTES {
+            return Err(err(format!("the key is {key_bytes} bytes; at most {MAX_KEY_BYTES}")));
+        }
+        let kind = match layout {
+            Layout::Keyless | Layout::Exact => Kind::Exact,
+            Layout::Lpm => Kind::Lpm,
+            Layout::Ternary => Kind::Ternary,
+        };
+        let mut params = Vec::new();
+        let mut specs = Vec::new();
+        for &a in &t.actions {
+            let action = &prog.actions[a as usize];
+            let ps: Vec<(String, u32, bool)> = action
+                .params
+                .iter()
+                .filter(|p| p.directionless)
+                .map(|p| (p.name.clone(), p.width, p.writable))
+                .collect();
+            specs.push(ActionSpec {
+                name: action.name.clone(),
+                params: ps
+                    .iter()
+                    .map(|(n, w, wr)| ParamSpec { name: n.clone(), bits: *w, writable: *wr })
+                    .collect(),
+            });
+            params.push(ps);
+        }
+        let size = if t.size == 0 { DEFAULT_SIZE } else { t.size };
+        let size = size.max(t.const_entries.len() as u32).max(1) as usize;
+        let mut cfg = TableConfig::new(&t.name, kind, (key_bytes.max(1) * 8) as u32, size)
+            .with_actions(specs);
+        cfg.counters = t.direct_counter.is_some();
+        if let Some(text) = &t.tableconfig {
+            cfg.apply_annotation(text).map_err(|e| err(e.to_string()))?;
+        }
+        let (locked, counters) = (cfg.locked, cfg.counters);
+        let table = Table::new(cfg, qsbr).map_err(|e| err(e.to_string()))?;
+        let this = P4Table {
+            name: t.name.clone(),
+            keys,
+            key_bytes,
+            layout,
+            table,
+            actions: t.actions.clone(),
+            action_names: t
+                .actions
+                .iter()
+                .map(|&a| prog.actions[a as usize].name.clone())
+                .collect(),
+            params,
+            locked,
+            counters,
+            entries_const: t.entries_are_const,
+            default_const: t.default_is_const,
+            default_only: t.default_only.clone(),
+            table_only: t.table_only.clone(),
+        };
+        let default = this.action_names[this.table_action(t.default_action)?].clone();
+        this.set_default_unchecked(&default, &t.default_args)?;
+        let n = t.const_entries.len() as u32;
+        for (i, e) in t.const_entries.iter().enumerate() {
+            let entry = P4Entry {
+                keys: e.keys.clone(),
+                // Earlier entries win unless priorities are given.
+                priority: Some(e.priority.unwrap_or(n - i as u32)),
+                action: prog.actions[e.action as usize].name.clone(),
+                args: e.args.clone(),
+            };
+            this.write(&entry, Op::Insert, true).map_err(&err)?;
+        }
+        Ok(this)
+    }
+
+    fn table_action(&self, prog_action: u32) -> Result<usize, String> {
+        self.actions.iter().position(|&a| a == prog_action).ok_or_else(|| {
+            format!("table {}: its default action is not in its action list", self.name)
+        })
+    }
+
+    /// The table action called `name`: fully qualified (`MyIngress.drop`) or by its own name.
+    pub fn action_id(&self, name: &str) -> Result<usize, String> {
+        if let Some(i) = self.action_names.iter().position(|n| n == name) {
+            return Ok(i);
+        }
+        let suffix = format!(".{name}");
+        let found: Vec<usize> = (0..self.action_names.len())
+            .filter(|&i| self.action_names[i].ends_with(&suffix))
+            .collect();
+        match found[..] {
+            [i] => Ok(i),
+            _ => Err(format!(
+                "table {} has no action `{name}` (it has {})",
+                self.name,
+                self.action_names.join(", ")
+            )),
+        }
+    }
+
+    /// Action data words from argument values, checked against the parameters.
+    pub fn data_words(&self, action: usize, args: &[u128]) -> Result<Vec<u64>, String> {
+        let ps = &self.params[action];
+        if ps.len() != args.len() {
+            return Err(format!(
+                "action {} takes {} parameter(s) ({}), {} given",
+                self.action_names[action],
+                ps.len(),
+                ps.iter().map(|p| p.0.as_str()).collect::<Vec<_>>().join(", "),
+                args.len()
+            ));
+        }
+        let mut words = Vec::new();
+        for ((name, width, _), &v) in ps.iter().zip(args) {
+            if v & !mask(*width) != 0 {
+                return Err(format!(
+                    "action {} parameter {name}: {v:#x} does not fit in bit<{width}>",
+                    self.action_names[action]
+                ));
+            }
+            words.push(v as u64);
+            if *width > 64 {
+                words.push((v >> 64) as u64);
+            }
+        }
+        Ok(words)
+    }
+
+    fn check_keys(&self, keys: &[KeyMatch]) -> Result<(), String> {
+        if keys.len() != self.keys.len() {
+            return Err(format!(
+                "table {} has {} key field(s) ({}), the entry gives {}",
+                self.name,
+                self.keys.len(),
+                self.keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", "),
+                keys.len()
+            ));
+        }
+        for (k, m) in self.keys.iter().zip(keys) {
+            let full = mask(k.width);
+            let bad = |what: String| Err(format!("table {} key {}: {what}", self.name, k.name));
+            match *m {
+                KeyMatch::Mask { value, mask } => {
+                    if value & !full != 0 || mask & !full != 0 {
+                        return bad(format!(
+                            "{value:#x} &&& {mask:#x} does not fit in bit<{}>",
+                            k.width
+                        ));
+                    }
+                    let ok = match k.kind {
+                        MatchKind::Exact => mask == full,
+                        MatchKind::Optional => mask == full || mask == 0,
+                        MatchKind::Lpm => is_prefix_mask(mask, k.width),
+                        MatchKind::Ternary | MatchKind::Range => true,
+                    };
+                    if !ok {
+                        return bad(format!(
+                            "a mask of {mask:#x} is not valid for a {:?} key",
+                            k.kind
+                        )
+                        .to_lowercase());
+                    }
+                }
+                KeyMatch::Prefix { value, len } => {
+                    if len > k.width || value & !full != 0 {
+                        return bad(format!("{value:#x}/{len} does not fit in bit<{}>", k.width));
+                    }
+                    if matches!(k.kind, MatchKind::Exact | MatchKind::Range | MatchKind::Optional)
+                        && len != k.width
+                    {
+                        return bad(format!("a /{len} prefix on a {:?} key", k.kind).to_lowercase());
+                    }
+                }
+                KeyMatch::Range { lo, hi } => {
+                    if k.kind != MatchKind::Range && !(lo == 0 && hi == full) && lo != hi {
+                        return bad("a range on a key that is not a range key".into());
+                    }
+                    if hi & !full != 0 || lo > hi {
+                        return bad(format!(
+                            "range {lo:#x}..{hi:#x} does not fit in bit<{}>",
+                            k.width
+                        ));
+                    }
+                    if k.width > 64 {
+                        return bad("ranges on keys wider than 64 bits are not supported".into());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The table-level matches an entry becomes (several when ranges expand to prefixes),
+    /// and its priority.
+    fn encode(&self, e: &P4Entry) -> Result<(Vec<MatchSpec>, u32), String> {
+        self.check_keys(&e.keys)?;
+        let n = self.key_bytes.max(1);
+        match self.layout {
+            Layout::Keyless => Ok((vec![MatchSpec::Exact(vec![0; n])], 0)),
+            Layout::Exact => {
+                let mut key = vec![0u8; n];
+                for (f, m) in self.keys.iter().zip(&e.keys) {
+                    let (v, _) = value_mask(m, f.width);
+                    put(&mut key, f, v);
+                }
+                Ok((vec![MatchSpec::Exact(key)], 0))
+            }
+            Layout::Lpm => {
+                let mut key = vec![0u8; n];
+                let mut len = 0;
+                for (f, m) in self.keys.iter().zip(&e.keys) {
+                    let (v, mk) = value_mask(m, f.width);
+                    put(&mut key, f, v & mk);
+                    len +=
+                        if f.kind == MatchKind::Lpm { mk.count_ones() } else { f.bytes as u32 * 8 };
+                }
+                Ok((vec![MatchSpec::Lpm { prefix: key, len }], 0))
+            }
+            Layout::Ternary => {
+                // Each field contributes one or more (value, mask) pairs; the entry is their
+                // cross product.
+                let mut rows: Vec<(Vec<u8>, Vec<u8>)> = vec![(vec![0; n], vec![0; n])];
+                let mut lpm_len = 0;
+                for (f, m) in self.keys.iter().zip(&e.keys) {
+                    let choices: Vec<(u128, u128)> = match *m {
+                        KeyMatch::Range { lo, hi } if lo != hi => {
+                            expand_range(lo as u64, hi as u64, f.width)
+                                .into_iter()
+                                .map(|(v, mk)| (v as u128, mk as u128))
+                                .collect()
+                        }
+                        _ => vec![value_mask(m, f.width)],
+                    };
+                    if f.kind == MatchKind::Lpm {
+                        lpm_len += choices[0].1.count_ones();
+                    }
+                    let mut next = Vec::with_capacity(rows.len() * choices.len());
+                    for (v, mk) in &rows {
+                        for &(cv, cm) in &choices {
+                            let (mut v, mut mk) = (v.clone(), mk.clone());
+                            put(&mut v, f, cv & cm);
+                            put(&mut mk, f, cm);
+                            next.push((v, mk));
+                        }
+                    }
+                    if next.len() > 4096 {
+                        return Err(format!(
+                            "table {}: the entry's ranges expand to more than 4096 ternary entries",
+                            self.name
+                        ));
+                    }
+                    rows = next;
+                }
+                let priority = e.priority.unwrap_or(lpm_len);
+                Ok((
+                    rows.into_iter()
+                        .map(|(value, mask)| MatchSpec::Ternary { value, mask })
+                        .collect(),
+                    priority,
+                ))
+            }
+        }
+    }
+
+    pub fn insert(&self, e: &P4Entry) -> Result<(), String> {
+        self.write(e, Op::Insert, false)
+    }
+
+    pub fn modify(&self, e: &P4Entry) -> Result<(), String> {
+        self.write(e, Op::Modify, false)
+    }
+
+    /// Delete the entry with these matches (action and arguments are ignored).
+    pub fn delete(&self, keys: &[KeyMatch], priority: Option<u32>) -> Result<(), String> {
+        if self.entries_const {
+            return Err(format!("table {} has const entries", self.name));
+        }
+        let e = P4Entry { keys: keys.to_vec(), priority, action: String::new(), args: vec![] };
+        let (specs, prio) = self.encode(&e)?;
+        for s in &specs {
+            self.table.delete(s, prio).map_err(|x| x.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn write(&self, e: &P4Entry, op: Op, initial: bool) -> Result<(), String> {
+        if self.entries_const && !initial {
+            return Err(format!("table {} has const entries; they cannot be changed", self.name));
+        }
+        if self.layout == Layout::Keyless {
+            return Err(format!(
+                "table {} has no key; only its default action can be set",
+                self.name
+            ));
+        }
+        let a = self.action_id(&e.action)?;
+        if self.default_only.get(a) == Some(&true) {
+            return Err(format!(
+                "action {} is @defaultonly in table {}",
+                self.action_names[a], self.name
+            ));
+        }
+        let words = self.data_words(a, &e.args)?;
+        let (specs, prio) = self.encode(e)?;
+        for s in &specs {
+            let r = match op {
+                Op::Insert => self.table.insert(s, prio, &self.action_names[a], &words),
+                Op::Modify => self.table.modify(s, prio, &self.action_names[a], &words),
+            };
+            r.map_err(|x| format!("table {}: {x}", self.name))?;
+        }
+        Ok(())
+    }
+
+    /// Set the action a miss runs.
+    pub fn set_default(&self, action: &str, args: &[u128]) -> Result<(), String> {
+        if self.default_const {
+            return Err(format!("table {} has a const default action", self.name));
+        }
+        self.set_default_unchecked(action, args)
+    }
+
+    fn set_default_unchecked(&self, action: &str, args: &[u128]) -> Result<(), String> {
+        let a = self.action_id(action)?;
+        if self.table_only.get(a) == Some(&true) {
+            return Err(format!(
+                "action {} is @tableonly in table {}",
+                self.action_names[a], self.name
+            ));
+        }
+        let words = self.data_words(a, args)?;
+        self.table.set_default(&self.action_names[a], &words).map_err(|x| x.to_string())
+    }
+
+    /// Is the key layout, action list and parameter list the same as `other`'s (so that
+    /// entries can move between them)?
+    pub fn same_shape(&self, other: &P4Table) -> bool {
+        let keys = |t: &P4Table| {
+            t.keys.iter().map(|k| (k.name.clone(), k.width, k.kind)).collect::<Vec<_>>()
+        };
+        keys(self) == keys(other)
+            && self.action_names == other.action_names
+            && self.params == other.params
+            && self.table.config().kind == other.table.config().kind
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Op {
+    Insert,
+    Modify,
+}
+
+fn is_prefix_mask(m: u128, width: u32) -> bool {
+    let ones = m.count_ones();
+    ones == 0 || m == mask(width) ^ mask(width - ones)
+}
+
+/// A match as value and mask within the field's width.
+fn value_mask(m: &KeyMatch, width: u32) -> (u128, u128) {
+    let full = mask(width);
+    match *m {
+        KeyMatch::Mask { value, mask } => (value & mask, mask),
+        KeyMatch::Prefix { value, len } => {
+            let mk = full ^ crate::types::mask(width - len.min(width));
+            (value & mk, mk)
+        }
+        KeyMatch::Range { lo, hi } if lo == 0 && hi == full => (0, 0),
+        KeyMatch::Range { lo, .. } => (lo, full),
+    }
+}
+
+/// Write a field value left-aligned into its bytes of a packed key.
+#[inline]
+fn put(key: &mut [u8], f: &KeyField, v: u128) {
+    let shift = (f.bytes * 8) as u32 - f.width;
+    write_be(&mut key[f.at..f.at + f.bytes], v << shift);
+}
+
+impl Compiler<'_> {
+    /// `t.apply()`: build the key, look it up, run the entry's (or the default) action.
+    pub(crate) fn apply(
+        &self,
+        table: u32,
+        hit_slot: Option<SlotId>,
+        action_slot: Option<SlotId>,
+    ) -> StmtFn {
+        let Some(t) = self.objects.tables.get(table as usize).cloned() else {
+            return Box::new(|_| Flow::Next);
+        };
+        let ir_table = &self.prog.tables[table as usize];
+        let keys: Vec<(ExprFn, usize, usize, u32)> = ir_table
+            .keys
+            .iter()
+            .zip(&t.keys)
+            .map(|(k, f)| (self.expr(&k.value), f.at, f.bytes, (f.bytes * 8) as u32 - f.width))
+            .collect();
+        let actions = Arc::clone(&self.actions);
+        let n = t.key_bytes;
+        let keyless = t.layout == Layout::Keyless;
+        let (hit_slot, action_slot) =
+            (hit_slot.map(|s| s as usize), action_slot.map(|s| s as usize));
+        let data_words = t.table.config().data_words();
+        Box::new(move |c: &mut Ctx<'_>| {
+            let guard = c.guard;
+            let found = if keyless {
+                None
+            } else {
+                let mut key = [0u8; MAX_KEY_BYTES];
+                for (e, at, bytes, shift) in &keys {
+                    let v = e(c) << *shift;
+                    write_be(&mut key[*at..*at + *bytes], v);
+                }
+                t.table.lookup(&key[..n], guard)
+            };
+            let hit = found.is_some();
+            let entry = match found {
+                Some(e) => e,
+                None => t.table.default_entry().get(),
+            };
+            if t.counters {
+                entry.hit(c.pkt.len() as u32, c.now_ns);
+            }
+            let mut small = [0u64; 8];
+            let mut big;
+            let words: &mut [u64] = if data_words <= small.len() {
+                &mut small[..data_words]
+            } else {
+                big = vec![0u64; data_words];
+                &mut big[..]
+            };
+            let aid = entry.read(words) as usize;
+            let Some(&prog_action) = t.actions.get(aid) else { return Flow::Next };
+            if let Some(s) = hit_slot {
+                c.st.slots[s] = hit as u128;
+            }
+            if let Some(s) = action_slot {
+                c.st.slots[s] = prog_action as u128;
+            }
+            let Some(action) = actions.get(prog_action as usize) else { return Flow::Next };
+            let flow = if action.writable {
+                entry.update(t.locked, |w| action.run_with(c, w))
+            } else {
+                action.run_with(c, words)
+            };
+            match flow {
+                Flow::Exit => Flow::Exit,
+                _ => Flow::Next,
+            }
+        })
+    }
+}

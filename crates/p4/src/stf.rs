@@ -1,0 +1,615 @@
+//! The Simple Test Framework of p4c: a text file of table operations, packets sent, packets
+//! expected and state checks, run against a [`V1Switch`].
+//!
+//! Supported commands: `add TABLE [PRIORITY] KEY:VALUE ... ACTION(ARG:VALUE, ...)`,
+//! `setdefault TABLE ACTION(...)`, `packet PORT HEX`, `expect PORT HEX` (`*` matches any
+//! nibble; the expected bytes are a prefix of the packet unless the line ends in `$`; no data
+//! means any packets), `check_counter NAME(INDEX) [packets|bytes] [OP VALUE]`,
+//! `register_write NAME INDEX VALUE`, `register_read NAME INDEX [OP] VALUE`,
+//! `mirroring_add SESSION PORT`, `mc_mgrp_create GROUP`, `mc_node_create RID PORT...`,
+//! `mc_node_associate GROUP NODE`, and `wait` (packets are processed as they are read, so it
+//! does nothing). Priorities: the higher number wins.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use crate::exec::{InstanceRt, P4Entry, Pipeline};
+use crate::ir::{KeyMatch, MatchKind};
+use crate::types::mask;
+use crate::v1model::{Output, Replication, V1Switch};
+use hotplane_core::Qsbr;
+
+/// A mistake in the STF file itself (not a failed expectation).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {message}")]
+pub struct StfError {
+    pub file: String,
+    pub line: usize,
+    pub message: String,
+}
+
+/// What running a test found.
+#[derive(Debug, Default)]
+pub struct StfReport {
+    pub packets_sent: usize,
+    pub packets_received: usize,
+    pub expects: usize,
+    pub checks: usize,
+    /// Failed expectations and checks, each with its line.
+    pub failures: Vec<String>,
+}
+
+impl StfReport {
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty()
+    }
+}
+
+struct Expect {
+    line: usize,
+    /// Nibbles; `None` is a wildcard.
+    nibbles: Vec<Option<u8>>,
+    exact: bool,
+}
+
+/// Run an STF file against `pipeline`. Errors in the file stop the run with [`StfError`];
+/// failed expectations are collected in the report.
+pub fn run(pipeline: Arc<Pipeline>, file: &str, text: &str) -> Result<StfReport, StfError> {
+    let qsbr = Qsbr::new();
+    let reader = qsbr.register("stf");
+    let mut sw = V1Switch::new(Arc::clone(&pipeline));
+    let mut pre = Replication::default();
+    let mut nodes: BTreeMap<u32, (u32, Vec<u32>)> = BTreeMap::new();
+    let mut report = StfReport::default();
+    let mut received: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();
+    let mut expected: BTreeMap<u32, Vec<Expect>> = BTreeMap::new();
+    let mut any_port: Vec<u32> = Vec::new();
+    let mut now_ns = 1_000_000u64;
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let err = |message: String| StfError { file: file.to_string(), line, message };
+        let content = raw.split('#').next().unwrap_or("").trim();
+        if content.is_empty() {
+            continue;
+        }
+        let (cmd, rest) = split_word(content);
+        match cmd {
+            "add" => {
+                let (table, entry) = parse_add(&pipeline, rest).map_err(err)?;
+                table.insert(&entry).map_err(err)?;
+            }
+            "setdefault" => {
+                let (tname, rest) = split_word(rest);
+                let table = find_table(&pipeline, tname).map_err(err)?;
+                let (action, args) = parse_action(table, rest).map_err(err)?;
+                table.set_default(&action, &args).map_err(err)?;
+            }
+            "packet" => {
+                let (port, hex) = split_word(rest);
+                let port = parse_port(port).map_err(err)?;
+                let data = parse_hex(hex).map_err(err)?;
+                let guard = reader.guard();
+                let mut out: Vec<Output> = Vec::new();
+                now_ns += 1000;
+                sw.process(&data, port, &pre, &guard, now_ns, &mut out);
+                report.packets_sent += 1;
+                for o in out {
+                    report.packets_received += 1;
+                    received.entry(o.port).or_default().push(o.data);
+                }
+            }
+            "expect" => {
+                let (port, pattern) = split_word(rest);
+                let port = parse_port(port).map_err(err)?;
+                let pattern = pattern.trim();
+                if pattern.is_empty() {
+                    any_port.push(port);
+                    continue;
+                }
+                let (pattern, exact) = match pattern.strip_suffix('$') {
+                    Some(p) => (p, true),
+                    None => (pattern, false),
+                };
+                let nibbles = parse_pattern(pattern).map_err(err)?;
+                report.expects += 1;
+                expected.entry(port).or_default().push(Expect { line, nibbles, exact });
+            }
+            "check_counter" => {
+                report.checks += 1;
+                if let Some(f) = check_counter(&pipeline, rest).map_err(err)? {
+                    report.failures.push(format!("line {line}: {f}"));
+                }
+            }
+            "register_write" => {
+                let words: Vec<&str> = rest.split_whitespace().collect();
+                let [name, index, value] = words[..] else {
+                    return Err(err("usage: register_write NAME INDEX VALUE".into()));
+                };
+                let (r, index) = register_cell(&pipeline, name, index).map_err(err)?;
+                r.write(index, parse_number(value).map_err(err)? as u64);
+            }
+            "register_read" => {
+                report.checks += 1;
+                let words: Vec<&str> = rest.split_whitespace().collect();
+                let (name, index, op, value) = match words[..] {
+                    [n, i, v] => (n, i, "==", v),
+                    [n, i, op, v] => (n, i, op, v),
+                    _ => return Err(err("usage: register_read NAME INDEX [OP] VALUE".into())),
+                };
+                let (r, index) = register_cell(&pipeline, name, index).map_err(err)?;
+                let want = parse_number(value).map_err(err)?;
+                let got = r.read(index) as u128;
+                if !compare(got, op, want).map_err(err)? {
+                    report.failures.push(format!(
+                        "line {line}: register {name}[{index}] is {got} ({got:#x}); expected {op} {want}"
+                    ));
+                }
+            }
+            "mirroring_add" => {
+                let words: Vec<&str> = rest.split_whitespace().collect();
+                let [session, port] = words[..] else {
+                    return Err(err("usage: mirroring_add SESSION PORT".into()));
+                };
+                let session = parse_number(session).map_err(err)? as u32;
+                pre.mirror.insert(session, parse_port(port).map_err(err)?);
+            }
+            "mc_mgrp_create" => {
+                let group = parse_number(rest.trim()).map_err(err)? as u32;
+                pre.groups.entry(group).or_default();
+            }
+            "mc_node_create" => {
+                let mut words = rest.split_whitespace();
+                let rid = parse_number(words.next().unwrap_or("")).map_err(err)? as u32;
+                let ports = words.map(parse_port).collect::<Result<Vec<_>, _>>().map_err(err)?;
+                // Node handles count from 0 in creation order, as BMv2's CLI returns them.
+                let handle = nodes.len() as u32;
+                nodes.insert(handle, (rid, ports));
+            }
+            "mc_node_associate" => {
+                let words: Vec<&str> = rest.split_whitespace().collect();
+                let [group, node] = words[..] else {
+                    return Err(err("usage: mc_node_associate GROUP NODE".into()));
+                };
+                let group = parse_number(group).map_err(err)? as u32;
+                let node = parse_number(node).map_err(err)? as u32;
+                let (rid, ports) = nodes
+                    .get(&node)
+                    .ok_or_else(|| err(format!("no multicast node {node} (create it first)")))?
+                    .clone();
+                let copies = pre.groups.get_mut(&group).ok_or_else(|| {
+                    err(format!("no multicast group {group} (mc_mgrp_create it)"))
+                })?;
+                copies.extend(ports.into_iter().map(|p| (rid, p)));
+            }
+            "wait" => {}
+            other => return Err(err(format!("unknown STF command `{other}`"))),
+        }
+    }
+    // Compare, port by port, in order.
+    let ports: std::collections::BTreeSet<u32> =
+        received.keys().chain(expected.keys()).copied().collect();
+    for port in ports {
+        if any_port.contains(&port) && !expected.contains_key(&port) {
+            continue;
+        }
+        let got = received.get(&port).map(|v| &v[..]).unwrap_or(&[]);
+        let want = expected.get(&port).map(|v| &v[..]).unwrap_or(&[]);
+        for k in 0..got.len().max(want.len()) {
+            match (want.get(k), got.get(k)) {
+                (Some(w), Some(g)) => {
+                    if let Some(diff) = mismatch(w, g) {
+                        report.failures.push(format!(
+                            "line {}: packet {k} on port {port} differs at {diff}\n  expected {}\n  received {}",
+                            w.line,
+                            show_pattern(&w.nibbles, w.exact),
+                            hex(g)
+                        ));
+                    }
+                }
+                (Some(w), None) => report.failures.push(format!(
+                    "line {}: expected packet {k} on port {port} was not received\n  expected {}",
+                    w.line,
+                    show_pattern(&w.nibbles, w.exact)
+                )),
+                (None, Some(g)) => report
+                    .failures
+                    .push(format!("unexpected packet {k} on port {port}\n  received {}", hex(g))),
+                (None, None) => {}
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Where a received packet departs from the expectation, if it does.
+fn mismatch(w: &Expect, g: &[u8]) -> Option<String> {
+    let got: Vec<u8> = g.iter().flat_map(|b| [b >> 4, b & 15]).collect();
+    for (i, n) in w.nibbles.iter().enumerate() {
+        match (n, got.get(i)) {
+            (_, None) => {
+                return Some(format!(
+                    "byte {}: the packet is {} bytes, {} expected",
+                    i / 2,
+                    g.len(),
+                    w.nibbles.len().div_ceil(2)
+                ))
+            }
+            (Some(e), Some(r)) if e != r => return Some(format!("byte {}", i / 2)),
+            _ => {}
+        }
+    }
+    if w.exact && got.len() > w.nibbles.len() {
+        return Some(format!(
+            "the end: {} bytes received, {} expected ($)",
+            g.len(),
+            w.nibbles.len() / 2
+        ));
+    }
+    None
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02X}")).collect::<Vec<_>>().join(" ")
+}
+
+fn show_pattern(n: &[Option<u8>], exact: bool) -> String {
+    let mut s = String::new();
+    for (i, x) in n.iter().enumerate() {
+        if i > 0 && i % 2 == 0 {
+            s.push(' ');
+        }
+        match x {
+            Some(v) => {
+                let _ = write!(s, "{v:X}");
+            }
+            None => s.push('*'),
+        }
+    }
+    if exact {
+        s.push_str(" $");
+    }
+    s
+}
+
+fn split_word(s: &str) -> (&str, &str) {
+    let s = s.trim();
+    match s.find(char::is_whitespace) {
+        Some(i) => (&s[..i], s[i..].trim()),
+        None => (s, ""),
+    }
+}
+
+fn parse_port(s: &str) -> Result<u32, String> {
+    let p = parse_number(s)?;
+    if p > 511 {
+        return Err(format!("port {p} is out of range (0..=511)"));
+    }
+    Ok(p as u32)
+}
+
+fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
+    let digits: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    if digits.len() % 2 != 0 {
+        return Err(format!("packet data has an odd number of hex digits ({})", digits.len()));
+    }
+    (0..digits.len())
+        .step_by(2)
+        .map(|i| {
+            u8::from_str_radix(&digits[i..i + 2], 16)
+                .map_err(|_| format!("`{}` is not a hex byte", &digits[i..i + 2]))
+        })
+        .collect()
+}
+
+fn parse_pattern(s: &str) -> Result<Vec<Option<u8>>, String> {
+    s.chars()
+        .filter(|c| !c.is_whitespace())
+        .map(|c| match c {
+            '*' => Ok(None),
+            c => c
+                .to_digit(16)
+                .map(|d| Some(d as u8))
+                .ok_or_else(|| format!("`{c}` in an expected packet")),
+        })
+        .collect()
+}
+
+/// A number: decimal, `0x`, `0b`, `0o`, dotted IPv4, or colon-separated MAC.
+pub fn parse_number(s: &str) -> Result<u128, String> {
+    parse_masked(s).and_then(|(v, m, bits)| {
+        if m != mask(bits) && bits > 0 {
+            Err(format!("`{s}`: wildcards are not allowed here"))
+        } else {
+            Ok(v)
+        }
+    })
+}
+
+/// A number that may contain `*` wildcard digits: (value, mask over the digits, digit bits).
+/// `bits` is 0 for numbers without wildcards (decimal, or no `*`), whose mask is all ones.
+fn parse_masked(s: &str) -> Result<(u128, u128, u32), String> {
+    let s = s.trim();
+    let bad = || format!("`{s}` is not a number");
+    if s.contains('.') && !s.contains("..") {
+        let parts: Vec<&str> = s.split('.').collect();
+        if parts.len() == 4 {
+            let mut v = 0u128;
+            for p in parts {
+                v = (v << 8) | p.parse::<u8>().map_err(|_| bad())? as u128;
+            }
+            return Ok((v, u128::MAX, 0));
+        }
+        return Err(bad());
+    }
+    if s.contains(':') {
+        let mut v = 0u128;
+        for p in s.split(':') {
+            v = (v << 8) | u8::from_str_radix(p, 16).map_err(|_| bad())? as u128;
+        }
+        return Ok((v, u128::MAX, 0));
+    }
+    let (digits, radix_bits) =
+        if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+            (h, 4)
+        } else if let Some(b) = s.strip_prefix("0b") {
+            (b, 1)
+        } else if let Some(o) = s.strip_prefix("0o") {
+            (o, 3)
+        } else {
+            let v = s.replace('_', "").parse::<u128>().map_err(|_| bad())?;
+            return Ok((v, u128::MAX, 0));
+        };
+    let digits = digits.replace('_', "");
+    if digits.is_empty() || digits.len() as u32 * radix_bits > 128 + radix_bits {
+        return Err(bad());
+    }
+    let (mut v, mut m) = (0u128, 0u128);
+    let wild = digits.contains('*');
+    for c in digits.chars() {
+        let (d, dm) = if c == '*' {
+            (0, 0)
+        } else {
+            let d = c.to_digit(1 << radix_bits).ok_or_else(bad)? as u128;
+            (d, mask(radix_bits))
+        };
+        v = (v << radix_bits) | d;
+        m = (m << radix_bits) | dm;
+    }
+    if wild {
+        Ok((v, m, digits.len() as u32 * radix_bits))
+    } else {
+        Ok((v, u128::MAX, 0))
+    }
+}
+
+fn find_table<'p>(p: &'p Pipeline, name: &str) -> Result<&'p crate::exec::P4Table, String> {
+    let exact = p.objects.tables.iter().find(|t| t.name == name);
+    if let Some(t) = exact {
+        return Ok(t);
+    }
+    let found: Vec<_> =
+        p.objects.tables.iter().filter(|t| t.name.ends_with(&format!(".{name}"))).collect();
+    match found[..] {
+        [t] => Ok(t),
+        [] => Err(format!(
+            "no table `{name}` (the program has {})",
+            p.objects.tables.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")
+        )),
+        _ => Err(format!("table name `{name}` is ambiguous")),
+    }
+}
+
+/// One key field's match from its STF text.
+pub fn parse_key_match(kind: MatchKind, width: u32, text: &str) -> Result<KeyMatch, String> {
+    let full = mask(width);
+    let fit = |v: u128, what: &str| -> Result<u128, String> {
+        if v & !full != 0 {
+            Err(format!("{what} `{text}` does not fit in bit<{width}>"))
+        } else {
+            Ok(v)
+        }
+    };
+    if let Some((v, m)) = text.split_once("&&&") {
+        let v = fit(parse_number(v)?, "value")?;
+        let m = fit(parse_number(m)?, "mask")?;
+        return Ok(KeyMatch::Mask { value: v & m, mask: m });
+    }
+    if let Some((v, len)) = text.split_once('/') {
+        let v = fit(parse_number(v)?, "value")?;
+        let len: u32 = len.trim().parse().map_err(|_| format!("`{len}` is not a prefix length"))?;
+        if len > width {
+            return Err(format!("prefix /{len} is longer than the key (bit<{width}>)"));
+        }
+        return Ok(KeyMatch::Prefix { value: v, len });
+    }
+    if let Some((lo, hi)) = text.split_once("..") {
+        let lo = fit(parse_number(lo)?, "range start")?;
+        let hi = fit(parse_number(hi)?, "range end")?;
+        return Ok(KeyMatch::Range { lo, hi });
+    }
+    let (v, m, bits) = parse_masked(text)?;
+    let v = fit(v, "value")?;
+    if bits == 0 {
+        return Ok(match kind {
+            MatchKind::Lpm => KeyMatch::Prefix { value: v, len: width },
+            MatchKind::Range => KeyMatch::Range { lo: v, hi: v },
+            _ => KeyMatch::Mask { value: v, mask: full },
+        });
+    }
+    // Wildcard digits: the number's digits cover its low `bits` bits.
+    let m = (m | (full & !mask(bits))) & full;
+    Ok(match kind {
+        MatchKind::Lpm => {
+            let len = m.count_ones();
+            if m != full ^ mask(width - len) {
+                return Err(format!("`{text}`: wildcards of an lpm key must be trailing"));
+            }
+            KeyMatch::Prefix { value: v & m, len }
+        }
+        _ => KeyMatch::Mask { value: v & m, mask: m },
+    })
+}
+
+fn parse_add<'p>(
+    p: &'p Pipeline,
+    text: &str,
+) -> Result<(&'p crate::exec::P4Table, P4Entry), String> {
+    let (tname, mut rest) = split_word(text);
+    let table = find_table(p, tname)?;
+    let mut priority = None;
+    let (first, after) = split_word(rest);
+    if !first.is_empty() && first.chars().all(|c| c.is_ascii_digit()) {
+        priority = Some(first.parse::<u32>().map_err(|_| format!("bad priority `{first}`"))?);
+        rest = after;
+    }
+    // Unset keys match anything (exact keys: zero, as BMv2's runner does).
+    let mut keys: Vec<KeyMatch> = table
+        .keys
+        .iter()
+        .map(|k| match k.kind {
+            MatchKind::Lpm => KeyMatch::Prefix { value: 0, len: 0 },
+            MatchKind::Exact => KeyMatch::Mask { value: 0, mask: mask(k.width) },
+            MatchKind::Range => KeyMatch::Range { lo: 0, hi: mask(k.width) },
+            _ => KeyMatch::Mask { value: 0, mask: 0 },
+        })
+        .collect();
+    let Some(open) = rest.find('(') else {
+        return Err("expected ACTION(ARGS) after the key".into());
+    };
+    let head = &rest[..open];
+    let mut words: Vec<&str> = head.split_whitespace().collect();
+    let action_name = words.pop().ok_or("expected an action name")?;
+    for w in words {
+        let (k, v) = w.split_once(':').ok_or_else(|| format!("`{w}`: expected KEY:VALUE"))?;
+        let k = k.replace('$', "");
+        let i = table
+            .keys
+            .iter()
+            .position(|f| f.name == k)
+            .or_else(|| table.keys.iter().position(|f| f.name.ends_with(&format!(".{k}"))))
+            .ok_or_else(|| {
+                format!(
+                    "table {} has no key field `{k}` (its key is {})",
+                    table.name,
+                    table.keys.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
+                )
+            })?;
+        let f = &table.keys[i];
+        keys[i] =
+            parse_key_match(f.kind, f.width, v).map_err(|e| format!("key {}: {e}", f.name))?;
+    }
+    let (action, args) = parse_action(table, &format!("{action_name}{}", &rest[open..]))?;
+    Ok((table, P4Entry { keys, priority, action, args }))
+}
+
+/// `name(arg:value, ...)` or `name(value, ...)`, with values in parameter order.
+fn parse_action(table: &crate::exec::P4Table, text: &str) -> Result<(String, Vec<u128>), String> {
+    let text = text.trim();
+    let text = text.split('=').next().unwrap_or(text).trim();
+    let (name, args) = match text.find('(') {
+        Some(i) => {
+            let inner = text[i + 1..].trim_end().strip_suffix(')').ok_or("missing `)`")?;
+            (text[..i].trim(), inner)
+        }
+        None => (text, ""),
+    };
+    let a = table.action_id(name)?;
+    let params = &table.params[a];
+    let mut values = vec![None; params.len()];
+    for (pos, arg) in args.split(',').map(str::trim).filter(|s| !s.is_empty()).enumerate() {
+        let (slot, v) = match arg.split_once(':') {
+            Some((n, v)) if !n.trim().starts_with("0x") && n.trim().parse::<u128>().is_err() => {
+                let n = n.trim();
+                let k = params
+                    .iter()
+                    .position(|p| p.0 == n)
+                    .ok_or_else(|| format!("action {name} has no parameter `{n}`"))?;
+                (k, v)
+            }
+            _ => (pos, arg),
+        };
+        if slot >= values.len() {
+            return Err(format!("action {name} takes {} argument(s)", params.len()));
+        }
+        values[slot] = Some(parse_number(v)?);
+    }
+    let args = values
+        .into_iter()
+        .zip(params)
+        .map(|(v, p)| v.ok_or_else(|| format!("action {name}: parameter `{}` is missing", p.0)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((table.action_names[a].clone(), args))
+}
+
+/// A register and a checked index into it.
+fn register_cell(
+    p: &Pipeline,
+    name: &str,
+    index: &str,
+) -> Result<(Arc<hotplane_tables::objects::RegisterArray>, usize), String> {
+    let r = find_register(p, name)?;
+    let index = parse_number(index)? as usize;
+    if index >= r.len() {
+        return Err(format!("register {name} has {} cells; index {index}", r.len()));
+    }
+    Ok((r, index))
+}
+
+fn find_register(
+    p: &Pipeline,
+    name: &str,
+) -> Result<Arc<hotplane_tables::objects::RegisterArray>, String> {
+    match p.objects.instance_index(&p.program, name).map(|i| &p.objects.instances[i]) {
+        Some(InstanceRt::Register(r)) => Ok(Arc::clone(r)),
+        Some(_) => Err(format!("`{name}` is not a register")),
+        None => Err(format!("no register `{name}`")),
+    }
+}
+
+fn compare(got: u128, op: &str, want: u128) -> Result<bool, String> {
+    Ok(match op {
+        "==" => got == want,
+        "!=" => got != want,
+        "<" => got < want,
+        "<=" => got <= want,
+        ">" => got > want,
+        ">=" => got >= want,
+        _ => return Err(format!("unknown comparison `{op}`")),
+    })
+}
+
+/// `NAME(INDEX) [packets|bytes] [OP VALUE]`: `None` when the check holds.
+fn check_counter(p: &Pipeline, text: &str) -> Result<Option<String>, String> {
+    let (head, rest) = text
+        .split_once(')')
+        .ok_or("usage: check_counter NAME(INDEX) [packets|bytes] [OP VALUE]")?;
+    let (name, index) = head.split_once('(').ok_or("usage: check_counter NAME(INDEX) ...")?;
+    let (name, index) = (name.trim(), parse_number(index)? as usize);
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    let (what, op, value) = match words[..] {
+        [] => ("packets", ">", "0"),
+        [w] if w == "packets" || w == "bytes" => (w, ">", "0"),
+        [op, v] => ("packets", op, v),
+        [w, op, v] => (w, op, v),
+        _ => return Err("usage: check_counter NAME(INDEX) [packets|bytes] [OP VALUE]".into()),
+    };
+    let counter = match p.objects.instance_index(&p.program, name).map(|i| &p.objects.instances[i])
+    {
+        Some(InstanceRt::Counter(c)) => Arc::clone(c),
+        Some(_) => return Err(format!("`{name}` is not an indirect counter")),
+        None => return Err(format!("no counter `{name}`")),
+    };
+    if index >= counter.len() {
+        return Err(format!("counter {name} has {} cells; index {index}", counter.len()));
+    }
+    let (packets, bytes) = counter.read(index);
+    let got = match what {
+        "packets" => packets,
+        "bytes" => bytes,
+        other => return Err(format!("`{other}`: expected packets or bytes")),
+    } as u128;
+    let want = parse_number(value)?;
+    Ok((!compare(got, op, want)?)
+        .then(|| format!("counter {name}({index}) {what} is {got}; expected {op} {want}")))
+}

@@ -1,0 +1,483 @@
+//! The v1model architecture (BMv2 `simple_switch` semantics) around a compiled [`Pipeline`]:
+//! parser, checksum verification and ingress; then clone, resubmit, multicast or unicast;
+//! egress, checksum update and deparser; then egress clone and recirculation.
+//!
+//! [`V1Switch::process`] handles every case with owned buffers (the STF runner, tests, and
+//! packets that clone or recirculate). The data-plane stage uses the same blocks in place.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use crate::exec::{Ctx, Effects, PacketState, Pipeline, DROP_PORT};
+use crate::ir::CloneKind;
+use hotplane_core::Guard;
+
+/// `standard_metadata.instance_type` values.
+pub mod instance {
+    pub const NORMAL: u32 = 0;
+    pub const INGRESS_CLONE: u32 = 1;
+    pub const EGRESS_CLONE: u32 = 2;
+    pub const RECIRCULATED: u32 = 4;
+    pub const REPLICATED: u32 = 5;
+    pub const RESUBMITTED: u32 = 6;
+}
+
+/// Resubmissions, recirculations and clones one arriving packet may cause in all; beyond
+/// this the copies are dropped and counted, so a program cannot loop forever.
+pub const MAX_PASSES: usize = 64;
+
+/// The packet replication engine's configuration: mirroring sessions and multicast groups.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Replication {
+    /// Clone session -> egress port.
+    pub mirror: BTreeMap<u32, u32>,
+    /// Multicast group -> (replication id, egress port) copies, in order.
+    pub groups: BTreeMap<u32, Vec<(u32, u32)>>,
+}
+
+/// A packet leaving the switch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Output {
+    pub port: u32,
+    pub data: Vec<u8>,
+}
+
+/// Counters of what the architecture did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SwitchStats {
+    pub received: u64,
+    pub sent: u64,
+    pub dropped: u64,
+    pub cloned: u64,
+    pub resubmitted: u64,
+    pub recirculated: u64,
+    pub replicated: u64,
+    /// Copies dropped because one packet exceeded [`MAX_PASSES`], or a clone session or
+    /// multicast group that does not exist.
+    pub lost_copies: u64,
+    pub assert_failures: u64,
+}
+
+/// Work left for one arriving packet.
+enum Job {
+    /// Parse and run ingress (a new, resubmitted or recirculated packet).
+    Ingress { data: Vec<u8>, port: u32, instance_type: u32 },
+    /// An ingress clone: parse the original packet again, then egress.
+    ParseToEgress { data: Vec<u8>, in_port: u32, port: u32 },
+    /// A copy whose headers and metadata are already set: egress only.
+    Egress {
+        st: Box<PacketState>,
+        data: Vec<u8>,
+        payload: usize,
+        port: u32,
+        rid: u32,
+        instance_type: u32,
+    },
+}
+
+/// What [`V1Switch::process_in_place`] did with the packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InPlace {
+    /// Rewritten in place; send it out of this port.
+    Sent(u32),
+    Dropped,
+    /// The packets leaving (none, one or several) are in `out`; the original is consumed.
+    Copies,
+}
+
+/// One worker's view of a v1model switch running a pipeline.
+pub struct V1Switch {
+    pub pipeline: Arc<Pipeline>,
+    st: PacketState,
+    pub stats: SwitchStats,
+}
+
+impl V1Switch {
+    pub fn new(pipeline: Arc<Pipeline>) -> Self {
+        let st = pipeline.new_state();
+        V1Switch { pipeline, st, stats: SwitchStats::default() }
+    }
+
+    /// Run one packet that arrived on `port`; what leaves is appended to `out`.
+    pub fn process(
+        &mut self,
+        data: &[u8],
+        port: u32,
+        pre: &Replication,
+        guard: &Guard<'_>,
+        now_ns: u64,
+        out: &mut Vec<Output>,
+    ) {
+        self.stats.received += 1;
+        let mut jobs = VecDeque::new();
+        jobs.push_back(Job::Ingress { data: data.to_vec(), port, instance_type: instance::NORMAL });
+        self.drain(jobs, pre, guard, now_ns, out);
+    }
+
+    fn drain(
+        &mut self,
+        mut jobs: VecDeque<Job>,
+        pre: &Replication,
+        guard: &Guard<'_>,
+        now_ns: u64,
+        out: &mut Vec<Output>,
+    ) {
+        let mut passes = 0;
+        while let Some(job) = jobs.pop_front() {
+            passes += 1;
+            if passes > MAX_PASSES {
+                self.stats.lost_copies += 1 + jobs.len() as u64;
+                break;
+            }
+            self.run_job(job, pre, guard, now_ns, &mut jobs, out);
+        }
+    }
+
+    /// Run one packet in place: the common case (unicast or drop, no clone, resubmit,
+    /// multicast or recirculation) rewrites `pkt` and allocates nothing. Otherwise the
+    /// packets leaving are appended to `out` and the result is [`InPlace::Copies`].
+    pub fn process_in_place(
+        &mut self,
+        pkt: &mut hotplane_core::Packet,
+        port: u32,
+        pre: &Replication,
+        guard: &Guard<'_>,
+        now_ns: u64,
+        out: &mut Vec<Output>,
+    ) -> InPlace {
+        self.stats.received += 1;
+        let p = Arc::clone(&self.pipeline);
+        let std = p.std;
+        p.reset(&mut self.st);
+        let (payload, fx) = {
+            let mut c =
+                ingress_ctx(&p, &mut self.st, pkt.data(), port, instance::NORMAL, guard, now_ns);
+            p.parse(&mut c);
+            p.verify_checksum(&mut c);
+            p.ingress(&mut c);
+            (c.payload, std::mem::take(&mut c.st.fx))
+        };
+        let plain = fx.clone.is_none() && !fx.resubmit && self.st.slots[std.mcast_grp] == 0;
+        if !plain {
+            let data = pkt.data().to_vec();
+            let mut jobs = VecDeque::new();
+            self.after_ingress(&data, port, payload, fx, pre, guard, now_ns, &mut jobs, out);
+            self.drain(jobs, pre, guard, now_ns, out);
+            return InPlace::Copies;
+        }
+        self.note(&fx);
+        let spec = self.st.slots[std.egress_spec] as u32;
+        if spec == DROP_PORT {
+            self.stats.dropped += 1;
+            return InPlace::Dropped;
+        }
+        let it = self.st.slots[std.instance_type] as u32;
+        let fx = self.egress_control(pkt.data(), payload, spec, 0, it, guard, now_ns);
+        if fx.clone.is_some() || fx.recirculate {
+            let data = pkt.data().to_vec();
+            let mut jobs = VecDeque::new();
+            self.after_egress(&data, payload, spec, fx, pre, guard, now_ns, &mut jobs, out);
+            self.drain(jobs, pre, guard, now_ns, out);
+            return InPlace::Copies;
+        }
+        if self.st.slots[std.egress_spec] as u32 == DROP_PORT {
+            self.stats.dropped += 1;
+            return InPlace::Dropped;
+        }
+        {
+            let mut c = Ctx {
+                st: &mut self.st,
+                pkt: pkt.data(),
+                cursor: payload,
+                payload,
+                guard,
+                now_ns,
+                error: 0,
+            };
+            p.deparse(&mut c);
+        }
+        // Headers are rewritten in front of the unchanged payload.
+        let emitted = self.st.out.len();
+        if pkt.adjust_head(payload as isize - emitted as isize).is_err() {
+            self.stats.dropped += 1;
+            return InPlace::Dropped;
+        }
+        pkt.data_mut()[..emitted].copy_from_slice(&self.st.out);
+        if let Some(len) = fx.truncate {
+            if (len as usize) < pkt.len() {
+                let _ = pkt.set_len(len as usize);
+            }
+        }
+        self.stats.sent += 1;
+        InPlace::Sent(spec)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_job(
+        &mut self,
+        job: Job,
+        pre: &Replication,
+        guard: &Guard<'_>,
+        now_ns: u64,
+        jobs: &mut VecDeque<Job>,
+        out: &mut Vec<Output>,
+    ) {
+        let p = Arc::clone(&self.pipeline);
+        match job {
+            Job::Ingress { data, port, instance_type } => {
+                p.reset(&mut self.st);
+                let mut c =
+                    ingress_ctx(&p, &mut self.st, &data, port, instance_type, guard, now_ns);
+                p.parse(&mut c);
+                p.verify_checksum(&mut c);
+                p.ingress(&mut c);
+                let payload = c.payload;
+                let fx = std::mem::take(&mut self.st.fx);
+                self.after_ingress(&data, port, payload, fx, pre, guard, now_ns, jobs, out);
+            }
+            Job::ParseToEgress { data, in_port, port } => {
+                p.reset(&mut self.st);
+                let mut c = ingress_ctx(
+                    &p,
+                    &mut self.st,
+                    &data,
+                    in_port,
+                    instance::INGRESS_CLONE,
+                    guard,
+                    now_ns,
+                );
+                p.parse(&mut c);
+                let payload = c.payload;
+                self.egress(
+                    &data,
+                    payload,
+                    port,
+                    0,
+                    instance::INGRESS_CLONE,
+                    pre,
+                    guard,
+                    now_ns,
+                    jobs,
+                    out,
+                );
+            }
+            Job::Egress { st, data, payload, port, rid, instance_type } => {
+                self.st = *st;
+                self.egress(
+                    &data,
+                    payload,
+                    port,
+                    rid,
+                    instance_type,
+                    pre,
+                    guard,
+                    now_ns,
+                    jobs,
+                    out,
+                );
+            }
+        }
+    }
+
+    /// What happens once ingress is over: ingress clone, resubmit, multicast, drop or unicast.
+    #[allow(clippy::too_many_arguments)]
+    fn after_ingress(
+        &mut self,
+        data: &[u8],
+        port: u32,
+        payload: usize,
+        fx: Effects,
+        pre: &Replication,
+        guard: &Guard<'_>,
+        now_ns: u64,
+        jobs: &mut VecDeque<Job>,
+        out: &mut Vec<Output>,
+    ) {
+        let std = self.pipeline.std;
+        self.note(&fx);
+        let slot = |st: &PacketState, s: usize| st.slots[s] as u32;
+        if let Some((CloneKind::I2E, session)) = fx.clone {
+            match pre.mirror.get(&session) {
+                Some(&to) => {
+                    self.stats.cloned += 1;
+                    jobs.push_back(Job::ParseToEgress {
+                        data: data.to_vec(),
+                        in_port: port,
+                        port: to,
+                    });
+                }
+                None => self.stats.lost_copies += 1,
+            }
+        }
+        if fx.resubmit {
+            self.stats.resubmitted += 1;
+            jobs.push_back(Job::Ingress {
+                data: data.to_vec(),
+                port,
+                instance_type: instance::RESUBMITTED,
+            });
+            return;
+        }
+        let group = slot(&self.st, std.mcast_grp);
+        if group != 0 {
+            match pre.groups.get(&group) {
+                Some(copies) => {
+                    for &(rid, to) in copies {
+                        self.stats.replicated += 1;
+                        jobs.push_back(Job::Egress {
+                            st: Box::new(self.st.clone()),
+                            data: data.to_vec(),
+                            payload,
+                            port: to,
+                            rid,
+                            instance_type: instance::REPLICATED,
+                        });
+                    }
+                }
+                None => self.stats.dropped += 1,
+            }
+            return;
+        }
+        let spec = slot(&self.st, std.egress_spec);
+        if spec == DROP_PORT {
+            self.stats.dropped += 1;
+            return;
+        }
+        let it = slot(&self.st, std.instance_type);
+        self.egress(data, payload, spec, 0, it, pre, guard, now_ns, jobs, out);
+    }
+
+    /// Set the egress metadata and run the egress control on the packet in `self.st`.
+    #[allow(clippy::too_many_arguments)]
+    fn egress_control(
+        &mut self,
+        data: &[u8],
+        payload: usize,
+        port: u32,
+        rid: u32,
+        instance_type: u32,
+        guard: &Guard<'_>,
+        now_ns: u64,
+    ) -> Effects {
+        let p = Arc::clone(&self.pipeline);
+        let std = p.std;
+        {
+            let s = &mut self.st.slots;
+            s[std.egress_port] = port as u128;
+            s[std.egress_spec] = 0;
+            s[std.egress_rid] = rid as u128;
+            s[std.instance_type] = instance_type as u128;
+            s[std.egress_global_timestamp] = (now_ns / 1000) as u128 & crate::types::mask(48);
+        }
+        self.st.fx = Effects::default();
+        let mut c =
+            Ctx { st: &mut self.st, pkt: data, cursor: payload, payload, guard, now_ns, error: 0 };
+        p.egress(&mut c);
+        std::mem::take(&mut self.st.fx)
+    }
+
+    /// Egress processing of the packet in `self.st`, then deparse and send (or recirculate).
+    #[allow(clippy::too_many_arguments)]
+    fn egress(
+        &mut self,
+        data: &[u8],
+        payload: usize,
+        port: u32,
+        rid: u32,
+        instance_type: u32,
+        pre: &Replication,
+        guard: &Guard<'_>,
+        now_ns: u64,
+        jobs: &mut VecDeque<Job>,
+        out: &mut Vec<Output>,
+    ) {
+        let fx = self.egress_control(data, payload, port, rid, instance_type, guard, now_ns);
+        self.after_egress(data, payload, port, fx, pre, guard, now_ns, jobs, out);
+    }
+
+    /// Egress clone, drop, deparse, then recirculate or send.
+    #[allow(clippy::too_many_arguments)]
+    fn after_egress(
+        &mut self,
+        data: &[u8],
+        payload: usize,
+        port: u32,
+        fx: Effects,
+        pre: &Replication,
+        guard: &Guard<'_>,
+        now_ns: u64,
+        jobs: &mut VecDeque<Job>,
+        out: &mut Vec<Output>,
+    ) {
+        let p = Arc::clone(&self.pipeline);
+        let std = p.std;
+        self.note(&fx);
+        if let Some((CloneKind::E2E, session)) = fx.clone {
+            match pre.mirror.get(&session) {
+                Some(&to) => {
+                    self.stats.cloned += 1;
+                    // The copy keeps the headers; its metadata starts again from zero.
+                    let mut copy = self.st.clone();
+                    copy.slots[..p.program.reset_slots as usize].fill(0);
+                    jobs.push_back(Job::Egress {
+                        st: Box::new(copy),
+                        data: data.to_vec(),
+                        payload,
+                        port: to,
+                        rid: 0,
+                        instance_type: instance::EGRESS_CLONE,
+                    });
+                }
+                None => self.stats.lost_copies += 1,
+            }
+        }
+        if self.st.slots[std.egress_spec] as u32 == DROP_PORT {
+            self.stats.dropped += 1;
+            return;
+        }
+        let mut c =
+            Ctx { st: &mut self.st, pkt: data, cursor: payload, payload, guard, now_ns, error: 0 };
+        p.deparse(&mut c);
+        let mut packet = self.st.out.clone();
+        packet.extend_from_slice(data.get(payload..).unwrap_or(&[]));
+        if let Some(len) = fx.truncate {
+            packet.truncate(len as usize);
+        }
+        if fx.recirculate {
+            self.stats.recirculated += 1;
+            let in_port = self.st.slots[std.ingress_port] as u32;
+            jobs.push_back(Job::Ingress {
+                data: packet,
+                port: in_port,
+                instance_type: instance::RECIRCULATED,
+            });
+            return;
+        }
+        self.stats.sent += 1;
+        out.push(Output { port, data: packet });
+    }
+
+    fn note(&mut self, fx: &Effects) {
+        if fx.assert_failed {
+            self.stats.assert_failures += 1;
+        }
+    }
+}
+
+/// A context for a packet entering the parser, with the standard metadata v1model sets.
+pub(crate) fn ingress_ctx<'a>(
+    p: &Pipeline,
+    st: &'a mut PacketState,
+    data: &'a [u8],
+    port: u32,
+    instance_type: u32,
+    guard: &'a Guard<'a>,
+    now_ns: u64,
+) -> Ctx<'a> {
+    let std = p.std;
+    st.slots[std.ingress_port] = port as u128;
+    st.slots[std.instance_type] = instance_type as u128;
+    st.slots[std.packet_length] = data.len() as u128;
+    st.slots[std.ingress_global_timestamp] = (now_ns / 1000) as u128 & crate::types::mask(48);
+    Ctx { st, pkt: data, cursor: 0, payload: 0, guard, now_ns, error: 0 }
+}

@@ -1,0 +1,100 @@
+//! Every `tests/p4/NAME.stf` runs against `tests/p4/NAME.p4` (or the program its first
+//! `# program: FILE` line names) and must pass; a corrupted expectation must fail.
+
+use hotplane_core::Qsbr;
+use hotplane_p4::exec::Pipeline;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/p4")
+}
+
+fn program_for(stf: &Path, text: &str) -> PathBuf {
+    let named = text.lines().find_map(|l| l.strip_prefix("# program:")).map(str::trim);
+    match named {
+        Some(p) => stf.with_file_name(p),
+        None => stf.with_extension("p4"),
+    }
+}
+
+fn pipeline(p4: &Path) -> Arc<Pipeline> {
+    let ir = hotplane_p4::compile_file(p4, &[], &[]).unwrap_or_else(|e| panic!("{e}"));
+    Arc::new(Pipeline::new(ir, &Qsbr::new()).unwrap_or_else(|e| panic!("{}: {e}", p4.display())))
+}
+
+#[test]
+fn every_stf_test_passes() {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir())
+        .expect("tests/p4")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "stf"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty());
+    let mut failed = Vec::new();
+    for stf in &files {
+        let text = std::fs::read_to_string(stf).expect("readable");
+        let p = pipeline(&program_for(stf, &text));
+        match hotplane_p4::stf::run(p, &stf.display().to_string(), &text) {
+            Ok(r) if r.passed() => {
+                assert!(r.expects + r.checks > 0, "{} checks nothing", stf.display());
+                println!(
+                    "PASS {} ({} packets, {} expects, {} checks)",
+                    stf.display(),
+                    r.packets_sent,
+                    r.expects,
+                    r.checks
+                );
+            }
+            Ok(r) => failed.push(format!("{}:\n{}", stf.display(), r.failures.join("\n"))),
+            Err(e) => failed.push(e.to_string()),
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+}
+
+#[test]
+fn a_wrong_expectation_fails_with_a_diff() {
+    let stf = dir().join("basic.stf");
+    let text = std::fs::read_to_string(&stf).expect("readable");
+    // Expect the TTL unchanged (0x40) where the program decrements it (0x3F).
+    let bad = text.replacen(
+        "0000000001010000000000AA080045000021000100003F11",
+        "0000000001010000000000AA080045000021000100004011",
+        1,
+    );
+    assert_ne!(bad, text, "the test's packet is in basic.stf");
+    let r =
+        hotplane_p4::stf::run(pipeline(&dir().join("basic.p4")), "bad.stf", &bad).expect("runs");
+    assert_eq!(r.failures.len(), 1, "{:?}", r.failures);
+    assert!(r.failures[0].contains("differs at byte 22"), "{}", r.failures[0]);
+    assert!(r.failures[0].contains("received"), "{}", r.failures[0]);
+}
+
+#[test]
+fn stf_file_mistakes_are_errors_with_a_line() {
+    let p = pipeline(&dir().join("basic.p4"));
+    for (text, want) in [
+        ("add nosuch x:1 a()\n", "no table `nosuch`"),
+        ("add ipv4_lpm hdr.ipv4.srcAddr:1 drop()\n", "no key field `hdr.ipv4.srcAddr`"),
+        ("add ipv4_lpm dstAddr:0x1ffffffff/32 drop()\n", "does not fit in bit<32>"),
+        ("add ipv4_lpm dstAddr:10.0.0.0/33 drop()\n", "prefix /33 is longer"),
+        ("add ipv4_lpm dstAddr:10.0.0.0/8 fly()\n", "has no action `fly`"),
+        (
+            "add ipv4_lpm dstAddr:10.0.0.0/8 ipv4_forward(port:1)\n",
+            "parameter `dstAddr` is missing",
+        ),
+        (
+            "add ipv4_lpm dstAddr:10.0.0.0/8 ipv4_forward(dstAddr:1, port:512)\n",
+            "does not fit in bit<9>",
+        ),
+        ("packet 0 0A0\n", "odd number of hex digits"),
+        ("\n\nfrobnicate 1\n", "unknown STF command"),
+    ] {
+        let e = hotplane_p4::stf::run(Arc::clone(&p), "t.stf", text).expect_err(text);
+        assert!(e.to_string().contains(want), "{text}: {e}");
+    }
+    let e = hotplane_p4::stf::run(Arc::clone(&p), "t.stf", "\n\nfrobnicate 1\n").unwrap_err();
+    assert_eq!(e.line, 3);
+}
