@@ -78,7 +78,7 @@ pub fn stf(program: &Path, stf: &Path, include: &[PathBuf], json: bool) -> anyho
     let p = load(program, include, &qsbr)?;
     let text =
         std::fs::read_to_string(stf).with_context(|| format!("cannot read {}", stf.display()))?;
-    let report = hotplane_p4::stf::run(p, &stf.display().to_string(), &text)?;
+    let report = hotplane_p4::stf::run(p, &qsbr, &stf.display().to_string(), &text)?;
     if json {
         println!(
             "{}",

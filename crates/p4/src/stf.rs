@@ -53,11 +53,17 @@ struct Expect {
     exact: bool,
 }
 
-/// Run an STF file against `pipeline`. Errors in the file stop the run with [`StfError`];
-/// failed expectations are collected in the report.
-pub fn run(pipeline: Arc<Pipeline>, file: &str, text: &str) -> Result<StfReport, StfError> {
-    let qsbr = Qsbr::new();
-    let reader = qsbr.register("stf");
+/// Run an STF file against `pipeline`, whose tables live in `qsbr`. Errors in the file stop
+/// the run with [`StfError`]; failed expectations are collected in the report.
+pub fn run(
+    pipeline: Arc<Pipeline>,
+    qsbr: &Qsbr,
+    file: &str,
+    text: &str,
+) -> Result<StfReport, StfError> {
+    // Online only while a packet runs: table changes wait for grace periods, which a thread
+    // that is itself an online reader cannot do.
+    let mut offline = Some(qsbr.register("stf").offline());
     let mut sw = V1Switch::new(Arc::clone(&pipeline));
     let mut pre = Replication::default();
     let mut nodes: BTreeMap<u32, (u32, Vec<u32>)> = BTreeMap::new();
@@ -89,10 +95,14 @@ pub fn run(pipeline: Arc<Pipeline>, file: &str, text: &str) -> Result<StfReport,
                 let (port, hex) = split_word(rest);
                 let port = parse_port(port).map_err(err)?;
                 let data = parse_hex(hex).map_err(err)?;
-                let guard = reader.guard();
                 let mut out: Vec<Output> = Vec::new();
                 now_ns += 1000;
-                sw.process(&data, port, &pre, &guard, now_ns, &mut out);
+                if let Some(r) = offline.take() {
+                    let mut reader = r.online();
+                    sw.process(&data, port, &pre, &reader.guard(), now_ns, &mut out);
+                    reader.quiescent();
+                    offline = Some(reader.offline());
+                }
                 report.packets_sent += 1;
                 for o in out {
                     report.packets_received += 1;

@@ -146,7 +146,8 @@ impl V1Switch {
         out: &mut Vec<Output>,
     ) -> InPlace {
         self.stats.received += 1;
-        let p = Arc::clone(&self.pipeline);
+        // A plain borrow: cloning the Arc would cost two atomic operations per packet.
+        let p = &*self.pipeline;
         let std = p.std;
         p.reset(&mut self.st);
         let (payload, fx) = {
@@ -165,14 +166,14 @@ impl V1Switch {
             self.drain(jobs, pre, guard, now_ns, out);
             return InPlace::Copies;
         }
-        self.note(&fx);
+        note(&mut self.stats, &fx);
         let spec = self.st.slots[std.egress_spec] as u32;
         if spec == DROP_PORT {
             self.stats.dropped += 1;
             return InPlace::Dropped;
         }
         let it = self.st.slots[std.instance_type] as u32;
-        let fx = self.egress_control(pkt.data(), payload, spec, 0, it, guard, now_ns);
+        let fx = egress_control(p, &mut self.st, pkt.data(), payload, spec, 0, it, guard, now_ns);
         if fx.clone.is_some() || fx.recirculate {
             let data = pkt.data().to_vec();
             let mut jobs = VecDeque::new();
@@ -294,7 +295,7 @@ impl V1Switch {
         out: &mut Vec<Output>,
     ) {
         let std = self.pipeline.std;
-        self.note(&fx);
+        note(&mut self.stats, &fx);
         let slot = |st: &PacketState, s: usize| st.slots[s] as u32;
         if let Some((CloneKind::I2E, session)) = fx.clone {
             match pre.mirror.get(&session) {
@@ -347,35 +348,6 @@ impl V1Switch {
         self.egress(data, payload, spec, 0, it, pre, guard, now_ns, jobs, out);
     }
 
-    /// Set the egress metadata and run the egress control on the packet in `self.st`.
-    #[allow(clippy::too_many_arguments)]
-    fn egress_control(
-        &mut self,
-        data: &[u8],
-        payload: usize,
-        port: u32,
-        rid: u32,
-        instance_type: u32,
-        guard: &Guard<'_>,
-        now_ns: u64,
-    ) -> Effects {
-        let p = Arc::clone(&self.pipeline);
-        let std = p.std;
-        {
-            let s = &mut self.st.slots;
-            s[std.egress_port] = port as u128;
-            s[std.egress_spec] = 0;
-            s[std.egress_rid] = rid as u128;
-            s[std.instance_type] = instance_type as u128;
-            s[std.egress_global_timestamp] = (now_ns / 1000) as u128 & crate::types::mask(48);
-        }
-        self.st.fx = Effects::default();
-        let mut c =
-            Ctx { st: &mut self.st, pkt: data, cursor: payload, payload, guard, now_ns, error: 0 };
-        p.egress(&mut c);
-        std::mem::take(&mut self.st.fx)
-    }
-
     /// Egress processing of the packet in `self.st`, then deparse and send (or recirculate).
     #[allow(clippy::too_many_arguments)]
     fn egress(
@@ -391,7 +363,17 @@ impl V1Switch {
         jobs: &mut VecDeque<Job>,
         out: &mut Vec<Output>,
     ) {
-        let fx = self.egress_control(data, payload, port, rid, instance_type, guard, now_ns);
+        let fx = egress_control(
+            &self.pipeline,
+            &mut self.st,
+            data,
+            payload,
+            port,
+            rid,
+            instance_type,
+            guard,
+            now_ns,
+        );
         self.after_egress(data, payload, port, fx, pre, guard, now_ns, jobs, out);
     }
 
@@ -411,7 +393,7 @@ impl V1Switch {
     ) {
         let p = Arc::clone(&self.pipeline);
         let std = p.std;
-        self.note(&fx);
+        note(&mut self.stats, &fx);
         if let Some((CloneKind::E2E, session)) = fx.clone {
             match pre.mirror.get(&session) {
                 Some(&to) => {
@@ -456,12 +438,41 @@ impl V1Switch {
         self.stats.sent += 1;
         out.push(Output { port, data: packet });
     }
+}
 
-    fn note(&mut self, fx: &Effects) {
-        if fx.assert_failed {
-            self.stats.assert_failures += 1;
-        }
+fn note(stats: &mut SwitchStats, fx: &Effects) {
+    if fx.assert_failed {
+        stats.assert_failures += 1;
     }
+}
+
+/// Set the egress metadata and run the egress control on the packet in `st`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn egress_control(
+    p: &Pipeline,
+    st: &mut PacketState,
+    data: &[u8],
+    payload: usize,
+    port: u32,
+    rid: u32,
+    instance_type: u32,
+    guard: &Guard<'_>,
+    now_ns: u64,
+) -> Effects {
+    let std = p.std;
+    {
+        let s = &mut st.slots;
+        s[std.egress_port] = port as u128;
+        s[std.egress_spec] = 0;
+        s[std.egress_rid] = rid as u128;
+        s[std.instance_type] = instance_type as u128;
+        s[std.egress_global_timestamp] = (now_ns / 1000) as u128 & crate::types::mask(48);
+    }
+    st.fx = Effects::default();
+    let mut c = Ctx { st, pkt: data, cursor: payload, payload, guard, now_ns, error: 0 };
+    p.egress(&mut c);
+    std::mem::take(&mut c.st.fx)
 }
 
 /// A context for a packet entering the parser, with the standard metadata v1model sets.

@@ -18,9 +18,14 @@ fn program_for(stf: &Path, text: &str) -> PathBuf {
     }
 }
 
+fn qsbr() -> &'static Qsbr {
+    static Q: std::sync::OnceLock<Qsbr> = std::sync::OnceLock::new();
+    Q.get_or_init(Qsbr::new)
+}
+
 fn pipeline(p4: &Path) -> Arc<Pipeline> {
     let ir = hotplane_p4::compile_file(p4, &[], &[]).unwrap_or_else(|e| panic!("{e}"));
-    Arc::new(Pipeline::new(ir, &Qsbr::new()).unwrap_or_else(|e| panic!("{}: {e}", p4.display())))
+    Arc::new(Pipeline::new(ir, qsbr()).unwrap_or_else(|e| panic!("{}: {e}", p4.display())))
 }
 
 #[test]
@@ -36,7 +41,7 @@ fn every_stf_test_passes() {
     for stf in &files {
         let text = std::fs::read_to_string(stf).expect("readable");
         let p = pipeline(&program_for(stf, &text));
-        match hotplane_p4::stf::run(p, &stf.display().to_string(), &text) {
+        match hotplane_p4::stf::run(p, qsbr(), &stf.display().to_string(), &text) {
             Ok(r) if r.passed() => {
                 assert!(r.expects + r.checks > 0, "{} checks nothing", stf.display());
                 println!(
@@ -65,8 +70,8 @@ fn a_wrong_expectation_fails_with_a_diff() {
         1,
     );
     assert_ne!(bad, text, "the test's packet is in basic.stf");
-    let r =
-        hotplane_p4::stf::run(pipeline(&dir().join("basic.p4")), "bad.stf", &bad).expect("runs");
+    let r = hotplane_p4::stf::run(pipeline(&dir().join("basic.p4")), qsbr(), "bad.stf", &bad)
+        .expect("runs");
     assert_eq!(r.failures.len(), 1, "{:?}", r.failures);
     assert!(r.failures[0].contains("differs at byte 22"), "{}", r.failures[0]);
     assert!(r.failures[0].contains("received"), "{}", r.failures[0]);
@@ -92,9 +97,10 @@ fn stf_file_mistakes_are_errors_with_a_line() {
         ("packet 0 0A0\n", "odd number of hex digits"),
         ("\n\nfrobnicate 1\n", "unknown STF command"),
     ] {
-        let e = hotplane_p4::stf::run(Arc::clone(&p), "t.stf", text).expect_err(text);
+        let e = hotplane_p4::stf::run(Arc::clone(&p), qsbr(), "t.stf", text).expect_err(text);
         assert!(e.to_string().contains(want), "{text}: {e}");
     }
-    let e = hotplane_p4::stf::run(Arc::clone(&p), "t.stf", "\n\nfrobnicate 1\n").unwrap_err();
+    let e =
+        hotplane_p4::stf::run(Arc::clone(&p), qsbr(), "t.stf", "\n\nfrobnicate 1\n").unwrap_err();
     assert_eq!(e.line, 3);
 }

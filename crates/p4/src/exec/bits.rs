@@ -59,27 +59,40 @@ pub fn write_bits(bytes: &mut [u8], bit_off: u32, width: u32, v: u128) {
     }
 }
 
-#[inline]
+/// A big-endian number of up to 16 bytes.
+#[inline(always)]
 pub fn read_be(b: &[u8]) -> u128 {
     match b.len() {
         1 => b[0] as u128,
         2 => u16::from_be_bytes([b[0], b[1]]) as u128,
         4 => u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as u128,
-        _ => b.iter().fold(0u128, |acc, &x| (acc << 8) | x as u128),
+        n if n <= 8 => {
+            let mut w = [0u8; 8];
+            w[8 - n..].copy_from_slice(b);
+            u64::from_be_bytes(w) as u128
+        }
+        n => {
+            let n = n.min(16);
+            let mut w = [0u8; 16];
+            w[16 - n..].copy_from_slice(&b[b.len() - n..]);
+            u128::from_be_bytes(w)
+        }
     }
 }
 
-#[inline]
+/// Store the low `b.len()` (up to 16) bytes of `v` big-endian.
+#[inline(always)]
 pub fn write_be(b: &mut [u8], v: u128) {
     match b.len() {
         1 => b[0] = v as u8,
         2 => b.copy_from_slice(&(v as u16).to_be_bytes()),
         4 => b.copy_from_slice(&(v as u32).to_be_bytes()),
+        n if n <= 8 => b.copy_from_slice(&(v as u64).to_be_bytes()[8 - n..]),
+        n if n <= 16 => b.copy_from_slice(&v.to_be_bytes()[16 - n..]),
         n => {
-            for (i, x) in b.iter_mut().enumerate() {
-                let shift = 8 * (n - 1 - i);
-                *x = if shift >= 128 { 0 } else { (v >> shift) as u8 };
-            }
+            // Wider than a value can be: the leading bytes are zero.
+            b[..n - 16].fill(0);
+            b[n - 16..].copy_from_slice(&v.to_be_bytes());
         }
     }
 }

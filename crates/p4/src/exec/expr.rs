@@ -2,7 +2,7 @@
 //! state and returns a canonical value (masked to its width, signed values in two's
 //! complement), so no operation needs to know where its operands came from.
 
-use super::bits::{read_bits, write_bits};
+use super::bits::{read_be, read_bits, write_be, write_bits};
 use super::{Compiler, Ctx, ExprFn};
 use crate::ir::{BinOp, Expr, HdrRef, Place, StackRef, UnOp};
 use crate::types::{mask, sext};
@@ -94,6 +94,10 @@ impl Compiler<'_> {
                             let h = &c.st.hdr[b..b + 4];
                             u32::from_be_bytes([h[0], h[1], h[2], h[3]]) as u128
                         }),
+                        (0, w) if w % 8 == 0 => {
+                            let n = (w / 8) as usize;
+                            Box::new(move |c| read_be(&c.st.hdr[b..b + n]))
+                        }
                         _ => Box::new(move |c| read_bits(&c.st.hdr, off, width)),
                     }
                 }
@@ -119,7 +123,15 @@ impl Compiler<'_> {
             &Place::Field { ref hdr, bit_off, width } => match self.hdr(hdr) {
                 HdrSel::Static { byte_off, .. } => {
                     let off = byte_off * 8 + bit_off;
-                    Box::new(move |c, v| write_bits(&mut c.st.hdr, off, width, v))
+                    let b = (off / 8) as usize;
+                    match (off % 8, width) {
+                        (0, 8) => Box::new(move |c, v| c.st.hdr[b] = v as u8),
+                        (0, w) if w % 8 == 0 => {
+                            let n = (w / 8) as usize;
+                            Box::new(move |c, v| write_be(&mut c.st.hdr[b..b + n], v))
+                        }
+                        _ => Box::new(move |c, v| write_bits(&mut c.st.hdr, off, width, v)),
+                    }
                 }
                 sel => Box::new(move |c, v| {
                     if let Some((_, byte_off)) = sel.resolve(c) {

@@ -20,6 +20,21 @@ pub(crate) struct FieldList {
 }
 
 impl FieldList {
+    /// The header byte runs of a list made only of them, when every run but the last has an
+    /// even length: the Internet checksum can then sum the runs where they lie.
+    fn even_byte_runs(&self) -> Option<Vec<(usize, usize)>> {
+        let runs: Vec<(usize, usize)> = self
+            .segments
+            .iter()
+            .map(|s| match s {
+                Segment::Bytes { from, len } => Some((*from, *len)),
+                Segment::Value { .. } => None,
+            })
+            .collect::<Option<_>>()?;
+        let n = runs.len();
+        runs.iter().take(n.saturating_sub(1)).all(|r| r.1 % 2 == 0).then_some(runs)
+    }
+
     /// Assemble into `out` (cleared first); returns the length in bits.
     pub fn assemble(&self, c: &Ctx<'_>, out: &mut Vec<u8>) -> u32 {
         out.clear();
@@ -98,26 +113,42 @@ pub fn hash(algo: HashAlgo, data: &[u8]) -> u64 {
 
 impl Compiler<'_> {
     pub(crate) fn field_list(&self, items: &[ListItem]) -> FieldList {
-        let mut segments: Vec<Segment> = Vec::new();
+        // Fields of a fixed header that follow one another merge into bit runs; runs that
+        // start and end on byte boundaries are copied as bytes (`version, ihl` is one byte).
+        enum Piece<'e> {
+            Run { start: u32, bits: u32, items: Vec<&'e ListItem> },
+            Value(&'e ListItem),
+        }
+        let mut pieces: Vec<Piece<'_>> = Vec::new();
         for item in items {
-            // Byte-aligned fields of a fixed header become byte runs, merged when adjacent.
             if let Expr::Read(Place::Field { hdr: HdrRef::Static(id), bit_off, width }) =
                 &item.value
             {
-                let start = self.prog.headers[*id as usize].byte_off * 8 + bit_off;
-                if start % 8 == 0 && width % 8 == 0 && *width == item.width {
-                    let (from, len) = ((start / 8) as usize, (width / 8) as usize);
-                    if let Some(Segment::Bytes { from: f, len: l }) = segments.last_mut() {
-                        if *f + *l == from {
-                            *l += len;
+                if *width == item.width {
+                    let start = self.prog.headers[*id as usize].byte_off * 8 + bit_off;
+                    if let Some(Piece::Run { start: s, bits, items }) = pieces.last_mut() {
+                        if *s + *bits == start {
+                            *bits += width;
+                            items.push(item);
                             continue;
                         }
                     }
-                    segments.push(Segment::Bytes { from, len });
+                    pieces.push(Piece::Run { start, bits: *width, items: vec![item] });
                     continue;
                 }
             }
-            segments.push(Segment::Value { e: self.expr(&item.value), width: item.width });
+            pieces.push(Piece::Value(item));
+        }
+        let value =
+            |item: &ListItem| Segment::Value { e: self.expr(&item.value), width: item.width };
+        let mut segments = Vec::new();
+        for p in pieces {
+            match p {
+                Piece::Run { start, bits, .. } if start % 8 == 0 && bits % 8 == 0 => segments
+                    .push(Segment::Bytes { from: (start / 8) as usize, len: (bits / 8) as usize }),
+                Piece::Run { items, .. } => segments.extend(items.into_iter().map(value)),
+                Piece::Value(item) => segments.push(value(item)),
+            }
         }
         FieldList { segments }
     }
@@ -289,6 +320,25 @@ impl Compiler<'_> {
                 let (cond, list, algo) = (self.expr(cond), self.field_list(data), *algo);
                 let (load, store, width) = (self.load(sum), self.store(sum), sum.width());
                 let (verify, with_payload) = (*verify, *with_payload);
+                let runs = list.even_byte_runs();
+                if let (Some(runs), HashAlgo::Csum16, false) = (runs, algo, with_payload) {
+                    // The IPv4 header checksum and its like: no copy, one pass.
+                    return Box::new(move |c| {
+                        if cond(c) == 0 {
+                            return Flow::Next;
+                        }
+                        let sum = runs.iter().fold(0u32, |acc, &(from, len)| {
+                            ones_complement_sum(&c.st.hdr[from..from + len], acc)
+                        });
+                        let v = (!sum & 0xffff) as u128;
+                        if !verify {
+                            store(c, v);
+                        } else if load(c) != v {
+                            c.st.slots[std.checksum_error] = 1;
+                        }
+                        Flow::Next
+                    });
+                }
                 Box::new(move |c| {
                     if cond(c) == 0 {
                         return Flow::Next;

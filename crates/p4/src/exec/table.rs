@@ -481,6 +481,14 @@ fn put(key: &mut [u8], f: &KeyField, v: u128) {
     write_be(&mut key[f.at..f.at + f.bytes], v << shift);
 }
 
+/// Evaluate the key fields into their places in the packed key.
+#[inline(always)]
+fn build_key(keys: &[(ExprFn, usize, usize, u32)], c: &Ctx<'_>, key: &mut [u8]) {
+    for (e, at, bytes, shift) in keys {
+        write_be(&mut key[*at..*at + *bytes], e(c) << *shift);
+    }
+}
+
 impl Compiler<'_> {
     /// `t.apply()`: build the key, look it up, run the entry's (or the default) action.
     pub(crate) fn apply(
@@ -509,12 +517,13 @@ impl Compiler<'_> {
             let guard = c.guard;
             let found = if keyless {
                 None
+            } else if n <= 16 {
+                let mut key = [0u8; 16];
+                build_key(&keys, c, &mut key);
+                t.table.lookup(&key[..n], guard)
             } else {
                 let mut key = [0u8; MAX_KEY_BYTES];
-                for (e, at, bytes, shift) in &keys {
-                    let v = e(c) << *shift;
-                    write_be(&mut key[*at..*at + *bytes], v);
-                }
+                build_key(&keys, c, &mut key);
                 t.table.lookup(&key[..n], guard)
             };
             let hit = found.is_some();
