@@ -86,7 +86,7 @@ for cmd in "${smoke[@]}"; do
 done
 
 if [ "$FUZZ_SECONDS" != 0 ]; then
-  for target in envelope classify capture ebpf_bytecode ebpf_elf lua_source table_text p4_source; do
+  for target in envelope classify capture ebpf_bytecode ebpf_elf lua_source table_text p4_source p4_control; do
     step "fuzz $target (${FUZZ_SECONDS}s)"
     mkdir -p "fuzz/corpus/$target" target
     log="target/fuzz-$target.log"
@@ -100,7 +100,7 @@ if [ "$FUZZ_SECONDS" != 0 ]; then
     seeds=("fuzz/seeds/$target")
     case "$target" in
       lua_source) seeds+=(examples/lua) ;;
-      p4_source) seeds+=(tests/p4) ;;
+      p4_source | p4_control) seeds+=(tests/p4) ;;
     esac
     if [ "$target" = lua_source ]; then extra=(-detect_leaks=0); asan="detect_leaks=0"; fi
     if ! ASAN_OPTIONS="$asan" RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" --fuzz-dir fuzz "fuzz/corpus/$target" "${seeds[@]}" \

@@ -1,17 +1,36 @@
 //! P4 source text (from files, `hotplane push --p4` and update packets): the preprocessor,
-//! lexer and parser must return a diagnostic for anything they cannot take, never panic, and
-//! never run away on nesting or macro expansion.
+//! lexer, parser and type checker must return a diagnostic for anything they cannot take,
+//! never panic, and never run away on nesting or macro expansion; a program they accept must
+//! compile and run packets without panicking.
 #![no_main]
 
+use hotplane_core::Qsbr;
 use hotplane_p4::diag::SourceMap;
+use hotplane_p4::exec::Pipeline;
 use hotplane_p4::preprocess::BuiltinOnly;
+use hotplane_p4::v1model::{Replication, V1Switch};
 use libfuzzer_sys::fuzz_target;
+use std::sync::Arc;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let mut sources = SourceMap::default();
-    if let Err(e) = hotplane_p4::parse_program(&mut sources, &mut BuiltinOnly, "fuzz.p4", text, &[]) {
-        // Rendering must cope with every span the front-end can produce.
-        assert!(!e.to_string().is_empty());
+    let ir = match hotplane_p4::check_program(&mut sources, &mut BuiltinOnly, "fuzz.p4", text, &[]) {
+        Ok(ir) => ir,
+        Err(e) => {
+            // Rendering must cope with every span the front-end can produce.
+            assert!(!e.to_string().is_empty());
+            return;
+        }
+    };
+    let qsbr = Qsbr::new();
+    let Ok(p) = Pipeline::new(ir, &qsbr) else { return };
+    let reader = qsbr.register("fuzz");
+    let mut sw = V1Switch::new(Arc::new(p));
+    let mut out = Vec::new();
+    // Packets of several lengths, including empty and short ones, made from the input.
+    for len in [0usize, 1, 14, 34, 64, data.len().min(1500)] {
+        let pkt: Vec<u8> = data.iter().copied().cycle().take(len).collect();
+        sw.process(&pkt, 1, &Replication::default(), &reader.guard(), 1, &mut out);
     }
 });

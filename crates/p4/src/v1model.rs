@@ -152,7 +152,7 @@ impl V1Switch {
         p.reset(&mut self.st);
         let (payload, fx) = {
             let mut c =
-                ingress_ctx(&p, &mut self.st, pkt.data(), port, instance::NORMAL, guard, now_ns);
+                ingress_ctx(p, &mut self.st, pkt.data(), port, instance::NORMAL, guard, now_ns);
             p.parse(&mut c);
             p.verify_checksum(&mut c);
             p.ingress(&mut c);

@@ -1,0 +1,37 @@
+//! Control input for P4 programs: STF files and runtime JSON (table entries, multicast groups,
+//! clone sessions) against a program with every kind of table. Bad input gets an error; it
+//! must never panic.
+#![no_main]
+
+use hotplane_core::Qsbr;
+use hotplane_p4::exec::Pipeline;
+use libfuzzer_sys::fuzz_target;
+use std::sync::{Arc, OnceLock};
+
+const PROGRAM: &str = include_str!("../../tests/p4/tables.p4");
+
+fn pipeline() -> (Arc<Pipeline>, &'static Qsbr) {
+    static Q: OnceLock<Qsbr> = OnceLock::new();
+    let qsbr = Q.get_or_init(Qsbr::new);
+    let mut sources = hotplane_p4::diag::SourceMap::default();
+    let ir = hotplane_p4::check_program(
+        &mut sources,
+        &mut hotplane_p4::preprocess::BuiltinOnly,
+        "tables.p4",
+        PROGRAM,
+        &[],
+    )
+    .expect("tables.p4 compiles");
+    (Arc::new(Pipeline::new(ir, qsbr).expect("tables.p4 builds")), qsbr)
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    // A fresh pipeline each run: entries from one input must not leak into the next.
+    let (p, qsbr) = pipeline();
+    if text.trim_start().starts_with('{') {
+        let _ = hotplane_p4::runtime::load(&p, text);
+    } else {
+        let _ = hotplane_p4::stf::run(p, qsbr, "fuzz.stf", text);
+    }
+});
