@@ -85,6 +85,16 @@ pub enum InPlace {
     Copies,
 }
 
+/// What processing one arriving packet shares: the replication configuration, the reader's
+/// guard and the time, the work still queued, and where leaving packets go.
+struct Run<'r, 'g> {
+    pre: &'r Replication,
+    guard: &'r Guard<'g>,
+    now_ns: u64,
+    jobs: VecDeque<Job>,
+    out: &'r mut Vec<Output>,
+}
+
 /// One worker's view of a v1model switch running a pipeline.
 pub struct V1Switch {
     pub pipeline: Arc<Pipeline>,
@@ -109,27 +119,25 @@ impl V1Switch {
         out: &mut Vec<Output>,
     ) {
         self.stats.received += 1;
-        let mut jobs = VecDeque::new();
-        jobs.push_back(Job::Ingress { data: data.to_vec(), port, instance_type: instance::NORMAL });
-        self.drain(jobs, pre, guard, now_ns, out);
+        let mut r = Run { pre, guard, now_ns, jobs: VecDeque::new(), out };
+        r.jobs.push_back(Job::Ingress {
+            data: data.to_vec(),
+            port,
+            instance_type: instance::NORMAL,
+        });
+        self.drain(&mut r);
     }
 
-    fn drain(
-        &mut self,
-        mut jobs: VecDeque<Job>,
-        pre: &Replication,
-        guard: &Guard<'_>,
-        now_ns: u64,
-        out: &mut Vec<Output>,
-    ) {
+    fn drain(&mut self, r: &mut Run<'_, '_>) {
         let mut passes = 0;
-        while let Some(job) = jobs.pop_front() {
+        while let Some(job) = r.jobs.pop_front() {
             passes += 1;
             if passes > MAX_PASSES {
-                self.stats.lost_copies += 1 + jobs.len() as u64;
+                self.stats.lost_copies += 1 + r.jobs.len() as u64;
+                r.jobs.clear();
                 break;
             }
-            self.run_job(job, pre, guard, now_ns, &mut jobs, out);
+            self.run_job(job, r);
         }
     }
 
@@ -161,9 +169,9 @@ impl V1Switch {
         let plain = fx.clone.is_none() && !fx.resubmit && self.st.slots[std.mcast_grp] == 0;
         if !plain {
             let data = pkt.data().to_vec();
-            let mut jobs = VecDeque::new();
-            self.after_ingress(&data, port, payload, fx, pre, guard, now_ns, &mut jobs, out);
-            self.drain(jobs, pre, guard, now_ns, out);
+            let mut r = Run { pre, guard, now_ns, jobs: VecDeque::new(), out };
+            self.after_ingress(&data, port, payload, fx, &mut r);
+            self.drain(&mut r);
             return InPlace::Copies;
         }
         note(&mut self.stats, &fx);
@@ -176,9 +184,9 @@ impl V1Switch {
         let fx = egress_control(p, &mut self.st, pkt.data(), payload, spec, 0, it, guard, now_ns);
         if fx.clone.is_some() || fx.recirculate {
             let data = pkt.data().to_vec();
-            let mut jobs = VecDeque::new();
-            self.after_egress(&data, payload, spec, fx, pre, guard, now_ns, &mut jobs, out);
-            self.drain(jobs, pre, guard, now_ns, out);
+            let mut r = Run { pre, guard, now_ns, jobs: VecDeque::new(), out };
+            self.after_egress(&data, payload, spec, fx, &mut r);
+            self.drain(&mut r);
             return InPlace::Copies;
         }
         if self.st.slots[std.egress_spec] as u32 == DROP_PORT {
@@ -213,28 +221,19 @@ impl V1Switch {
         InPlace::Sent(spec)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn run_job(
-        &mut self,
-        job: Job,
-        pre: &Replication,
-        guard: &Guard<'_>,
-        now_ns: u64,
-        jobs: &mut VecDeque<Job>,
-        out: &mut Vec<Output>,
-    ) {
+    fn run_job(&mut self, job: Job, r: &mut Run<'_, '_>) {
         let p = Arc::clone(&self.pipeline);
         match job {
             Job::Ingress { data, port, instance_type } => {
                 p.reset(&mut self.st);
                 let mut c =
-                    ingress_ctx(&p, &mut self.st, &data, port, instance_type, guard, now_ns);
+                    ingress_ctx(&p, &mut self.st, &data, port, instance_type, r.guard, r.now_ns);
                 p.parse(&mut c);
                 p.verify_checksum(&mut c);
                 p.ingress(&mut c);
                 let payload = c.payload;
                 let fx = std::mem::take(&mut self.st.fx);
-                self.after_ingress(&data, port, payload, fx, pre, guard, now_ns, jobs, out);
+                self.after_ingress(&data, port, payload, fx, r);
             }
             Job::ParseToEgress { data, in_port, port } => {
                 p.reset(&mut self.st);
@@ -244,64 +243,37 @@ impl V1Switch {
                     &data,
                     in_port,
                     instance::INGRESS_CLONE,
-                    guard,
-                    now_ns,
+                    r.guard,
+                    r.now_ns,
                 );
                 p.parse(&mut c);
                 let payload = c.payload;
-                self.egress(
-                    &data,
-                    payload,
-                    port,
-                    0,
-                    instance::INGRESS_CLONE,
-                    pre,
-                    guard,
-                    now_ns,
-                    jobs,
-                    out,
-                );
+                self.egress(&data, payload, port, 0, instance::INGRESS_CLONE, r);
             }
             Job::Egress { st, data, payload, port, rid, instance_type } => {
                 self.st = *st;
-                self.egress(
-                    &data,
-                    payload,
-                    port,
-                    rid,
-                    instance_type,
-                    pre,
-                    guard,
-                    now_ns,
-                    jobs,
-                    out,
-                );
+                self.egress(&data, payload, port, rid, instance_type, r);
             }
         }
     }
 
     /// What happens once ingress is over: ingress clone, resubmit, multicast, drop or unicast.
-    #[allow(clippy::too_many_arguments)]
     fn after_ingress(
         &mut self,
         data: &[u8],
         port: u32,
         payload: usize,
         fx: Effects,
-        pre: &Replication,
-        guard: &Guard<'_>,
-        now_ns: u64,
-        jobs: &mut VecDeque<Job>,
-        out: &mut Vec<Output>,
+        r: &mut Run<'_, '_>,
     ) {
         let std = self.pipeline.std;
         note(&mut self.stats, &fx);
         let slot = |st: &PacketState, s: usize| st.slots[s] as u32;
         if let Some((CloneKind::I2E, session)) = fx.clone {
-            match pre.mirror.get(&session) {
+            match r.pre.mirror.get(&session) {
                 Some(&to) => {
                     self.stats.cloned += 1;
-                    jobs.push_back(Job::ParseToEgress {
+                    r.jobs.push_back(Job::ParseToEgress {
                         data: data.to_vec(),
                         in_port: port,
                         port: to,
@@ -312,7 +284,7 @@ impl V1Switch {
         }
         if fx.resubmit {
             self.stats.resubmitted += 1;
-            jobs.push_back(Job::Ingress {
+            r.jobs.push_back(Job::Ingress {
                 data: data.to_vec(),
                 port,
                 instance_type: instance::RESUBMITTED,
@@ -321,11 +293,11 @@ impl V1Switch {
         }
         let group = slot(&self.st, std.mcast_grp);
         if group != 0 {
-            match pre.groups.get(&group) {
+            match r.pre.groups.get(&group) {
                 Some(copies) => {
                     for &(rid, to) in copies {
                         self.stats.replicated += 1;
-                        jobs.push_back(Job::Egress {
+                        r.jobs.push_back(Job::Egress {
                             st: Box::new(self.st.clone()),
                             data: data.to_vec(),
                             payload,
@@ -345,7 +317,7 @@ impl V1Switch {
             return;
         }
         let it = slot(&self.st, std.instance_type);
-        self.egress(data, payload, spec, 0, it, pre, guard, now_ns, jobs, out);
+        self.egress(data, payload, spec, 0, it, r);
     }
 
     /// Egress processing of the packet in `self.st`, then deparse and send (or recirculate).
@@ -357,11 +329,7 @@ impl V1Switch {
         port: u32,
         rid: u32,
         instance_type: u32,
-        pre: &Replication,
-        guard: &Guard<'_>,
-        now_ns: u64,
-        jobs: &mut VecDeque<Job>,
-        out: &mut Vec<Output>,
+        r: &mut Run<'_, '_>,
     ) {
         let fx = egress_control(
             &self.pipeline,
@@ -371,37 +339,32 @@ impl V1Switch {
             port,
             rid,
             instance_type,
-            guard,
-            now_ns,
+            r.guard,
+            r.now_ns,
         );
-        self.after_egress(data, payload, port, fx, pre, guard, now_ns, jobs, out);
+        self.after_egress(data, payload, port, fx, r);
     }
 
     /// Egress clone, drop, deparse, then recirculate or send.
-    #[allow(clippy::too_many_arguments)]
     fn after_egress(
         &mut self,
         data: &[u8],
         payload: usize,
         port: u32,
         fx: Effects,
-        pre: &Replication,
-        guard: &Guard<'_>,
-        now_ns: u64,
-        jobs: &mut VecDeque<Job>,
-        out: &mut Vec<Output>,
+        r: &mut Run<'_, '_>,
     ) {
         let p = Arc::clone(&self.pipeline);
         let std = p.std;
         note(&mut self.stats, &fx);
         if let Some((CloneKind::E2E, session)) = fx.clone {
-            match pre.mirror.get(&session) {
+            match r.pre.mirror.get(&session) {
                 Some(&to) => {
                     self.stats.cloned += 1;
                     // The copy keeps the headers; its metadata starts again from zero.
                     let mut copy = self.st.clone();
                     copy.slots[..p.program.reset_slots as usize].fill(0);
-                    jobs.push_back(Job::Egress {
+                    r.jobs.push_back(Job::Egress {
                         st: Box::new(copy),
                         data: data.to_vec(),
                         payload,
@@ -417,8 +380,15 @@ impl V1Switch {
             self.stats.dropped += 1;
             return;
         }
-        let mut c =
-            Ctx { st: &mut self.st, pkt: data, cursor: payload, payload, guard, now_ns, error: 0 };
+        let mut c = Ctx {
+            st: &mut self.st,
+            pkt: data,
+            cursor: payload,
+            payload,
+            guard: r.guard,
+            now_ns: r.now_ns,
+            error: 0,
+        };
         p.deparse(&mut c);
         let mut packet = self.st.out.clone();
         packet.extend_from_slice(data.get(payload..).unwrap_or(&[]));
@@ -428,7 +398,7 @@ impl V1Switch {
         if fx.recirculate {
             self.stats.recirculated += 1;
             let in_port = self.st.slots[std.ingress_port] as u32;
-            jobs.push_back(Job::Ingress {
+            r.jobs.push_back(Job::Ingress {
                 data: packet,
                 port: in_port,
                 instance_type: instance::RECIRCULATED,
@@ -436,7 +406,7 @@ impl V1Switch {
             return;
         }
         self.stats.sent += 1;
-        out.push(Output { port, data: packet });
+        r.out.push(Output { port, data: packet });
     }
 }
 
