@@ -495,30 +495,7 @@ enum BenchCmd {
     /// Writable tables: in-place read-modify-write (swap action) over table sizes, static and
     /// dynamic storage, locked and unlocked, 1 and 2 workers; digest / change / pointer update
     /// methods; LPM and ternary lookup times. Writes tables.csv and tables.png to --out.
-    Tables {
-        #[arg(long)]
-        json: bool,
-        /// log2 of the smallest table size.
-        #[arg(long, default_value_t = 8)]
-        min_log2: u32,
-        /// log2 of the largest table size.
-        #[arg(long, default_value_t = 24)]
-        max_log2: u32,
-        #[arg(long, default_value_t = 2)]
-        step: u32,
-        /// Packets per worker per configuration.
-        #[arg(long, default_value_t = 4_000_000)]
-        packets: u64,
-        /// Worker counts to sweep, comma-separated.
-        #[arg(long, default_value = "1,2", value_delimiter = ',')]
-        workers: Vec<usize>,
-        /// Prefixes in the LPM lookup measurement.
-        #[arg(long, default_value_t = 500_000)]
-        lpm_prefixes: usize,
-        /// Directory for the CSV and the plot.
-        #[arg(long, default_value = ".")]
-        out: PathBuf,
-    },
+    Tables(hotplane::bench::tables::Opts),
     /// Lua: per-packet time of a flow function writing a payload field, batch mode, next to
     /// the same function in native Rust and plain LuaJIT on raw pointers.
     Lua {
@@ -754,25 +731,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 })
             }
             BenchCmd::P4(o) => hotplane::bench::p4::run(&o),
-            BenchCmd::Tables {
-                json,
-                min_log2,
-                max_log2,
-                step,
-                packets,
-                workers,
-                lpm_prefixes,
-                out,
-            } => hotplane::bench::tables::run(&hotplane::bench::tables::Opts {
-                json,
-                min_log2,
-                max_log2,
-                step,
-                packets,
-                workers,
-                out,
-                lpm_prefixes,
-            }),
+            BenchCmd::Tables(o) => hotplane::bench::tables::run(&o),
             BenchCmd::Lua { json, packets, batch, repeat, core } => {
                 hotplane::bench::lua::run(&hotplane::bench::lua::Opts {
                     packets,

@@ -35,10 +35,6 @@ impl P4Stage {
             busy: AtomicU64::new(0),
         }
     }
-
-    pub fn pipeline(&self) -> &Arc<Pipeline> {
-        &self.pipeline
-    }
 }
 
 impl Stage for P4Stage {

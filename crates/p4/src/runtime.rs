@@ -52,12 +52,7 @@ pub fn load(p: &Pipeline, text: &str) -> Result<Loaded, String> {
         let at = |m: String| format!("table_entries[{i}]: {m}");
         let tname =
             e.get("table").and_then(Value::as_str).ok_or_else(|| at("no `table`".into()))?;
-        let table = p.objects.table(tname).ok_or_else(|| {
-            at(format!(
-                "no table `{tname}` (the program has {})",
-                p.objects.tables.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")
-            ))
-        })?;
+        let table = p.objects.table(tname).map_err(at)?;
         let action = e
             .get("action_name")
             .and_then(Value::as_str)
@@ -82,16 +77,7 @@ pub fn load(p: &Pipeline, text: &str) -> Result<Loaded, String> {
             continue;
         }
         let matches = e.get("match").and_then(Value::as_object).cloned().unwrap_or_default();
-        // Fields not given match anything.
-        let mut keys: Vec<KeyMatch> = table
-            .keys
-            .iter()
-            .map(|k| match k.kind {
-                MatchKind::Lpm => KeyMatch::Prefix { value: 0, len: 0 },
-                MatchKind::Range => KeyMatch::Range { lo: 0, hi: mask(k.width) },
-                _ => KeyMatch::Mask { value: 0, mask: 0 },
-            })
-            .collect();
+        let mut keys = table.unset_keys();
         for (field, v) in &matches {
             let k = table.keys.iter().position(|k| &k.name == field).ok_or_else(|| {
                 at(format!(

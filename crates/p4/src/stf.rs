@@ -87,7 +87,7 @@ pub fn run(
             }
             "setdefault" => {
                 let (tname, rest) = split_word(rest);
-                let table = find_table(&pipeline, tname).map_err(err)?;
+                let table = pipeline.objects.table(tname).map_err(err)?;
                 let (action, args) = parse_action(table, rest).map_err(err)?;
                 table.set_default(&action, &args).map_err(err)?;
             }
@@ -393,23 +393,6 @@ fn parse_masked(s: &str) -> Result<(u128, u128, u32), String> {
     }
 }
 
-fn find_table<'p>(p: &'p Pipeline, name: &str) -> Result<&'p crate::exec::P4Table, String> {
-    let exact = p.objects.tables.iter().find(|t| t.name == name);
-    if let Some(t) = exact {
-        return Ok(t);
-    }
-    let found: Vec<_> =
-        p.objects.tables.iter().filter(|t| t.name.ends_with(&format!(".{name}"))).collect();
-    match found[..] {
-        [t] => Ok(t),
-        [] => Err(format!(
-            "no table `{name}` (the program has {})",
-            p.objects.tables.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")
-        )),
-        _ => Err(format!("table name `{name}` is ambiguous")),
-    }
-}
-
 /// One key field's match from its STF text.
 pub fn parse_key_match(kind: MatchKind, width: u32, text: &str) -> Result<KeyMatch, String> {
     let full = mask(width);
@@ -466,24 +449,14 @@ fn parse_add<'p>(
     text: &str,
 ) -> Result<(&'p crate::exec::P4Table, P4Entry), String> {
     let (tname, mut rest) = split_word(text);
-    let table = find_table(p, tname)?;
+    let table = p.objects.table(tname)?;
     let mut priority = None;
     let (first, after) = split_word(rest);
     if !first.is_empty() && first.chars().all(|c| c.is_ascii_digit()) {
         priority = Some(first.parse::<u32>().map_err(|_| format!("bad priority `{first}`"))?);
         rest = after;
     }
-    // Unset keys match anything (exact keys: zero, as BMv2's runner does).
-    let mut keys: Vec<KeyMatch> = table
-        .keys
-        .iter()
-        .map(|k| match k.kind {
-            MatchKind::Lpm => KeyMatch::Prefix { value: 0, len: 0 },
-            MatchKind::Exact => KeyMatch::Mask { value: 0, mask: mask(k.width) },
-            MatchKind::Range => KeyMatch::Range { lo: 0, hi: mask(k.width) },
-            _ => KeyMatch::Mask { value: 0, mask: 0 },
-        })
-        .collect();
+    let mut keys = table.unset_keys();
     let Some(open) = rest.find('(') else {
         return Err("expected ACTION(ARGS) after the key".into());
     };

@@ -21,17 +21,29 @@ use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
+#[derive(clap::Args, Debug, Clone)]
 pub struct Opts {
+    #[arg(long)]
     pub json: bool,
-    /// log2 of the smallest and largest table sizes, and the step.
+    /// log2 of the smallest table size.
+    #[arg(long, default_value_t = 8)]
     pub min_log2: u32,
+    /// log2 of the largest table size.
+    #[arg(long, default_value_t = 24)]
     pub max_log2: u32,
+    #[arg(long, default_value_t = 2)]
     pub step: u32,
     /// Packets per worker per configuration.
+    #[arg(long, default_value_t = 4_000_000)]
     pub packets: u64,
+    /// Worker counts to sweep, comma-separated.
+    #[arg(long, default_value = "1,2", value_delimiter = ',')]
     pub workers: Vec<usize>,
+    /// Directory for the CSV and the plot.
+    #[arg(long, default_value = ".")]
     pub out: PathBuf,
-    /// Prefixes for the LPM lookup measurement.
+    /// Prefixes in the LPM lookup measurement.
+    #[arg(long, default_value_t = 500_000)]
     pub lpm_prefixes: usize,
 }
 

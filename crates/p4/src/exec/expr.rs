@@ -75,6 +75,15 @@ impl Compiler<'_> {
         }
     }
 
+    /// Bytes of the header a reference names (stack elements all have their stack's type).
+    pub(crate) fn hdr_bytes(&self, h: &HdrRef) -> usize {
+        let id = match h {
+            HdrRef::Static(id) => *id,
+            HdrRef::Index(s, _) | HdrRef::Next(s) | HdrRef::Last(s) => s.first,
+        };
+        self.prog.headers[id as usize].bytes as usize
+    }
+
     pub(crate) fn load(&self, p: &Place) -> ExprFn {
         match p {
             &Place::Slot { slot, .. } => {

@@ -158,12 +158,7 @@ impl Compiler<'_> {
         match x {
             Extern::Extract { hdr, .. } => {
                 let sel = self.hdr(hdr);
-                let bytes = match hdr {
-                    HdrRef::Static(id) => self.prog.headers[*id as usize].bytes,
-                    HdrRef::Index(s, _) | HdrRef::Next(s) | HdrRef::Last(s) => {
-                        self.prog.headers[s.first as usize].bytes
-                    }
-                } as usize;
+                let bytes = self.hdr_bytes(hdr);
                 let next = match hdr {
                     HdrRef::Next(s) => Some(s.next_slot as usize),
                     _ => None,
@@ -212,12 +207,7 @@ impl Compiler<'_> {
             }
             Extern::Emit(h) => {
                 let sel = self.hdr(h);
-                let bytes = match h {
-                    HdrRef::Static(id) => self.prog.headers[*id as usize].bytes,
-                    HdrRef::Index(s, _) | HdrRef::Next(s) | HdrRef::Last(s) => {
-                        self.prog.headers[s.first as usize].bytes
-                    }
-                } as usize;
+                let bytes = self.hdr_bytes(h);
                 Box::new(move |c| {
                     if let Some((id, off)) = sel.resolve(c) {
                         if c.st.valid[id as usize] {
@@ -346,7 +336,7 @@ impl Compiler<'_> {
                     let mut buf = std::mem::take(&mut c.st.scratch);
                     list.assemble(c, &mut buf);
                     if with_payload {
-                        buf.extend_from_slice(c.pkt.get(c.payload_at()..).unwrap_or(&[]));
+                        buf.extend_from_slice(c.pkt.get(c.payload..).unwrap_or(&[]));
                     }
                     let v = hash(algo, &buf) as u128 & crate::types::mask(width);
                     c.st.scratch = buf;

@@ -99,11 +99,6 @@ impl Ctx<'_> {
         self.error = code;
         Flow::Reject
     }
-
-    #[inline]
-    pub(crate) fn payload_at(&self) -> usize {
-        self.payload
-    }
 }
 
 /// Slots of the standard metadata fields the architecture reads and writes.
@@ -219,8 +214,22 @@ impl Objects {
         self.instances.get(i as usize).cloned().unwrap_or(InstanceRt::Direct)
     }
 
-    pub fn table(&self, name: &str) -> Option<&Arc<P4Table>> {
-        self.tables.iter().find(|t| t.name == name || t.name.ends_with(&format!(".{name}")))
+    /// The table called `name`: fully qualified (`MyIngress.ipv4_lpm`) or by its own name when
+    /// that is unambiguous. The error lists the tables there are.
+    pub fn table(&self, name: &str) -> Result<&Arc<P4Table>, String> {
+        if let Some(t) = self.tables.iter().find(|t| t.name == name) {
+            return Ok(t);
+        }
+        let suffix = format!(".{name}");
+        let found: Vec<_> = self.tables.iter().filter(|t| t.name.ends_with(&suffix)).collect();
+        match found[..] {
+            [t] => Ok(t),
+            [] => Err(format!(
+                "no table `{name}` (the program has {})",
+                self.tables.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")
+            )),
+            _ => Err(format!("table name `{name}` is ambiguous")),
+        }
     }
 
     /// Index of the extern instance called `name` (fully qualified or last component).

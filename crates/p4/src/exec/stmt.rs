@@ -63,14 +63,8 @@ impl Compiler<'_> {
                 })
             }
             Stmt::CopyHeader { dst, src } => {
+                let bytes = self.hdr_bytes(src);
                 let (dst, src) = (self.hdr(dst), self.hdr(src));
-                let bytes = match (&src, &dst) {
-                    (super::expr::HdrSel::Static { id, .. }, _)
-                    | (_, super::expr::HdrSel::Static { id, .. }) => {
-                        self.prog.headers[*id as usize].bytes as usize
-                    }
-                    _ => self.header_bytes_of(s),
-                };
                 Box::new(move |c| {
                     if let (Some((di, doff)), Some((si, soff))) = (dst.resolve(c), src.resolve(c)) {
                         let (d, s) = (doff as usize, soff as usize);
@@ -120,21 +114,6 @@ impl Compiler<'_> {
             Stmt::StackPush { stack, count } => self.shift_stack(stack, *count, true),
             Stmt::StackPop { stack, count } => self.shift_stack(stack, *count, false),
             Stmt::Extern(x) => self.extern_call(x),
-        }
-    }
-
-    /// Bytes of the headers a dynamic-to-dynamic copy moves (both are elements of stacks of
-    /// one header type).
-    fn header_bytes_of(&self, s: &Stmt) -> usize {
-        match s {
-            Stmt::CopyHeader {
-                dst:
-                    crate::ir::HdrRef::Index(st, _)
-                    | crate::ir::HdrRef::Next(st)
-                    | crate::ir::HdrRef::Last(st),
-                ..
-            } => self.prog.headers[st.first as usize].bytes as usize,
-            _ => 0,
         }
     }
 

@@ -202,6 +202,20 @@ impl P4Table {
         }
     }
 
+    /// The matches of fields an entry does not give: anything, except that an exact field
+    /// matches zero (as p4c's STF runner for BMv2 does).
+    pub fn unset_keys(&self) -> Vec<KeyMatch> {
+        self.keys
+            .iter()
+            .map(|k| match k.kind {
+                MatchKind::Lpm => KeyMatch::Prefix { value: 0, len: 0 },
+                MatchKind::Exact => KeyMatch::Mask { value: 0, mask: mask(k.width) },
+                MatchKind::Range => KeyMatch::Range { lo: 0, hi: mask(k.width) },
+                MatchKind::Ternary | MatchKind::Optional => KeyMatch::Mask { value: 0, mask: 0 },
+            })
+            .collect()
+    }
+
     /// Action data words from argument values, checked against the parameters.
     pub fn data_words(&self, action: usize, args: &[u128]) -> Result<Vec<u64>, String> {
         let ps = &self.params[action];
