@@ -111,6 +111,25 @@ pub enum Request {
         #[serde(default)]
         params: Vec<String>,
     },
+    /// Tables of the running P4 program at `target` (default: the only one): keys, actions,
+    /// size, entries in use.
+    P4Tables {
+        #[serde(default)]
+        target: Option<String>,
+    },
+    /// A P4 table's entries and default action as runtime JSON, by (qualified) table name.
+    P4Dump {
+        #[serde(default)]
+        target: Option<String>,
+        table: String,
+    },
+    /// Write a running P4 program's tables by name: a runtime JSON document
+    /// (`{"table_entries": [...]}`, each entry optionally `"type": "MODIFY"` or `"DELETE"`).
+    P4Entries {
+        #[serde(default)]
+        target: Option<String>,
+        doc: Value,
+    },
     /// Stop the data plane.
     Shutdown {},
 }
@@ -137,7 +156,7 @@ impl Response {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("cannot reach the data plane at {path}: {source} (is `hotplane run` running with this socket?)")]
+    #[error("cannot reach the data plane at {path} (is `hotplane run` running with this socket?)")]
     Connect {
         path: String,
         #[source]

@@ -1,8 +1,7 @@
 //! The `hotplane` command line.
 
 use clap::{Parser, Subcommand};
-use hotplane::cli::{self, PushOp};
-use hotplane_control::api::Request;
+use hotplane::cli;
 use hotplane_io::mem::{GenSpec, Vary};
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -48,13 +47,7 @@ enum Cmd {
         json: bool,
     },
     /// Talk to a running data plane over its control socket.
-    Push {
-        /// Control socket (default: $HOTPLANE_SOCKET or /tmp/hotplane.sock).
-        #[arg(long, default_value_os_t = cli::default_socket())]
-        socket: PathBuf,
-        #[command(subcommand)]
-        op: PushCmd,
-    },
+    Push(hotplane::push_cmd::PushArgs),
     /// Generate stamped traffic out of an interface (or into a capture) and measure what comes
     /// back: throughput, loss, reordering, latency.
     Gen {
@@ -148,83 +141,6 @@ enum Cmd {
         #[command(subcommand)]
         which: BenchCmd,
     },
-}
-
-#[derive(Subcommand)]
-enum PushCmd {
-    /// Counters of ports, workers, slots and updates.
-    Stats,
-    /// Every slot with its program and version.
-    Slots,
-    /// Flow-table entries of a worker.
-    Flows {
-        #[arg(long)]
-        worker: Option<u16>,
-    },
-    /// Pre-defined programs.
-    Predefined,
-    /// Prometheus text.
-    Metrics,
-    /// Install a native stage: --target pre|mid|post|extern:NAME|flow:SELECTOR|flow:default.
-    Install {
-        #[arg(long)]
-        target: String,
-        /// JSON stage spec, e.g. '{"stage":"count"}'.
-        #[arg(long)]
-        stage: String,
-        #[arg(long)]
-        worker: Option<u16>,
-    },
-    /// Switch a target to a pre-defined program.
-    Switch {
-        #[arg(long)]
-        target: String,
-        #[arg(long)]
-        id: u32,
-        #[arg(long)]
-        worker: Option<u16>,
-    },
-    /// Remove the program at a target.
-    Remove {
-        #[arg(long)]
-        target: String,
-        #[arg(long)]
-        worker: Option<u16>,
-    },
-    /// Send an update envelope, MACed with a key, exactly as an in-band update is checked.
-    Update {
-        #[arg(long)]
-        target: String,
-        /// native-stage, select-predefined, remove (others are refused until supported).
-        #[arg(long, default_value = "native-stage")]
-        kind: String,
-        /// JSON stage spec (native-stage).
-        #[arg(long)]
-        stage: Option<String>,
-        /// Pre-defined program id (select-predefined).
-        #[arg(long)]
-        id: Option<u32>,
-        /// Raw payload from a file.
-        #[arg(long)]
-        payload_file: Option<PathBuf>,
-        #[arg(long, default_value_t = 1)]
-        key_id: u32,
-        /// 64 hex digits.
-        #[arg(long)]
-        key: Option<String>,
-        #[arg(long)]
-        key_file: Option<PathBuf>,
-        /// Sequence number (default: microseconds since the epoch).
-        #[arg(long)]
-        seq: Option<u64>,
-        /// all, receiving, or a worker index.
-        #[arg(long, default_value = "all")]
-        worker: String,
-        #[arg(long)]
-        no_ack: bool,
-    },
-    /// Stop the data plane.
-    Shutdown,
 }
 
 #[derive(Subcommand)]
@@ -634,7 +550,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Cmd::Demo { out, rate, duration_ms, json } => {
             hotplane::demo::run(&hotplane::demo::Opts { out, rate_pps: rate, duration_ms, json })
         }
-        Cmd::Push { socket, op } => cli::push(&socket, push_op(op)?),
+        Cmd::Push(args) => hotplane::push_cmd::run(args),
         Cmd::Gen {
             interface,
             netns,
@@ -833,63 +749,4 @@ fn lua(op: LuaCmd) -> anyhow::Result<()> {
             })
         }
     }
-}
-
-fn push_op(op: PushCmd) -> anyhow::Result<PushOp> {
-    let stage_json = |s: &str| {
-        serde_json::from_str::<serde_json::Value>(s).map_err(|e| anyhow::anyhow!("--stage: {e}"))
-    };
-    Ok(match op {
-        PushCmd::Stats => PushOp::Request(Request::Stats {}),
-        PushCmd::Slots => PushOp::Request(Request::Slots {}),
-        PushCmd::Flows { worker } => PushOp::Request(Request::Flows { worker }),
-        PushCmd::Predefined => PushOp::Request(Request::Predefined {}),
-        PushCmd::Metrics => PushOp::Request(Request::Metrics {}),
-        PushCmd::Shutdown => PushOp::Request(Request::Shutdown {}),
-        PushCmd::Install { target, stage, worker } => {
-            PushOp::Request(Request::Install { target, worker, stage: stage_json(&stage)? })
-        }
-        PushCmd::Switch { target, id, worker } => {
-            PushOp::Request(Request::Switch { target, worker, id })
-        }
-        PushCmd::Remove { target, worker } => PushOp::Request(Request::Remove { target, worker }),
-        PushCmd::Update {
-            target,
-            kind,
-            stage,
-            id,
-            payload_file,
-            key_id,
-            key,
-            key_file,
-            seq,
-            worker,
-            no_ack,
-        } => {
-            let payload = match (stage, id, payload_file) {
-                (Some(s), None, None) => {
-                    stage_json(&s)?;
-                    s.into_bytes()
-                }
-                (None, Some(id), None) => id.to_be_bytes().to_vec(),
-                (None, None, Some(f)) => std::fs::read(&f)
-                    .map_err(|e| anyhow::anyhow!("--payload-file {}: {e}", f.display()))?,
-                (None, None, None) if kind == "remove" => Vec::new(),
-                _ => anyhow::bail!("give one of --stage, --id, --payload-file"),
-            };
-            let key = match (key, key_file) {
-                (Some(k), None) => {
-                    Some(hotplane_control::parse_key(&k).map_err(anyhow::Error::msg)?)
-                }
-                (None, Some(f)) => {
-                    let text = std::fs::read_to_string(&f)
-                        .map_err(|e| anyhow::anyhow!("--key-file {}: {e}", f.display()))?;
-                    Some(hotplane_control::parse_key(&text).map_err(anyhow::Error::msg)?)
-                }
-                (None, None) => None,
-                _ => anyhow::bail!("give --key or --key-file, not both"),
-            };
-            PushOp::Update { target, kind, payload, key_id, key, seq, worker, no_ack }
-        }
-    })
 }

@@ -35,6 +35,14 @@ impl P4Stage {
             busy: AtomicU64::new(0),
         }
     }
+
+    pub fn pipeline(&self) -> &Arc<Pipeline> {
+        &self.pipeline
+    }
+
+    pub fn replication(&self) -> &Replication {
+        &self.replication
+    }
 }
 
 impl Stage for P4Stage {

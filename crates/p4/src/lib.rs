@@ -66,3 +66,14 @@ pub fn compile_file(
     let mut loader = preprocess::FsLoader { include_dirs: include_dirs.to_vec() };
     check_program(&mut sources, &mut loader, &name, &text, defines)
 }
+
+/// Check and lower a program given as text, as an update carries it: includes resolve only to
+/// the built-in `core.p4`/`v1model.p4`/`hotplane.p4`, never to files on this node.
+pub fn compile_source(
+    name: &str,
+    text: &str,
+    defines: &[(&str, &str)],
+) -> Result<ir::Program, CompileError> {
+    let mut sources = SourceMap::default();
+    check_program(&mut sources, &mut preprocess::BuiltinOnly, name, text, defines)
+}

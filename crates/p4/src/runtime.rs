@@ -6,9 +6,9 @@
 //! ternary `[value, mask]`, range `[lo, hi]`, optional `value`. Values are numbers or
 //! strings (`"10.0.1.1"`, `"08:00:00:00:01:11"`, `"0x1f"`, `"42"`).
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use crate::exec::{P4Entry, Pipeline};
+use crate::exec::{P4Entry, P4Table, Pipeline};
 use crate::ir::{KeyMatch, MatchKind};
 use crate::stf::parse_number;
 use crate::types::mask;
@@ -17,7 +17,9 @@ use crate::v1model::Replication;
 /// What a runtime file set up.
 #[derive(Debug, Default, PartialEq)]
 pub struct Loaded {
+    /// Entries inserted or modified.
     pub entries: usize,
+    pub deleted: usize,
     pub defaults: usize,
     pub replication: Replication,
 }
@@ -44,74 +46,22 @@ fn pair(v: &Value, what: &str) -> Result<(u128, u128), String> {
 }
 
 /// Apply a runtime JSON document to a pipeline's tables; returns the replication config.
+///
+/// Each entry of `table_entries` may carry `"type"`: `"INSERT"` (the default), `"MODIFY"` or
+/// `"DELETE"`, as P4Runtime names them; a delete needs only `table`, `match` and, for
+/// ternary tables, `priority`. Entries apply in order; the first bad one stops the load
+/// and is named in the error, and those before it stay applied.
 pub fn load(p: &Pipeline, text: &str) -> Result<Loaded, String> {
     let doc: Value = serde_json::from_str(text).map_err(|e| format!("runtime JSON: {e}"))?;
     let mut loaded = Loaded::default();
     let entries = doc.get("table_entries").and_then(Value::as_array).cloned().unwrap_or_default();
     for (i, e) in entries.iter().enumerate() {
         let at = |m: String| format!("table_entries[{i}]: {m}");
-        let tname =
-            e.get("table").and_then(Value::as_str).ok_or_else(|| at("no `table`".into()))?;
-        let table = p.objects.table(tname).map_err(at)?;
-        let action = e
-            .get("action_name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| at("no `action_name`".into()))?;
-        let a = table.action_id(action).map_err(at)?;
-        let params = e.get("action_params").cloned().unwrap_or(Value::Object(Default::default()));
-        let params =
-            params.as_object().ok_or_else(|| at("`action_params` must be an object".into()))?;
-        let mut args = Vec::new();
-        for (name, _, _) in &table.params[a] {
-            let v = params
-                .get(name)
-                .ok_or_else(|| at(format!("action {action}: parameter `{name}` is missing")))?;
-            args.push(value(v).map_err(|m| at(format!("parameter {name}: {m}")))?);
+        match apply_entry(p, e).map_err(at)? {
+            Applied::Default => loaded.defaults += 1,
+            Applied::Entry => loaded.entries += 1,
+            Applied::Deleted => loaded.deleted += 1,
         }
-        if let Some(extra) = params.keys().find(|k| !table.params[a].iter().any(|p| &p.0 == *k)) {
-            return Err(at(format!("action {action} has no parameter `{extra}`")));
-        }
-        if e.get("default_action").and_then(Value::as_bool) == Some(true) {
-            table.set_default(action, &args).map_err(at)?;
-            loaded.defaults += 1;
-            continue;
-        }
-        let matches = e.get("match").and_then(Value::as_object).cloned().unwrap_or_default();
-        let mut keys = table.unset_keys();
-        for (field, v) in &matches {
-            let k = table.keys.iter().position(|k| &k.name == field).ok_or_else(|| {
-                at(format!(
-                    "table {tname} has no key field `{field}` (its key is {})",
-                    table.keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", ")
-                ))
-            })?;
-            let kf = &table.keys[k];
-            let bad = |m: String| at(format!("key {field}: {m}"));
-            keys[k] = match kf.kind {
-                MatchKind::Exact => {
-                    KeyMatch::Mask { value: value(v).map_err(bad)?, mask: mask(kf.width) }
-                }
-                MatchKind::Optional => KeyMatch::Mask {
-                    value: value(v.get("value").unwrap_or(v)).map_err(bad)?,
-                    mask: mask(kf.width),
-                },
-                MatchKind::Lpm => {
-                    let (value, len) = pair(v, "lpm").map_err(bad)?;
-                    KeyMatch::Prefix { value, len: len.min(u32::MAX as u128) as u32 }
-                }
-                MatchKind::Ternary => {
-                    let (value, m) = pair(v, "ternary").map_err(bad)?;
-                    KeyMatch::Mask { value: value & m, mask: m }
-                }
-                MatchKind::Range => {
-                    let (lo, hi) = pair(v, "range").map_err(bad)?;
-                    KeyMatch::Range { lo, hi }
-                }
-            };
-        }
-        let priority = e.get("priority").and_then(Value::as_u64).map(|p| p as u32);
-        table.insert(&P4Entry { keys, priority, action: action.to_string(), args }).map_err(at)?;
-        loaded.entries += 1;
     }
     let ports = |e: &Value| -> Result<Vec<(u32, u32)>, String> {
         e.get("replicas")
@@ -156,4 +106,168 @@ pub fn load(p: &Pipeline, text: &str) -> Result<Loaded, String> {
         loaded.replication.mirror.insert(id as u32, port);
     }
     Ok(loaded)
+}
+
+enum Applied {
+    Entry,
+    Default,
+    Deleted,
+}
+
+fn apply_entry(p: &Pipeline, e: &Value) -> Result<Applied, String> {
+    let tname = e.get("table").and_then(Value::as_str).ok_or("no `table`")?;
+    let table = p.objects.table(tname)?;
+    let kind = e.get("type").map_or(Some("INSERT"), Value::as_str);
+    let priority = match e.get("priority") {
+        None => None,
+        Some(v) => Some(
+            v.as_u64()
+                .and_then(|p| u32::try_from(p).ok())
+                .ok_or_else(|| format!("priority {v} is not a 32-bit number"))?,
+        ),
+    };
+    if kind == Some("DELETE") {
+        let keys = match_keys(table, tname, e)?;
+        table.delete(&keys, priority)?;
+        return Ok(Applied::Deleted);
+    }
+    let action = e.get("action_name").and_then(Value::as_str).ok_or("no `action_name`")?;
+    let a = table.action_id(action)?;
+    let params = e.get("action_params").cloned().unwrap_or(Value::Object(Default::default()));
+    let params = params.as_object().ok_or("`action_params` must be an object")?;
+    let mut args = Vec::new();
+    for (name, _, _) in &table.params[a] {
+        let v = params
+            .get(name)
+            .ok_or_else(|| format!("action {action}: parameter `{name}` is missing"))?;
+        args.push(value(v).map_err(|m| format!("parameter {name}: {m}"))?);
+    }
+    if let Some(extra) = params.keys().find(|k| !table.params[a].iter().any(|p| &p.0 == *k)) {
+        return Err(format!("action {action} has no parameter `{extra}`"));
+    }
+    if e.get("default_action").and_then(Value::as_bool) == Some(true) {
+        table.set_default(action, &args)?;
+        return Ok(Applied::Default);
+    }
+    let entry =
+        P4Entry { keys: match_keys(table, tname, e)?, priority, action: action.into(), args };
+    match kind {
+        Some("INSERT") => table.insert(&entry)?,
+        Some("MODIFY") => table.modify(&entry)?,
+        _ => return Err("`type` is one of INSERT, MODIFY, DELETE".into()),
+    }
+    Ok(Applied::Entry)
+}
+
+/// The entry's `match` object as one match per key field; fields it leaves out match anything.
+fn match_keys(table: &P4Table, tname: &str, e: &Value) -> Result<Vec<KeyMatch>, String> {
+    let matches = match e.get("match") {
+        None => Default::default(),
+        Some(m) => m.as_object().cloned().ok_or("`match` must be an object")?,
+    };
+    let mut keys = table.unset_keys();
+    for (field, v) in &matches {
+        let k = table.keys.iter().position(|k| &k.name == field).ok_or_else(|| {
+            format!(
+                "table {tname} has no key field `{field}` (its key is {})",
+                table.keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", ")
+            )
+        })?;
+        let kf = &table.keys[k];
+        let bad = |m: String| format!("key {field}: {m}");
+        keys[k] = match kf.kind {
+            MatchKind::Exact => {
+                KeyMatch::Mask { value: value(v).map_err(bad)?, mask: mask(kf.width) }
+            }
+            MatchKind::Optional => KeyMatch::Mask {
+                value: value(v.get("value").unwrap_or(v)).map_err(bad)?,
+                mask: mask(kf.width),
+            },
+            MatchKind::Lpm => {
+                let (value, len) = pair(v, "lpm").map_err(bad)?;
+                KeyMatch::Prefix { value, len: len.min(u32::MAX as u128) as u32 }
+            }
+            MatchKind::Ternary => {
+                let (value, m) = pair(v, "ternary").map_err(bad)?;
+                KeyMatch::Mask { value: value & m, mask: m }
+            }
+            MatchKind::Range => {
+                let (lo, hi) = pair(v, "range").map_err(bad)?;
+                KeyMatch::Range { lo, hi }
+            }
+        };
+    }
+    Ok(keys)
+}
+
+/// A value as the dump writes it: small fields as numbers, wider ones as hex strings.
+fn json_value(v: u128, width: u32) -> Value {
+    if width <= 16 {
+        Value::from(v as u64)
+    } else {
+        Value::from(format!("{v:#x}"))
+    }
+}
+
+/// A table's entries and default action as a runtime JSON document that [`load`] takes back.
+/// Match-anything fields are left out; counters ride along as `"counters"`. Values of up to
+/// 16 bits and `@ref` parameters are numbers, wider ones hex strings.
+pub fn dump(table: &P4Table) -> Value {
+    let params = |action: &str, args: &[u128]| -> Value {
+        let Ok(a) = table.action_id(action) else { return json!({}) };
+        let m: serde_json::Map<String, Value> = table.params[a]
+            .iter()
+            .zip(args)
+            .map(|((name, width, writable), v)| {
+                // `@ref` values are mostly counts: decimal reads better.
+                let v = match writable {
+                    true if *width <= 64 => Value::from(*v as u64),
+                    _ => json_value(*v, *width),
+                };
+                (name.clone(), v)
+            })
+            .collect();
+        Value::Object(m)
+    };
+    let mut out = Vec::new();
+    for (e, stats) in table.entries() {
+        let mut m = serde_json::Map::new();
+        for (k, km) in table.keys.iter().zip(&e.keys) {
+            let v = match (k.kind, km.clone()) {
+                (_, KeyMatch::Mask { mask: 0, .. }) if k.kind != MatchKind::Exact => continue,
+                (MatchKind::Ternary, KeyMatch::Mask { value, mask }) => {
+                    json!([json_value(value, k.width), json_value(mask, k.width)])
+                }
+                (_, KeyMatch::Mask { value, .. }) => json_value(value, k.width),
+                (_, KeyMatch::Prefix { len: 0, .. }) => continue,
+                (_, KeyMatch::Prefix { value, len }) => json!([json_value(value, k.width), len]),
+                (_, KeyMatch::Range { lo, hi }) if lo == 0 && hi == mask(k.width) => continue,
+                (_, KeyMatch::Range { lo, hi }) => {
+                    json!([json_value(lo, k.width), json_value(hi, k.width)])
+                }
+            };
+            m.insert(k.name.clone(), v);
+        }
+        let mut entry = json!({
+            "table": table.name,
+            "match": m,
+            "action_name": e.action,
+            "action_params": params(&e.action, &e.args),
+        });
+        if let Some(p) = e.priority {
+            entry["priority"] = p.into();
+        }
+        if table.counters {
+            entry["counters"] = json!({"packets": stats.packets, "bytes": stats.bytes});
+        }
+        out.push(entry);
+    }
+    let (action, args) = table.default_action();
+    out.push(json!({
+        "table": table.name,
+        "default_action": true,
+        "action_name": action,
+        "action_params": params(&action, &args),
+    }));
+    json!({ "table_entries": out })
 }

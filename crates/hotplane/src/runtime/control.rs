@@ -158,7 +158,11 @@ impl Control {
                     seq: h.seq,
                     version: inst.version,
                     received: u.payload.len() as u32,
-                    message: inst.warning.unwrap_or_default(),
+                    message: [inst.note, inst.warning]
+                        .into_iter()
+                        .flatten()
+                        .collect::<Vec<_>>()
+                        .join("; "),
                 }
             }
             Err(refusal) => {
@@ -204,6 +208,7 @@ impl Control {
                 ))
             }
         };
+        let mut note = None;
         let program: Program = match h.kind {
             Kind::NativeStage => {
                 let spec: StageSpec = serde_json::from_slice(&u.payload)
@@ -255,6 +260,18 @@ impl Control {
                     .map_err(|e| Refusal::of(h, Reason::Rejected, e.to_string()))?;
                 Some(self.registry.lua.stage(def))
             }
+            Kind::P4 => {
+                let (program, carried) = crate::p4_control::replacement(
+                    &self.registry,
+                    &h.target.to_string(),
+                    workers.first().copied().unwrap_or(0),
+                    &u.payload,
+                    format!("p4-seq{}", h.seq),
+                )
+                .map_err(|e| Refusal::of(h, Reason::Rejected, e))?;
+                note = Some(carried);
+                program
+            }
             other => {
                 return Err(Refusal::of(
                     h,
@@ -263,11 +280,13 @@ impl Control {
                 ))
             }
         };
-        self.registry.install(&h.target, &workers, program).map_err(|e| match e {
-            InstallError::BadTarget(m) => Refusal::of(h, Reason::BadTarget, m),
-            InstallError::BadProgram(m) => Refusal::of(h, Reason::ApplyFailed, m),
-            InstallError::Called(g) => Refusal::of(h, Reason::ApplyFailed, g.to_string()),
-        })
+        let installed =
+            self.registry.install(&h.target, &workers, program).map_err(|e| match e {
+                InstallError::BadTarget(m) => Refusal::of(h, Reason::BadTarget, m),
+                InstallError::BadProgram(m) => Refusal::of(h, Reason::ApplyFailed, m),
+                InstallError::Called(g) => Refusal::of(h, Reason::ApplyFailed, g.to_string()),
+            })?;
+        Ok(Installed { note, ..installed })
     }
 
     fn persist_sequences(&self) {
@@ -400,6 +419,31 @@ impl Control {
                 }
             }
             Request::LuaFunctions {} => Response::ok(crate::lua_cmd::functions_json(&self.registry.lua)),
+            Request::P4Tables { target } => {
+                match crate::p4_control::locate(&self.registry, target.as_deref()) {
+                    Ok((t, p)) => Response::ok(
+                        json!({"target": t, "tables": crate::p4_control::tables_json(&p)}),
+                    ),
+                    Err(e) => Response::err(e),
+                }
+            }
+            Request::P4Dump { target, table } => {
+                let r = crate::p4_control::locate(&self.registry, target.as_deref()).and_then(
+                    |(_, p)| Ok(hotplane_p4::runtime::dump(p.objects.table(&table)?)),
+                );
+                match r {
+                    Ok(v) => Response::ok(v),
+                    Err(e) => Response::err(e),
+                }
+            }
+            Request::P4Entries { target, doc } => {
+                let r = crate::p4_control::locate(&self.registry, target.as_deref())
+                    .and_then(|(_, p)| crate::p4_control::write_entries(&p, &doc));
+                match r {
+                    Ok(v) => Response::ok(v),
+                    Err(e) => Response::err(e),
+                }
+            }
             r @ (Request::TableList {}
             | Request::TableDump { .. }
             | Request::TableAdd { .. }

@@ -35,6 +35,8 @@ pub struct Installed {
     /// Set when a worker did not pass a quiescent point in time: the new program is live, the
     /// old one will be freed by a later grace period.
     pub warning: Option<String>,
+    /// What the program took over from the one before it (P4 replacements).
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -296,7 +298,19 @@ impl Registry {
                 }
             }
         }
-        Ok(Installed { version, warning })
+        Ok(Installed { version, warning, note: None })
+    }
+
+    /// The program at `target` on `worker`, as the control plane installed it.
+    pub fn installed(&self, worker: usize, target: &str) -> Program {
+        let m = self.installed.lock().unwrap_or_else(|e| e.into_inner());
+        m.get(&(worker, target.to_string())).cloned().flatten()
+    }
+
+    /// Every (worker, target) holding a program.
+    pub fn installed_all(&self) -> Vec<(usize, String, StageRef)> {
+        let m = self.installed.lock().unwrap_or_else(|e| e.into_inner());
+        m.iter().filter_map(|((w, t), p)| Some((*w, t.clone(), p.clone()?))).collect()
     }
 
     fn record(&self, worker: usize, target: &Target, program: Program) {

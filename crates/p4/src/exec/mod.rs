@@ -14,7 +14,7 @@ use std::sync::Arc;
 use crate::ir::{self, CloneKind, KeyMatch, Target, Transition};
 use hotplane_core::{Guard, Qsbr};
 use hotplane_tables::objects::{CounterArray, CounterKind, DigestRing, MeterArray, RegisterArray};
-pub use table::{P4Entry, P4Table};
+pub use table::{Carried, P4Entry, P4Table};
 
 pub use externs::{hash, ones_complement_sum};
 
@@ -161,6 +161,36 @@ pub enum InstanceRt {
     Direct,
 }
 
+/// What a replacement program took over from the one before it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CarryReport {
+    /// Every table of the new program and what became of its state.
+    pub tables: Vec<(String, Carried)>,
+    /// Registers, counters and meters whose cells carried over.
+    pub instances: Vec<String>,
+}
+
+impl CarryReport {
+    /// One line for an acknowledgement: `tables: 2 shared, 1 copied (5 entries), 1 new; ...`.
+    pub fn summary(&self) -> String {
+        let (mut shared, mut copied, mut entries, mut fresh) = (0, 0, 0, 0);
+        for (_, c) in &self.tables {
+            match c {
+                Carried::Shared => shared += 1,
+                Carried::Copied(n) => {
+                    copied += 1;
+                    entries += n;
+                }
+                Carried::Fresh => fresh += 1,
+            }
+        }
+        format!(
+            "tables: {shared} carried, {copied} copied ({entries} entries), {fresh} new; {} extern instance(s) carried",
+            self.instances.len()
+        )
+    }
+}
+
 /// The state a program keeps across packets: tables, registers, counters, meters, digests.
 /// Kept apart from the compiled code so that a replacement program can take it over.
 pub struct Objects {
@@ -173,41 +203,74 @@ impl Objects {
     /// Fresh state for `prog`: empty tables (with their `const entries` and default actions),
     /// zeroed registers and counters, meters that pass everything until configured.
     pub fn new(prog: &ir::Program, qsbr: &Qsbr) -> Result<Self, String> {
-        let tables = prog
-            .tables
-            .iter()
-            .map(|t| P4Table::new(prog, t, qsbr).map(Arc::new))
-            .collect::<Result<Vec<_>, _>>()?;
+        Self::carry_over(prog, None, qsbr).map(|(o, _)| o)
+    }
+
+    /// State for `prog` replacing `old`: a table with the same name, key and actions keeps its
+    /// entries (see [`Carried`]); a register, counter or meter with the same name, kind and
+    /// size keeps its cells; the digest queue carries over. Everything else starts fresh.
+    pub fn carry_over(
+        prog: &ir::Program,
+        old: Option<&Pipeline>,
+        qsbr: &Qsbr,
+    ) -> Result<(Self, CarryReport), String> {
+        let mut report = CarryReport::default();
+        let mut tables = Vec::with_capacity(prog.tables.len());
+        for t in &prog.tables {
+            let before = old.and_then(|o| o.objects.tables.iter().find(|x| x.name == t.name));
+            let (table, carried) = P4Table::build(prog, t, qsbr, before.map(|b| &**b))?;
+            report.tables.push((t.name.clone(), carried));
+            tables.push(Arc::new(table));
+        }
+        let old_instance = |i: &ir::Instance| {
+            let o = old?;
+            let at =
+                o.program.instances.iter().position(|x| x.name == i.name && x.kind == i.kind)?;
+            match o.objects.instances.get(at)? {
+                InstanceRt::Direct => None,
+                rt => Some(rt.clone()),
+            }
+        };
         let instances = prog
             .instances
             .iter()
-            .map(|i| match i.kind {
-                ir::InstanceKind::Register { size, width } => {
-                    if width > 64 {
-                        return Err(format!(
-                            "register {}: {width}-bit cells are not supported (at most 64)",
-                            i.name
-                        ));
+            .map(|i| {
+                if let Some(rt) = old_instance(i) {
+                    report.instances.push(i.name.clone());
+                    return Ok(rt);
+                }
+                match i.kind {
+                    ir::InstanceKind::Register { size, width } => {
+                        if width > 64 {
+                            return Err(format!(
+                                "register {}: {width}-bit cells are not supported (at most 64)",
+                                i.name
+                            ));
+                        }
+                        Ok(InstanceRt::Register(Arc::new(RegisterArray::new(size as usize, width))))
                     }
-                    Ok(InstanceRt::Register(Arc::new(RegisterArray::new(size as usize, width))))
-                }
-                ir::InstanceKind::Counter { size, packets, bytes } => {
-                    let kind = match (packets, bytes) {
-                        (true, true) => CounterKind::PacketsAndBytes,
-                        (false, true) => CounterKind::Bytes,
-                        _ => CounterKind::Packets,
-                    };
-                    Ok(InstanceRt::Counter(Arc::new(CounterArray::new(size as usize, kind))))
-                }
-                ir::InstanceKind::Meter { size, bytes } => {
-                    Ok(InstanceRt::Meter { meter: Arc::new(MeterArray::new(size as usize)), bytes })
-                }
-                ir::InstanceKind::DirectCounter { .. } | ir::InstanceKind::DirectMeter { .. } => {
-                    Ok(InstanceRt::Direct)
+                    ir::InstanceKind::Counter { size, packets, bytes } => {
+                        let kind = match (packets, bytes) {
+                            (true, true) => CounterKind::PacketsAndBytes,
+                            (false, true) => CounterKind::Bytes,
+                            _ => CounterKind::Packets,
+                        };
+                        Ok(InstanceRt::Counter(Arc::new(CounterArray::new(size as usize, kind))))
+                    }
+                    ir::InstanceKind::Meter { size, bytes } => Ok(InstanceRt::Meter {
+                        meter: Arc::new(MeterArray::new(size as usize)),
+                        bytes,
+                    }),
+                    ir::InstanceKind::DirectCounter { .. }
+                    | ir::InstanceKind::DirectMeter { .. } => Ok(InstanceRt::Direct),
                 }
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Objects { tables, instances, digests: Arc::new(DigestRing::new(DIGEST_RING)) })
+        let digests = old.map_or_else(
+            || Arc::new(DigestRing::new(DIGEST_RING)),
+            |o| Arc::clone(&o.objects.digests),
+        );
+        Ok((Objects { tables, instances, digests }, report))
     }
 
     pub(crate) fn instance(&self, i: u32) -> InstanceRt {
@@ -336,7 +399,19 @@ impl Pipeline {
         Self::with_objects(program, objects)
     }
 
-    /// Compile `program` against existing objects (a replacement taking over state).
+    /// Compile `program` to replace `old`, taking over the state the two have in common
+    /// (see [`Objects::carry_over`]). `old` keeps running meanwhile; from here on the two
+    /// share that state, so what either writes, the other sees.
+    pub fn replacing(
+        program: ir::Program,
+        old: &Pipeline,
+        qsbr: &Qsbr,
+    ) -> Result<(Self, CarryReport), String> {
+        let (objects, report) = Objects::carry_over(&program, Some(old), qsbr)?;
+        Ok((Self::with_objects(program, objects)?, report))
+    }
+
+    /// Compile `program` against existing objects.
     pub fn with_objects(program: ir::Program, objects: Objects) -> Result<Self, String> {
         let std = StdSlots::new(&program)?;
         let actions = {

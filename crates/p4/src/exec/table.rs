@@ -8,14 +8,15 @@
 
 use std::sync::Arc;
 
-use super::bits::write_be;
+use super::bits::{read_be, write_be};
 use super::{Compiler, Ctx, ExprFn, Flow, StmtFn};
 use crate::ir::{self, KeyMatch, MatchKind, SlotId};
 use crate::types::mask;
 use hotplane_core::Qsbr;
 use hotplane_tables::key::MAX_KEY_BYTES;
 use hotplane_tables::{
-    expand_range, ActionSpec, MatchKind as Kind, MatchSpec, ParamSpec, Table, TableConfig,
+    expand_range, ActionSpec, EntryStats, MatchKind as Kind, MatchSpec, ParamSpec, Table,
+    TableConfig,
 };
 
 /// A key field and where it sits in the packed key.
@@ -56,7 +57,8 @@ pub struct P4Table {
     pub keys: Vec<KeyField>,
     pub key_bytes: usize,
     layout: Layout,
-    pub table: Table,
+    /// Shared with the program this one replaced when the table was carried over.
+    pub table: Arc<Table>,
     /// Table action id -> the program's action index.
     pub actions: Vec<u32>,
     pub action_names: Vec<String>,
@@ -73,8 +75,28 @@ pub struct P4Table {
 /// Tables without a `size` hold this many entries.
 pub const DEFAULT_SIZE: u32 = 1024;
 
+/// What became of a table's state when a program replaced another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Carried {
+    /// The old program had no table like it: it starts empty (with its const entries).
+    Fresh,
+    /// Same name, key, actions and table settings: the new program uses the very same table,
+    /// so every entry and every value the data plane writes carries over, even mid-swap.
+    Shared,
+    /// Same name, key and actions but new settings (size, store, locking): the entries, their
+    /// data (`@ref` values as they were at the copy) and the default action were copied.
+    Copied(usize),
+}
+
 impl P4Table {
-    pub(crate) fn new(prog: &ir::Program, t: &ir::Table, qsbr: &Qsbr) -> Result<Self, String> {
+    /// Build the table `t` of `prog`, taking over `old`'s state when `old` has the same key
+    /// fields, action list and parameters and neither has const entries.
+    pub(crate) fn build(
+        prog: &ir::Program,
+        t: &ir::Table,
+        qsbr: &Qsbr,
+        old: Option<&P4Table>,
+    ) -> Result<(Self, Carried), String> {
         let err = |m: String| format!("table {}: {m}", t.name);
         let lpm = t.keys.iter().filter(|k| k.kind == MatchKind::Lpm).count();
         let layout = if t.keys.is_empty() {
@@ -140,7 +162,24 @@ impl P4Table {
             cfg.apply_annotation(text).map_err(|e| err(e.to_string()))?;
         }
         let (locked, counters) = (cfg.locked, cfg.counters);
-        let table = Table::new(cfg, qsbr).map_err(|e| err(e.to_string()))?;
+        let action_names: Vec<String> =
+            t.actions.iter().map(|&a| prog.actions[a as usize].name.clone()).collect();
+        let old = old.filter(|o| {
+            o.signature() == (signature(&keys), &action_names, &params)
+                && !o.entries_const
+                && t.const_entries.is_empty()
+        });
+        let (table, carried) = match old {
+            Some(o) if *o.table.config() == cfg => (Arc::clone(&o.table), Carried::Shared),
+            Some(o) => {
+                let table = Table::new(cfg, qsbr).map_err(|e| err(e.to_string()))?;
+                let n = copy_entries(&o.table, &table).map_err(&err)?;
+                (Arc::new(table), Carried::Copied(n))
+            }
+            None => {
+                (Arc::new(Table::new(cfg, qsbr).map_err(|e| err(e.to_string()))?), Carried::Fresh)
+            }
+        };
         let this = P4Table {
             name: t.name.clone(),
             keys,
@@ -148,11 +187,7 @@ impl P4Table {
             layout,
             table,
             actions: t.actions.clone(),
-            action_names: t
-                .actions
-                .iter()
-                .map(|&a| prog.actions[a as usize].name.clone())
-                .collect(),
+            action_names,
             params,
             locked,
             counters,
@@ -161,6 +196,9 @@ impl P4Table {
             default_only: t.default_only.clone(),
             table_only: t.table_only.clone(),
         };
+        if carried != Carried::Fresh {
+            return Ok((this, carried));
+        }
         let default = this.action_names[this.table_action(t.default_action)?].clone();
         this.set_default_unchecked(&default, &t.default_args)?;
         let n = t.const_entries.len() as u32;
@@ -174,7 +212,15 @@ impl P4Table {
             };
             this.write(&entry, Op::Insert, true).map_err(&err)?;
         }
-        Ok(this)
+        Ok((this, carried))
+    }
+
+    /// Key fields, action names and parameters: what entries are written in terms of.
+    #[allow(clippy::type_complexity)]
+    fn signature(
+        &self,
+    ) -> (Vec<(&str, u32, MatchKind)>, &Vec<String>, &Vec<Vec<(String, u32, bool)>>) {
+        (signature(&self.keys), &self.action_names, &self.params)
     }
 
     fn table_action(&self, prog_action: u32) -> Result<usize, String> {
@@ -430,6 +476,84 @@ impl P4Table {
         Ok(())
     }
 
+    /// Every entry in P4 terms, with its counters. A range that was expanded into prefixes
+    /// lists as one entry per prefix, each a range of its own.
+    pub fn entries(&self) -> Vec<(P4Entry, EntryStats)> {
+        let ternary = self.layout == Layout::Ternary;
+        self.table
+            .entries()
+            .into_iter()
+            .map(|e| {
+                let args = self.args_of(&e.action, &e.data);
+                let entry = P4Entry {
+                    keys: self.keys_of(&e.matches),
+                    priority: ternary.then_some(e.priority),
+                    action: e.action,
+                    args,
+                };
+                (entry, e.stats)
+            })
+            .collect()
+    }
+
+    /// The action a miss runs, and its arguments.
+    pub fn default_action(&self) -> (String, Vec<u128>) {
+        let (action, data) = self.table.default_data();
+        let args = self.args_of(&action, &data);
+        (action, args)
+    }
+
+    /// Per-field matches of a table-level match (the inverse of the packing in `specs`).
+    fn keys_of(&self, m: &MatchSpec) -> Vec<KeyMatch> {
+        let full = |n: usize| vec![0xffu8; n];
+        let (value, bits) = match m {
+            MatchSpec::Exact(v) => (v.clone(), full(v.len())),
+            MatchSpec::Lpm { prefix, len } => {
+                let bits = (0..prefix.len())
+                    .map(|i| {
+                        let n = len.saturating_sub(i as u32 * 8).min(8);
+                        (0xffu16 << (8 - n)) as u8
+                    })
+                    .collect();
+                (prefix.clone(), bits)
+            }
+            MatchSpec::Ternary { value, mask } => (value.clone(), mask.clone()),
+            MatchSpec::Range { .. } => (Vec::new(), Vec::new()),
+        };
+        let field = |b: &[u8], k: &KeyField| {
+            b.get(k.at..k.at + k.bytes)
+                .map_or(0, |x| read_be(x) >> ((k.bytes * 8) as u32 - k.width))
+        };
+        self.keys
+            .iter()
+            .map(|k| {
+                let (v, m) = (field(&value, k), field(&bits, k));
+                match k.kind {
+                    MatchKind::Lpm => KeyMatch::Prefix { value: v, len: m.count_ones() },
+                    MatchKind::Range => KeyMatch::Range { lo: v, hi: v | (mask(k.width) & !m) },
+                    _ => KeyMatch::Mask { value: v, mask: m },
+                }
+            })
+            .collect()
+    }
+
+    /// Argument values from an entry's data words (the inverse of [`Self::data_words`]).
+    fn args_of(&self, action: &str, data: &[u64]) -> Vec<u128> {
+        let Ok(a) = self.action_id(action) else { return Vec::new() };
+        let mut words = data.iter().copied();
+        self.params[a]
+            .iter()
+            .map(|(_, width, _)| {
+                let lo = words.next().unwrap_or(0) as u128;
+                if *width > 64 {
+                    lo | (words.next().unwrap_or(0) as u128) << 64
+                } else {
+                    lo
+                }
+            })
+            .collect()
+    }
+
     /// Set the action a miss runs.
     pub fn set_default(&self, action: &str, args: &[u128]) -> Result<(), String> {
         if self.default_const {
@@ -449,18 +573,22 @@ impl P4Table {
         let words = self.data_words(a, args)?;
         self.table.set_default(&self.action_names[a], &words).map_err(|x| x.to_string())
     }
+}
 
-    /// Is the key layout, action list and parameter list the same as `other`'s (so that
-    /// entries can move between them)?
-    pub fn same_shape(&self, other: &P4Table) -> bool {
-        let keys = |t: &P4Table| {
-            t.keys.iter().map(|k| (k.name.clone(), k.width, k.kind)).collect::<Vec<_>>()
-        };
-        keys(self) == keys(other)
-            && self.action_names == other.action_names
-            && self.params == other.params
-            && self.table.config().kind == other.table.config().kind
+fn signature(keys: &[KeyField]) -> Vec<(&str, u32, MatchKind)> {
+    keys.iter().map(|k| (k.name.as_str(), k.width, k.kind)).collect()
+}
+
+/// Copy every entry and the default action of `from` into `to` (same kind and key width).
+fn copy_entries(from: &Table, to: &Table) -> Result<usize, String> {
+    let entries = from.entries();
+    for e in &entries {
+        to.insert(&e.matches, e.priority, &e.action, &e.data)
+            .map_err(|x| format!("carrying an entry over: {x}"))?;
     }
+    let (action, data) = from.default_data();
+    to.set_default(&action, &data).map_err(|x| format!("carrying the default action: {x}"))?;
+    Ok(entries.len())
 }
 
 #[derive(Clone, Copy)]

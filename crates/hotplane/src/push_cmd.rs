@@ -1,0 +1,263 @@
+//! `hotplane push`: talk to a running data plane over its control socket, and replace its P4
+//! program (`hotplane push --p4 new.p4`).
+
+use crate::cli::{self, PushOp};
+use anyhow::{bail, Context as _};
+use clap::Subcommand;
+use hotplane_control::api::Request;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+#[command(subcommand_negates_reqs = true)]
+pub struct PushArgs {
+    /// Control socket (default: $HOTPLANE_SOCKET or /tmp/hotplane.sock).
+    #[arg(long, default_value_os_t = cli::default_socket())]
+    socket: PathBuf,
+    /// Replace the running P4 program with FILE, hitlessly: tables whose name, key and actions
+    /// are unchanged keep their entries. FILE may include only core.p4, v1model.p4 and
+    /// hotplane.p4.
+    #[arg(long, value_name = "FILE")]
+    p4: Option<PathBuf>,
+    /// With --p4: a runtime JSON file (s1-runtime.json format) loaded into the new program
+    /// before it goes live.
+    #[arg(long, value_name = "FILE", requires = "p4")]
+    entries: Option<PathBuf>,
+    /// With --p4: pre, mid or post (default: wherever a P4 program runs now).
+    #[arg(long, requires = "p4")]
+    target: Option<String>,
+    /// With --p4: the key id the update is MACed with (0: unauthenticated).
+    #[arg(long, default_value_t = 1, requires = "p4")]
+    key_id: u32,
+    /// With --p4: the key, 64 hex digits.
+    #[arg(long, requires = "p4")]
+    key: Option<String>,
+    /// With --p4: a file holding the key.
+    #[arg(long, requires = "p4")]
+    key_file: Option<PathBuf>,
+    #[command(subcommand)]
+    op: Option<PushCmd>,
+}
+
+#[derive(Subcommand)]
+pub enum PushCmd {
+    /// Counters of ports, workers, slots and updates.
+    Stats,
+    /// Every slot with its program and version.
+    Slots,
+    /// Flow-table entries of a worker.
+    Flows {
+        #[arg(long)]
+        worker: Option<u16>,
+    },
+    /// Pre-defined programs.
+    Predefined,
+    /// Prometheus text.
+    Metrics,
+    /// Install a native stage: --target pre|mid|post|extern:NAME|flow:SELECTOR|flow:default.
+    Install {
+        #[arg(long)]
+        target: String,
+        /// JSON stage spec, e.g. '{"stage":"count"}'.
+        #[arg(long)]
+        stage: String,
+        #[arg(long)]
+        worker: Option<u16>,
+    },
+    /// Switch a target to a pre-defined program.
+    Switch {
+        #[arg(long)]
+        target: String,
+        #[arg(long)]
+        id: u32,
+        #[arg(long)]
+        worker: Option<u16>,
+    },
+    /// Remove the program at a target.
+    Remove {
+        #[arg(long)]
+        target: String,
+        #[arg(long)]
+        worker: Option<u16>,
+    },
+    /// Send an update envelope, MACed with a key, exactly as an in-band update is checked.
+    Update {
+        #[arg(long)]
+        target: String,
+        /// native-stage, select-predefined, remove, ebpf-bytecode, ebpf-elf, ebpf-c, lua, p4.
+        #[arg(long, default_value = "native-stage")]
+        kind: String,
+        /// JSON stage spec (native-stage).
+        #[arg(long)]
+        stage: Option<String>,
+        /// Pre-defined program id (select-predefined).
+        #[arg(long)]
+        id: Option<u32>,
+        /// Raw payload from a file.
+        #[arg(long)]
+        payload_file: Option<PathBuf>,
+        #[arg(long, default_value_t = 1)]
+        key_id: u32,
+        /// 64 hex digits.
+        #[arg(long)]
+        key: Option<String>,
+        #[arg(long)]
+        key_file: Option<PathBuf>,
+        /// Sequence number (default: microseconds since the epoch).
+        #[arg(long)]
+        seq: Option<u64>,
+        /// all, receiving, or a worker index.
+        #[arg(long, default_value = "all")]
+        worker: String,
+        #[arg(long)]
+        no_ack: bool,
+    },
+    /// Tables of the running P4 program: keys, actions, size, entries in use.
+    P4Tables {
+        /// pre, mid or post (default: the only P4 program).
+        #[arg(long)]
+        target: Option<String>,
+    },
+    /// A P4 table's entries and default action, as runtime JSON (loadable by p4-entries).
+    P4Dump {
+        /// Table name, qualified (MyIngress.ipv4_lpm) or short when unambiguous.
+        table: String,
+        #[arg(long)]
+        target: Option<String>,
+    },
+    /// Write a running P4 program's tables from a runtime JSON file (s1-runtime.json format;
+    /// an entry may say "type": "MODIFY" or "DELETE").
+    P4Entries {
+        file: PathBuf,
+        #[arg(long)]
+        target: Option<String>,
+    },
+    /// Stop the data plane.
+    Shutdown,
+}
+
+/// Run `hotplane push`.
+pub fn run(args: PushArgs) -> anyhow::Result<()> {
+    let op = match (args.p4, args.op) {
+        (Some(_), Some(_)) => bail!("--p4 replaces the P4 program; it takes no subcommand"),
+        (None, None) => bail!("give a subcommand (see --help) or --p4 FILE"),
+        (None, Some(op)) => push_op(op)?,
+        (Some(file), None) => {
+            let mut payload =
+                std::fs::read(&file).with_context(|| format!("--p4 {}", file.display()))?;
+            if let Some(e) = &args.entries {
+                let text = std::fs::read_to_string(e)
+                    .with_context(|| format!("--entries {}", e.display()))?;
+                serde_json::from_str::<serde_json::Value>(&text)
+                    .with_context(|| format!("--entries {}", e.display()))?;
+                payload.push(0);
+                payload.extend_from_slice(text.as_bytes());
+            }
+            let target = match args.target {
+                Some(t) => t,
+                None => running_p4_target(&args.socket)?,
+            };
+            let key = key_of(args.key, args.key_file)?;
+            PushOp::Update {
+                target,
+                kind: "p4".into(),
+                payload,
+                key_id: if key.is_some() { args.key_id } else { 0 },
+                key,
+                seq: None,
+                worker: "all".into(),
+                no_ack: false,
+            }
+        }
+    };
+    cli::push(&args.socket, op)
+}
+
+/// Where the running P4 program is, from the slot listing.
+fn running_p4_target(socket: &std::path::Path) -> anyhow::Result<String> {
+    let mut client = hotplane_control::api::Client::connect(socket)?;
+    let slots = client.call(&Request::Slots {})?;
+    let mut targets: Vec<String> = slots
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["program"].as_str().is_some_and(|p| p.starts_with("p4 ")))
+        .filter_map(|s| s["target"].as_str().map(String::from))
+        .collect();
+    targets.sort();
+    targets.dedup();
+    match &targets[..] {
+        [t] => Ok(t.clone()),
+        [] => bail!("no P4 program is running; give --target pre|mid|post"),
+        many => bail!("P4 programs run at {}; give --target", many.join(", ")),
+    }
+}
+
+fn key_of(key: Option<String>, key_file: Option<PathBuf>) -> anyhow::Result<Option<[u8; 32]>> {
+    Ok(match (key, key_file) {
+        (Some(k), None) => Some(hotplane_control::parse_key(&k).map_err(anyhow::Error::msg)?),
+        (None, Some(f)) => {
+            let text = std::fs::read_to_string(&f)
+                .map_err(|e| anyhow::anyhow!("--key-file {}: {e}", f.display()))?;
+            Some(hotplane_control::parse_key(&text).map_err(anyhow::Error::msg)?)
+        }
+        (None, None) => None,
+        _ => bail!("give --key or --key-file, not both"),
+    })
+}
+
+fn push_op(op: PushCmd) -> anyhow::Result<PushOp> {
+    let stage_json = |s: &str| {
+        serde_json::from_str::<serde_json::Value>(s).map_err(|e| anyhow::anyhow!("--stage: {e}"))
+    };
+    Ok(match op {
+        PushCmd::Stats => PushOp::Request(Request::Stats {}),
+        PushCmd::Slots => PushOp::Request(Request::Slots {}),
+        PushCmd::Flows { worker } => PushOp::Request(Request::Flows { worker }),
+        PushCmd::Predefined => PushOp::Request(Request::Predefined {}),
+        PushCmd::Metrics => PushOp::Request(Request::Metrics {}),
+        PushCmd::Shutdown => PushOp::Request(Request::Shutdown {}),
+        PushCmd::P4Tables { target } => PushOp::Request(Request::P4Tables { target }),
+        PushCmd::P4Dump { table, target } => PushOp::Request(Request::P4Dump { target, table }),
+        PushCmd::P4Entries { file, target } => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            let doc = serde_json::from_str(&text)
+                .with_context(|| format!("{}: not JSON", file.display()))?;
+            PushOp::Request(Request::P4Entries { target, doc })
+        }
+        PushCmd::Install { target, stage, worker } => {
+            PushOp::Request(Request::Install { target, worker, stage: stage_json(&stage)? })
+        }
+        PushCmd::Switch { target, id, worker } => {
+            PushOp::Request(Request::Switch { target, worker, id })
+        }
+        PushCmd::Remove { target, worker } => PushOp::Request(Request::Remove { target, worker }),
+        PushCmd::Update {
+            target,
+            kind,
+            stage,
+            id,
+            payload_file,
+            key_id,
+            key,
+            key_file,
+            seq,
+            worker,
+            no_ack,
+        } => {
+            let payload = match (stage, id, payload_file) {
+                (Some(s), None, None) => {
+                    stage_json(&s)?;
+                    s.into_bytes()
+                }
+                (None, Some(id), None) => id.to_be_bytes().to_vec(),
+                (None, None, Some(f)) => std::fs::read(&f)
+                    .map_err(|e| anyhow::anyhow!("--payload-file {}: {e}", f.display()))?,
+                (None, None, None) if kind == "remove" => Vec::new(),
+                _ => anyhow::bail!("give one of --stage, --id, --payload-file"),
+            };
+            let key = key_of(key, key_file)?;
+            PushOp::Update { target, kind, payload, key_id, key, seq, worker, no_ack }
+        }
+    })
+}
