@@ -23,6 +23,8 @@ fuzz_target!(|data: &[u8]| {
             return;
         }
     };
+    // P4Info generation takes any program the front-end accepts.
+    let _ = hotplane_p4::p4info::text(&ir);
     let qsbr = Qsbr::new();
     let Ok(p) = Pipeline::new(ir, &qsbr) else { return };
     let reader = qsbr.register("fuzz");

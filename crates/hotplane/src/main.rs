@@ -263,6 +263,15 @@ enum P4Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Write the program's P4Info (protobuf text format, p4c's ids) to stdout or --out.
+    Info {
+        program: PathBuf,
+        #[arg(long = "include", short = 'I')]
+        include: Vec<PathBuf>,
+        /// Write here instead of stdout (e.g. basic.p4info.txt).
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
     /// Run a p4c Simple Test Framework file against a program; exit 0 when it passes.
     Stf {
         program: PathBuf,
@@ -614,6 +623,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Cmd::P4 { op } => match op {
             P4Cmd::Check { program, include, json } => {
                 hotplane::p4_cmd::check(&program, &include, json)
+            }
+            P4Cmd::Info { program, include, out } => {
+                hotplane::p4_cmd::info(&program, &include, out.as_deref())
             }
             P4Cmd::Stf { program, stf, include, json } => {
                 hotplane::p4_cmd::stf(&program, &stf, &include, json)

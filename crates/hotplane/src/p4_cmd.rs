@@ -15,6 +15,20 @@ pub fn load(program: &Path, include: &[PathBuf], qsbr: &Qsbr) -> anyhow::Result<
     Ok(Arc::new(p))
 }
 
+/// `hotplane p4 info`: the program's P4Info in text format.
+pub fn info(program: &Path, include: &[PathBuf], out: Option<&Path>) -> anyhow::Result<()> {
+    let ir =
+        hotplane_p4::compile_file(program, include, &[]).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let text = hotplane_p4::p4info::text(&ir)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", program.display()))?;
+    match out {
+        Some(path) => std::fs::write(path, text)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => print!("{text}"),
+    }
+    Ok(())
+}
+
 /// `hotplane p4 check`: compile and summarise.
 pub fn check(program: &Path, include: &[PathBuf], json: bool) -> anyhow::Result<()> {
     let qsbr = Qsbr::new();

@@ -305,6 +305,8 @@ pub struct Action {
     pub params: Vec<ActionParam>,
     pub body: Vec<Stmt>,
     pub annotations: Vec<crate::ast::Annotation>,
+    /// Declaration order in the program text (P4Info lists in this order).
+    pub order: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -384,6 +386,8 @@ pub struct Table {
     /// The `@tableconfig(...)` text, applied to hotplane-tables' configuration.
     pub tableconfig: Option<String>,
     pub annotations: Vec<crate::ast::Annotation>,
+    /// Declaration order in the program text.
+    pub order: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -414,6 +418,8 @@ pub struct Instance {
     pub name: String,
     pub kind: InstanceKind,
     pub annotations: Vec<crate::ast::Annotation>,
+    /// Declaration order in the program text.
+    pub order: u32,
 }
 
 #[derive(Clone, Debug, PartialEq)]

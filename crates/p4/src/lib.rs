@@ -16,6 +16,7 @@ pub mod exec;
 pub mod ir;
 pub mod lexer;
 pub mod lower;
+pub mod p4info;
 pub mod parser;
 pub mod preprocess;
 pub mod runtime;

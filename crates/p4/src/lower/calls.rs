@@ -73,7 +73,7 @@ impl<'a> Lowerer<'a> {
         let DeclKind::Action { name, params, body } = &d.kind else {
             return self.err(d.span, "not an action");
         };
-        let qualified = format!("{}{}", self.prefix, name.name);
+        let qualified = self.control_plane_name(&name.name, &d.annotations);
         if let Some(i) = self.prog.actions.iter().position(|a| a.name == qualified) {
             return Ok(i as u32);
         }
@@ -115,6 +115,7 @@ impl<'a> Lowerer<'a> {
             params: ir_params,
             body,
             annotations: d.annotations.clone(),
+            order: self.order_of(d),
         });
         Ok(self.prog.actions.len() as u32 - 1)
     }

@@ -12,6 +12,8 @@ mod methods;
 mod stmt;
 mod table;
 
+pub(crate) use table::annotation_text;
+
 use std::collections::HashMap;
 
 use crate::ast::{self, Decl, DeclKind, Ident};
@@ -71,6 +73,9 @@ pub(crate) struct Lowerer<'a> {
     /// Lowered top-level actions (by name) so that each is lowered once.
     global_actions: HashMap<String, u32>,
     inline_depth: usize,
+    /// Position of each declaration in the program text (includes expanded), for listing
+    /// tables, actions and instances in declaration order as p4c does in P4Info.
+    decl_order: HashMap<Span, u32>,
 }
 
 /// The parts of [`ir::Program`] built while lowering.
@@ -107,7 +112,24 @@ impl<'a> Lowerer<'a> {
             return_target: Vec::new(),
             global_actions: HashMap::new(),
             inline_depth: 0,
+            decl_order: HashMap::new(),
         }
+    }
+
+    /// Number every declaration, nested ones included, in program order.
+    fn number_decls(&mut self, decls: &[Decl]) {
+        for d in decls {
+            let n = self.decl_order.len() as u32;
+            self.decl_order.entry(d.span).or_insert(n);
+            if let DeclKind::Control { locals, .. } | DeclKind::Parser { locals, .. } = &d.kind {
+                self.number_decls(locals);
+            }
+        }
+    }
+
+    /// Where `d` stands in the program text.
+    pub(crate) fn order_of(&self, d: &Decl) -> u32 {
+        self.decl_order.get(&d.span).copied().unwrap_or(u32::MAX)
     }
 
     pub fn err<T>(&self, span: Span, msg: impl Into<String>) -> DResult<T> {
@@ -461,6 +483,7 @@ impl<'a> Lowerer<'a> {
 /// Check and lower a parsed program. The program must instantiate `V1Switch` as `main`.
 pub fn lower(program: &ast::Program) -> DResult<ir::Program> {
     let mut l = Lowerer::new();
+    l.number_decls(&program.decls);
     l.declare_types(program)?;
     l.v1switch()
 }

@@ -197,9 +197,10 @@ impl<'a> Lowerer<'a> {
             other => return self.err(tn.span, format!("instances of `{other}` are not supported")),
         };
         self.prog.instances.push(ir::Instance {
-            name: format!("{}{}", self.prefix, name.name),
+            name: self.control_plane_name(&name.name, &d.annotations),
             kind,
             annotations: d.annotations.clone(),
+            order: self.order_of(d),
         });
         let i = self.prog.instances.len() as u32 - 1;
         self.bind(&name.name, Binding::Instance(i));
@@ -212,7 +213,7 @@ impl<'a> Lowerer<'a> {
         name: &ast::Ident,
         props: &'a [ast::TableProperty],
     ) -> DResult<u32> {
-        let qualified = format!("{}{}", self.prefix, name.name);
+        let qualified = self.control_plane_name(&name.name, &d.annotations);
         let mut keys = Vec::new();
         let mut actions = Vec::new();
         let mut default_only = Vec::new();
@@ -271,8 +272,10 @@ impl<'a> Lowerer<'a> {
                 ("size", PropertyValue::Expr(e)) => {
                     size = self.const_eval().eval_u32(e, "a table size")?
                 }
-                ("counters", PropertyValue::Expr(e)) => direct_counter = Some(key_text(e)),
-                ("meters", PropertyValue::Expr(e)) => direct_meter = Some(key_text(e)),
+                ("counters", PropertyValue::Expr(e)) => {
+                    direct_counter = Some(self.instance_name(e))
+                }
+                ("meters", PropertyValue::Expr(e)) => direct_meter = Some(self.instance_name(e)),
                 ("implementation", _) => {
                     return self.err(
                         p.name.span,
@@ -298,7 +301,14 @@ impl<'a> Lowerer<'a> {
                 let noaction = self
                     .global("NoAction")
                     .ok_or_else(|| self.diag(name.span, "NoAction is not declared"))?;
-                (self.lower_action(noaction)?, Vec::new())
+                let idx = self.lower_action(noaction)?;
+                // The implicit default joins the list as a default-only action (as p4c does).
+                if !actions.contains(&idx) {
+                    actions.push(idx);
+                    default_only.push(true);
+                    table_only.push(false);
+                }
+                (idx, Vec::new())
             }
         };
         let tableconfig = d
@@ -322,6 +332,7 @@ impl<'a> Lowerer<'a> {
             direct_meter,
             tableconfig,
             annotations: d.annotations.clone(),
+            order: self.order_of(d),
         };
         if let Some((es, is_const)) = entries_prop {
             table.entries_are_const = is_const;
@@ -436,6 +447,32 @@ impl<'a> Lowerer<'a> {
                 }
             }
         })
+    }
+}
+
+impl Lowerer<'_> {
+    /// The name the control plane knows a declaration by: `@name("x")` is relative to the
+    /// enclosing control unless it starts with a dot (then it is global), as p4c does.
+    pub(crate) fn control_plane_name(
+        &self,
+        local: &str,
+        annotations: &[ast::Annotation],
+    ) -> String {
+        match name_annotation(annotations) {
+            Some(n) if n.starts_with('.') => n[1..].to_string(),
+            Some(n) => format!("{}{n}", self.prefix),
+            None => format!("{}{local}", self.prefix),
+        }
+    }
+
+    /// The qualified name of the instance a table property names (`counters = hits`).
+    fn instance_name(&self, e: &ast::Expr) -> String {
+        if let ExprKind::Name(n) = &e.kind {
+            if let Some(Binding::Instance(i)) = self.lookup(&n.name) {
+                return self.prog.instances[i as usize].name.clone();
+            }
+        }
+        key_text(e)
     }
 }
 

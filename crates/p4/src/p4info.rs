@@ -1,0 +1,416 @@
+//! P4Info: the control-plane description of a program (tables, actions, counters, meters,
+//! registers) in protobuf text format, with the ids p4c assigns, so that a P4Runtime
+//! controller written against p4c's output works unchanged.
+//!
+//! Ids follow the P4Runtime convention p4c implements: an 8-bit resource prefix, then the low 24
+//! bits of the Jenkins one-at-a-time hash of the fully qualified control-plane name. Within a
+//! resource type names are hashed in sorted order and a taken id is resolved by trying the next
+//! hash value, so ids are deterministic and match p4c's even when two names collide. An `@id`
+//! annotation fixes an id (its prefix is added when missing); those are reserved first. Aliases
+//! are the shortest dot-separated suffix that no other symbol shares.
+
+use crate::ir::{self, InstanceKind, MatchKind, Program};
+use crate::lower::annotation_text;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+
+/// P4Runtime resource prefixes (`p4info.proto`, `P4Ids.Prefix`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum Resource {
+    Action = 0x01,
+    Table = 0x02,
+    Counter = 0x12,
+    DirectCounter = 0x13,
+    Meter = 0x14,
+    DirectMeter = 0x15,
+    Register = 0x16,
+}
+
+/// The Jenkins one-at-a-time hash of `bytes`.
+pub fn one_at_a_time(bytes: &[u8]) -> u32 {
+    let mut h: u32 = 0;
+    for &b in bytes {
+        h = h.wrapping_add(b as u32);
+        h = h.wrapping_add(h << 10);
+        h ^= h >> 6;
+    }
+    h = h.wrapping_add(h << 3);
+    h ^= h >> 11;
+    h.wrapping_add(h << 15)
+}
+
+/// Assign ids to `(resource, name, @id)` symbols as p4c does.
+pub fn assign_ids(
+    symbols: &[(Resource, String, Option<u32>)],
+) -> Result<HashMap<(Resource, String), u32>, String> {
+    let mut taken = BTreeSet::new();
+    let mut ids = HashMap::new();
+    for (res, name, fixed) in symbols {
+        let Some(id) = fixed else { continue };
+        let prefix = (*res as u32) << 24;
+        if id & 0xff00_0000 != 0 && id & 0xff00_0000 != prefix {
+            return Err(format!("{name}: @id {id:#x} has the wrong 8-bit prefix for a {res:?}"));
+        }
+        let id = id | prefix;
+        if !taken.insert(id) {
+            return Err(format!("@id {id:#x} is assigned to more than one declaration"));
+        }
+        ids.insert((*res, name.clone()), id);
+    }
+    let mut by_type: BTreeMap<Resource, BTreeSet<&str>> = BTreeMap::new();
+    for (res, name, fixed) in symbols {
+        if fixed.is_none() {
+            by_type.entry(*res).or_default().insert(name);
+        }
+    }
+    for (res, names) in by_type {
+        let prefix = (res as u32) << 24;
+        for name in names {
+            let start = one_at_a_time(name.as_bytes());
+            let mut h = start;
+            let id = loop {
+                let id = prefix | (h & 0xff_ffff);
+                if !taken.contains(&id) {
+                    break id;
+                }
+                h = h.wrapping_add(1);
+                if h == start {
+                    return Err(format!("no id is left for {name}"));
+                }
+            };
+            taken.insert(id);
+            ids.insert((res, name.to_string()), id);
+        }
+    }
+    Ok(ids)
+}
+
+/// The shortest dot-separated suffix of each name that no other name ends with.
+fn aliases<'a>(names: impl Iterator<Item = &'a str>) -> HashMap<String, String> {
+    let names: BTreeSet<&str> = names.collect();
+    let parts: Vec<Vec<&str>> = names.iter().map(|n| n.split('.').collect()).collect();
+    let mut out = HashMap::new();
+    for (name, p) in names.iter().zip(&parts) {
+        let mut k = 1;
+        while k < p.len() {
+            let suffix = &p[p.len() - k..];
+            let sharing = parts.iter().filter(|q| q.len() >= k && &q[q.len() - k..] == suffix);
+            if sharing.count() < 2 {
+                break;
+            }
+            k += 1;
+        }
+        out.insert(name.to_string(), p[p.len() - k..].join("."));
+    }
+    out
+}
+
+/// Protobuf text-format string literal.
+fn quoted(s: &str) -> String {
+    let mut q = String::with_capacity(s.len() + 2);
+    q.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => q.push_str("\\\""),
+            '\\' => q.push_str("\\\\"),
+            '\n' => q.push_str("\\n"),
+            c => q.push(c),
+        }
+    }
+    q.push('"');
+    q
+}
+
+/// Annotations a preamble lists: everything but those P4Info represents otherwise.
+fn listed(annotations: &[crate::ast::Annotation]) -> Vec<String> {
+    annotations
+        .iter()
+        .filter(|a| {
+            !matches!(
+                a.name.name.as_str(),
+                "name" | "id" | "brief" | "description" | "hidden" | "defaultonly" | "tableonly"
+            )
+        })
+        .map(|a| match a.body.is_empty() {
+            true => format!("@{}", a.name.name),
+            false => format!("@{}({})", a.name.name, annotation_text(&a.body)),
+        })
+        .collect()
+}
+
+fn id_annotation(annotations: &[crate::ast::Annotation]) -> Result<Option<u32>, String> {
+    let Some(a) = annotations.iter().find(|a| a.name.name == "id") else { return Ok(None) };
+    match a.body.first().map(|t| &t.tok) {
+        Some(crate::lexer::Tok::Int { value, .. }) if *value <= u32::MAX as u128 => {
+            Ok(Some(*value as u32))
+        }
+        _ => Err("@id takes an unsigned 32-bit number".into()),
+    }
+}
+
+/// Indented text-format writer.
+struct Out {
+    text: String,
+    depth: usize,
+}
+
+impl Out {
+    fn open(&mut self, name: &str) {
+        let _ = writeln!(self.text, "{:w$}{name} {{", "", w = self.depth * 2);
+        self.depth += 1;
+    }
+    fn close(&mut self) {
+        self.depth -= 1;
+        let _ = writeln!(self.text, "{:w$}}}", "", w = self.depth * 2);
+    }
+    fn field(&mut self, name: &str, value: impl std::fmt::Display) {
+        let _ = writeln!(self.text, "{:w$}{name}: {value}", "", w = self.depth * 2);
+    }
+    fn preamble(&mut self, id: u32, name: &str, alias: &str, annotations: &[String]) {
+        self.open("preamble");
+        self.field("id", id);
+        self.field("name", quoted(name));
+        self.field("alias", quoted(alias));
+        for a in annotations {
+            self.field("annotations", quoted(a));
+        }
+        self.close();
+    }
+}
+
+/// The P4Info of `prog` in protobuf text format (`p4info.txt`, as `p4c --p4runtime-files`
+/// writes it for v1model).
+pub fn text(prog: &Program) -> Result<String, String> {
+    let mut symbols = Vec::new();
+    for t in &prog.tables {
+        symbols.push((Resource::Table, t.name.clone(), id_annotation(&t.annotations)?));
+    }
+    for a in &prog.actions {
+        symbols.push((Resource::Action, a.name.clone(), id_annotation(&a.annotations)?));
+    }
+    for i in &prog.instances {
+        let res = match i.kind {
+            InstanceKind::Register { .. } => Resource::Register,
+            InstanceKind::Counter { .. } => Resource::Counter,
+            InstanceKind::Meter { .. } => Resource::Meter,
+            InstanceKind::DirectCounter { .. } => Resource::DirectCounter,
+            InstanceKind::DirectMeter { .. } => Resource::DirectMeter,
+        };
+        symbols.push((res, i.name.clone(), id_annotation(&i.annotations)?));
+    }
+    let ids = assign_ids(&symbols)?;
+    let alias = aliases(symbols.iter().map(|s| s.1.as_str()));
+    let id = |res: Resource, name: &str| ids.get(&(res, name.to_string())).copied().unwrap_or(0);
+    let alias_of = |name: &str| alias.get(name).cloned().unwrap_or_else(|| name.to_string());
+    // Which table each direct counter or meter belongs to.
+    let mut direct_table: HashMap<&str, &str> = HashMap::new();
+    for t in &prog.tables {
+        for d in [&t.direct_counter, &t.direct_meter].into_iter().flatten() {
+            direct_table.insert(d, &t.name);
+        }
+    }
+    let instance_res = |name: &str| {
+        prog.instances.iter().find(|i| i.name == name).map(|i| match i.kind {
+            InstanceKind::DirectMeter { .. } => Resource::DirectMeter,
+            _ => Resource::DirectCounter,
+        })
+    };
+
+    let mut out = Out { text: String::new(), depth: 0 };
+    out.open("pkg_info");
+    out.field("arch", quoted("v1model"));
+    out.close();
+
+    let mut tables: Vec<&ir::Table> = prog.tables.iter().collect();
+    tables.sort_by_key(|t| t.order);
+    for t in tables {
+        out.open("tables");
+        out.preamble(
+            id(Resource::Table, &t.name),
+            &t.name,
+            &alias_of(&t.name),
+            &listed(&t.annotations),
+        );
+        for (i, k) in t.keys.iter().enumerate() {
+            out.open("match_fields");
+            out.field("id", i + 1);
+            out.field("name", quoted(&k.name));
+            out.field("bitwidth", k.width);
+            let kind = match k.kind {
+                MatchKind::Exact => "EXACT",
+                MatchKind::Lpm => "LPM",
+                MatchKind::Ternary => "TERNARY",
+                MatchKind::Range => "RANGE",
+                MatchKind::Optional => "OPTIONAL",
+            };
+            out.field("match_type", kind);
+            out.close();
+        }
+        for (i, &a) in t.actions.iter().enumerate() {
+            out.open("action_refs");
+            out.field("id", id(Resource::Action, &prog.actions[a as usize].name));
+            // Field-number order: id (1), annotations (2), scope (3).
+            if t.default_only.get(i) == Some(&true) {
+                out.field("annotations", quoted("@defaultonly"));
+                out.field("scope", "DEFAULT_ONLY");
+            } else if t.table_only.get(i) == Some(&true) {
+                out.field("annotations", quoted("@tableonly"));
+                out.field("scope", "TABLE_ONLY");
+            }
+            out.close();
+        }
+        if t.default_is_const {
+            let name = &prog.actions[t.default_action as usize].name;
+            out.field("const_default_action_id", id(Resource::Action, name));
+        }
+        for d in [&t.direct_counter, &t.direct_meter].into_iter().flatten() {
+            if let Some(res) = instance_res(d) {
+                out.field("direct_resource_ids", id(res, d));
+            }
+        }
+        out.field("size", if t.size == 0 { crate::exec::table::DEFAULT_SIZE } else { t.size });
+        if t.entries_are_const {
+            out.field("is_const_table", true);
+        }
+        out.close();
+    }
+
+    let mut actions: Vec<&ir::Action> = prog.actions.iter().collect();
+    actions.sort_by_key(|a| a.order);
+    for a in actions {
+        out.open("actions");
+        out.preamble(
+            id(Resource::Action, &a.name),
+            &a.name,
+            &alias_of(&a.name),
+            &listed(&a.annotations),
+        );
+        for (i, p) in a.params.iter().filter(|p| p.directionless).enumerate() {
+            out.open("params");
+            out.field("id", i + 1);
+            out.field("name", quoted(&p.name));
+            out.field("bitwidth", p.width);
+            out.close();
+        }
+        out.close();
+    }
+
+    let mut instances: Vec<&ir::Instance> = prog.instances.iter().collect();
+    let res_of = |i: &ir::Instance| symbols.iter().find(|s| s.1 == i.name).map(|s| s.0);
+    instances.sort_by_key(|i| i.order);
+    let counter_unit = |packets: bool, bytes: bool| match (packets, bytes) {
+        (true, true) => "BOTH",
+        (false, true) => "BYTES",
+        _ => "PACKETS",
+    };
+    let meter_unit = |bytes: bool| if bytes { "BYTES" } else { "PACKETS" };
+    // Text format lists each repeated field together, in field-number order.
+    for section in ["counters", "direct_counters", "meters", "direct_meters", "registers"] {
+        for i in &instances {
+            let Some(res) = res_of(i) else { continue };
+            let the_id = id(res, &i.name);
+            let this = matches!(
+                (&i.kind, section),
+                (InstanceKind::Counter { .. }, "counters")
+                    | (InstanceKind::DirectCounter { .. }, "direct_counters")
+                    | (InstanceKind::Meter { .. }, "meters")
+                    | (InstanceKind::DirectMeter { .. }, "direct_meters")
+                    | (InstanceKind::Register { .. }, "registers")
+            );
+            if !this {
+                continue;
+            }
+            out.open(section);
+            out.preamble(the_id, &i.name, &alias_of(&i.name), &listed(&i.annotations));
+            match i.kind {
+                InstanceKind::Counter { size, packets, bytes } => {
+                    out.open("spec");
+                    out.field("unit", counter_unit(packets, bytes));
+                    out.close();
+                    out.field("size", size);
+                }
+                InstanceKind::DirectCounter { packets, bytes } => {
+                    out.open("spec");
+                    out.field("unit", counter_unit(packets, bytes));
+                    out.close();
+                    let table = direct_table.get(i.name.as_str()).copied().unwrap_or_default();
+                    out.field("direct_table_id", id(Resource::Table, table));
+                }
+                InstanceKind::Meter { size, bytes } => {
+                    out.open("spec");
+                    out.field("unit", meter_unit(bytes));
+                    out.close();
+                    out.field("size", size);
+                }
+                InstanceKind::DirectMeter { bytes } => {
+                    out.open("spec");
+                    out.field("unit", meter_unit(bytes));
+                    out.close();
+                    let table = direct_table.get(i.name.as_str()).copied().unwrap_or_default();
+                    out.field("direct_table_id", id(Resource::Table, table));
+                }
+                InstanceKind::Register { size, width } => {
+                    out.open("type_spec");
+                    out.open("bitstring");
+                    out.open("bit");
+                    out.field("bitwidth", width);
+                    out.close();
+                    out.close();
+                    out.close();
+                    out.field("size", size);
+                }
+            }
+            out.close();
+        }
+    }
+    out.open("type_info");
+    out.close();
+    Ok(out.text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colliding_names_probe_upwards_in_sorted_order() {
+        // Two names with the same low 24 bits: the one sorting first keeps its hash.
+        let h = |s: &str| one_at_a_time(s.as_bytes()) & 0xff_ffff;
+        let mut seen: HashMap<u32, String> = HashMap::new();
+        let (a, b) = (0u32..)
+            .map(|i| format!("t{i}"))
+            .find_map(|n| seen.insert(h(&n), n.clone()).map(|prev| (prev, n)))
+            .expect("a 24-bit collision");
+        let (first, second) = if a < b { (a, b) } else { (b, a) };
+        let symbols =
+            [(Resource::Table, second.clone(), None), (Resource::Table, first.clone(), None)];
+        let ids = assign_ids(&symbols).unwrap();
+        let base = (2 << 24) | h(&first);
+        assert_eq!(ids[&(Resource::Table, second)], (2 << 24) | ((h(&first) + 1) & 0xff_ffff));
+        assert_eq!(ids[&(Resource::Table, first)], base);
+    }
+
+    #[test]
+    fn fixed_ids_take_their_prefix_and_are_reserved_first() {
+        let hashed = (1 << 24) | (one_at_a_time(b"a") & 0xff_ffff);
+        let symbols = [
+            (Resource::Action, "a".to_string(), None),
+            (Resource::Action, "b".to_string(), Some(hashed & 0xff_ffff)),
+        ];
+        let ids = assign_ids(&symbols).unwrap();
+        assert_eq!(ids[&(Resource::Action, "b".into())], hashed, "prefix added");
+        assert_eq!(ids[&(Resource::Action, "a".into())], hashed + 1, "a probes past b's @id");
+        let wrong = [(Resource::Table, "t".to_string(), Some(0x0100_0001))];
+        assert!(assign_ids(&wrong).unwrap_err().contains("wrong 8-bit prefix"));
+    }
+
+    #[test]
+    fn aliases_are_shortest_unique_suffixes() {
+        let a = aliases(["I.a.c", "E.b.c", "I.drop", "NoAction"].into_iter());
+        assert_eq!(a["I.a.c"], "a.c");
+        assert_eq!(a["E.b.c"], "b.c");
+        assert_eq!(a["I.drop"], "drop");
+        assert_eq!(a["NoAction"], "NoAction");
+    }
+}
