@@ -320,6 +320,9 @@ impl FlowMap {
         let mut used = 0;
         for i in sel {
             let p = &batch.as_slice()[i];
+            if p.meta.layers & crate::packet::Layers::FLOW_RAN != 0 {
+                continue;
+            }
             let key = key_of(p.data(), &p.meta);
             let Some(f) = self.lookup(&key) else { continue };
             match groups[..used].iter_mut().find(|(g, _)| {

@@ -91,6 +91,28 @@ impl XdpStage {
     }
 }
 
+impl XdpStage {
+    /// Run the program once on `pkt` as worker `worker` and return r0 unchanged (for callers
+    /// that want the value, such as a P4 extern); the action is counted like a pipeline run.
+    pub fn run_one(&self, pkt: &mut hotplane_core::Packet, worker: usize) -> u64 {
+        set_current_cpu(worker as u32);
+        if self.redirects {
+            xdp::take_redirect();
+        }
+        let r0 = self.program.xdp_runner(worker as u32).run(pkt);
+        let action = match r0 {
+            XDP_ABORTED => ABORTED,
+            XDP_DROP => DROP,
+            XDP_PASS => PASS,
+            XDP_TX => TX,
+            XDP_REDIRECT => REDIRECT,
+            _ => INVALID,
+        };
+        self.counters.add(worker, action, 1);
+        r0
+    }
+}
+
 impl Stage for XdpStage {
     fn name(&self) -> &str {
         &self.program.name
@@ -161,5 +183,9 @@ impl Stage for XdpStage {
             c.aborted(),
             c.invalid()
         )
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }

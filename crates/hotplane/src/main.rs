@@ -514,6 +514,12 @@ enum BenchCmd {
 }
 
 fn main() {
+    // `hotplane p4 info x.p4 | head` should end quietly when the reader goes away, as other
+    // command-line tools do, rather than panic on the failed write.
+    // SAFETY: called before any thread starts; SIG_DFL is a valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("HOTPLANE_LOG")

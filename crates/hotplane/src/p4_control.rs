@@ -61,7 +61,9 @@ pub fn replacement(
             replication = loaded.replication;
         }
     }
-    let stage: Arc<dyn Stage> = Arc::new(P4Stage::new(name, Arc::new(pipeline), replication));
+    let wiring = reg.extern_wiring(&pipeline.program)?;
+    let stage: Arc<dyn Stage> =
+        Arc::new(P4Stage::new(name, Arc::new(pipeline), replication, wiring));
     Ok((Some(stage), note))
 }
 

@@ -127,6 +127,8 @@ pub struct BuildCx<'a> {
     pub qsbr: &'a hotplane_core::Qsbr,
     /// Relative program files resolve against this directory first (the config file's).
     pub base_dir: Option<&'a Path>,
+    /// Each worker's flow table (P4's `hotplane_flow_function()` looks flows up in it).
+    pub flows: Vec<Arc<hotplane_core::FlowTable>>,
 }
 
 impl FieldValue {
@@ -281,7 +283,18 @@ impl StageSpec {
                 let name = path
                     .file_name()
                     .map_or_else(|| program.clone(), |n| n.to_string_lossy().into_owned());
-                Arc::new(crate::p4_stage::P4Stage::new(name, Arc::new(pipeline), replication))
+                let wiring = crate::p4_stage::ExternWiring::resolve(
+                    &pipeline.program,
+                    cx.externs,
+                    &cx.flows,
+                )
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+                Arc::new(crate::p4_stage::P4Stage::new(
+                    name,
+                    Arc::new(pipeline),
+                    replication,
+                    wiring,
+                ))
             }
             StageSpec::Lua { file, source, jit, opt } => {
                 let (text, name) = match (file, source) {
@@ -369,6 +382,7 @@ mod tests {
             tables: tables(),
             qsbr: qsbr(),
             base_dir: None,
+            flows: Vec::new(),
         }
     }
 

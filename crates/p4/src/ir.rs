@@ -257,6 +257,26 @@ pub enum Extern {
         msg: String,
         data: Vec<ListItem>,
     },
+    /// A call out of the program to code the data plane holds (see `exec::Host`); its result
+    /// goes to `dst`.
+    HostCall {
+        target: HostTarget,
+        /// Fields laid out as on the wire, which the callee may change (`None`: a copy of
+        /// the packet as it arrived).
+        data: Option<Vec<Place>>,
+        dst: Place,
+    },
+    /// `hotplane_load_from_packet()`: hand the packet to the control plane as an update.
+    LoadFromPacket,
+}
+
+/// Whose code a [`Extern::HostCall`] runs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostTarget {
+    /// The extern slot of this `hotplane_ebpf` instance.
+    Slot(u32),
+    /// The packet's per-flow function.
+    FlowFunction,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -424,11 +444,30 @@ pub struct Instance {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum InstanceKind {
-    Register { size: u32, width: u32 },
-    Counter { size: u32, packets: bool, bytes: bool },
-    Meter { size: u32, bytes: bool },
-    DirectCounter { packets: bool, bytes: bool },
-    DirectMeter { bytes: bool },
+    Register {
+        size: u32,
+        width: u32,
+    },
+    Counter {
+        size: u32,
+        packets: bool,
+        bytes: bool,
+    },
+    Meter {
+        size: u32,
+        bytes: bool,
+    },
+    DirectCounter {
+        packets: bool,
+        bytes: bool,
+    },
+    DirectMeter {
+        bytes: bool,
+    },
+    /// `hotplane_ebpf("slot")`: a handle on the data plane's extern slot of that name.
+    ExternSlot {
+        slot: String,
+    },
 }
 
 /// Where the standard metadata fields live.

@@ -196,6 +196,8 @@ pub fn text(prog: &Program) -> Result<String, String> {
             InstanceKind::Meter { .. } => Resource::Meter,
             InstanceKind::DirectCounter { .. } => Resource::DirectCounter,
             InstanceKind::DirectMeter { .. } => Resource::DirectMeter,
+            // hotplane's extern slots are not P4Runtime objects.
+            InstanceKind::ExternSlot { .. } => continue,
         };
         symbols.push((res, i.name.clone(), id_annotation(&i.annotations)?));
     }
@@ -350,6 +352,7 @@ pub fn text(prog: &Program) -> Result<String, String> {
                     let table = direct_table.get(i.name.as_str()).copied().unwrap_or_default();
                     out.field("direct_table_id", id(Resource::Table, table));
                 }
+                InstanceKind::ExternSlot { .. } => {}
                 InstanceKind::Register { size, width } => {
                     out.open("type_spec");
                     out.open("bitstring");

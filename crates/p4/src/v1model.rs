@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use crate::exec::{Ctx, Effects, PacketState, Pipeline, DROP_PORT};
+use crate::exec::{Ctx, Effects, Host, NoHost, PacketState, Pipeline, DROP_PORT};
 use crate::ir::CloneKind;
 use hotplane_core::Guard;
 
@@ -56,6 +56,8 @@ pub struct SwitchStats {
     /// multicast group that does not exist.
     pub lost_copies: u64,
     pub assert_failures: u64,
+    /// Packets handed to the control plane by `hotplane_load_from_packet()`.
+    pub punted: u64,
 }
 
 /// Work left for one arriving packet.
@@ -83,6 +85,8 @@ pub enum InPlace {
     Dropped,
     /// The packets leaving (none, one or several) are in `out`; the original is consumed.
     Copies,
+    /// `hotplane_load_from_packet()`: hand the packet, as it arrived, to the control plane.
+    Punted,
 }
 
 /// What processing one arriving packet shares: the replication configuration, the reader's
@@ -100,12 +104,19 @@ pub struct V1Switch {
     pub pipeline: Arc<Pipeline>,
     st: PacketState,
     pub stats: SwitchStats,
+    /// What hotplane's externs call (extern slots, flow functions).
+    host: Box<dyn Host + Send>,
 }
 
 impl V1Switch {
+    /// A switch whose externs find nothing installed (STF runs, benchmarks).
     pub fn new(pipeline: Arc<Pipeline>) -> Self {
+        Self::with_host(pipeline, Box::new(NoHost))
+    }
+
+    pub fn with_host(pipeline: Arc<Pipeline>, host: Box<dyn Host + Send>) -> Self {
         let st = pipeline.new_state();
-        V1Switch { pipeline, st, stats: SwitchStats::default() }
+        V1Switch { pipeline, st, stats: SwitchStats::default(), host }
     }
 
     /// Run one packet that arrived on `port`; what leaves is appended to `out`.
@@ -159,13 +170,26 @@ impl V1Switch {
         let std = p.std;
         p.reset(&mut self.st);
         let (payload, fx) = {
-            let mut c =
-                ingress_ctx(p, &mut self.st, pkt.data(), port, instance::NORMAL, guard, now_ns);
+            let host = &mut *self.host;
+            let mut c = ingress_ctx(
+                p,
+                &mut self.st,
+                pkt.data(),
+                port,
+                instance::NORMAL,
+                guard,
+                now_ns,
+                host,
+            );
             p.parse(&mut c);
             p.verify_checksum(&mut c);
             p.ingress(&mut c);
             (c.payload, std::mem::take(&mut c.st.fx))
         };
+        if fx.punt {
+            self.stats.punted += 1;
+            return InPlace::Punted;
+        }
         let plain = fx.clone.is_none() && !fx.resubmit && self.st.slots[std.mcast_grp] == 0;
         if !plain {
             let data = pkt.data().to_vec();
@@ -181,7 +205,9 @@ impl V1Switch {
             return InPlace::Dropped;
         }
         let it = self.st.slots[std.instance_type] as u32;
-        let fx = egress_control(p, &mut self.st, pkt.data(), payload, spec, 0, it, guard, now_ns);
+        let host = &mut *self.host;
+        let fx =
+            egress_control(p, &mut self.st, pkt.data(), payload, spec, 0, it, guard, now_ns, host);
         if fx.clone.is_some() || fx.recirculate {
             let data = pkt.data().to_vec();
             let mut r = Run { pre, guard, now_ns, jobs: VecDeque::new(), out };
@@ -202,6 +228,7 @@ impl V1Switch {
                 guard,
                 now_ns,
                 error: 0,
+                host: &mut *self.host,
             };
             p.deparse(&mut c);
         }
@@ -226,8 +253,17 @@ impl V1Switch {
         match job {
             Job::Ingress { data, port, instance_type } => {
                 p.reset(&mut self.st);
-                let mut c =
-                    ingress_ctx(&p, &mut self.st, &data, port, instance_type, r.guard, r.now_ns);
+                let host = &mut *self.host;
+                let mut c = ingress_ctx(
+                    &p,
+                    &mut self.st,
+                    &data,
+                    port,
+                    instance_type,
+                    r.guard,
+                    r.now_ns,
+                    host,
+                );
                 p.parse(&mut c);
                 p.verify_checksum(&mut c);
                 p.ingress(&mut c);
@@ -245,6 +281,7 @@ impl V1Switch {
                     instance::INGRESS_CLONE,
                     r.guard,
                     r.now_ns,
+                    &mut *self.host,
                 );
                 p.parse(&mut c);
                 let payload = c.payload;
@@ -268,6 +305,10 @@ impl V1Switch {
     ) {
         let std = self.pipeline.std;
         note(&mut self.stats, &fx);
+        if fx.punt {
+            // Consumed: the data plane's stage hands it to the control plane.
+            return;
+        }
         let slot = |st: &PacketState, s: usize| st.slots[s] as u32;
         if let Some((CloneKind::I2E, session)) = fx.clone {
             match r.pre.mirror.get(&session) {
@@ -341,6 +382,7 @@ impl V1Switch {
             instance_type,
             r.guard,
             r.now_ns,
+            &mut *self.host,
         );
         self.after_egress(data, payload, port, fx, r);
     }
@@ -388,6 +430,7 @@ impl V1Switch {
             guard: r.guard,
             now_ns: r.now_ns,
             error: 0,
+            host: &mut *self.host,
         };
         p.deparse(&mut c);
         let mut packet = self.st.out.clone();
@@ -414,6 +457,9 @@ fn note(stats: &mut SwitchStats, fx: &Effects) {
     if fx.assert_failed {
         stats.assert_failures += 1;
     }
+    if fx.punt {
+        stats.punted += 1;
+    }
 }
 
 /// Set the egress metadata and run the egress control on the packet in `st`.
@@ -429,6 +475,7 @@ fn egress_control(
     instance_type: u32,
     guard: &Guard<'_>,
     now_ns: u64,
+    host: &mut dyn Host,
 ) -> Effects {
     let std = p.std;
     {
@@ -440,12 +487,13 @@ fn egress_control(
         s[std.egress_global_timestamp] = (now_ns / 1000) as u128 & crate::types::mask(48);
     }
     st.fx = Effects::default();
-    let mut c = Ctx { st, pkt: data, cursor: payload, payload, guard, now_ns, error: 0 };
+    let mut c = Ctx { st, pkt: data, cursor: payload, payload, guard, now_ns, error: 0, host };
     p.egress(&mut c);
     std::mem::take(&mut c.st.fx)
 }
 
 /// A context for a packet entering the parser, with the standard metadata v1model sets.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn ingress_ctx<'a>(
     p: &Pipeline,
     st: &'a mut PacketState,
@@ -454,11 +502,12 @@ pub(crate) fn ingress_ctx<'a>(
     instance_type: u32,
     guard: &'a Guard<'a>,
     now_ns: u64,
+    host: &'a mut dyn Host,
 ) -> Ctx<'a> {
     let std = p.std;
     st.slots[std.ingress_port] = port as u128;
     st.slots[std.instance_type] = instance_type as u128;
     st.slots[std.packet_length] = data.len() as u128;
     st.slots[std.ingress_global_timestamp] = (now_ns / 1000) as u128 & crate::types::mask(48);
-    Ctx { st, pkt: data, cursor: 0, payload: 0, guard, now_ns, error: 0 }
+    Ctx { st, pkt: data, cursor: 0, payload: 0, guard, now_ns, error: 0, host }
 }

@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex};
 /// The slots one worker reads.
 pub struct WorkerSlots {
     pub positions: [Slot<Program>; 3],
-    pub flows: FlowTable,
+    /// Shared with P4 stages, whose `hotplane_flow_function()` looks flows up in it.
+    pub flows: Arc<FlowTable>,
     pub externs: BTreeMap<String, Arc<Slot<Program>>>,
 }
 
@@ -97,7 +98,7 @@ impl Registry {
                         Slot::new(qsbr, None),
                         Slot::new(qsbr, None),
                     ],
-                    flows: FlowTable::new(qsbr),
+                    flows: Arc::new(FlowTable::new(qsbr)),
                     externs: externs.iter().map(|(k, v)| (k.clone(), v[w].clone())).collect(),
                 })
             })
@@ -180,7 +181,17 @@ impl Registry {
             tables: &self.tables,
             qsbr: &self.qsbr,
             base_dir: self.base_dir.as_deref(),
+            flows: self.workers.iter().map(|w| Arc::clone(&w.flows)).collect(),
         })
+    }
+
+    /// The extern slots and flow tables a P4 program's hotplane externs use.
+    pub fn extern_wiring(
+        &self,
+        program: &hotplane_p4::ir::Program,
+    ) -> Result<crate::p4_stage::ExternWiring, String> {
+        let flows: Vec<_> = self.workers.iter().map(|w| Arc::clone(&w.flows)).collect();
+        crate::p4_stage::ExternWiring::resolve(program, &self.externs, &flows)
     }
 
     /// A pre-defined program by id.

@@ -2,9 +2,13 @@
 //! and the requests (clone, resubmit, recirculate, truncate) the architecture acts on after a
 //! control finishes.
 
-use super::bits::push_bits;
+use super::bits::{push_bits, read_bits};
+use super::expr::StoreFn;
 use super::{Compiler, Ctx, ExprFn, Flow, InstanceRt, StmtFn};
-use crate::ir::{Expr, Extern, HashAlgo, HdrRef, ListItem, Place};
+use crate::ir::{Expr, Extern, HashAlgo, HdrRef, HostTarget, ListItem, Place};
+
+/// What an empty extern slot or a flow without a function answers: let the packet pass.
+const XDP_PASS: u64 = 2;
 use hotplane_tables::objects::{Color, DigestRecord};
 
 /// Part of a field list: a run of header bytes copied as they are, or one value.
@@ -350,6 +354,47 @@ impl Compiler<'_> {
                     Flow::Next
                 })
             }
+            Extern::HostCall { target, data, dst } => {
+                let store = self.store(dst);
+                let fields: Option<Vec<(ExprFn, StoreFn, u32)>> = data.as_ref().map(|ps| {
+                    ps.iter().map(|p| (self.load(p), self.store(p), p.width())).collect()
+                });
+                let (target, in_port) = (target.clone(), self.std.ingress_port);
+                Box::new(move |c| {
+                    let mut buf = std::mem::take(&mut c.st.scratch);
+                    buf.clear();
+                    match &fields {
+                        None => buf.extend_from_slice(c.pkt),
+                        Some(fs) => {
+                            let mut bits = 0;
+                            for (load, _, w) in fs {
+                                push_bits(&mut buf, &mut bits, load(c), *w);
+                            }
+                        }
+                    }
+                    let r = match target {
+                        HostTarget::Slot(i) => c.host.call_slot(i, &mut buf, c.guard, c.now_ns),
+                        HostTarget::FlowFunction => {
+                            let port = c.st.slots[in_port] as u32;
+                            c.host.call_flow(&mut buf, port, c.guard, c.now_ns)
+                        }
+                    };
+                    if let (Some(fs), Some(_)) = (&fields, r) {
+                        let mut at = 0;
+                        for (_, put, w) in fs {
+                            put(c, read_bits(&buf, at, *w));
+                            at += w;
+                        }
+                    }
+                    c.st.scratch = buf;
+                    store(c, r.unwrap_or(XDP_PASS) as u128);
+                    Flow::Next
+                })
+            }
+            Extern::LoadFromPacket => Box::new(|c| {
+                c.st.fx.punt = true;
+                Flow::Next
+            }),
             Extern::Random { dst, lo, hi } => {
                 let (store, lo, hi) = (self.store(dst), self.expr(lo), self.expr(hi));
                 Box::new(move |c| {

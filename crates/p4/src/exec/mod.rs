@@ -47,6 +47,45 @@ pub struct Effects {
     pub truncate: Option<u32>,
     /// An `assert` failed (counted; the packet carries on, as BMv2 without `--assert`).
     pub assert_failed: bool,
+    /// `hotplane_load_from_packet()`: the packet goes to the control plane.
+    pub punt: bool,
+}
+
+/// What a program reaches outside itself through hotplane's externs: the code in the data
+/// plane's extern slots and each flow's own function. The binary implements it per worker;
+/// [`NoHost`] (STF runs, benchmarks) has nothing installed, so every call returns `None`.
+pub trait Host {
+    /// Run the code in the extern slot of `hotplane_ebpf` instance `instance` on `data`, which
+    /// it may change in place. XDP programs return r0; other code its verdict as an XDP action.
+    /// `None`: the slot is empty.
+    fn call_slot(
+        &mut self,
+        instance: u32,
+        data: &mut [u8],
+        guard: &Guard<'_>,
+        now_ns: u64,
+    ) -> Option<u64>;
+    /// Run the flow function of the packet `frame` (which arrived on `in_port`) on it; its
+    /// verdict as an XDP action. `None`: the flow has no function.
+    fn call_flow(
+        &mut self,
+        frame: &mut [u8],
+        in_port: u32,
+        guard: &Guard<'_>,
+        now_ns: u64,
+    ) -> Option<u64>;
+}
+
+/// A host with no extern slots and no flow functions.
+pub struct NoHost;
+
+impl Host for NoHost {
+    fn call_slot(&mut self, _: u32, _: &mut [u8], _: &Guard<'_>, _: u64) -> Option<u64> {
+        None
+    }
+    fn call_flow(&mut self, _: &mut [u8], _: u32, _: &Guard<'_>, _: u64) -> Option<u64> {
+        None
+    }
 }
 
 /// One packet's storage: scalar slots, headers in wire format, validity, deparser output.
@@ -91,6 +130,7 @@ pub struct Ctx<'a> {
     pub now_ns: u64,
     /// The parser error code (0, `NoError`, unless the parser rejected).
     pub error: u128,
+    pub host: &'a mut dyn Host,
 }
 
 impl Ctx<'_> {
@@ -157,7 +197,7 @@ pub enum InstanceRt {
         meter: Arc<MeterArray>,
         bytes: bool,
     },
-    /// Direct counters and meters live in their table's entries.
+    /// Direct counters and meters live in their table's entries; extern slots in the host.
     Direct,
 }
 
@@ -262,7 +302,8 @@ impl Objects {
                         bytes,
                     }),
                     ir::InstanceKind::DirectCounter { .. }
-                    | ir::InstanceKind::DirectMeter { .. } => Ok(InstanceRt::Direct),
+                    | ir::InstanceKind::DirectMeter { .. }
+                    | ir::InstanceKind::ExternSlot { .. } => Ok(InstanceRt::Direct),
                 }
             })
             .collect::<Result<Vec<_>, _>>()?;

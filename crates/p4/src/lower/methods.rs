@@ -5,7 +5,9 @@ use super::expr::Val;
 use super::{Binding, BlockKind, Lowerer, Storage};
 use crate::ast::{self, ExprKind};
 use crate::diag::{DResult, Diagnostic, Span};
-use crate::ir::{CloneKind, Expr, Extern, HashAlgo, HdrRef, InstanceKind, ListItem, Place, Stmt};
+use crate::ir::{
+    CloneKind, Expr, Extern, HashAlgo, HdrRef, HostTarget, InstanceKind, ListItem, Place, Stmt,
+};
 use crate::types::Ty;
 
 impl<'a> Lowerer<'a> {
@@ -257,10 +259,46 @@ impl<'a> Lowerer<'a> {
                 want(1)?;
                 Extern::DirectMeterRead { dst: self.out_place(&args[0].value, 0, pre)? }
             }
+            (InstanceKind::ExternSlot { .. }, "call") => {
+                want(1)?;
+                let data = self.inout_fields(&args[0].value, pre)?;
+                return Ok(Some(self.host_call(HostTarget::Slot(i), Some(data), pre)));
+            }
+            (InstanceKind::ExternSlot { .. }, "call_packet") => {
+                want(0)?;
+                return Ok(Some(self.host_call(HostTarget::Slot(i), None, pre)));
+            }
             _ => return self.err(span, format!("{name} has no method `{m}`")),
         };
         pre.push(Stmt::Extern(op));
         Ok(None)
+    }
+
+    /// A call out of the program whose 64-bit result is the value of the call expression.
+    fn host_call(
+        &mut self,
+        target: HostTarget,
+        data: Option<Vec<Place>>,
+        pre: &mut Vec<Stmt>,
+    ) -> Val {
+        let dst = Place::Slot { slot: self.prog.slot(), width: 64 };
+        pre.push(Stmt::Extern(Extern::HostCall { target, data, dst: dst.clone() }));
+        Val::Scalar { e: Expr::Read(dst), ty: Ty::Bit(64) }
+    }
+
+    /// The fields of an `inout` argument (a header, a struct, a field), in wire order.
+    fn inout_fields(&mut self, e: &ast::Expr, pre: &mut Vec<Stmt>) -> DResult<Vec<Place>> {
+        let items = self.field_list(e, pre)?;
+        items
+            .into_iter()
+            .map(|i| match i.value {
+                Expr::Read(p) => Ok(p),
+                _ => self.err(
+                    e.span,
+                    "the argument must be a header, a struct or a field (it is written back)",
+                ),
+            })
+            .collect()
     }
 
     /// A bit<32> index argument.
@@ -381,6 +419,13 @@ impl<'a> Lowerer<'a> {
                 .ok_or_else(|| Diagnostic::new(span, format!("{fname} needs more arguments")))
         };
         let op = match n.name.as_str() {
+            "hotplane_flow_function" => {
+                if !args.is_empty() {
+                    return self.err(span, "hotplane_flow_function takes no arguments");
+                }
+                return Ok(Some(self.host_call(HostTarget::FlowFunction, None, pre)));
+            }
+            "hotplane_load_from_packet" => Extern::LoadFromPacket,
             "mark_to_drop" => Extern::MarkToDrop,
             "verify" => {
                 if self.block != BlockKind::Parser {

@@ -194,6 +194,17 @@ impl<'a> Lowerer<'a> {
                 bytes: enum_member(self, 1)? == "bytes",
             },
             "direct_meter" => InstanceKind::DirectMeter { bytes: enum_member(self, 0)? == "bytes" },
+            "hotplane_ebpf" => match args.first().map(|a| &a.value.kind) {
+                Some(ExprKind::Str(slot)) if !slot.is_empty() => {
+                    InstanceKind::ExternSlot { slot: slot.clone() }
+                }
+                _ => {
+                    return self.err(
+                        d.span,
+                        "hotplane_ebpf takes the name of an extern slot: hotplane_ebpf(\"fw\")",
+                    )
+                }
+            },
             other => return self.err(tn.span, format!("instances of `{other}` are not supported")),
         };
         self.prog.instances.push(ir::Instance {
