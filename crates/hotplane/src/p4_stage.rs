@@ -157,7 +157,9 @@ impl Stage for P4Stage {
                 cx.now_ns,
                 &mut w.out,
             );
-            if w.flow_ran.swap(false, Ordering::Relaxed) {
+            // A plain load on the common path: an atomic swap per packet would cost more.
+            if w.flow_ran.load(Ordering::Relaxed) {
+                w.flow_ran.store(false, Ordering::Relaxed);
                 pkt.meta.layers |= Layers::FLOW_RAN;
             }
             match r {

@@ -205,9 +205,13 @@ impl V1Switch {
             return InPlace::Dropped;
         }
         let it = self.st.slots[std.instance_type] as u32;
-        let host = &mut *self.host;
-        let fx =
-            egress_control(p, &mut self.st, pkt.data(), payload, spec, 0, it, guard, now_ns, host);
+        // An empty egress control can neither change the packet nor ask for anything.
+        let fx = if p.egress_is_empty() {
+            Effects::default()
+        } else {
+            let host = &mut *self.host;
+            egress_control(p, &mut self.st, pkt.data(), payload, spec, 0, it, guard, now_ns, host)
+        };
         if fx.clone.is_some() || fx.recirculate {
             let data = pkt.data().to_vec();
             let mut r = Run { pre, guard, now_ns, jobs: VecDeque::new(), out };
@@ -238,7 +242,7 @@ impl V1Switch {
             self.stats.dropped += 1;
             return InPlace::Dropped;
         }
-        pkt.data_mut()[..emitted].copy_from_slice(&self.st.out);
+        crate::exec::bits::copy_bytes(&mut pkt.data_mut()[..emitted], &self.st.out);
         if let Some(len) = fx.truncate {
             if (len as usize) < pkt.len() {
                 let _ = pkt.set_len(len as usize);

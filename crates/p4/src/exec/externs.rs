@@ -2,7 +2,7 @@
 //! and the requests (clone, resubmit, recirculate, truncate) the architecture acts on after a
 //! control finishes.
 
-use super::bits::{push_bits, read_bits};
+use super::bits::{copy_bytes, push_bits, read_bits};
 use super::expr::StoreFn;
 use super::{Compiler, Ctx, ExprFn, Flow, InstanceRt, StmtFn};
 use crate::ir::{Expr, Extern, HashAlgo, HdrRef, HostTarget, ListItem, Place};
@@ -177,7 +177,7 @@ impl Compiler<'_> {
                         return c.reject(too_short);
                     };
                     let off = off as usize;
-                    c.st.hdr[off..off + bytes].copy_from_slice(src);
+                    copy_bytes(&mut c.st.hdr[off..off + bytes], src);
                     c.st.valid[id as usize] = true;
                     c.cursor += bytes;
                     if let Some(n) = next {

@@ -400,7 +400,15 @@ enum CompiledTransition {
     Accept,
     Reject,
     Goto(usize),
-    Select { keys: Vec<ExprFn>, cases: Vec<(Vec<KeyMatch>, Target)> },
+    Select {
+        keys: Vec<ExprFn>,
+        cases: Vec<(Vec<KeyMatch>, Target)>,
+    },
+    /// The common `select` on one value: no key array to fill.
+    Select1 {
+        key: ExprFn,
+        cases: Vec<(KeyMatch, Target)>,
+    },
 }
 
 /// Builds closures for one program against its run-time objects.
@@ -425,6 +433,9 @@ pub struct Pipeline {
     states: Vec<CompiledState>,
     start: usize,
     verify_checksum: StmtFn,
+    /// Controls with no statements are not run at all (nothing they could do is observable).
+    verify_checksum_empty: bool,
+    egress_empty: bool,
     ingress: StmtFn,
     egress: StmtFn,
     compute_checksum: StmtFn,
@@ -487,6 +498,22 @@ impl Pipeline {
                     Transition::Accept => CompiledTransition::Accept,
                     Transition::Reject => CompiledTransition::Reject,
                     Transition::Goto(i) => CompiledTransition::Goto(*i as usize),
+                    Transition::Select { keys, cases } if keys.len() == 1 => {
+                        CompiledTransition::Select1 {
+                            key: c.expr(&keys[0].value),
+                            cases: cases
+                                .iter()
+                                .map(|(m, t)| {
+                                    (
+                                        m.first()
+                                            .cloned()
+                                            .unwrap_or(KeyMatch::Mask { value: 0, mask: 0 }),
+                                        *t,
+                                    )
+                                })
+                                .collect(),
+                        }
+                    }
                     Transition::Select { keys, cases } => CompiledTransition::Select {
                         keys: keys.iter().map(|k| c.expr(&k.value)).collect(),
                         cases: cases.clone(),
@@ -494,6 +521,8 @@ impl Pipeline {
                 },
             })
             .collect();
+        let (verify_checksum_empty, egress_empty) =
+            (is_noop(&program.verify_checksum), is_noop(&program.egress));
         let verify_checksum = c.block(&program.verify_checksum);
         let ingress = c.block(&program.ingress);
         let egress = c.block(&program.egress);
@@ -508,6 +537,8 @@ impl Pipeline {
             std,
             states,
             verify_checksum,
+            verify_checksum_empty,
+            egress_empty,
             ingress,
             egress,
             compute_checksum,
@@ -560,6 +591,16 @@ impl Pipeline {
                 CompiledTransition::Accept => break,
                 CompiledTransition::Reject => break,
                 CompiledTransition::Goto(i) => Target::State(*i as u32),
+                CompiledTransition::Select1 { key, cases } => {
+                    let v = key(c);
+                    match cases.iter().find(|(m, _)| key_matches(m, v)) {
+                        Some((_, t)) => *t,
+                        None => {
+                            c.error = self.no_match;
+                            break;
+                        }
+                    }
+                }
                 CompiledTransition::Select { keys, cases } => {
                     let mut values = [0u128; 16];
                     let values = if keys.len() <= values.len() {
@@ -592,7 +633,14 @@ impl Pipeline {
     }
 
     pub(crate) fn verify_checksum(&self, c: &mut Ctx<'_>) {
-        stmt::run_control(&self.verify_checksum, c);
+        if !self.verify_checksum_empty {
+            stmt::run_control(&self.verify_checksum, c);
+        }
+    }
+
+    /// The egress control has no statements: for a unicast packet, egress changes nothing.
+    pub(crate) fn egress_is_empty(&self) -> bool {
+        self.egress_empty
     }
 
     pub(crate) fn ingress(&self, c: &mut Ctx<'_>) {
@@ -609,6 +657,14 @@ impl Pipeline {
         c.st.out.clear();
         stmt::run_control(&self.deparser, c);
     }
+}
+
+/// Statements that do nothing: empty blocks and scopes (an empty control lowers to these).
+fn is_noop(stmts: &[ir::Stmt]) -> bool {
+    stmts.iter().all(|s| match s {
+        ir::Stmt::Block(b) | ir::Stmt::Scope(b) => is_noop(b),
+        _ => false,
+    })
 }
 
 #[inline]
