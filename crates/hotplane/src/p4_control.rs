@@ -45,6 +45,12 @@ pub fn replacement(
 ) -> Result<(Program, String), String> {
     let (source, entries) = split_payload(payload)?;
     let ir = hotplane_p4::compile_source(&name, source, &[]).map_err(|e| e.to_string())?;
+    if let Some(text) = entries {
+        // A dry run on fresh tables first: a bad entries document is refused before it can
+        // touch tables the running program shares with the new one.
+        let scratch = Pipeline::new(ir.clone(), &reg.qsbr)?;
+        hotplane_p4::runtime::load(&scratch, text).map_err(|e| format!("entries: {e}"))?;
+    }
     let current = reg.installed(worker, target);
     let old = current.as_deref().and_then(as_p4);
     let (pipeline, note) = match old {
@@ -56,7 +62,9 @@ pub fn replacement(
     };
     let mut replication = old.map(|o| o.replication().clone()).unwrap_or_default();
     if let Some(text) = entries {
-        let loaded = hotplane_p4::runtime::load(&pipeline, text)?;
+        // Can still fail on a clash with a carried entry; those before it stay written.
+        let loaded =
+            hotplane_p4::runtime::load(&pipeline, text).map_err(|e| format!("entries: {e}"))?;
         if loaded.replication != Default::default() {
             replication = loaded.replication;
         }

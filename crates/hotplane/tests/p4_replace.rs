@@ -128,3 +128,54 @@ pre = {{ stage = "p4", program = "{}", entries = "{}" }}
         .clone();
     assert_eq!(entry["action_params"]["n"].as_u64(), Some(PACKETS), "{entry}");
 }
+
+#[test]
+fn a_replacement_with_bad_entries_is_refused_before_it_touches_shared_tables() {
+    let dir = std::env::temp_dir().join(format!("hotplane-p4-entries-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("v1.p4"), versioned(1)).unwrap();
+    let toml = format!(
+        r#"
+[[port]]
+name = "p0"
+kind = "mem"
+gen = {{ count = 10 }}
+[[control.keys]]
+id = 1
+key = "{KEY_HEX}"
+[pipeline]
+pre = {{ stage = "p4", program = "{}" }}
+"#,
+        dir.join("v1.p4").display()
+    );
+    let plane = DataPlane::start(Config::parse(&toml, "test").unwrap()).unwrap();
+    let routes = |plane: &DataPlane| {
+        let r = plane.request(Request::P4Dump { target: None, table: "routes".into() });
+        assert!(r.ok, "{:?}", r.error);
+        r.result.unwrap()["table_entries"].as_array().unwrap().len()
+    };
+    assert_eq!(routes(&plane), 1, "only the default action");
+    // The first entry is good and would land in the shared `routes` table; the second is not.
+    let bad = r#"{"table_entries": [
+        {"table": "Ing.routes", "match": {"hdr.ipv4.dstAddr": ["10.2.0.0", 16]},
+         "action_name": "Ing.fwd", "action_params": {"port": 0}},
+        {"table": "Ing.routes", "match": {"hdr.ipv4.dstAddr": ["10.3.0.0", 16]},
+         "action_name": "Ing.fwd", "action_params": {"port": 4096}}]}"#;
+    let mut payload = versioned(2).into_bytes();
+    payload.push(0);
+    payload.extend_from_slice(bad.as_bytes());
+    let ack = update(&plane, 2, &payload);
+    assert_eq!(ack["status"], "refused", "{ack}");
+    assert!(ack["message"].as_str().unwrap().contains("table_entries[1]"), "{ack}");
+    assert_eq!(routes(&plane), 1, "the refused update wrote nothing");
+    // The same with a good document is applied, entries and all.
+    let good = bad.replace("4096", "1");
+    let mut payload = versioned(2).into_bytes();
+    payload.push(0);
+    payload.extend_from_slice(good.as_bytes());
+    let ack = update(&plane, 3, &payload);
+    assert_eq!(ack["status"], "applied", "{ack}");
+    assert_eq!(routes(&plane), 3);
+    plane.stop();
+    std::fs::remove_dir_all(&dir).ok();
+}
