@@ -84,6 +84,21 @@ impl Compiler<'_> {
         self.prog.headers[id as usize].bytes as usize
     }
 
+    /// Where a field of a fixed header lies in whole bytes (byte offset in the header area,
+    /// length), when it starts on a byte and is a whole number of bytes: such a field's bytes
+    /// are its big-endian value, so it can be copied rather than decoded.
+    pub(crate) fn static_bytes(&self, p: &Place) -> Option<(usize, usize)> {
+        match p {
+            &Place::Field { hdr: HdrRef::Static(id), bit_off, width }
+                if bit_off % 8 == 0 && width % 8 == 0 && width > 0 =>
+            {
+                let byte_off = self.prog.headers[id as usize].byte_off as usize;
+                Some((byte_off + bit_off as usize / 8, width as usize / 8))
+            }
+            _ => None,
+        }
+    }
+
     pub(crate) fn load(&self, p: &Place) -> ExprFn {
         match p {
             &Place::Slot { slot, .. } => {

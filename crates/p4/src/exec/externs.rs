@@ -217,7 +217,18 @@ impl Compiler<'_> {
                         if c.st.valid[id as usize] {
                             let off = off as usize;
                             let st = &mut *c.st;
-                            st.out.extend_from_slice(&st.hdr[off..off + bytes]);
+                            let src = &st.hdr[off..off + bytes];
+                            if bytes <= 32 {
+                                // A fixed 32-byte copy the compiler inlines, then trimmed:
+                                // cheaper than a memcpy call for a header's few bytes.
+                                let mut tmp = [0u8; 32];
+                                copy_bytes(&mut tmp[..bytes], src);
+                                let at = st.out.len();
+                                st.out.extend_from_slice(&tmp);
+                                st.out.truncate(at + bytes);
+                            } else {
+                                st.out.extend_from_slice(src);
+                            }
                         }
                     }
                     Flow::Next

@@ -1,7 +1,9 @@
 //! Statements compiled to closures that return how control continues.
 
+use super::bits::{read_be, write_be};
 use super::{Compiler, Ctx, Flow, StmtFn};
-use crate::ir::{StackRef, Stmt};
+use crate::ir::{BinOp, Expr, Place, StackRef, Stmt};
+use crate::types::mask;
 
 impl Compiler<'_> {
     /// A sequence: stops at the first statement that does not fall through.
@@ -33,6 +35,56 @@ impl Compiler<'_> {
         }
     }
 
+    /// Assignments between whole-byte header fields and slots, without nested closures:
+    /// `hdr.a = hdr.b` is a byte copy, `hdr.a = slot` a big-endian store, and so on.
+    fn assign_direct(&self, place: &Place, e: &Expr) -> Option<StmtFn> {
+        // `hdr.f = hdr.f +/- k` (a TTL decrement, a counter field): one closure, in place.
+        if let Expr::Binary { op: op @ (BinOp::Add | BinOp::Sub), a, b, width, signed: false } = e {
+            if let (Expr::Read(src), Expr::Const(k), Some((at, n))) =
+                (&**a, &**b, self.static_bytes(place))
+            {
+                if src == place && n <= 16 {
+                    let (k, m, sub) = (*k, mask(*width), *op == BinOp::Sub);
+                    return Some(Box::new(move |c| {
+                        let field = &mut c.st.hdr[at..at + n];
+                        let v = read_be(field);
+                        let v = if sub { v.wrapping_sub(k) } else { v.wrapping_add(k) };
+                        write_be(field, v & m);
+                        Flow::Next
+                    }));
+                }
+            }
+        }
+        let Expr::Read(src) = e else { return None };
+        if src.width() != place.width() {
+            return None;
+        }
+        let slot = |p: &Place| match *p {
+            Place::Slot { slot, .. } => Some(slot as usize),
+            _ => None,
+        };
+        Some(match (self.static_bytes(place), slot(place), self.static_bytes(src), slot(src)) {
+            (Some((d, n)), _, Some((s, _)), _) => Box::new(move |c| {
+                c.st.hdr.copy_within(s..s + n, d);
+                Flow::Next
+            }),
+            (Some((d, n)), _, _, Some(s)) if n <= 16 => Box::new(move |c| {
+                let v = c.st.slots[s];
+                write_be(&mut c.st.hdr[d..d + n], v);
+                Flow::Next
+            }),
+            (_, Some(d), Some((s, n)), _) if n <= 16 => Box::new(move |c| {
+                c.st.slots[d] = read_be(&c.st.hdr[s..s + n]);
+                Flow::Next
+            }),
+            (_, Some(d), _, Some(s)) => Box::new(move |c| {
+                c.st.slots[d] = c.st.slots[s];
+                Flow::Next
+            }),
+            _ => return None,
+        })
+    }
+
     pub(crate) fn stmt(&self, s: &Stmt) -> StmtFn {
         match s {
             Stmt::Assign(place, e) => {
@@ -45,6 +97,9 @@ impl Compiler<'_> {
                         c.st.slots[s] = v;
                         Flow::Next
                     });
+                }
+                if let Some(f) = self.assign_direct(place, e) {
+                    return f;
                 }
                 let (store, e) = (self.store(place), self.expr(e));
                 Box::new(move |c| {

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use super::bits::{read_be, write_be};
+use super::bits::{copy_bytes, read_be, write_be};
 use super::{Compiler, Ctx, ExprFn, Flow, StmtFn};
 use crate::ir::{self, KeyMatch, MatchKind, SlotId};
 use crate::types::mask;
@@ -623,11 +623,24 @@ fn put(key: &mut [u8], f: &KeyField, v: u128) {
     write_be(&mut key[f.at..f.at + f.bytes], v << shift);
 }
 
+/// Where a key field's value comes from.
+enum KeySrc {
+    /// A whole-byte field of a fixed header: its bytes are the key bytes.
+    Bytes { from: usize, at: usize, n: usize },
+    /// Anything else: evaluated, shifted to the left of its bytes.
+    Expr { e: ExprFn, at: usize, n: usize, shift: u32 },
+}
+
 /// Evaluate the key fields into their places in the packed key.
 #[inline(always)]
-fn build_key(keys: &[(ExprFn, usize, usize, u32)], c: &Ctx<'_>, key: &mut [u8]) {
-    for (e, at, bytes, shift) in keys {
-        write_be(&mut key[*at..*at + *bytes], e(c) << *shift);
+fn build_key(keys: &[KeySrc], c: &Ctx<'_>, key: &mut [u8]) {
+    for k in keys {
+        match k {
+            KeySrc::Bytes { from, at, n } => {
+                copy_bytes(&mut key[*at..*at + *n], &c.st.hdr[*from..*from + *n]);
+            }
+            KeySrc::Expr { e, at, n, shift } => write_be(&mut key[*at..*at + *n], e(c) << *shift),
+        }
     }
 }
 
@@ -643,11 +656,25 @@ impl Compiler<'_> {
             return Box::new(|_| Flow::Next);
         };
         let ir_table = &self.prog.tables[table as usize];
-        let keys: Vec<(ExprFn, usize, usize, u32)> = ir_table
+        let keys: Vec<KeySrc> = ir_table
             .keys
             .iter()
             .zip(&t.keys)
-            .map(|(k, f)| (self.expr(&k.value), f.at, f.bytes, (f.bytes * 8) as u32 - f.width))
+            .map(|(k, f)| {
+                let direct = match &k.value {
+                    ir::Expr::Read(p) => self.static_bytes(p).filter(|&(_, n)| n == f.bytes),
+                    _ => None,
+                };
+                match direct {
+                    Some((from, n)) => KeySrc::Bytes { from, at: f.at, n },
+                    None => KeySrc::Expr {
+                        e: self.expr(&k.value),
+                        at: f.at,
+                        n: f.bytes,
+                        shift: (f.bytes * 8) as u32 - f.width,
+                    },
+                }
+            })
             .collect();
         let actions = Arc::clone(&self.actions);
         let n = t.key_bytes;
