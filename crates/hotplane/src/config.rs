@@ -239,7 +239,7 @@ pub struct PipelineConfig {
     pub flows: Vec<FlowConfig>,
     /// Function for flows no selector matches.
     pub flow_default: Option<StageSpec>,
-    /// Named extern slots (callable by the `call` stage and, later, P4 actions).
+    /// Named extern slots (callable by the `call` stage and by P4's `hotplane_ebpf("name")`).
     pub externs: BTreeMap<String, StageSpec>,
 }
 
