@@ -365,9 +365,6 @@ impl ExactTable {
         let key = key
             .get(..self.key_words)
             .ok_or(TableError::BadKey { what: "key shorter than the table's".into() })?;
-        if self.len() >= self.cfg.size {
-            return Err(TableError::Full { size: self.cfg.size });
-        }
         let h = hash_words(key);
         let tag = h >> 32;
         let mut slot = reduce(h, self.cap);
@@ -400,6 +397,10 @@ impl ExactTable {
             if slot == self.cap {
                 slot = 0;
             }
+        }
+        // After the probe: a key that is already there is `Exists`, even in a full table.
+        if self.len() >= self.cfg.size {
+            return Err(TableError::Full { size: self.cfg.size });
         }
         let slot = target.or(reusable).ok_or(TableError::Full { size: self.cfg.size })?;
         let was_empty = self.state(slot).load(Ordering::Relaxed) & STATE_MASK == EMPTY;

@@ -358,3 +358,19 @@ fn match_specs_convert_the_same_way_for_every_operation() {
     assert_eq!(ter.lookup(&[0xbf, 0xff], &g).map(|e| e.word(0)), Some(7));
     assert!(ter.lookup(&[0xc0, 0], &g).is_none());
 }
+
+/// Found by the model test: a full table answered `Full` for a key it already held.
+#[test]
+fn a_full_exact_table_still_says_a_held_key_exists() {
+    for store in [Store::Static, Store::Dynamic] {
+        let q = Qsbr::new();
+        let mut cfg = TableConfig::new("t", MatchKind::Exact, 24, 32).with_actions(actions());
+        cfg.store = store;
+        let t = ExactTable::new(cfg, &q).unwrap();
+        for k in 0..32u16 {
+            t.insert(&key_bytes(k), 0, &[k as u64]).unwrap();
+        }
+        assert_eq!(t.insert(&key_bytes(5), 0, &[1]), Err(TableError::Exists), "{store:?}");
+        assert!(matches!(t.insert(&key_bytes(99), 0, &[1]), Err(TableError::Full { .. })));
+    }
+}
