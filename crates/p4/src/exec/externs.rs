@@ -62,18 +62,24 @@ impl FieldList {
 }
 
 /// RFC 1071 ones' complement sum of `data` (an odd last byte is padded with zero), folded.
-pub fn ones_complement_sum(data: &[u8], mut sum: u32) -> u32 {
-    let mut chunks = data.chunks_exact(2);
-    for w in &mut chunks {
-        sum += u16::from_be_bytes([w[0], w[1]]) as u32;
+/// Sums 32-bit words into a 64-bit accumulator (RFC 1071 section 2(B): the sum is independent
+/// of the word size) and folds once at the end.
+pub fn ones_complement_sum(data: &[u8], sum: u32) -> u32 {
+    let mut acc = sum as u64;
+    let mut words = data.chunks_exact(4);
+    for w in &mut words {
+        acc += u32::from_be_bytes([w[0], w[1], w[2], w[3]]) as u64;
     }
-    if let [last] = chunks.remainder() {
-        sum += (*last as u32) << 8;
+    match *words.remainder() {
+        [a, b, c] => acc += u16::from_be_bytes([a, b]) as u64 + ((c as u64) << 8),
+        [a, b] => acc += u16::from_be_bytes([a, b]) as u64,
+        [a] => acc += (a as u64) << 8,
+        _ => {}
     }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
     }
-    sum
+    acc as u32
 }
 
 /// The hash algorithms of v1model, with BMv2's parameters: `crc32` is CRC-32 (IEEE 802.3),
@@ -480,5 +486,38 @@ impl Compiler<'_> {
             c.st.fx.assert_failed = true;
             Flow::Next
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ones_complement_sum;
+
+    /// The textbook form: 16-bit words, folded as it goes.
+    fn reference(data: &[u8], mut sum: u32) -> u32 {
+        for w in data.chunks(2) {
+            sum += u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]) as u32;
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        sum
+    }
+
+    #[test]
+    fn ones_complement_sum_matches_rfc_1071() {
+        // RFC 1071, section 3: the example's sum is ddf2.
+        assert_eq!(
+            ones_complement_sum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7], 0),
+            0xddf2
+        );
+        let data: Vec<u8> = (0..200u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        for len in 0..data.len() {
+            for start in [0, 0xffff, 0x1234] {
+                assert_eq!(
+                    ones_complement_sum(&data[..len], start),
+                    reference(&data[..len], start),
+                    "length {len}, start {start:#x}"
+                );
+            }
+        }
     }
 }
