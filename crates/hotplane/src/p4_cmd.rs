@@ -36,20 +36,6 @@ pub fn check(program: &Path, include: &[PathBuf], json: bool) -> anyhow::Result<
     let p = load(program, include, &qsbr)?;
     let ms = t0.elapsed().as_secs_f64() * 1e3;
     let prog = &p.program;
-    let tables: Vec<_> = p
-        .objects
-        .tables
-        .iter()
-        .map(|t| {
-            json!({
-                "name": t.name,
-                "kind": format!("{:?}", t.table.config().kind).to_lowercase(),
-                "keys": t.keys.iter().map(|k| format!("{}:{}", k.name, format!("{:?}", k.kind).to_lowercase())).collect::<Vec<_>>(),
-                "actions": t.action_names,
-                "size": t.table.config().size,
-            })
-        })
-        .collect();
     if json {
         println!(
             "{}",
@@ -59,7 +45,7 @@ pub fn check(program: &Path, include: &[PathBuf], json: bool) -> anyhow::Result<
                 "headers": prog.headers.len(),
                 "parser_states": prog.states.len(),
                 "actions": prog.actions.len(),
-                "tables": tables,
+                "tables": crate::p4_control::tables_json(&p),
                 "externs": prog.instances.iter().map(|i| i.name.clone()).collect::<Vec<_>>(),
             })
         );

@@ -7,7 +7,7 @@
 
 use crate::stages::Program;
 use hotplane_core::{
-    Batch, FlowTable, Guard, Layers, Mask, Packet, Pool, PoolConfig, Slot, Stage, Verdict,
+    Batch, FlowTable, Guard, Layers, Mask, Meta, Packet, Pool, PoolConfig, Slot, Stage, Verdict,
     WorkerCx, MAX_WORKERS,
 };
 use hotplane_ebpf::stage::XdpStage;
@@ -206,13 +206,13 @@ struct WorkerHost {
 }
 
 impl WorkerHost {
-    /// Run `stage` on `data` as a packet; copy back what it changed. XDP programs answer r0,
-    /// other stages their verdict as an XDP action.
+    /// Run `stage` on `data` as a packet with metadata `meta` (already classified); copy back
+    /// what it changed. XDP programs answer r0, other stages their verdict as an XDP action.
     fn run(
         &mut self,
         stage: &dyn Stage,
         data: &mut [u8],
-        in_port: u32,
+        meta: Meta,
         guard: &Guard<'_>,
         now_ns: u64,
     ) -> u64 {
@@ -220,8 +220,7 @@ impl WorkerHost {
         if p.set_frame(data).is_err() {
             return XDP_ABORTED;
         }
-        p.meta.in_port = in_port as u16;
-        p.classify();
+        p.meta = meta;
         let code = match stage.as_any().and_then(|a| a.downcast_ref::<XdpStage>()) {
             Some(xdp) => xdp.run_one(&mut p, self.worker),
             None => {
@@ -260,7 +259,9 @@ impl Host for WorkerHost {
         let slot = self.slots.get(instance as usize)?.clone()?;
         let loaded = slot.load(guard);
         let stage = loaded.value.as_ref()?;
-        Some(self.run(stage.as_ref(), data, 0, guard, now_ns))
+        let mut meta = Meta::default();
+        hotplane_core::flow::classify(data, &mut meta);
+        Some(self.run(stage.as_ref(), data, meta, guard, now_ns))
     }
 
     fn call_flow(
@@ -272,11 +273,11 @@ impl Host for WorkerHost {
     ) -> Option<u64> {
         let flows = self.flows.clone()?;
         let map = flows.slot().load(guard);
-        let mut meta = hotplane_core::Meta { in_port: in_port as u16, ..Default::default() };
+        let mut meta = Meta { in_port: in_port as u16, ..Default::default() };
         let key = hotplane_core::flow::classify(frame, &mut meta);
         let f = map.value.lookup(&key)?;
         let stage = Arc::clone(&f.stage);
         self.flow_ran.store(true, Ordering::Relaxed);
-        Some(self.run(stage.as_ref(), frame, in_port, guard, now_ns))
+        Some(self.run(stage.as_ref(), frame, meta, guard, now_ns))
     }
 }

@@ -27,6 +27,20 @@ pub enum Resource {
     Register = 0x16,
 }
 
+impl Resource {
+    /// The P4Info resource of an extern instance; hotplane's extern slots are none.
+    fn of(kind: &InstanceKind) -> Option<Resource> {
+        Some(match kind {
+            InstanceKind::Register { .. } => Resource::Register,
+            InstanceKind::Counter { .. } => Resource::Counter,
+            InstanceKind::Meter { .. } => Resource::Meter,
+            InstanceKind::DirectCounter { .. } => Resource::DirectCounter,
+            InstanceKind::DirectMeter { .. } => Resource::DirectMeter,
+            InstanceKind::ExternSlot { .. } => return None,
+        })
+    }
+}
+
 /// The Jenkins one-at-a-time hash of `bytes`.
 pub fn one_at_a_time(bytes: &[u8]) -> u32 {
     let mut h: u32 = 0;
@@ -190,16 +204,9 @@ pub fn text(prog: &Program) -> Result<String, String> {
         symbols.push((Resource::Action, a.name.clone(), id_annotation(&a.annotations)?));
     }
     for i in &prog.instances {
-        let res = match i.kind {
-            InstanceKind::Register { .. } => Resource::Register,
-            InstanceKind::Counter { .. } => Resource::Counter,
-            InstanceKind::Meter { .. } => Resource::Meter,
-            InstanceKind::DirectCounter { .. } => Resource::DirectCounter,
-            InstanceKind::DirectMeter { .. } => Resource::DirectMeter,
-            // hotplane's extern slots are not P4Runtime objects.
-            InstanceKind::ExternSlot { .. } => continue,
-        };
-        symbols.push((res, i.name.clone(), id_annotation(&i.annotations)?));
+        if let Some(res) = Resource::of(&i.kind) {
+            symbols.push((res, i.name.clone(), id_annotation(&i.annotations)?));
+        }
     }
     let ids = assign_ids(&symbols)?;
     let alias = aliases(symbols.iter().map(|s| s.1.as_str()));
@@ -213,10 +220,7 @@ pub fn text(prog: &Program) -> Result<String, String> {
         }
     }
     let instance_res = |name: &str| {
-        prog.instances.iter().find(|i| i.name == name).map(|i| match i.kind {
-            InstanceKind::DirectMeter { .. } => Resource::DirectMeter,
-            _ => Resource::DirectCounter,
-        })
+        prog.instances.iter().find(|i| i.name == name).and_then(|i| Resource::of(&i.kind))
     };
 
     let mut out = Out { text: String::new(), depth: 0 };
@@ -299,7 +303,6 @@ pub fn text(prog: &Program) -> Result<String, String> {
     }
 
     let mut instances: Vec<&ir::Instance> = prog.instances.iter().collect();
-    let res_of = |i: &ir::Instance| symbols.iter().find(|s| s.1 == i.name).map(|s| s.0);
     instances.sort_by_key(|i| i.order);
     let counter_unit = |packets: bool, bytes: bool| match (packets, bytes) {
         (true, true) => "BOTH",
@@ -308,21 +311,16 @@ pub fn text(prog: &Program) -> Result<String, String> {
     };
     let meter_unit = |bytes: bool| if bytes { "BYTES" } else { "PACKETS" };
     // Text format lists each repeated field together, in field-number order.
-    for section in ["counters", "direct_counters", "meters", "direct_meters", "registers"] {
-        for i in &instances {
-            let Some(res) = res_of(i) else { continue };
+    let sections = [
+        (Resource::Counter, "counters"),
+        (Resource::DirectCounter, "direct_counters"),
+        (Resource::Meter, "meters"),
+        (Resource::DirectMeter, "direct_meters"),
+        (Resource::Register, "registers"),
+    ];
+    for (res, section) in sections {
+        for i in instances.iter().filter(|i| Resource::of(&i.kind) == Some(res)) {
             let the_id = id(res, &i.name);
-            let this = matches!(
-                (&i.kind, section),
-                (InstanceKind::Counter { .. }, "counters")
-                    | (InstanceKind::DirectCounter { .. }, "direct_counters")
-                    | (InstanceKind::Meter { .. }, "meters")
-                    | (InstanceKind::DirectMeter { .. }, "direct_meters")
-                    | (InstanceKind::Register { .. }, "registers")
-            );
-            if !this {
-                continue;
-            }
             out.open(section);
             out.preamble(the_id, &i.name, &alias_of(&i.name), &listed(&i.annotations));
             match i.kind {

@@ -24,6 +24,27 @@ pub enum MatchSpec {
     Range { lo: u64, hi: u64 },
 }
 
+impl MatchSpec {
+    /// The match as value and mask bytes (an exact key has an all-ones mask, a prefix the
+    /// mask of its length); `None` for a range.
+    pub fn value_mask(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        match self {
+            MatchSpec::Exact(v) => Some((v.clone(), vec![0xff; v.len()])),
+            MatchSpec::Lpm { prefix, len } => {
+                let mask = (0..prefix.len())
+                    .map(|i| {
+                        let bits = len.saturating_sub(i as u32 * 8).min(8);
+                        (0xffu16 << (8 - bits)) as u8
+                    })
+                    .collect();
+                Some((prefix.clone(), mask))
+            }
+            MatchSpec::Ternary { value, mask } => Some((value.clone(), mask.clone())),
+            MatchSpec::Range { .. } => None,
+        }
+    }
+}
+
 /// One entry as listings show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableEntry {
@@ -129,22 +150,8 @@ impl Table {
 
     fn ternary(m: &MatchSpec) -> Option<TernaryMatch> {
         match m {
-            MatchSpec::Ternary { value, mask } => {
-                Some(TernaryMatch::Mask { value: value.clone(), mask: mask.clone() })
-            }
             MatchSpec::Range { lo, hi } => Some(TernaryMatch::Range { lo: *lo, hi: *hi }),
-            MatchSpec::Exact(v) => {
-                Some(TernaryMatch::Mask { value: v.clone(), mask: vec![0xff; v.len()] })
-            }
-            MatchSpec::Lpm { prefix, len } => {
-                let mask = (0..prefix.len())
-                    .map(|i| {
-                        let bits = len.saturating_sub(i as u32 * 8).min(8);
-                        (0xffu16 << (8 - bits)) as u8
-                    })
-                    .collect();
-                Some(TernaryMatch::Mask { value: prefix.clone(), mask })
-            }
+            m => m.value_mask().map(|(value, mask)| TernaryMatch::Mask { value, mask }),
         }
     }
 

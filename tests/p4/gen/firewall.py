@@ -3,15 +3,7 @@ scapy; the register positions by zlib's crc32 and a bitwise CRC-16/ARC, independ
 hotplane."""
 import zlib
 from scapy.all import Ether, IP, TCP, raw
-
-def crc16_arc(data: bytes) -> int:
-    crc = 0
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-    return crc
-assert crc16_arc(b"123456789") == 0xBB3D
+from crc import crc16_arc
 
 def h(p): return raw(p).hex().upper()
 def positions(ip1, ip2, p1, p2):

@@ -3,15 +3,7 @@ crc16 (CRC-16/ARC, bitwise reference) of its 5-tuple modulo 2, plus base 1, comp
 independently of hotplane; packets by scapy (the TCP checksum is left as sent, as the program
 does not update it)."""
 from scapy.all import Ether, IP, TCP, raw
-
-def crc16_arc(data: bytes) -> int:
-    crc = 0
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-    return crc
-assert crc16_arc(b"123456789") == 0xBB3D
+from crc import crc16_arc
 
 def h(p): return raw(p).hex().upper()
 ip4 = lambda a: bytes(map(int, a.split(".")))

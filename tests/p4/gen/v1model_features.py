@@ -2,19 +2,10 @@
 computed here, independently of hotplane: crc32 by zlib, CRC-16/ARC by a bitwise reference
 (checked against its published check value)."""
 import zlib
+from crc import crc16_arc
 
 ETH = "000000000001" "000000000002" "88B5"
 TAIL = "DEADBEEF"
-
-def crc16_arc(data: bytes) -> int:
-    crc = 0
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-    return crc
-
-assert crc16_arc(b"123456789") == 0xBB3D
 
 def pkt(op, arg, res=0, extra=0):
     return f"{ETH}{op:02X}{arg:02X}{res:04X}{extra:08X}{TAIL}"

@@ -505,21 +505,8 @@ impl P4Table {
 
     /// Per-field matches of a table-level match (the inverse of the packing in `specs`).
     fn keys_of(&self, m: &MatchSpec) -> Vec<KeyMatch> {
-        let full = |n: usize| vec![0xffu8; n];
-        let (value, bits) = match m {
-            MatchSpec::Exact(v) => (v.clone(), full(v.len())),
-            MatchSpec::Lpm { prefix, len } => {
-                let bits = (0..prefix.len())
-                    .map(|i| {
-                        let n = len.saturating_sub(i as u32 * 8).min(8);
-                        (0xffu16 << (8 - n)) as u8
-                    })
-                    .collect();
-                (prefix.clone(), bits)
-            }
-            MatchSpec::Ternary { value, mask } => (value.clone(), mask.clone()),
-            MatchSpec::Range { .. } => (Vec::new(), Vec::new()),
-        };
+        // A range never reaches a P4 table: ranges are expanded into masks on insert.
+        let (value, bits) = m.value_mask().unwrap_or_default();
         let field = |b: &[u8], k: &KeyField| {
             b.get(k.at..k.at + k.bytes)
                 .map_or(0, |x| read_be(x) >> ((k.bytes * 8) as u32 - k.width))
