@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context as _};
 use hotplane_core::Qsbr;
-use hotplane_p4::exec::Pipeline;
+use hotplane_p4::exec::{Engine, Pipeline};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,6 +30,15 @@ pub fn info(program: &Path, include: &[PathBuf], out: Option<&Path>) -> anyhow::
 }
 
 /// `hotplane p4 check`: compile and summarise.
+/// How the pipeline runs: native code, or closures and why.
+fn engine(p: &Pipeline) -> String {
+    match (p.engine(), p.native_error()) {
+        (Engine::Native, _) => "native (Cranelift)".into(),
+        (Engine::Closures, Some(e)) => format!("closures ({e})"),
+        (Engine::Closures, None) => "closures".into(),
+    }
+}
+
 pub fn check(program: &Path, include: &[PathBuf], json: bool) -> anyhow::Result<()> {
     let qsbr = Qsbr::new();
     let t0 = std::time::Instant::now();
@@ -47,6 +56,7 @@ pub fn check(program: &Path, include: &[PathBuf], json: bool) -> anyhow::Result<
                 "actions": prog.actions.len(),
                 "tables": crate::p4_control::tables_json(&p),
                 "externs": prog.instances.iter().map(|i| i.name.clone()).collect::<Vec<_>>(),
+                "engine": engine(&p),
             })
         );
     } else {
@@ -60,6 +70,7 @@ pub fn check(program: &Path, include: &[PathBuf], json: bool) -> anyhow::Result<
             p.objects.tables.len(),
             prog.instances.len()
         );
+        println!("  engine: {}", engine(&p));
         for t in &p.objects.tables {
             let keys: Vec<String> = t
                 .keys

@@ -4,7 +4,8 @@
 //! ([`preprocess`]), a lexer ([`lexer`]), a parser to a syntax tree ([`parser`], [`ast`]), and
 //! diagnostics with file, line and column ([`diag`]); name resolution and type checking lower
 //! the program to an IR of storage locations and known externs ([`lower`], [`ir`], [`types`]).
-//! Nothing here needs p4c installed.
+//! Nothing here needs p4c installed. [`exec`] compiles the IR to machine code with Cranelift
+//! (a library, linked in; no compiler is run) and to closures where it does not reach.
 //!
 //! This crate builds on `hotplane-core` (packets, stages) and `hotplane-tables` (the match-action
 //! tables behind P4 tables). It must never depend on I/O, on the control protocol, or on another

@@ -181,10 +181,8 @@ impl V1Switch {
                 now_ns,
                 host,
             );
-            p.parse(&mut c);
-            p.verify_checksum(&mut c);
-            p.ingress(&mut c);
-            (c.payload, std::mem::take(&mut c.st.fx))
+            p.front(&mut c);
+            (c.payload, c.st.fx.take())
         };
         if fx.punt {
             self.stats.punted += 1;
@@ -268,11 +266,9 @@ impl V1Switch {
                     r.now_ns,
                     host,
                 );
-                p.parse(&mut c);
-                p.verify_checksum(&mut c);
-                p.ingress(&mut c);
+                p.front(&mut c);
                 let payload = c.payload;
-                let fx = std::mem::take(&mut self.st.fx);
+                let fx = self.st.fx.take();
                 self.after_ingress(&data, port, payload, fx, r);
             }
             Job::ParseToEgress { data, in_port, port } => {
@@ -490,10 +486,10 @@ fn egress_control(
         s[std.instance_type] = instance_type as u128;
         s[std.egress_global_timestamp] = (now_ns / 1000) as u128 & crate::types::mask(48);
     }
-    st.fx = Effects::default();
+    let _ = st.fx.take();
     let mut c = Ctx { st, pkt: data, cursor: payload, payload, guard, now_ns, error: 0, host };
     p.egress(&mut c);
-    std::mem::take(&mut c.st.fx)
+    c.st.fx.take()
 }
 
 /// A context for a packet entering the parser, with the standard metadata v1model sets.

@@ -1,8 +1,9 @@
 //! Every `tests/p4/NAME.stf` runs against `tests/p4/NAME.p4` (or the program its first
-//! `# program: FILE` line names) and must pass; a corrupted expectation must fail.
+//! `# program: FILE` line names) and must pass, on native code and on closures alike; a
+//! corrupted expectation must fail.
 
 use hotplane_core::Qsbr;
-use hotplane_p4::exec::Pipeline;
+use hotplane_p4::exec::{Engine, Objects, Pipeline};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -24,8 +25,18 @@ fn qsbr() -> &'static Qsbr {
 }
 
 fn pipeline(p4: &Path) -> Arc<Pipeline> {
+    pipeline_on(p4, Engine::Native)
+}
+
+fn pipeline_on(p4: &Path, engine: Engine) -> Arc<Pipeline> {
     let ir = hotplane_p4::compile_file(p4, &[], &[]).unwrap_or_else(|e| panic!("{e}"));
-    Arc::new(Pipeline::new(ir, qsbr()).unwrap_or_else(|e| panic!("{}: {e}", p4.display())))
+    let objects = Objects::new(&ir, qsbr()).unwrap_or_else(|e| panic!("{e}"));
+    let p = Pipeline::with_engine(ir, objects, engine)
+        .unwrap_or_else(|e| panic!("{}: {e}", p4.display()));
+    // A code generator error would silently fall back to closures: fail instead.
+    assert_eq!(p.native_error(), None, "{}", p4.display());
+    assert_eq!(p.engine(), engine, "{}", p4.display());
+    Arc::new(p)
 }
 
 #[test]
@@ -38,21 +49,23 @@ fn every_stf_test_passes() {
     files.sort();
     assert!(!files.is_empty());
     let mut failed = Vec::new();
-    for stf in &files {
+    for (stf, engine) in files.iter().flat_map(|f| [(f, Engine::Native), (f, Engine::Closures)]) {
         let text = std::fs::read_to_string(stf).expect("readable");
-        let p = pipeline(&program_for(stf, &text));
+        let p = pipeline_on(&program_for(stf, &text), engine);
         match hotplane_p4::stf::run(p, qsbr(), &stf.display().to_string(), &text) {
             Ok(r) if r.passed() => {
                 assert!(r.expects + r.checks > 0, "{} checks nothing", stf.display());
                 println!(
-                    "PASS {} ({} packets, {} expects, {} checks)",
+                    "PASS {} on {engine:?} ({} packets, {} expects, {} checks)",
                     stf.display(),
                     r.packets_sent,
                     r.expects,
                     r.checks
                 );
             }
-            Ok(r) => failed.push(format!("{}:\n{}", stf.display(), r.failures.join("\n"))),
+            Ok(r) => {
+                failed.push(format!("{} on {engine:?}:\n{}", stf.display(), r.failures.join("\n")))
+            }
             Err(e) => failed.push(e.to_string()),
         }
     }

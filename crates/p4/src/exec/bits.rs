@@ -106,7 +106,7 @@ pub fn push_bits(out: &mut Vec<u8>, out_bits: &mut u32, v: u128, width: u32) {
     *out_bits += width;
 }
 
-/// Copy `src` into `dst` (same length). Header-sized copies (8 to 32 bytes) are two
+/// Copy `src` into `dst` (same length). Header-sized copies (8 to 64 bytes) are two
 /// fixed-size, possibly overlapping moves the compiler inlines, instead of a call to memcpy.
 #[inline(always)]
 pub fn copy_bytes(dst: &mut [u8], src: &[u8]) {
@@ -115,7 +115,10 @@ pub fn copy_bytes(dst: &mut [u8], src: &[u8]) {
         dst.copy_from_slice(src); // panics with the lengths; never taken by our callers
         return;
     }
-    if (16..=32).contains(&n) {
+    if (32..=64).contains(&n) {
+        dst[..32].copy_from_slice(&src[..32]);
+        dst[n - 32..].copy_from_slice(&src[n - 32..]);
+    } else if (16..32).contains(&n) {
         dst[..16].copy_from_slice(&src[..16]);
         dst[n - 16..].copy_from_slice(&src[n - 16..]);
     } else if (8..16).contains(&n) {
@@ -166,7 +169,7 @@ mod tests {
 
     #[test]
     fn copy_bytes_copies_every_length() {
-        for n in 0..64 {
+        for n in 0..80 {
             let src: Vec<u8> = (0..n as u8).map(|i| i.wrapping_mul(37) ^ 0x5a).collect();
             let mut dst = vec![0u8; n];
             copy_bytes(&mut dst, &src);

@@ -26,7 +26,7 @@ pub(crate) struct FieldList {
 impl FieldList {
     /// The header byte runs of a list made only of them, when every run but the last has an
     /// even length: the Internet checksum can then sum the runs where they lie.
-    fn even_byte_runs(&self) -> Option<Vec<(usize, usize)>> {
+    pub(crate) fn even_byte_runs(&self) -> Option<Vec<(usize, usize)>> {
         let runs: Vec<(usize, usize)> = self
             .segments
             .iter()

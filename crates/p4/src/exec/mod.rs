@@ -6,6 +6,7 @@
 pub mod bits;
 mod expr;
 mod externs;
+pub mod jit;
 mod stmt;
 pub mod table;
 
@@ -14,9 +15,11 @@ use std::sync::Arc;
 use crate::ir::{self, CloneKind, KeyMatch, Target, Transition};
 use hotplane_core::{Guard, Qsbr};
 use hotplane_tables::objects::{CounterArray, CounterKind, DigestRing, MeterArray, RegisterArray};
+use jit::{Jit, NativeCode};
 pub use table::{Carried, P4Entry, P4Table};
 
 pub use externs::{hash, ones_complement_sum};
+pub use jit::Engine;
 
 /// `egress_spec` value that drops the packet.
 pub const DROP_PORT: u32 = 511;
@@ -49,6 +52,30 @@ pub struct Effects {
     pub assert_failed: bool,
     /// `hotplane_load_from_packet()`: the packet goes to the control plane.
     pub punt: bool,
+}
+
+impl Effects {
+    /// Nothing asked for (the common case).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.clone.is_none()
+            && !self.resubmit
+            && !self.recirculate
+            && self.truncate.is_none()
+            && !self.assert_failed
+            && !self.punt
+    }
+
+    /// Take the requests, leaving none. Cheaper than `mem::take` when there are none: the
+    /// struct is only read, and written back only if it held something.
+    #[inline]
+    pub fn take(&mut self) -> Effects {
+        if self.is_empty() {
+            Effects::default()
+        } else {
+            std::mem::take(self)
+        }
+    }
 }
 
 /// What a program reaches outside itself through hotplane's externs: the code in the data
@@ -354,13 +381,18 @@ pub(crate) struct ActionFn {
 }
 
 impl ActionFn {
-    /// Bind the parameters from an entry's data words, run the body, and store `@ref`
-    /// parameters back into the words.
+    /// Bind the parameters from an entry's data words.
     #[inline]
-    fn run_with(&self, c: &mut Ctx<'_>, words: &mut [u64]) -> Flow {
+    fn bind(&self, c: &mut Ctx<'_>, words: &[u64]) {
         for &(slot, w, n, _) in &self.params {
             c.st.slots[slot] = param_value(words, w, n);
         }
+    }
+
+    /// Bind the parameters, run the body, and store `@ref` parameters back into the words.
+    #[inline]
+    fn run_with(&self, c: &mut Ctx<'_>, words: &mut [u64]) -> Flow {
+        self.bind(c, words);
         let flow = (self.body)(c);
         if self.writable {
             for &(slot, w, n, writable) in &self.params {
@@ -430,49 +462,53 @@ pub struct Pipeline {
     pub program: Arc<ir::Program>,
     pub objects: Objects,
     pub std: StdSlots,
-    states: Vec<CompiledState>,
+    code: Code,
     start: usize,
-    verify_checksum: StmtFn,
     /// Controls with no statements are not run at all (nothing they could do is observable).
     verify_checksum_empty: bool,
     egress_empty: bool,
+    parser_timeout: u128,
+    no_match: u128,
+    native_error: Option<String>,
+    /// The machine code `code` calls into. Declared last: it is freed after every closure.
+    native: Option<NativeCode>,
+}
+
+/// The compiled blocks of a program.
+struct Code {
+    /// Native code for the parser, checksum verification and ingress in one call.
+    front: Option<StmtFn>,
+    /// Native code for checksum update and the deparser in one call.
+    back: Option<StmtFn>,
+    states: Vec<CompiledState>,
+    verify_checksum: StmtFn,
     ingress: StmtFn,
     egress: StmtFn,
     compute_checksum: StmtFn,
     deparser: StmtFn,
-    parser_timeout: u128,
-    no_match: u128,
 }
 
-impl Pipeline {
-    /// Compile `program` with fresh objects.
-    pub fn new(program: ir::Program, qsbr: &Qsbr) -> Result<Self, String> {
-        let objects = Objects::new(&program, qsbr)?;
-        Self::with_objects(program, objects)
-    }
-
-    /// Compile `program` to replace `old`, taking over the state the two have in common
-    /// (see [`Objects::carry_over`]). `old` keeps running meanwhile; from here on the two
-    /// share that state, so what either writes, the other sees.
-    pub fn replacing(
-        program: ir::Program,
-        old: &Pipeline,
-        qsbr: &Qsbr,
-    ) -> Result<(Self, CarryReport), String> {
-        let (objects, report) = Objects::carry_over(&program, Some(old), qsbr)?;
-        Ok((Self::with_objects(program, objects)?, report))
-    }
-
-    /// Compile `program` against existing objects.
-    pub fn with_objects(program: ir::Program, objects: Objects) -> Result<Self, String> {
-        let std = StdSlots::new(&program)?;
+impl Code {
+    /// Compile every block, as native code when `jit` is given (an error is then the code
+    /// generator's), else as closures.
+    fn new(
+        program: &ir::Program,
+        objects: &Objects,
+        std: StdSlots,
+        mut jit: Option<&mut Jit>,
+    ) -> Result<Self, String> {
         let actions = {
-            let c =
-                Compiler { prog: &program, objects: &objects, std, actions: Arc::new(Vec::new()) };
+            let c = Compiler { prog: program, objects, std, actions: Arc::new(Vec::new()) };
+            let (bodies, pending) =
+                blocks(&mut jit, &c, program.actions.iter().map(|a| &a.body[..]))?;
+            if let Some(jit) = jit.as_mut() {
+                jit.set_actions(&pending);
+            }
             program
                 .actions
                 .iter()
-                .map(|a| {
+                .zip(bodies)
+                .map(|(a, body)| {
                     let mut params = Vec::new();
                     let mut word = 0;
                     for p in a.params.iter().filter(|p| p.directionless) {
@@ -480,20 +516,31 @@ impl Pipeline {
                         params.push((p.slot as usize, word, n, p.writable));
                         word += n;
                     }
-                    ActionFn {
-                        writable: params.iter().any(|p| p.3),
-                        params,
-                        body: c.block(&a.body),
-                    }
+                    ActionFn { writable: params.iter().any(|p| p.3), params, body }
                 })
                 .collect::<Vec<_>>()
         };
-        let c = Compiler { prog: &program, objects: &objects, std, actions: Arc::new(actions) };
+        let c = Compiler { prog: program, objects, std, actions: Arc::new(actions) };
+        let controls = [
+            &program.verify_checksum,
+            &program.ingress,
+            &program.egress,
+            &program.compute_checksum,
+            &program.deparser,
+        ];
+        let (mut fns, _) = blocks(
+            &mut jit,
+            &c,
+            program.states.iter().map(|s| &s.body[..]).chain(controls.map(|b| &b[..])),
+        )?;
+        let mut controls = fns.split_off(program.states.len()).into_iter();
+        let mut next = move || controls.next().unwrap_or_else(|| Box::new(|_| Flow::Next));
         let states = program
             .states
             .iter()
-            .map(|s| CompiledState {
-                body: c.block(&s.body),
+            .zip(fns)
+            .map(|(s, body)| CompiledState {
+                body,
                 transition: match &s.transition {
                     Transition::Accept => CompiledTransition::Accept,
                     Transition::Reject => CompiledTransition::Reject,
@@ -521,31 +568,127 @@ impl Pipeline {
                 },
             })
             .collect();
-        let (verify_checksum_empty, egress_empty) =
-            (is_noop(&program.verify_checksum), is_noop(&program.egress));
-        let verify_checksum = c.block(&program.verify_checksum);
-        let ingress = c.block(&program.ingress);
-        let egress = c.block(&program.egress);
-        let compute_checksum = c.block(&program.compute_checksum);
-        let deparser = c.block(&program.deparser);
+        let (mut front, mut back) = (None, None);
+        if let Some(jit) = jit {
+            let verify: &[&[ir::Stmt]] =
+                if is_noop(&program.verify_checksum) { &[] } else { &[&program.verify_checksum] };
+            let front_controls: Vec<&[ir::Stmt]> =
+                verify.iter().copied().chain([&program.ingress[..]]).collect();
+            let f = jit.compile_front(&c, &front_controls)?;
+            let b = jit.compile_back(&c, &[&program.compute_checksum, &program.deparser])?;
+            jit.finalize()?;
+            front = f.map(|p| jit.stmt_fn(&p));
+            back = b.map(|p| jit.stmt_fn(&p));
+        }
+        Ok(Code {
+            front,
+            back,
+            states,
+            verify_checksum: next(),
+            ingress: next(),
+            egress: next(),
+            compute_checksum: next(),
+            deparser: next(),
+        })
+    }
+}
+
+/// Compile blocks natively (when `jit` is given) or as closures; with the native functions.
+/// Empty blocks stay closures: returning at once is cheaper than entering native code.
+fn blocks<'s>(
+    jit: &mut Option<&mut Jit>,
+    c: &Compiler<'_>,
+    blocks: impl Iterator<Item = &'s [ir::Stmt]>,
+) -> Result<(Vec<StmtFn>, Vec<Option<jit::Pending>>), String> {
+    let Some(jit) = jit else { return Ok((blocks.map(|b| c.block(b)).collect(), Vec::new())) };
+    let pending = blocks
+        .map(|b| if is_noop(b) { Ok(None) } else { jit.compile(c, b).map(Some) })
+        .collect::<Result<Vec<_>, _>>()?;
+    jit.finalize()?;
+    let fns = pending
+        .iter()
+        .map(|p| match p {
+            Some(p) => jit.stmt_fn(p),
+            None => Box::new(|_: &mut Ctx<'_>| Flow::Next) as StmtFn,
+        })
+        .collect();
+    Ok((fns, pending))
+}
+
+impl Pipeline {
+    /// Compile `program` with fresh objects.
+    pub fn new(program: ir::Program, qsbr: &Qsbr) -> Result<Self, String> {
+        let objects = Objects::new(&program, qsbr)?;
+        Self::with_objects(program, objects)
+    }
+
+    /// Compile `program` to replace `old`, taking over the state the two have in common
+    /// (see [`Objects::carry_over`]). `old` keeps running meanwhile; from here on the two
+    /// share that state, so what either writes, the other sees.
+    pub fn replacing(
+        program: ir::Program,
+        old: &Pipeline,
+        qsbr: &Qsbr,
+    ) -> Result<(Self, CarryReport), String> {
+        let (objects, report) = Objects::carry_over(&program, Some(old), qsbr)?;
+        Ok((Self::with_objects(program, objects)?, report))
+    }
+
+    /// Compile `program` against existing objects, natively unless the environment says
+    /// otherwise (see [`Engine::from_env`]).
+    pub fn with_objects(program: ir::Program, objects: Objects) -> Result<Self, String> {
+        Self::with_engine(program, objects, Engine::from_env())
+    }
+
+    /// Compile `program` against existing objects with the given engine. If native code
+    /// cannot be generated (an unsupported machine, or a code generator error, which
+    /// [`Pipeline::native_error`] then reports), the program runs on closures.
+    pub fn with_engine(
+        program: ir::Program,
+        objects: Objects,
+        engine: Engine,
+    ) -> Result<Self, String> {
+        let std = StdSlots::new(&program)?;
+        let jit = match engine {
+            Engine::Native => Jit::new(),
+            Engine::Closures => None,
+        };
+        let (code, native, native_error) = match jit {
+            Some(mut jit) => match Code::new(&program, &objects, std, Some(&mut jit)) {
+                Ok(code) => (code, Some(jit.into_code()), None),
+                Err(e) => (Code::new(&program, &objects, std, None)?, None, Some(e)),
+            },
+            None => (Code::new(&program, &objects, std, None)?, None, None),
+        };
+        let c = Compiler { prog: &program, objects: &objects, std, actions: Arc::new(Vec::new()) };
         let (parser_timeout, no_match) = (c.error_code("ParserTimeout"), c.error_code("NoMatch"));
-        drop(c);
         Ok(Pipeline {
             start: program.start_state as usize,
+            verify_checksum_empty: is_noop(&program.verify_checksum),
+            egress_empty: is_noop(&program.egress),
             program: Arc::new(program),
             objects,
             std,
-            states,
-            verify_checksum,
-            verify_checksum_empty,
-            egress_empty,
-            ingress,
-            egress,
-            compute_checksum,
-            deparser,
+            code,
             parser_timeout,
             no_match,
+            native_error,
+            native,
         })
+    }
+
+    /// Which engine runs this pipeline's blocks.
+    pub fn engine(&self) -> Engine {
+        if self.native.is_some() {
+            Engine::Native
+        } else {
+            Engine::Closures
+        }
+    }
+
+    /// Why native code was asked for but not generated (a code generator error).
+    pub fn native_error(&self) -> Option<&str> {
+        self.native_error.as_deref()
     }
 
     /// Storage for one packet of this program (one per worker, reused).
@@ -553,7 +696,8 @@ impl Pipeline {
         let p = &self.program;
         PacketState {
             slots: vec![0; p.slots as usize],
-            hdr: vec![0; p.header_bytes as usize],
+            // 8 bytes of padding: native code reads and writes fields as 8-byte windows.
+            hdr: vec![0; p.header_bytes as usize + 8],
             valid: vec![false; p.headers.len()],
             out: Vec::with_capacity(256),
             scratch: Vec::with_capacity(64),
@@ -569,7 +713,7 @@ impl Pipeline {
         st.slots[..self.program.reset_slots as usize].fill(0);
         st.valid.fill(false);
         st.out.clear();
-        st.fx = Effects::default();
+        let _ = st.fx.take();
     }
 
     /// Run the parser from the start state; the error (if any) goes to `parser_error`, and
@@ -583,7 +727,7 @@ impl Pipeline {
                 c.error = self.parser_timeout;
                 break;
             }
-            let Some(s) = self.states.get(state) else { break };
+            let Some(s) = self.code.states.get(state) else { break };
             if (s.body)(c) == Flow::Reject {
                 break;
             }
@@ -632,9 +776,23 @@ impl Pipeline {
         c.st.slots[self.std.parser_error] = c.error;
     }
 
+    /// Parser, checksum verification and ingress: one native call where there is code for it.
+    pub(crate) fn front(&self, c: &mut Ctx<'_>) {
+        match &self.code.front {
+            Some(f) => {
+                let _ = f(c);
+            }
+            None => {
+                self.parse(c);
+                self.verify_checksum(c);
+                self.ingress(c);
+            }
+        }
+    }
+
     pub(crate) fn verify_checksum(&self, c: &mut Ctx<'_>) {
         if !self.verify_checksum_empty {
-            stmt::run_control(&self.verify_checksum, c);
+            stmt::run_control(&self.code.verify_checksum, c);
         }
     }
 
@@ -644,18 +802,22 @@ impl Pipeline {
     }
 
     pub(crate) fn ingress(&self, c: &mut Ctx<'_>) {
-        stmt::run_control(&self.ingress, c);
+        stmt::run_control(&self.code.ingress, c);
     }
 
     pub(crate) fn egress(&self, c: &mut Ctx<'_>) {
-        stmt::run_control(&self.egress, c);
+        stmt::run_control(&self.code.egress, c);
     }
 
     /// `compute_checksum` then the deparser: the emitted headers end up in `st.out`.
     pub(crate) fn deparse(&self, c: &mut Ctx<'_>) {
-        stmt::run_control(&self.compute_checksum, c);
+        if let Some(back) = &self.code.back {
+            let _ = back(c);
+            return;
+        }
+        stmt::run_control(&self.code.compute_checksum, c);
         c.st.out.clear();
-        stmt::run_control(&self.deparser, c);
+        stmt::run_control(&self.code.deparser, c);
     }
 }
 

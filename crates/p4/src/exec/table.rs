@@ -631,6 +631,129 @@ fn build_key(keys: &[KeySrc], c: &Ctx<'_>, key: &mut [u8]) {
     }
 }
 
+/// One `t.apply()` in a program: the table, where its key comes from, and where the hit
+/// flag and action index go.
+pub(crate) struct ApplySite {
+    t: Arc<P4Table>,
+    keys: Vec<KeySrc>,
+    actions: Arc<Vec<super::ActionFn>>,
+    keyless: bool,
+    hit_slot: Option<usize>,
+    action_slot: Option<usize>,
+    data_words: usize,
+}
+
+impl ApplySite {
+    /// Some action of the table writes `@ref` parameters back (it must run under the entry).
+    pub(crate) fn writes_entries(&self) -> bool {
+        self.t.actions.iter().any(|&a| self.actions.get(a as usize).is_some_and(|f| f.writable))
+    }
+
+    /// The program's indices of the actions the table can run.
+    pub(crate) fn action_indices(&self) -> &[u32] {
+        &self.t.actions
+    }
+
+    /// Look the packet up, count the hit, set the hit flag and action index, then either run
+    /// the action (`run`) or, for a table none of whose actions writes its entry, only bind
+    /// its parameters and return its index for the caller to run.
+    #[inline]
+    fn lookup<R>(
+        &self,
+        c: &mut Ctx<'_>,
+        then: impl FnOnce(&mut Ctx<'_>, Entry<'_>) -> R,
+    ) -> Option<R> {
+        let n = self.t.key_bytes;
+        let guard = c.guard;
+        let found = if self.keyless {
+            None
+        } else if n <= 16 {
+            let mut key = [0u8; 16];
+            build_key(&self.keys, c, &mut key);
+            self.t.table.lookup(&key[..n], guard)
+        } else {
+            let mut key = [0u8; MAX_KEY_BYTES];
+            build_key(&self.keys, c, &mut key);
+            self.t.table.lookup(&key[..n], guard)
+        };
+        let hit = found.is_some();
+        let entry = match found {
+            Some(e) => e,
+            None => self.t.table.default_entry().get(),
+        };
+        if self.t.counters {
+            entry.hit(c.pkt.len() as u32, c.now_ns);
+        }
+        Some(then(c, Entry { entry, hit, site: self }))
+    }
+
+    /// The whole apply, action included.
+    pub(crate) fn run(&self, c: &mut Ctx<'_>) -> Flow {
+        let flow = self.lookup(c, |c, e| {
+            self.with_words(|words| {
+                let Some((_, action)) = e.select(c, words) else { return Flow::Next };
+                if action.writable {
+                    e.entry.update(self.t.locked, |w| action.run_with(c, w))
+                } else {
+                    action.run_with(c, words)
+                }
+            })
+        });
+        match flow {
+            Some(Flow::Exit) => Flow::Exit,
+            _ => Flow::Next,
+        }
+    }
+
+    /// The apply up to the action: its parameters are bound; returns the program's index of
+    /// the action to run, if any. Only for tables whose actions do not write their entries.
+    pub(crate) fn bind(&self, c: &mut Ctx<'_>) -> Option<u32> {
+        self.lookup(c, |c, e| {
+            self.with_words(|words| {
+                let (index, action) = e.select(c, words)?;
+                action.bind(c, words);
+                Some(index)
+            })
+        })
+        .flatten()
+    }
+
+    /// A buffer for an entry's data words: on the stack unless the table's entries are big.
+    #[inline]
+    fn with_words<R>(&self, f: impl FnOnce(&mut [u64]) -> R) -> R {
+        let mut small = [0u64; 8];
+        if self.data_words <= small.len() {
+            f(&mut small[..self.data_words])
+        } else {
+            f(&mut vec![0u64; self.data_words])
+        }
+    }
+}
+
+/// The entry an apply chose.
+struct Entry<'s> {
+    entry: hotplane_tables::EntryRef<'s>,
+    hit: bool,
+    site: &'s ApplySite,
+}
+
+impl<'s> Entry<'s> {
+    /// Read the entry's action and data; set the hit flag and action index. The program's
+    /// index of the action and the action, if the entry names one the program has.
+    #[inline]
+    fn select(&self, c: &mut Ctx<'_>, words: &mut [u64]) -> Option<(u32, &'s super::ActionFn)> {
+        let site = self.site;
+        let aid = self.entry.read(words) as usize;
+        let &prog_action = site.t.actions.get(aid)?;
+        if let Some(s) = site.hit_slot {
+            c.st.slots[s] = self.hit as u128;
+        }
+        if let Some(s) = site.action_slot {
+            c.st.slots[s] = prog_action as u128;
+        }
+        Some((prog_action, site.actions.get(prog_action as usize)?))
+    }
+}
 impl Compiler<'_> {
     /// `t.apply()`: build the key, look it up, run the entry's (or the default) action.
     pub(crate) fn apply(
@@ -639,9 +762,20 @@ impl Compiler<'_> {
         hit_slot: Option<SlotId>,
         action_slot: Option<SlotId>,
     ) -> StmtFn {
-        let Some(t) = self.objects.tables.get(table as usize).cloned() else {
-            return Box::new(|_| Flow::Next);
-        };
+        match self.apply_site(table, hit_slot, action_slot) {
+            Some(site) => Box::new(move |c| site.run(c)),
+            None => Box::new(|_| Flow::Next),
+        }
+    }
+
+    /// What `t.apply()` needs at run time; `None` for a table the program does not have.
+    pub(crate) fn apply_site(
+        &self,
+        table: u32,
+        hit_slot: Option<SlotId>,
+        action_slot: Option<SlotId>,
+    ) -> Option<ApplySite> {
+        let t = self.objects.tables.get(table as usize).cloned()?;
         let ir_table = &self.prog.tables[table as usize];
         let keys: Vec<KeySrc> = ir_table
             .keys
@@ -663,59 +797,15 @@ impl Compiler<'_> {
                 }
             })
             .collect();
-        let actions = Arc::clone(&self.actions);
-        let n = t.key_bytes;
-        let keyless = t.layout == Layout::Keyless;
-        let (hit_slot, action_slot) =
-            (hit_slot.map(|s| s as usize), action_slot.map(|s| s as usize));
-        let data_words = t.table.config().data_words();
-        Box::new(move |c: &mut Ctx<'_>| {
-            let guard = c.guard;
-            let found = if keyless {
-                None
-            } else if n <= 16 {
-                let mut key = [0u8; 16];
-                build_key(&keys, c, &mut key);
-                t.table.lookup(&key[..n], guard)
-            } else {
-                let mut key = [0u8; MAX_KEY_BYTES];
-                build_key(&keys, c, &mut key);
-                t.table.lookup(&key[..n], guard)
-            };
-            let hit = found.is_some();
-            let entry = match found {
-                Some(e) => e,
-                None => t.table.default_entry().get(),
-            };
-            if t.counters {
-                entry.hit(c.pkt.len() as u32, c.now_ns);
-            }
-            let mut small = [0u64; 8];
-            let mut big;
-            let words: &mut [u64] = if data_words <= small.len() {
-                &mut small[..data_words]
-            } else {
-                big = vec![0u64; data_words];
-                &mut big[..]
-            };
-            let aid = entry.read(words) as usize;
-            let Some(&prog_action) = t.actions.get(aid) else { return Flow::Next };
-            if let Some(s) = hit_slot {
-                c.st.slots[s] = hit as u128;
-            }
-            if let Some(s) = action_slot {
-                c.st.slots[s] = prog_action as u128;
-            }
-            let Some(action) = actions.get(prog_action as usize) else { return Flow::Next };
-            let flow = if action.writable {
-                entry.update(t.locked, |w| action.run_with(c, w))
-            } else {
-                action.run_with(c, words)
-            };
-            match flow {
-                Flow::Exit => Flow::Exit,
-                _ => Flow::Next,
-            }
-        })
+        let site = ApplySite {
+            keyless: t.layout == Layout::Keyless,
+            data_words: t.table.config().data_words(),
+            t,
+            keys,
+            actions: Arc::clone(&self.actions),
+            hit_slot: hit_slot.map(|s| s as usize),
+            action_slot: action_slot.map(|s| s as usize),
+        };
+        Some(site)
     }
 }

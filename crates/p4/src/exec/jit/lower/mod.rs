@@ -1,0 +1,591 @@
+//! IR statements to Cranelift IR: control flow, header and output moves, checksums, table
+//! applies ([`value`] has expressions, [`parser`] the parser). Anything that needs a value of
+//! more than 64 bits, or that this code does not know, makes its statement a fallback (the
+//! closure, called through [`super::run_fallback`]).
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{
+    types, AbiParam, Block, InstBuilder, MemFlags, SigRef, Signature, Type, Value,
+};
+use cranelift_codegen::isa::TargetFrontendConfig;
+use cranelift_frontend::{FunctionBuilder, Variable};
+
+use super::{apply_bind, code, frame, run_fallback, Kept};
+use crate::exec::{Compiler, StmtFn, DROP_PORT};
+use crate::ir::{Extern, HashAlgo, HdrRef, Place, Stmt};
+
+mod parser;
+mod value;
+
+/// Header copies longer than this stay closures (they would unroll into long code).
+const MAX_INLINE_COPY: u32 = 128;
+
+/// What one generated function runs.
+pub(super) enum Body<'s> {
+    /// A block: its flow is the function's result.
+    Block(&'s [Stmt]),
+    /// The parser, then these controls, each to its end.
+    Front(&'s [&'s [Stmt]]),
+    /// These controls, each to its end; the deparser's output is cleared before the last.
+    Back(&'s [&'s [Stmt]]),
+}
+
+/// Generate a function's body into `b`; false if some part cannot be lowered (the function
+/// is then not to be defined). `actions` holds the native entry of each action (by program
+/// index) for applies to call; what the code points at goes to `kept`.
+pub(super) fn function(
+    mut b: FunctionBuilder<'_>,
+    cfg: TargetFrontendConfig,
+    c: &Compiler<'_>,
+    body: Body<'_>,
+    actions: &[Option<usize>],
+    kept: &mut Vec<Kept>,
+) -> bool {
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let frame = b.block_params(entry)[0];
+    let ptr = cfg.pointer_type();
+    let sig = |params: &[Type], ret: Option<Type>| {
+        let mut s = Signature::new(cfg.default_call_conv);
+        s.params.extend(params.iter().map(|&t| AbiParam::new(t)));
+        s.returns.extend(ret.map(AbiParam::new));
+        s
+    };
+    let fallback_sig = b.import_signature(sig(&[ptr, ptr, ptr], Some(types::I64)));
+    let apply_sig = b.import_signature(sig(&[ptr, ptr], Some(types::I64)));
+    let block_sig = b.import_signature(sig(&[ptr], Some(types::I64)));
+    let vars = [Variable::from_u32(0), Variable::from_u32(1), Variable::from_u32(2)];
+    for v in vars {
+        b.declare_var(v, ptr);
+    }
+    let visited = Variable::from_u32(3);
+    b.declare_var(visited, types::I64);
+    let mut l = Lower {
+        b,
+        ptr,
+        c,
+        frame,
+        fallbacks: Box::default(),
+        catch: Vec::new(),
+        visited,
+        fallback_sig,
+        apply_sig,
+        block_sig,
+        vars,
+        actions,
+        kept,
+    };
+    l.reload_bases();
+    let ends = match body {
+        Body::Block(stmts) => l.stmts(stmts),
+        Body::Front(controls) => {
+            if !l.parser() {
+                return false;
+            }
+            l.controls(controls, false)
+        }
+        Body::Back(controls) => l.controls(controls, true),
+    };
+    if !ends {
+        l.ret(code::NEXT);
+    }
+    l.b.seal_all_blocks();
+    l.b.finalize();
+    l.kept.push(Kept::Fallbacks(l.fallbacks));
+    true
+}
+
+/// Where a flow other than "next" goes: the end of the innermost construct that catches it.
+#[derive(Clone, Copy)]
+struct Catch {
+    end: Block,
+    /// A scope (an action or function body) and a control catch `return`.
+    ret: bool,
+    /// A control run to its end catches `exit`.
+    exit: bool,
+    /// The parser catches a reject.
+    reject: bool,
+}
+
+/// Loads and stores of packet state: unaligned, never trapping (all addresses are in bounds).
+fn mem() -> MemFlags {
+    MemFlags::new().with_notrap()
+}
+
+struct Lower<'f, 'c, 'p> {
+    b: FunctionBuilder<'f>,
+    ptr: Type,
+    c: &'c Compiler<'p>,
+    frame: Value,
+    /// The closures this function calls, by index. Boxed: the code holds the address of the
+    /// vector while it still grows.
+    #[allow(clippy::box_collection)]
+    fallbacks: Box<Vec<StmtFn>>,
+    /// What encloses the code being generated, innermost last.
+    catch: Vec<Catch>,
+    /// Parser states entered (for `ParserTimeout`).
+    visited: Variable,
+    fallback_sig: SigRef,
+    apply_sig: SigRef,
+    /// A block's own signature, for calling actions.
+    block_sig: SigRef,
+    /// Base pointers of the slots, header bytes and validity flags.
+    vars: [Variable; 3],
+    actions: &'c [Option<usize>],
+    kept: &'c mut Vec<Kept>,
+}
+
+impl Lower<'_, '_, '_> {
+    fn reload_bases(&mut self) {
+        for (var, off) in self.vars.into_iter().zip([frame::SLOTS, frame::HDR, frame::VALID]) {
+            let v = self.b.ins().load(self.ptr, mem(), self.frame, off);
+            self.b.def_var(var, v);
+        }
+    }
+
+    fn slots(&mut self) -> Value {
+        self.b.use_var(self.vars[0])
+    }
+    fn hdr(&mut self) -> Value {
+        self.b.use_var(self.vars[1])
+    }
+    fn valid(&mut self) -> Value {
+        self.b.use_var(self.vars[2])
+    }
+
+    fn ret(&mut self, flow: i64) {
+        let v = self.b.ins().iconst(types::I64, flow);
+        self.b.ins().return_(&[v]);
+    }
+
+    fn k(&mut self, v: u64) -> Value {
+        self.b.ins().iconst(types::I64, v as i64)
+    }
+
+    /// A sequence of statements; true if it always ends the block (the rest is unreachable).
+    fn stmts(&mut self, stmts: &[Stmt]) -> bool {
+        stmts.iter().any(|s| self.stmt(s))
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> bool {
+        match s {
+            Stmt::Assign(place, e) => {
+                if !self.place_ok(place) {
+                    return self.fallback(s);
+                }
+                match self.expr(e) {
+                    Some(v) => {
+                        self.store(place, v);
+                        false
+                    }
+                    None => self.fallback(s),
+                }
+            }
+            &Stmt::SetValid(HdrRef::Static(id), valid) => {
+                let (base, v) = (self.valid(), self.b.ins().iconst(types::I8, valid as i64));
+                self.b.ins().store(mem(), v, base, id as i32);
+                false
+            }
+            &Stmt::CopyHeader { dst: HdrRef::Static(d), src: HdrRef::Static(s) }
+                if self.c.prog.headers[s as usize].bytes <= MAX_INLINE_COPY =>
+            {
+                let headers = &self.c.prog.headers;
+                let (from, to, n) = (
+                    headers[s as usize].byte_off as i32,
+                    headers[d as usize].byte_off as i32,
+                    headers[s as usize].bytes,
+                );
+                let hdr = self.hdr();
+                self.copy(hdr, to, hdr, from, n);
+                let valid = self.valid();
+                let v = self.b.ins().load(types::I8, mem(), valid, s as i32);
+                self.b.ins().store(mem(), v, valid, d as i32);
+                false
+            }
+            Stmt::If(cond, then, els) => {
+                let Some(cond) = self.expr(cond) else { return self.fallback(s) };
+                let (t, e, end) =
+                    (self.b.create_block(), self.b.create_block(), self.b.create_block());
+                self.b.ins().brif(cond, t, &[], e, &[]);
+                self.b.switch_to_block(t);
+                let t_ends = self.stmts(then);
+                if !t_ends {
+                    self.b.ins().jump(end, &[]);
+                }
+                self.b.switch_to_block(e);
+                let e_ends = self.stmts(els);
+                if !e_ends {
+                    self.b.ins().jump(end, &[]);
+                }
+                self.b.switch_to_block(end);
+                t_ends && e_ends
+            }
+            Stmt::Block(body) => self.stmts(body),
+            Stmt::Scope(body) => {
+                let end = self.b.create_block();
+                let catch = Catch { end, ret: true, exit: false, reject: false };
+                self.enclosed(catch, |l| l.stmts(body));
+                false
+            }
+            Stmt::Exit => {
+                self.leave(code::EXIT);
+                true
+            }
+            Stmt::Return => {
+                self.leave(code::RETURN);
+                true
+            }
+            Stmt::Switch { on, cases, default } => {
+                let Some(v) = self.expr(on) else { return self.fallback(s) };
+                let end = self.b.create_block();
+                let mut all_end = true;
+                for (labels, body) in cases {
+                    let mut hit = self.b.ins().iconst(types::I8, 0);
+                    for &label in labels.iter().filter(|&&l| l <= u64::MAX as u128) {
+                        let eq = self.b.ins().icmp_imm(IntCC::Equal, v, label as u64 as i64);
+                        hit = self.b.ins().bor(hit, eq);
+                    }
+                    let (then, next) = (self.b.create_block(), self.b.create_block());
+                    self.b.ins().brif(hit, then, &[], next, &[]);
+                    self.b.switch_to_block(then);
+                    if !self.stmts(body) {
+                        all_end = false;
+                        self.b.ins().jump(end, &[]);
+                    }
+                    self.b.switch_to_block(next);
+                }
+                if !self.stmts(default) {
+                    all_end = false;
+                    self.b.ins().jump(end, &[]);
+                }
+                self.b.switch_to_block(end);
+                all_end
+            }
+            Stmt::Extern(Extern::Extract { hdr: HdrRef::Static(id), varbit_bits: None })
+                if self.c.prog.headers[*id as usize].bytes <= MAX_INLINE_COPY =>
+            {
+                self.extract(*id);
+                false
+            }
+            &Stmt::Apply { table, hit_slot, action_slot } => {
+                match self.c.apply_site(table, hit_slot, action_slot) {
+                    Some(site) if !site.writes_entries() => self.apply(site),
+                    Some(_) => self.fallback(s),
+                    None => false,
+                }
+            }
+            Stmt::Extern(Extern::Emit(HdrRef::Static(id)))
+                if self.c.prog.headers[*id as usize].bytes <= MAX_INLINE_COPY =>
+            {
+                self.emit(*id, s);
+                false
+            }
+            Stmt::Extern(Extern::Checksum {
+                verify,
+                cond,
+                data,
+                sum,
+                algo: HashAlgo::Csum16,
+                with_payload: false,
+            }) if self.place_ok(sum) && sum.width() <= 64 => {
+                match (self.c.field_list(data).even_byte_runs(), self.expr(cond)) {
+                    (Some(runs), Some(cond)) => {
+                        self.csum16(*verify, cond, &runs, sum);
+                        false
+                    }
+                    _ => self.fallback(s),
+                }
+            }
+            Stmt::Extern(Extern::MarkToDrop) => {
+                let std = self.c.std;
+                let drop = self.k(DROP_PORT as u64);
+                self.store_slot(std.egress_spec, drop);
+                let zero = self.k(0);
+                self.store_slot(std.mcast_grp, zero);
+                false
+            }
+            _ => self.fallback(s),
+        }
+    }
+
+    /// Call the statement's closure; a flow other than "next" leaves (or, for `return`
+    /// inside a scope, jumps to the scope's end).
+    fn fallback(&mut self, s: &Stmt) -> bool {
+        let index = self.fallbacks.len();
+        self.fallbacks.push(self.c.stmt(s));
+        let callee = self.b.ins().iconst(self.ptr, run_fallback as *const () as i64);
+        let list = self.b.ins().iconst(self.ptr, &*self.fallbacks as *const Vec<StmtFn> as i64);
+        let index = self.b.ins().iconst(self.ptr, index as i64);
+        let call =
+            self.b.ins().call_indirect(self.fallback_sig, callee, &[self.frame, list, index]);
+        let r = self.b.inst_results(call)[0];
+        self.reload_bases();
+        let (cont, leave) = (self.b.create_block(), self.b.create_block());
+        self.b.set_cold_block(leave);
+        self.b.ins().brif(r, leave, &[], cont, &[]);
+        self.b.switch_to_block(leave);
+        self.leave_dynamic(r);
+        self.b.switch_to_block(cont);
+        false
+    }
+
+    /// Generate `body` inside `catch`, then continue at its end.
+    fn enclosed(&mut self, catch: Catch, body: impl FnOnce(&mut Self) -> bool) {
+        self.catch.push(catch);
+        let ends = body(self);
+        self.catch.pop();
+        if !ends {
+            self.b.ins().jump(catch.end, &[]);
+        }
+        self.b.switch_to_block(catch.end);
+    }
+
+    /// Where flow `code` goes from here: the end of what catches it, else out of the function.
+    fn catcher(&self, flow: i64) -> Option<Block> {
+        let catches = |c: &Catch| match flow {
+            code::RETURN => c.ret,
+            code::EXIT => c.exit,
+            code::REJECT => c.reject,
+            _ => false,
+        };
+        self.catch.iter().rev().find(|c| catches(c)).map(|c| c.end)
+    }
+
+    /// Leave with a flow known here.
+    fn leave(&mut self, flow: i64) {
+        match self.catcher(flow) {
+            Some(end) => {
+                self.b.ins().jump(end, &[]);
+            }
+            None => self.ret(flow),
+        }
+    }
+
+    /// Leave with a flow computed at run time (not "next").
+    fn leave_dynamic(&mut self, r: Value) {
+        for flow in [code::RETURN, code::EXIT, code::REJECT] {
+            if let Some(end) = self.catcher(flow) {
+                let other = self.b.create_block();
+                let is = self.b.ins().icmp_imm(IntCC::Equal, r, flow);
+                self.b.ins().brif(is, end, &[], other, &[]);
+                self.b.switch_to_block(other);
+            }
+        }
+        self.b.ins().return_(&[r]);
+    }
+
+    /// Set the parser error to the program's code for `name`.
+    fn set_error(&mut self, name: &str) {
+        let error = self.k(self.c.error_code(name) as u64);
+        self.b.ins().store(mem(), error, self.frame, frame::ERROR);
+    }
+
+    /// Controls in turn, each run to its end (`exit` and `return` end only it); with `clear`,
+    /// the deparser's output is emptied before the last.
+    fn controls(&mut self, controls: &[&[Stmt]], clear: bool) -> bool {
+        for (i, body) in controls.iter().enumerate() {
+            if clear && i + 1 == controls.len() {
+                let zero = self.k(0);
+                self.b.ins().store(mem(), zero, self.frame, frame::OUT_LEN);
+            }
+            let end = self.b.create_block();
+            self.enclosed(Catch { end, ret: true, exit: true, reject: false }, |l| l.stmts(body));
+        }
+        false
+    }
+
+    /// `t.apply()` of a table whose actions do not write its entries: look up and bind in
+    /// Rust, then call the action's native code directly with this frame.
+    fn apply(&mut self, site: crate::exec::table::ApplySite) -> bool {
+        let mut actions: Vec<u32> = site.action_indices().to_vec();
+        actions.sort_unstable();
+        actions.dedup();
+        let site = Box::new(site);
+        let at = &*site as *const crate::exec::table::ApplySite as i64;
+        self.kept.push(Kept::Apply(site));
+        let callee = self.b.ins().iconst(self.ptr, apply_bind as *const () as i64);
+        let site = self.b.ins().iconst(self.ptr, at);
+        let call = self.b.ins().call_indirect(self.apply_sig, callee, &[self.frame, site]);
+        let chosen = self.b.inst_results(call)[0];
+        self.reload_bases();
+        let (panicked, go) = (self.b.create_block(), self.b.create_block());
+        self.b.set_cold_block(panicked);
+        let failed = self.b.ins().icmp_imm(IntCC::Equal, chosen, -2);
+        self.b.ins().brif(failed, panicked, &[], go, &[]);
+        self.b.switch_to_block(panicked);
+        self.ret(code::PANICKED);
+        self.b.switch_to_block(go);
+        let end = self.b.create_block();
+        for a in actions {
+            let Some(&Some(entry)) = self.actions.get(a as usize) else { continue };
+            let (run, next) = (self.b.create_block(), self.b.create_block());
+            let is = self.b.ins().icmp_imm(IntCC::Equal, chosen, a as i64);
+            self.b.ins().brif(is, run, &[], next, &[]);
+            self.b.switch_to_block(run);
+            let callee = self.b.ins().iconst(self.ptr, entry as i64);
+            let call = self.b.ins().call_indirect(self.block_sig, callee, &[self.frame]);
+            let r = self.b.inst_results(call)[0];
+            self.reload_bases();
+            // `exit` in the action ends the control; a panic goes up; the rest carry on.
+            let leave = self.b.create_block();
+            self.b.set_cold_block(leave);
+            let stop = self.b.ins().icmp_imm(IntCC::UnsignedGreaterThanOrEqual, r, code::EXIT);
+            self.b.ins().brif(stop, leave, &[], end, &[]);
+            self.b.switch_to_block(leave);
+            self.leave_dynamic(r);
+            self.b.switch_to_block(next);
+        }
+        self.b.ins().jump(end, &[]);
+        self.b.switch_to_block(end);
+        false
+    }
+
+    /// `emit` of a fixed header: appended if valid and there is room, else the closure
+    /// (which grows the output).
+    fn emit(&mut self, id: u32, s: &Stmt) {
+        let h = &self.c.prog.headers[id as usize];
+        let (off, n) = (h.byte_off as i32, h.bytes);
+        let valid = self.valid();
+        let is_valid = self.b.ins().uload8(types::I64, mem(), valid, id as i32);
+        let (room, full, end) =
+            (self.b.create_block(), self.b.create_block(), self.b.create_block());
+        let check = self.b.create_block();
+        self.b.ins().brif(is_valid, check, &[], end, &[]);
+        self.b.switch_to_block(check);
+        let len = self.b.ins().load(self.ptr, mem(), self.frame, frame::OUT_LEN);
+        let cap = self.b.ins().load(self.ptr, mem(), self.frame, frame::OUT_CAP);
+        let new_len = self.b.ins().iadd_imm(len, n as i64);
+        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, new_len, cap);
+        self.b.set_cold_block(full);
+        self.b.ins().brif(fits, room, &[], full, &[]);
+        self.b.switch_to_block(room);
+        let out = self.b.ins().load(self.ptr, mem(), self.frame, frame::OUT);
+        let dst = self.b.ins().iadd(out, len);
+        let hdr = self.hdr();
+        self.copy(dst, 0, hdr, off, n);
+        self.b.ins().store(mem(), new_len, self.frame, frame::OUT_LEN);
+        self.b.ins().jump(end, &[]);
+        self.b.switch_to_block(full);
+        self.fallback(s);
+        self.b.ins().jump(end, &[]);
+        self.b.switch_to_block(end);
+    }
+
+    /// The Internet checksum of header byte runs (every run but the last of even length),
+    /// summed as 32-bit words and folded, as `ones_complement_sum` does.
+    fn csum16(&mut self, verify: bool, cond: Value, runs: &[(usize, usize)], sum: &Place) {
+        let (go, end) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(cond, go, &[], end, &[]);
+        self.b.switch_to_block(go);
+        let hdr = self.hdr();
+        let mut acc = self.k(0);
+        for &(from, len) in runs {
+            let word = |l: &mut Self, ty, at: usize| {
+                let v = l.b.ins().load(ty, mem(), hdr, at as i32);
+                let v = l.b.ins().bswap(v);
+                l.b.ins().uextend(types::I64, v)
+            };
+            let mut at = from;
+            while at + 4 <= from + len {
+                let v = word(self, types::I32, at);
+                acc = self.b.ins().iadd(acc, v);
+                at += 4;
+            }
+            if at + 2 <= from + len {
+                let v = word(self, types::I16, at);
+                acc = self.b.ins().iadd(acc, v);
+                at += 2;
+            }
+            if at < from + len {
+                let v = self.b.ins().uload8(types::I64, mem(), hdr, at as i32);
+                let v = self.b.ins().ishl_imm(v, 8);
+                acc = self.b.ins().iadd(acc, v);
+            }
+        }
+        // Fewer than 2^16 words of 32 bits: four folds bring the sum under 2^16.
+        for _ in 0..4 {
+            let lo = self.b.ins().band_imm(acc, 0xffff);
+            let hi = self.b.ins().ushr_imm(acc, 16);
+            acc = self.b.ins().iadd(lo, hi);
+        }
+        let v = self.b.ins().bnot(acc);
+        let v = self.b.ins().band_imm(v, 0xffff);
+        if verify {
+            let Some(old) = self.load(sum) else { return };
+            let (bad, next) = (self.b.create_block(), self.b.create_block());
+            let differs = self.b.ins().icmp(IntCC::NotEqual, old, v);
+            self.b.ins().brif(differs, bad, &[], next, &[]);
+            self.b.switch_to_block(bad);
+            let one = self.k(1);
+            self.store_slot(self.c.std.checksum_error, one);
+            self.b.ins().jump(next, &[]);
+            self.b.switch_to_block(next);
+        } else {
+            let v = self.trunc(v, sum.width());
+            self.store(sum, v);
+        }
+        self.b.ins().jump(end, &[]);
+        self.b.switch_to_block(end);
+    }
+
+    /// `extract` of a fixed header: bounds check, copy, valid, advance.
+    fn extract(&mut self, id: u32) {
+        let h = &self.c.prog.headers[id as usize];
+        let (off, n) = (h.byte_off as i32, h.bytes);
+        let cursor = self.b.ins().load(self.ptr, mem(), self.frame, frame::CURSOR);
+        let end = self.b.ins().iadd_imm(cursor, n as i64);
+        let len = self.b.ins().load(self.ptr, mem(), self.frame, frame::PKT_LEN);
+        let short = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, len);
+        let (fail, ok) = (self.b.create_block(), self.b.create_block());
+        self.b.set_cold_block(fail);
+        self.b.ins().brif(short, fail, &[], ok, &[]);
+        self.b.switch_to_block(fail);
+        self.set_error("PacketTooShort");
+        self.leave(code::REJECT);
+        self.b.switch_to_block(ok);
+        let pkt = self.b.ins().load(self.ptr, mem(), self.frame, frame::PKT);
+        let src = self.b.ins().iadd(pkt, cursor);
+        let hdr = self.hdr();
+        self.copy(hdr, off, src, 0, n);
+        let (valid, one) = (self.valid(), self.b.ins().iconst(types::I8, 1));
+        self.b.ins().store(mem(), one, valid, id as i32);
+        self.b.ins().store(mem(), end, self.frame, frame::CURSOR);
+    }
+
+    /// Copy `n` bytes with 8-, 4-, 2- and 1-byte moves; all loads come before the stores.
+    fn copy(&mut self, dst: Value, dst_off: i32, src: Value, src_off: i32, n: u32) {
+        let mut chunks = Vec::new();
+        let mut at = 0;
+        if n >= 8 {
+            while at + 8 <= n {
+                chunks.push((at, types::I64));
+                at += 8;
+            }
+            if at < n {
+                chunks.push((n - 8, types::I64)); // overlaps the previous chunk
+            }
+        } else {
+            for (size, ty) in [(4, types::I32), (2, types::I16), (1, types::I8)] {
+                if at + size <= n {
+                    chunks.push((at, ty));
+                    at += size;
+                }
+            }
+        }
+        let values: Vec<Value> = chunks
+            .iter()
+            .map(|&(at, ty)| self.b.ins().load(ty, mem(), src, src_off + at as i32))
+            .collect();
+        for (&(at, _), v) in chunks.iter().zip(values) {
+            self.b.ins().store(mem(), v, dst, dst_off + at as i32);
+        }
+    }
+
+    fn store_slot(&mut self, slot: usize, v: Value) {
+        let (base, zero) = (self.slots(), self.k(0));
+        let off = (slot * 16) as i32;
+        self.b.ins().store(mem(), v, base, off);
+        self.b.ins().store(mem(), zero, base, off + 8);
+    }
+}

@@ -1,0 +1,402 @@
+//! Native code for P4 blocks, generated with Cranelift.
+//!
+//! Each top-level block (a parser state's body, a control, an action) becomes one machine-code
+//! function over a [`Frame`]: raw pointers to the packet's slots, header bytes and validity
+//! flags, the packet, and the parser cursor. Values of up to 64 bits live in registers; header
+//! fields are read and written as big-endian windows of the header area; `if`, `switch`,
+//! `return` and `exit` are branches. A statement the code generator does not handle (a table
+//! apply, most externs, values wider than 64 bits, header stack elements chosen at run time)
+//! stays the closure [`Compiler::stmt`] builds, and the native code calls it through
+//! [`run_fallback`]. So every program runs natively as far as it can and correctly everywhere.
+//!
+//! `HOTPLANE_P4_ENGINE=closures` turns code generation off (closures only), for comparison.
+
+mod lower;
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use cranelift_codegen::ir::{types, AbiParam};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{FuncId, Module};
+
+use super::table::ApplySite;
+use super::{Compiler, Ctx, Flow, StmtFn};
+use crate::ir::Stmt;
+
+/// How a pipeline runs its blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// Closures only (see [`crate::exec`]).
+    Closures,
+    /// Native code from Cranelift, with closures for what it does not cover.
+    Native,
+}
+
+impl Engine {
+    /// `Native` unless the environment says `HOTPLANE_P4_ENGINE=closures`.
+    pub fn from_env() -> Self {
+        match std::env::var("HOTPLANE_P4_ENGINE").as_deref() {
+            Ok("closures") => Engine::Closures,
+            _ => Engine::Native,
+        }
+    }
+}
+
+/// What native code sees of one packet. The pointers are refreshed from the context after
+/// every call back into Rust (see [`run_fallback`]), so they are always freshly derived.
+#[repr(C)]
+pub(crate) struct Frame {
+    slots: *mut u128,
+    hdr: *mut u8,
+    valid: *mut bool,
+    pkt: *const u8,
+    pkt_len: usize,
+    cursor: usize,
+    /// Where the parser stopped, and its error code (`Ctx::payload`, `Ctx::error`).
+    payload: usize,
+    error: u64,
+    /// The deparser's output: start, bytes written, capacity (`st.out`).
+    out: *mut u8,
+    out_len: usize,
+    out_cap: usize,
+    /// `*mut Ctx<'_>` of the packet, for fallbacks.
+    ctx: *mut (),
+    /// A fallback's panic, carried past the native frames (which cannot unwind).
+    panic: Option<Box<dyn Any + Send>>,
+}
+
+/// Field offsets in [`Frame`] for the code generator.
+pub(crate) mod frame {
+    use super::Frame;
+    use std::mem::offset_of;
+    pub const SLOTS: i32 = offset_of!(Frame, slots) as i32;
+    pub const HDR: i32 = offset_of!(Frame, hdr) as i32;
+    pub const VALID: i32 = offset_of!(Frame, valid) as i32;
+    pub const PKT: i32 = offset_of!(Frame, pkt) as i32;
+    pub const PKT_LEN: i32 = offset_of!(Frame, pkt_len) as i32;
+    pub const CURSOR: i32 = offset_of!(Frame, cursor) as i32;
+    pub const PAYLOAD: i32 = offset_of!(Frame, payload) as i32;
+    pub const ERROR: i32 = offset_of!(Frame, error) as i32;
+    pub const OUT: i32 = offset_of!(Frame, out) as i32;
+    pub const OUT_LEN: i32 = offset_of!(Frame, out_len) as i32;
+    pub const OUT_CAP: i32 = offset_of!(Frame, out_cap) as i32;
+}
+
+impl Frame {
+    /// Take the pointers (and the output's length) from the context.
+    fn refresh(&mut self, c: &mut Ctx<'_>) {
+        self.slots = c.st.slots.as_mut_ptr();
+        self.hdr = c.st.hdr.as_mut_ptr();
+        self.valid = c.st.valid.as_mut_ptr();
+        self.pkt = c.pkt.as_ptr();
+        self.pkt_len = c.pkt.len();
+        self.out = c.st.out.as_mut_ptr();
+        self.out_len = c.st.out.len();
+        self.out_cap = c.st.out.capacity();
+    }
+
+    /// Give the context what native code changed: the parser's position and error, and the
+    /// output's length.
+    fn settle(&self, c: &mut Ctx<'_>) {
+        c.cursor = self.cursor;
+        c.payload = self.payload;
+        c.error = self.error as u128;
+        debug_assert!(self.out_len <= c.st.out.capacity());
+        // SAFETY: native code only raises `out_len` after writing the bytes up to it, and
+        // never past `out_cap`, the capacity of this same vector (refreshed after every call
+        // into Rust, the only place it can reallocate).
+        unsafe { c.st.out.set_len(self.out_len) };
+    }
+}
+
+/// Flow codes between native code and Rust.
+pub(crate) mod code {
+    pub const NEXT: i64 = 0;
+    pub const RETURN: i64 = 1;
+    pub const EXIT: i64 = 2;
+    pub const REJECT: i64 = 3;
+    /// A fallback panicked; the panic is in [`super::Frame::panic`].
+    pub const PANICKED: i64 = 4;
+}
+
+fn flow_code(f: Flow) -> i64 {
+    match f {
+        Flow::Next => code::NEXT,
+        Flow::Return => code::RETURN,
+        Flow::Exit => code::EXIT,
+        Flow::Reject => code::REJECT,
+    }
+}
+
+/// Run `f` on the packet's context, with the cursor in step and a panic caught.
+///
+/// # Safety
+/// `frame` is the live frame of a call made by [`NativeBlock::run`], whose `ctx` points to
+/// the context that call borrows and does not use while native code runs.
+unsafe fn with_ctx<R>(frame: *mut Frame, f: impl FnOnce(&mut Ctx<'_>) -> R) -> Result<R, ()> {
+    // SAFETY: per the contract above; native code passes the frame it was given.
+    let frame = unsafe { &mut *frame };
+    // SAFETY: per the contract above; the lifetime is erased only for the call.
+    let c = unsafe { &mut *(frame.ctx as *mut Ctx<'static>) };
+    frame.settle(c);
+    let result = catch_unwind(AssertUnwindSafe(|| f(c)));
+    frame.cursor = c.cursor;
+    frame.payload = c.payload;
+    frame.error = c.error as u64;
+    frame.refresh(c);
+    result.map_err(|p| frame.panic = Some(p))
+}
+
+/// Run fallback closure `index` of `fallbacks` on the packet.
+///
+/// # Safety
+/// As for [`with_ctx`]; `fallbacks` is a block's fallback list (kept alive by [`NativeCode`])
+/// and `index` is below its length.
+pub(crate) unsafe extern "C" fn run_fallback(
+    frame: *mut Frame,
+    fallbacks: *const Vec<StmtFn>,
+    index: usize,
+) -> i64 {
+    // SAFETY: the code generator passes a list it keeps and an index into it.
+    let f = unsafe { &(&*fallbacks)[index] };
+    // SAFETY: per this function's contract.
+    match unsafe { with_ctx(frame, |c| f(c)) } {
+        Ok(flow) => flow_code(flow),
+        Err(()) => code::PANICKED,
+    }
+}
+
+/// `t.apply()` up to the action: look up, bind the parameters; the program's index of the
+/// action to run, -1 for none, or -2 if key evaluation panicked.
+///
+/// # Safety
+/// As for [`with_ctx`]; `site` is kept alive by [`NativeCode`].
+pub(crate) unsafe extern "C" fn apply_bind(frame: *mut Frame, site: *const ApplySite) -> i64 {
+    // SAFETY: the code generator passes a site it keeps.
+    let site = unsafe { &*site };
+    // SAFETY: per this function's contract.
+    match unsafe { with_ctx(frame, |c| site.bind(c)) } {
+        Ok(Some(a)) => a as i64,
+        Ok(None) => -1,
+        Err(()) => -2,
+    }
+}
+
+type NativeFn = unsafe extern "C" fn(*mut Frame) -> i64;
+
+/// One compiled block's entry.
+struct NativeBlock {
+    func: NativeFn,
+}
+
+impl NativeBlock {
+    #[inline]
+    fn run(&self, c: &mut Ctx<'_>) -> Flow {
+        let mut frame = Frame {
+            slots: std::ptr::null_mut(),
+            hdr: std::ptr::null_mut(),
+            valid: std::ptr::null_mut(),
+            pkt: std::ptr::null(),
+            pkt_len: 0,
+            cursor: c.cursor,
+            payload: c.payload,
+            error: c.error as u64,
+            out: std::ptr::null_mut(),
+            out_len: 0,
+            out_cap: 0,
+            ctx: std::ptr::null_mut(),
+            panic: None,
+        };
+        frame.refresh(c);
+        frame.ctx = c as *mut Ctx<'_> as *mut ();
+        // SAFETY: the function was generated for this frame layout; it reads and writes only
+        // within the slot, header (plus its 8 bytes of padding) and validity areas and the
+        // packet's `pkt_len` bytes, and calls back only through `run_fallback`/`set_error`.
+        let r = unsafe { (self.func)(&mut frame) };
+        frame.settle(c);
+        match r {
+            code::NEXT => Flow::Next,
+            code::RETURN => Flow::Return,
+            code::EXIT => Flow::Exit,
+            code::REJECT => Flow::Reject,
+            _ => match frame.panic.take() {
+                Some(p) => std::panic::resume_unwind(p),
+                None => Flow::Next,
+            },
+        }
+    }
+}
+
+/// A block compiled but not yet finalised.
+pub(crate) struct Pending {
+    id: FuncId,
+}
+
+/// What generated code points at: fallback lists and apply sites. Boxed, so their addresses
+/// (compiled into the code) stay put; kept until the code is freed.
+/// Never read: they are only kept.
+#[allow(clippy::box_collection)] // the code holds the vector's address, which must not move
+pub(crate) enum Kept {
+    Fallbacks(#[allow(dead_code)] Box<Vec<StmtFn>>),
+    Apply(#[allow(dead_code)] Box<ApplySite>),
+}
+
+/// The code generator for one pipeline; owns the machine code it made.
+pub(crate) struct Jit {
+    module: JITModule,
+    ctx: cranelift_codegen::Context,
+    fbc: FunctionBuilderContext,
+    kept: Vec<Kept>,
+    /// By program action index: the entry of the action's native code (`None`: empty body).
+    actions: Vec<Option<usize>>,
+}
+
+impl Jit {
+    /// A code generator for this machine; `None` if Cranelift does not support it.
+    pub fn new() -> Option<Self> {
+        if cfg!(target_endian = "big") {
+            return None; // slots are read as their low 64 bits in memory order
+        }
+        let mut flags = settings::builder();
+        flags.set("opt_level", "speed").ok()?;
+        flags.set("use_colocated_libcalls", "false").ok()?;
+        flags.set("is_pic", "false").ok()?;
+        let isa = cranelift_native::builder().ok()?.finish(settings::Flags::new(flags)).ok()?;
+        let module =
+            JITModule::new(JITBuilder::with_isa(isa, cranelift_module::default_libcall_names()));
+        let ctx = module.make_context();
+        Some(Jit {
+            module,
+            ctx,
+            fbc: FunctionBuilderContext::new(),
+            kept: Vec::new(),
+            actions: Vec::new(),
+        })
+    }
+
+    /// Generate a function for `stmts`.
+    pub fn compile(&mut self, c: &Compiler<'_>, stmts: &[Stmt]) -> Result<Pending, String> {
+        self.compile_body(c, lower::Body::Block(stmts))?
+            .ok_or_else(|| "code generation: a block could not be lowered".to_string())
+    }
+
+    /// Generate one function for the parser, then `controls` in turn (each run to its end as
+    /// `run_control` does); `None` if some parser transition cannot be lowered.
+    pub fn compile_front(
+        &mut self,
+        c: &Compiler<'_>,
+        controls: &[&[Stmt]],
+    ) -> Result<Option<Pending>, String> {
+        self.compile_body(c, lower::Body::Front(controls))
+    }
+
+    /// Generate one function running `controls` in turn, the output cleared before the last.
+    pub fn compile_back(
+        &mut self,
+        c: &Compiler<'_>,
+        controls: &[&[Stmt]],
+    ) -> Result<Option<Pending>, String> {
+        self.compile_body(c, lower::Body::Back(controls))
+    }
+
+    fn compile_body(
+        &mut self,
+        c: &Compiler<'_>,
+        body: lower::Body<'_>,
+    ) -> Result<Option<Pending>, String> {
+        self.module.clear_context(&mut self.ctx);
+        let ptr = self.module.target_config().pointer_type();
+        let sig = &mut self.ctx.func.signature;
+        sig.params.push(AbiParam::new(ptr));
+        sig.returns.push(AbiParam::new(types::I64));
+        let signature = sig.clone();
+        let cfg = self.module.target_config();
+        // A panic in the code generator is a bug, but it must not take the node down: the
+        // program then runs on closures (see `Pipeline::native_error`).
+        let lowered = catch_unwind(AssertUnwindSafe(|| {
+            let b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fbc);
+            lower::function(b, cfg, c, body, &self.actions, &mut self.kept)
+        }));
+        match lowered {
+            Ok(true) => {}
+            Ok(false) => {
+                // Not lowered: start the next function from clean state.
+                self.fbc = FunctionBuilderContext::new();
+                self.module.clear_context(&mut self.ctx);
+                return Ok(None);
+            }
+            Err(_) => return Err("code generation: the code generator panicked".into()),
+        }
+        let id = self
+            .module
+            .declare_anonymous_function(&signature)
+            .map_err(|e| format!("code generation: {e}"))?;
+        catch_unwind(AssertUnwindSafe(|| {
+            self.module.define_function(id, &mut self.ctx).map_err(|e| format!("{e:?}"))
+        }))
+        .map_err(|_| "code generation: the code generator panicked".to_string())?
+        .map_err(|e| format!("code generation: {e}"))?;
+        Ok(Some(Pending { id }))
+    }
+
+    /// Make the functions generated so far executable.
+    pub fn finalize(&mut self) -> Result<(), String> {
+        self.module.finalize_definitions().map_err(|e| format!("code generation: {e}"))
+    }
+
+    /// A finalised block as a statement closure.
+    ///
+    /// The closure calls into this generator's memory: the caller keeps the [`NativeCode`]
+    /// from [`Jit::into_code`] alive for as long as the closure can run.
+    pub fn stmt_fn(&self, p: &Pending) -> StmtFn {
+        let addr = self.module.get_finalized_function(p.id);
+        // SAFETY: `addr` is the entry of a finalised function generated by `compile` with
+        // signature `(ptr) -> i64` under the platform's C calling convention.
+        let func = unsafe { std::mem::transmute::<*const u8, NativeFn>(addr) };
+        let block = NativeBlock { func };
+        Box::new(move |c| block.run(c))
+    }
+
+    /// Native code of each action (by program index), for applies to call directly.
+    pub fn set_actions(&mut self, actions: &[Option<Pending>]) {
+        self.actions = actions
+            .iter()
+            .map(|p| p.as_ref().map(|p| self.module.get_finalized_function(p.id) as usize))
+            .collect();
+    }
+
+    pub fn into_code(self) -> NativeCode {
+        NativeCode { module: Some(self.module), _kept: self.kept }
+    }
+}
+
+/// Machine code of a pipeline and what it points at, freed when dropped.
+pub struct NativeCode {
+    module: Option<JITModule>,
+    _kept: Vec<Kept>,
+}
+
+// SAFETY: after finalisation the module is never used again except to free its memory in
+// `drop`, which needs `&mut self`; the code itself is immutable and callable from any thread.
+unsafe impl Send for NativeCode {}
+// SAFETY: as above: shared references give no access to the module.
+unsafe impl Sync for NativeCode {}
+
+impl Drop for NativeCode {
+    fn drop(&mut self) {
+        if let Some(m) = self.module.take() {
+            // SAFETY: the owner ([`super::Pipeline`]) drops this after every closure that
+            // calls into the code (its last field), and no packet runs during that drop.
+            unsafe { m.free_memory() };
+        }
+    }
+}
+
+impl std::fmt::Debug for NativeCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NativeCode")
+    }
+}
