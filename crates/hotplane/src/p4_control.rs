@@ -48,7 +48,10 @@ pub fn replacement(
     if let Some(text) = entries {
         // A dry run on fresh tables first: a bad entries document is refused before it can
         // touch tables the running program shares with the new one.
-        let scratch = Pipeline::new(ir.clone(), &reg.qsbr)?;
+        // Closures: the scratch copy only checks entries, so it skips code generation.
+        let objects = hotplane_p4::exec::Objects::new(&ir, &reg.qsbr)?;
+        let scratch =
+            Pipeline::with_engine(ir.clone(), objects, hotplane_p4::exec::Engine::Closures)?;
         hotplane_p4::runtime::load(&scratch, text).map_err(|e| format!("entries: {e}"))?;
     }
     let current = reg.installed(worker, target);

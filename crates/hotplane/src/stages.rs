@@ -82,6 +82,9 @@ pub enum StageSpec {
         entries: Option<String>,
         #[serde(default)]
         include: Vec<String>,
+        /// `"native"` (machine code, the default) or `"closures"`; see docs/p4.md.
+        #[serde(default)]
+        engine: Option<String>,
     },
     /// A Lua function (`file` or inline `source`) that returns `function(pkt)`; see docs/lua.md.
     /// `jit = false` runs it in the interpreter; `opt` is LuaJIT's optimisation level 0..3.
@@ -264,12 +267,22 @@ impl StageSpec {
                 let t = cx.tables.get(table).map_err(|e| e.to_string())?;
                 Arc::new(crate::table_stage::TableStage::new(t, key, *value_at)?)
             }
-            StageSpec::P4 { program, entries, include } => {
+            StageSpec::P4 { program, entries, include, engine } => {
+                use hotplane_p4::exec::{Engine, Objects, Pipeline};
+                let engine = match engine.as_deref() {
+                    None => Engine::from_env(),
+                    Some("native") => Engine::Native,
+                    Some("closures") => Engine::Closures,
+                    Some(other) => {
+                        return Err(format!("engine = \"{other}\": use \"native\" or \"closures\""))
+                    }
+                };
                 let path = cx.resolve(program);
                 let include: Vec<_> = include.iter().map(|d| cx.resolve(d)).collect();
                 let ir =
                     hotplane_p4::compile_file(&path, &include, &[]).map_err(|e| e.to_string())?;
-                let pipeline = hotplane_p4::exec::Pipeline::new(ir, cx.qsbr)
+                let pipeline = Objects::new(&ir, cx.qsbr)
+                    .and_then(|objects| Pipeline::with_engine(ir, objects, engine))
                     .map_err(|e| format!("{}: {e}", path.display()))?;
                 let mut replication = Default::default();
                 if let Some(f) = entries {

@@ -1,5 +1,6 @@
 //! A P4 program as a data-plane stage: `basic.p4` with entries from runtime JSON routes three
-//! of four flows to p1 (rewritten: TTL one lower, checksum still valid) and drops the fourth.
+//! of four flows to p1 (rewritten: TTL one lower, checksum still valid) and drops the fourth,
+//! on native code and on closures alike.
 
 use hotplane::{Config, DataPlane};
 use std::time::Duration;
@@ -8,8 +9,35 @@ const PACKETS: u64 = 8000;
 
 #[test]
 fn basic_p4_routes_rewrites_and_drops_in_the_data_plane() {
+    basic_p4_on("native");
+}
+
+#[test]
+fn basic_p4_routes_rewrites_and_drops_on_closures() {
+    basic_p4_on("closures");
+}
+
+#[test]
+fn an_unknown_engine_is_refused_by_name() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/p4");
-    let entries = std::env::temp_dir().join(format!("hotplane-p4-{}.json", std::process::id()));
+    let toml = format!(
+        r#"
+[[port]]
+name = "p0"
+kind = "mem"
+[pipeline]
+pre = {{ stage = "p4", program = "{dir}/basic.p4", engine = "fast" }}
+"#
+    );
+    let cfg = Config::parse(&toml, "test").unwrap();
+    let err = DataPlane::start(cfg).err().expect("refused").to_string();
+    assert!(err.contains("engine = \"fast\"") && err.contains("closures"), "{err}");
+}
+
+fn basic_p4_on(engine: &str) {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/p4");
+    let entries =
+        std::env::temp_dir().join(format!("hotplane-p4-{}-{engine}.json", std::process::id()));
     std::fs::write(
         &entries,
         r#"{"table_entries": [
@@ -32,7 +60,7 @@ name = "p1"
 kind = "mem"
 sink = {{ capture = 16 }}
 [pipeline]
-pre = {{ stage = "p4", program = "{dir}/basic.p4", entries = "{}" }}
+pre = {{ stage = "p4", program = "{dir}/basic.p4", entries = "{}", engine = "{engine}" }}
 "#,
         entries.display()
     );

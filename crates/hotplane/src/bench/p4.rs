@@ -1,6 +1,7 @@
 //! `hotplane bench p4`: a P4 program as the `pre` stage of one worker between two mem ports
 //! handing out pre-built 64-byte UDP frames (as `bench pipeline`), next to the engine's own
-//! `l2fwd` on the same ports in the same run. The frames' destination addresses step through
+//! `l2fwd` on the same ports in the same run, and the same program on the closure engine (what
+//! native code is measured against). The frames' destination addresses step through
 //! `--flows` addresses from `--dst-ip`, so an LPM program sees many keys.
 
 use super::pipeline::{config, measure_config, round};
@@ -55,15 +56,30 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
             *g = Some(gen.clone());
         }
     }
-    cfg.pipeline.pre = Some(StageSpec::P4 {
+    let p4_stage = |engine: &str| StageSpec::P4 {
         program: o.program.display().to_string(),
         entries: o.entries.as_ref().map(|e| e.display().to_string()),
         include: Vec::new(),
-    });
+        engine: Some(engine.into()),
+    };
+    let closures_cfg = {
+        let mut c = cfg.clone();
+        c.pipeline.pre = Some(p4_stage("closures"));
+        c
+    };
+    cfg.pipeline.pre = Some(p4_stage("native"));
     let anchor_cfg = {
         let mut c = cfg.clone();
         c.pipeline.pre = Some(StageSpec::L2fwd { to: None, map: Default::default() });
         c
+    };
+    // What "native" gets on this machine (closures if Cranelift cannot generate code here).
+    let engine = {
+        let qsbr = hotplane_core::Qsbr::new();
+        let ir = hotplane_p4::compile_file(&o.program, &[], &[])
+            .map_err(|e| anyhow::anyhow!("{}", e))?;
+        let p = hotplane_p4::exec::Pipeline::new(ir, &qsbr).map_err(|e| anyhow::anyhow!(e))?;
+        format!("{:?}", p.engine()).to_lowercase()
     };
     let p4 = measure_config(cfg, o.packets, &mut progress)?;
     progress.note(&format!(
@@ -74,6 +90,8 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
         p4.dropped,
         p4.no_route
     ));
+    let closures = measure_config(closures_cfg, o.packets, &mut progress)?;
+    progress.note(&format!("the same on closures: {:.2} Mpps", closures.mpps));
     let l2 = measure_config(anchor_cfg, o.packets, &mut progress)?;
     progress.finish(&format!("l2fwd on the same ports: {:.2} Mpps", l2.mpps));
     let out = json!({
@@ -86,6 +104,9 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
         "no_route": p4.no_route,
         "l2fwd_mpps": round(l2.mpps, 3),
         "ratio_to_l2fwd": round(p4.mpps / l2.mpps, 3),
+        "engine": engine,
+        "closures_mpps": round(closures.mpps, 3),
+        "native_over_closures": round(p4.mpps / closures.mpps, 3),
         "flows": o.flows,
         "batch": o.batch,
         "core": core,

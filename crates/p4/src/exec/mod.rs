@@ -470,6 +470,8 @@ pub struct Pipeline {
     parser_timeout: u128,
     no_match: u128,
     native_error: Option<String>,
+    /// The engine asked for (a replacement asks for the same).
+    requested: Engine,
     /// The machine code `code` calls into. Declared last: it is freed after every closure.
     native: Option<NativeCode>,
 }
@@ -623,15 +625,15 @@ impl Pipeline {
     }
 
     /// Compile `program` to replace `old`, taking over the state the two have in common
-    /// (see [`Objects::carry_over`]). `old` keeps running meanwhile; from here on the two
-    /// share that state, so what either writes, the other sees.
+    /// (see [`Objects::carry_over`]), on the engine `old` asked for. `old` keeps running
+    /// meanwhile; from here on the two share that state, so what either writes, the other sees.
     pub fn replacing(
         program: ir::Program,
         old: &Pipeline,
         qsbr: &Qsbr,
     ) -> Result<(Self, CarryReport), String> {
         let (objects, report) = Objects::carry_over(&program, Some(old), qsbr)?;
-        Ok((Self::with_objects(program, objects)?, report))
+        Ok((Self::with_engine(program, objects, old.requested)?, report))
     }
 
     /// Compile `program` against existing objects, natively unless the environment says
@@ -673,6 +675,7 @@ impl Pipeline {
             parser_timeout,
             no_match,
             native_error,
+            requested: engine,
             native,
         })
     }
