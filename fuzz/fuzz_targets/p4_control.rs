@@ -4,25 +4,33 @@
 #![no_main]
 
 use hotplane_core::Qsbr;
-use hotplane_p4::exec::Pipeline;
+use hotplane_p4::exec::{Engine, Objects, Pipeline};
 use libfuzzer_sys::fuzz_target;
 use std::sync::{Arc, OnceLock};
 
 const PROGRAM: &str = include_str!("../../tests/p4/tables.p4");
 
+/// A fresh pipeline (fresh tables) over the program compiled once. Closures, not native code:
+/// this target is about control input, generating code for every run would cut its runs by
+/// four, and `p4_source` plus the engines test cover native execution.
 fn pipeline() -> (Arc<Pipeline>, &'static Qsbr) {
     static Q: OnceLock<Qsbr> = OnceLock::new();
+    static IR: OnceLock<hotplane_p4::ir::Program> = OnceLock::new();
     let qsbr = Q.get_or_init(Qsbr::new);
-    let mut sources = hotplane_p4::diag::SourceMap::default();
-    let ir = hotplane_p4::check_program(
-        &mut sources,
-        &mut hotplane_p4::preprocess::BuiltinOnly,
-        "tables.p4",
-        PROGRAM,
-        &[],
-    )
-    .expect("tables.p4 compiles");
-    (Arc::new(Pipeline::new(ir, qsbr).expect("tables.p4 builds")), qsbr)
+    let ir = IR.get_or_init(|| {
+        let mut sources = hotplane_p4::diag::SourceMap::default();
+        hotplane_p4::check_program(
+            &mut sources,
+            &mut hotplane_p4::preprocess::BuiltinOnly,
+            "tables.p4",
+            PROGRAM,
+            &[],
+        )
+        .expect("tables.p4 compiles")
+    });
+    let objects = Objects::new(ir, qsbr).expect("tables.p4 tables");
+    let p = Pipeline::with_engine(ir.clone(), objects, Engine::Closures).expect("tables.p4 builds");
+    (Arc::new(p), qsbr)
 }
 
 fuzz_target!(|data: &[u8]| {

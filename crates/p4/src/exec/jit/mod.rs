@@ -213,8 +213,9 @@ impl NativeBlock {
         frame.refresh(c);
         frame.ctx = c as *mut Ctx<'_> as *mut ();
         // SAFETY: the function was generated for this frame layout; it reads and writes only
-        // within the slot, header (plus its 8 bytes of padding) and validity areas and the
-        // packet's `pkt_len` bytes, and calls back only through `run_fallback`/`set_error`.
+        // within the slot, header (plus its 8 bytes of padding) and validity areas, reads the
+        // packet's `pkt_len` bytes, writes the output below `out_cap`, and calls back only
+        // through `run_fallback`, `apply_bind` and other functions generated with it.
         let r = unsafe { (self.func)(&mut frame) };
         frame.settle(c);
         match r {

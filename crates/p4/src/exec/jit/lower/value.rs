@@ -47,6 +47,17 @@ impl Lower<'_, '_, '_> {
                     (0, 8) => self.b.ins().uload8(types::I64, mem(), hdr, at),
                     (0, 16) => ins(&mut self.b, types::I16),
                     (0, 32) => ins(&mut self.b, types::I32),
+                    (0, w) if w % 8 == 0 && w != 64 => {
+                        // Whole bytes (a MAC address): exact loads of 4, 2 and 1 bytes. A
+                        // window would straddle earlier stores, and store forwarding stalls.
+                        let mut v = self.k(0);
+                        for (off, bytes) in pieces(w / 8) {
+                            let piece = self.load_be(hdr, at + off, bytes);
+                            let high = self.b.ins().ishl_imm(v, (bytes * 8) as i64);
+                            v = self.b.ins().bor(high, piece);
+                        }
+                        v
+                    }
                     _ => {
                         let v = self.b.ins().load(types::I64, mem(), hdr, at);
                         let v = self.b.ins().bswap(v);
@@ -76,11 +87,18 @@ impl Lower<'_, '_, '_> {
                     (0, 8) => {
                         self.b.ins().istore8(mem(), v, hdr, at);
                     }
-                    (0, 16 | 32) => {
-                        let ty = if width == 16 { types::I16 } else { types::I32 };
-                        let v = self.b.ins().ireduce(ty, v);
+                    (0, 64) => {
                         let v = self.b.ins().bswap(v);
                         self.b.ins().store(mem(), v, hdr, at);
+                    }
+                    (0, w) if w % 8 == 0 => {
+                        // Whole bytes: exact stores, no read-modify-write of a window.
+                        let mut left = w;
+                        for (off, bytes) in pieces(w / 8) {
+                            left -= bytes * 8;
+                            let piece = self.b.ins().ushr_imm(v, left as i64);
+                            self.store_be(hdr, at + off, bytes, piece);
+                        }
                     }
                     _ => {
                         // Read-modify-write the 8-byte window holding the field.
@@ -108,6 +126,29 @@ impl Lower<'_, '_, '_> {
             }
             Place::Discard { .. } => {}
         }
+    }
+
+    /// The big-endian number of `bytes` (1, 2 or 4) bytes at `base + off`.
+    fn load_be(&mut self, base: Value, off: i32, bytes: u32) -> Value {
+        if bytes == 1 {
+            return self.b.ins().uload8(types::I64, mem(), base, off);
+        }
+        let ty = if bytes == 2 { types::I16 } else { types::I32 };
+        let v = self.b.ins().load(ty, mem(), base, off);
+        let v = self.b.ins().bswap(v);
+        self.b.ins().uextend(types::I64, v)
+    }
+
+    /// Store the low `bytes` (1, 2 or 4) bytes of `v` big-endian at `base + off`.
+    fn store_be(&mut self, base: Value, off: i32, bytes: u32, v: Value) {
+        if bytes == 1 {
+            self.b.ins().istore8(mem(), v, base, off);
+            return;
+        }
+        let ty = if bytes == 2 { types::I16 } else { types::I32 };
+        let v = self.b.ins().ireduce(ty, v);
+        let v = self.b.ins().bswap(v);
+        self.b.ins().store(mem(), v, base, off);
     }
 
     /// `v` masked to `width` bits.
@@ -327,4 +368,17 @@ fn width_bound(e: &Expr) -> Option<u32> {
         Expr::Lookahead { width } => *width,
         Expr::StackIndex { .. } | Expr::PacketLength => 32,
     })
+}
+
+/// A run of `n` (up to 7) bytes as (offset, size) pieces of 4, 2 and 1 bytes, in order.
+fn pieces(n: u32) -> Vec<(i32, u32)> {
+    let mut at = 0;
+    let mut out = Vec::with_capacity(3);
+    for size in [4u32, 2, 1] {
+        if at + size <= n {
+            out.push((at as i32, size));
+            at += size;
+        }
+    }
+    out
 }
