@@ -14,10 +14,14 @@ pub struct PushArgs {
     #[arg(long, default_value_os_t = cli::default_socket())]
     socket: PathBuf,
     /// Replace the running P4 program with FILE, hitlessly: tables whose name, key and actions
-    /// are unchanged keep their entries. FILE may include only core.p4, v1model.p4 and
-    /// hotplane.p4.
+    /// are unchanged keep their entries. FILE is compiled here first (errors point into your
+    /// files); its local #includes are bundled into the update (the node resolves only
+    /// core.p4, v1model.p4 and hotplane.p4 itself).
     #[arg(long, value_name = "FILE")]
     p4: Option<PathBuf>,
+    /// With --p4: a directory to search for #include files (repeatable).
+    #[arg(short = 'I', long = "include", value_name = "DIR", requires = "p4")]
+    include: Vec<PathBuf>,
     /// With --p4: a runtime JSON file (s1-runtime.json format) loaded into the new program
     /// before it goes live.
     #[arg(long, value_name = "FILE", requires = "p4")]
@@ -142,8 +146,13 @@ pub fn run(args: PushArgs) -> anyhow::Result<()> {
         (None, None) => bail!("give a subcommand (see --help) or --p4 FILE"),
         (None, Some(op)) => push_op(op)?,
         (Some(file), None) => {
-            let mut payload =
-                std::fs::read(&file).with_context(|| format!("--p4 {}", file.display()))?;
+            // Compile here first: a mistake is reported against the user's own files, and
+            // the update is not sent.
+            hotplane_p4::compile_file(&file, &args.include, &[])
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let mut payload = hotplane_p4::preprocess::bundle(&file, &args.include)
+                .map_err(|e| anyhow::anyhow!("--p4: {e}"))?
+                .into_bytes();
             if let Some(e) = &args.entries {
                 let text = std::fs::read_to_string(e)
                     .with_context(|| format!("--entries {}", e.display()))?;

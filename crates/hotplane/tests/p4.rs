@@ -86,3 +86,23 @@ pre = {{ stage = "p4", program = "{dir}/basic.p4", entries = "{}", engine = "{en
     let folded = (sum & 0xffff) + (sum >> 16);
     assert_eq!((folded & 0xffff) + (folded >> 16), 0xffff);
 }
+
+/// `hotplane push --p4` compiles the program (with its local includes) before it sends
+/// anything: a mistake points into the user's file, and the control socket is never reached.
+#[test]
+fn push_p4_reports_a_mistake_in_an_included_file_before_sending() {
+    let dir = std::env::temp_dir().join(format!("hotplane-push-p4-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("defs.p4"), "const bit<8> ONE = 1;\nconst bit<8> TWO = ;\n").unwrap();
+    std::fs::write(dir.join("main.p4"), "#include <core.p4>\n#include \"defs.p4\"\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hotplane"))
+        .args(["push", "--socket", "/nonexistent/hotplane.sock", "--target", "pre", "--p4"])
+        .arg(dir.join("main.p4"))
+        .output()
+        .expect("hotplane runs");
+    std::fs::remove_dir_all(&dir).ok();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("defs.p4:2:"), "{err}");
+    assert!(!err.contains("nonexistent"), "the socket was not tried: {err}");
+}

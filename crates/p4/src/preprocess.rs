@@ -66,6 +66,53 @@ impl SourceLoader for BuiltinOnly {
     }
 }
 
+/// `path` as one self-contained source for a node that resolves only the built-in includes
+/// (`hotplane push --p4`): every `#include` that finds a file (next to the including file,
+/// then in `include_dirs`) is replaced by that file's text, recursively; built-in includes and
+/// includes of files that do not exist (perhaps in an inactive `#if`) stay as they are.
+pub fn bundle(path: &Path, include_dirs: &[std::path::PathBuf]) -> Result<String, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut loader = FsLoader { include_dirs: include_dirs.to_vec() };
+    let mut out = String::with_capacity(text.len());
+    bundle_into(&mut out, &text, &path.display().to_string(), &mut loader, 0)?;
+    Ok(out)
+}
+
+fn bundle_into(
+    out: &mut String,
+    text: &str,
+    from: &str,
+    loader: &mut FsLoader,
+    depth: usize,
+) -> Result<(), String> {
+    if depth >= MAX_INCLUDE_DEPTH {
+        return Err(format!("{from}: includes nested too deeply (a cycle?)"));
+    }
+    for line in text.lines() {
+        let directive = line.trim_start().strip_prefix('#').map(str::trim_start);
+        let rest = directive.and_then(|d| d.strip_prefix("include")).map(str::trim);
+        let target = rest.and_then(|r| {
+            let (name, system) = match r.strip_prefix('<') {
+                Some(r) => (r.split('>').next()?, true),
+                None => (r.strip_prefix('"')?.split('"').next()?, false),
+            };
+            let builtin = BUILTIN_INCLUDES.iter().any(|(n, _)| *n == name);
+            (!(system && builtin)).then_some(name)
+        });
+        match target.map(|name| loader.load(name, from)) {
+            Some(Ok((resolved, included))) => {
+                bundle_into(out, &included, &resolved, loader, depth + 1)?;
+            }
+            _ => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    Ok(())
+}
+
 #[derive(Clone, Debug)]
 struct Macro {
     params: Option<Vec<String>>,

@@ -62,3 +62,45 @@ V1Switch(P(), C(), I(), E(), C(), D()) main;
     let p = hotplane_p4::exec::Pipeline::new(ir, &qsbr).expect("pipeline");
     assert!(p.objects.table("global_t").is_ok());
 }
+
+/// `hotplane push --p4` bundles local includes: the bundled text, compiled with only the
+/// built-in includes (as a node does), is the same program as the files compiled in place.
+#[test]
+fn a_bundled_program_is_the_program_its_files_make() {
+    let dir = std::env::temp_dir().join(format!("hotplane-bundle-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("lib")).unwrap();
+    let basic = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/p4/basic.p4"),
+    )
+    .unwrap();
+    // Split basic.p4: its headers go to lib/headers.p4 (found through an include directory),
+    // which includes core.p4 itself; a guarded second include and an include of a file that
+    // does not exist, in an inactive #if, stay harmless.
+    let split = basic.find("struct metadata").expect("basic.p4 has its metadata struct");
+    let (head, tail) = basic.split_at(split);
+    let head = head.replace("#include <v1model.p4>", "");
+    std::fs::write(
+        dir.join("lib/headers.p4"),
+        format!("#ifndef HEADERS\n#define HEADERS\n{head}\n#endif\n"),
+    )
+    .unwrap();
+    let main = format!(
+        "#include \"headers.p4\"\n#include \"headers.p4\"\n#include <v1model.p4>\n#if 0\n#include \"missing.p4\"\n#endif\n{tail}"
+    );
+    std::fs::write(dir.join("main.p4"), main).unwrap();
+    let includes = vec![dir.join("lib")];
+    let in_place =
+        hotplane_p4::compile_file(&dir.join("main.p4"), &includes, &[]).expect("files compile");
+    let bundled = hotplane_p4::preprocess::bundle(&dir.join("main.p4"), &includes).expect("bundle");
+    assert!(!bundled.contains("\"headers.p4\""), "local includes are inlined");
+    assert!(bundled.contains("#include <v1model.p4>"), "built-in includes stay");
+    assert!(bundled.contains("#include \"missing.p4\""), "an unresolved include stays");
+    let sent = hotplane_p4::compile_source("pushed.p4", &bundled, &[]).expect("bundle compiles");
+    assert_eq!(hotplane_p4::p4info::text(&sent), hotplane_p4::p4info::text(&in_place));
+    // Without the include directory the file is not found and the line is kept: the node
+    // would then refuse it, naming the file.
+    let alone = hotplane_p4::preprocess::bundle(&dir.join("main.p4"), &[]).expect("bundle");
+    let err = hotplane_p4::compile_source("pushed.p4", &alone, &[]).unwrap_err().to_string();
+    assert!(err.contains("headers.p4"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}

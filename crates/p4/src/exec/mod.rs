@@ -652,14 +652,15 @@ impl Pipeline {
     ) -> Result<Self, String> {
         let std = StdSlots::new(&program)?;
         let jit = match engine {
-            Engine::Native => Jit::new(),
+            Engine::Native => Some(Jit::new()),
             Engine::Closures => None,
         };
         let (code, native, native_error) = match jit {
-            Some(mut jit) => match Code::new(&program, &objects, std, Some(&mut jit)) {
+            Some(Ok(mut jit)) => match Code::new(&program, &objects, std, Some(&mut jit)) {
                 Ok(code) => (code, Some(jit.into_code()), None),
                 Err(e) => (Code::new(&program, &objects, std, None)?, None, Some(e)),
             },
+            Some(Err(e)) => (Code::new(&program, &objects, std, None)?, None, Some(e)),
             None => (Code::new(&program, &objects, std, None)?, None, None),
         };
         let c = Compiler { prog: &program, objects: &objects, std, actions: Arc::new(Vec::new()) };
@@ -689,7 +690,8 @@ impl Pipeline {
         }
     }
 
-    /// Why native code was asked for but not generated (a code generator error).
+    /// Why native code was asked for but not generated (an unsupported machine, or a code
+    /// generator error).
     pub fn native_error(&self) -> Option<&str> {
         self.native_error.as_deref()
     }

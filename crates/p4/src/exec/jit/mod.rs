@@ -256,20 +256,28 @@ pub(crate) struct Jit {
 }
 
 impl Jit {
-    /// A code generator for this machine; `None` if Cranelift does not support it.
-    pub fn new() -> Option<Self> {
+    /// A code generator for this machine, or why there is none.
+    pub fn new() -> Result<Self, String> {
         if cfg!(target_endian = "big") {
-            return None; // slots are read as their low 64 bits in memory order
+            // Slots are read as their low 64 bits in memory order.
+            return Err("native code needs a little-endian machine".into());
         }
         let mut flags = settings::builder();
-        flags.set("opt_level", "speed").ok()?;
-        flags.set("use_colocated_libcalls", "false").ok()?;
-        flags.set("is_pic", "false").ok()?;
-        let isa = cranelift_native::builder().ok()?.finish(settings::Flags::new(flags)).ok()?;
-        let module =
-            JITModule::new(JITBuilder::with_isa(isa, cranelift_module::default_libcall_names()));
+        for (name, value) in
+            [("opt_level", "speed"), ("use_colocated_libcalls", "false"), ("is_pic", "false")]
+        {
+            flags.set(name, value).map_err(|e| format!("code generator setting {name}: {e}"))?;
+        }
+        let isa = cranelift_native::builder()
+            .map_err(|e| format!("Cranelift does not support this machine: {e}"))?
+            .finish(settings::Flags::new(flags))
+            .map_err(|e| format!("code generator: {e}"))?;
+        let module = catch_unwind(AssertUnwindSafe(|| {
+            JITModule::new(JITBuilder::with_isa(isa, cranelift_module::default_libcall_names()))
+        }))
+        .map_err(|_| "the code generator panicked while starting".to_string())?;
         let ctx = module.make_context();
-        Some(Jit {
+        Ok(Jit {
             module,
             ctx,
             fbc: FunctionBuilderContext::new(),
@@ -345,7 +353,13 @@ impl Jit {
 
     /// Make the functions generated so far executable.
     pub fn finalize(&mut self) -> Result<(), String> {
-        self.module.finalize_definitions().map_err(|e| format!("code generation: {e}"))
+        // Making memory executable can fail (a system that forbids it); never panic for that.
+        catch_unwind(AssertUnwindSafe(|| {
+            self.module.finalize_definitions().map_err(|e| e.to_string())
+        }))
+        .map_err(|_| "the code generator panicked".to_string())
+        .and_then(|r| r)
+        .map_err(|e| format!("code generation: {e}"))
     }
 
     /// A finalised block as a statement closure.
