@@ -576,8 +576,9 @@ impl Code {
                 if is_noop(&program.verify_checksum) { &[] } else { &[&program.verify_checksum] };
             let front_controls: Vec<&[ir::Stmt]> =
                 verify.iter().copied().chain([&program.ingress[..]]).collect();
-            let f = jit.compile_front(&c, &front_controls)?;
-            let b = jit.compile_back(&c, &[&program.compute_checksum, &program.deparser])?;
+            let f = jit.compile_body(&c, jit::Body::Front(&front_controls))?;
+            let back_controls = [&program.compute_checksum[..], &program.deparser[..]];
+            let b = jit.compile_body(&c, jit::Body::Back(&back_controls))?;
             jit.finalize()?;
             front = f.map(|p| jit.stmt_fn(&p));
             back = b.map(|p| jit.stmt_fn(&p));

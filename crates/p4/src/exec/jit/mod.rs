@@ -13,6 +13,8 @@
 
 mod lower;
 
+pub(crate) use lower::Body;
+
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -288,33 +290,16 @@ impl Jit {
 
     /// Generate a function for `stmts`.
     pub fn compile(&mut self, c: &Compiler<'_>, stmts: &[Stmt]) -> Result<Pending, String> {
-        self.compile_body(c, lower::Body::Block(stmts))?
+        self.compile_body(c, Body::Block(stmts))?
             .ok_or_else(|| "code generation: a block could not be lowered".to_string())
     }
 
-    /// Generate one function for the parser, then `controls` in turn (each run to its end as
-    /// `run_control` does); `None` if some parser transition cannot be lowered.
-    pub fn compile_front(
+    /// Generate a function for `body`; `None` if some part (a parser transition) cannot be
+    /// lowered.
+    pub fn compile_body(
         &mut self,
         c: &Compiler<'_>,
-        controls: &[&[Stmt]],
-    ) -> Result<Option<Pending>, String> {
-        self.compile_body(c, lower::Body::Front(controls))
-    }
-
-    /// Generate one function running `controls` in turn, the output cleared before the last.
-    pub fn compile_back(
-        &mut self,
-        c: &Compiler<'_>,
-        controls: &[&[Stmt]],
-    ) -> Result<Option<Pending>, String> {
-        self.compile_body(c, lower::Body::Back(controls))
-    }
-
-    fn compile_body(
-        &mut self,
-        c: &Compiler<'_>,
-        body: lower::Body<'_>,
+        body: Body<'_>,
     ) -> Result<Option<Pending>, String> {
         self.module.clear_context(&mut self.ctx);
         let ptr = self.module.target_config().pointer_type();

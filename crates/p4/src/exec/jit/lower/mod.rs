@@ -21,7 +21,7 @@ mod value;
 const MAX_INLINE_COPY: u32 = 128;
 
 /// What one generated function runs.
-pub(super) enum Body<'s> {
+pub(crate) enum Body<'s> {
     /// A block: its flow is the function's result.
     Block(&'s [Stmt]),
     /// The parser, then these controls, each to its end.
@@ -289,9 +289,11 @@ impl Lower<'_, '_, '_> {
                 algo: HashAlgo::Csum16,
                 with_payload: false,
             }) if self.place_ok(sum) && sum.width() <= 64 => {
-                match (self.c.field_list(data).even_byte_runs(), self.expr(cond)) {
-                    (Some(runs), Some(cond)) => {
-                        self.csum16(*verify, cond, &runs, sum);
+                // Verification compares with the field as it is: read it first.
+                let old = if *verify { self.load(sum).map(Some) } else { Some(None) };
+                match (self.c.field_list(data).even_byte_runs(), self.expr(cond), old) {
+                    (Some(runs), Some(cond), Some(old)) => {
+                        self.csum16(old, cond, &runs, sum);
                         false
                     }
                     _ => self.fallback(s),
@@ -474,7 +476,9 @@ impl Lower<'_, '_, '_> {
 
     /// The Internet checksum of header byte runs (every run but the last of even length),
     /// summed as 32-bit words and folded, as `ones_complement_sum` does.
-    fn csum16(&mut self, verify: bool, cond: Value, runs: &[(usize, usize)], sum: &Place) {
+    /// With `verify` (the field's current value), a mismatch sets `checksum_error`; without,
+    /// the sum is stored in `sum`.
+    fn csum16(&mut self, verify: Option<Value>, cond: Value, runs: &[(usize, usize)], sum: &Place) {
         let (go, end) = (self.b.create_block(), self.b.create_block());
         self.b.ins().brif(cond, go, &[], end, &[]);
         self.b.switch_to_block(go);
@@ -511,8 +515,7 @@ impl Lower<'_, '_, '_> {
         }
         let v = self.b.ins().bnot(acc);
         let v = self.b.ins().band_imm(v, 0xffff);
-        if verify {
-            let Some(old) = self.load(sum) else { return };
+        if let Some(old) = verify {
             let (bad, next) = (self.b.create_block(), self.b.create_block());
             let differs = self.b.ins().icmp(IntCC::NotEqual, old, v);
             self.b.ins().brif(differs, bad, &[], next, &[]);
