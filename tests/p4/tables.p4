@@ -38,6 +38,7 @@ control VC(inout headers hdr, inout metadata meta) { apply { } }
 
 control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     direct_counter(CounterType.packets) exact_hits;
+    direct_counter(CounterType.packets_and_bytes) route_hits;
 
     action set_tag(bit<16> tag) { hdr.probe.tag = tag; }
     action to_port(bit<9> port) { sm.egress_spec = port; }
@@ -61,6 +62,7 @@ control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm
         key = { hdr.probe.kind: exact; hdr.probe.addr: lpm; }
         actions = { set_tag; nop; }
         default_action = nop();
+        counters = route_hits;
     }
 
     table fixed {

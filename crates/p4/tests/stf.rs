@@ -117,3 +117,28 @@ fn stf_file_mistakes_are_errors_with_a_line() {
         hotplane_p4::stf::run(Arc::clone(&p), qsbr(), "t.stf", "\n\nfrobnicate 1\n").unwrap_err();
     assert_eq!(e.line, 3);
 }
+
+/// An LPM table's direct counters count the same on both engines (native code adds to the
+/// entry's counter words itself), for prefixes at every level of the table.
+#[test]
+fn lpm_direct_counters_count_on_both_engines() {
+    let stf = dir().join("tables.stf");
+    let text = std::fs::read_to_string(&stf).expect("readable");
+    for engine in [Engine::Native, Engine::Closures] {
+        let p = pipeline_on(&dir().join("tables.p4"), engine);
+        let r = hotplane_p4::stf::run(Arc::clone(&p), qsbr(), "tables.stf", &text).expect("runs");
+        assert!(r.passed(), "{engine:?}: {:?}", r.failures);
+        let routes = p.objects.tables.iter().find(|t| t.name.ends_with("routes")).expect("routes");
+        let mut counts: Vec<(String, u64, u64)> = routes
+            .entries()
+            .into_iter()
+            .map(|(e, s)| (format!("{:?}", e.keys[1]), s.packets, s.bytes))
+            .collect();
+        counts.sort();
+        // One 26-byte probe per prefix (10.1.2.3/32, /25, /24, /16, /8 in turn).
+        assert_eq!(counts.len(), 5, "{engine:?}: {counts:?}");
+        for (key, packets, bytes) in &counts {
+            assert_eq!((*packets, *bytes), (1, 26), "{engine:?}: {key}");
+        }
+    }
+}

@@ -28,6 +28,16 @@ impl Arena {
         self.words.len() / self.stride.max(1)
     }
 
+    /// The first word of entry 0 (entry `i` starts `i * stride` words on).
+    pub fn base(&self) -> *const AtomicU64 {
+        self.words.as_ptr()
+    }
+
+    /// Words from one entry to the next.
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+
     #[inline(always)]
     pub fn get(&self, index: u32) -> EntryRef<'_> {
         let at = index as usize * self.stride;

@@ -22,10 +22,8 @@ use hotplane_core::Qsbr;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::time::Duration;
 
-const LOCKED: u64 = 1;
-const CURRENT: u64 = 2;
+use crate::raw::{ACTION_MASK, CTL_CURRENT as CURRENT, CTL_LOCKED as LOCKED};
 const VERSION_ONE: u64 = 4;
-const ACTION_MASK: u64 = 0xffff;
 const EPOCH_SHIFT: u32 = 16;
 
 /// Most action-data words an entry holds (sum over an action's parameters).
@@ -61,6 +59,15 @@ impl BodyLayout {
     /// Words a body occupies.
     pub fn words(&self) -> usize {
         self.idle_at() + usize::from(self.idle)
+    }
+
+    /// The layout for generated code.
+    pub fn view(&self) -> crate::raw::BodyView {
+        crate::raw::BodyView {
+            data_words: self.data_words,
+            counters_at: self.counters.then(|| self.counters_at()),
+            idle_at: self.idle.then(|| self.idle_at()),
+        }
     }
 }
 
@@ -337,6 +344,11 @@ impl DefaultEntry {
     #[inline(always)]
     pub fn get(&self) -> EntryRef<'_> {
         EntryRef::new(&self.words, self.layout)
+    }
+
+    /// The entry's address and layout for generated code (see [`crate::raw`]).
+    pub fn view(&self) -> crate::raw::DefaultView {
+        crate::raw::DefaultView { body_at: self.words.as_ptr(), body: self.layout.view() }
     }
 
     /// Replace action and data (control plane; `action` checked by the caller).

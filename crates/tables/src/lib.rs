@@ -8,6 +8,7 @@
 //! * Entries ([`EntryRef`]): action id and data in two copies, written in place by the data plane
 //!   (`@ref` parameters) with or without a per-entry lock, and replaced by the control plane
 //!   without ever making a worker wait; packet/byte counters and idle timestamps.
+//! * [`raw`]: addresses and encodings of LPM levels and entry bodies, for generated code.
 //! * [`RegisterArray`], [`CounterArray`], [`MeterArray`] (RFC 2698), [`DigestRing`].
 //!
 //! Memory is reclaimed with `hotplane-core`'s QSBR: lookups take a [`hotplane_core::Guard`],
@@ -23,6 +24,7 @@ pub mod exact;
 pub mod key;
 pub mod lpm;
 pub mod objects;
+pub mod raw;
 pub mod set;
 pub mod ternary;
 pub mod text;

@@ -21,10 +21,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
-const VALID: u32 = 1 << 31;
-const GROUP: u32 = 1 << 30;
-const DEPTH_SHIFT: u32 = 22;
-const INDEX_MASK: u32 = (1 << DEPTH_SHIFT) - 1;
+use crate::raw::{
+    LEVEL_DEPTH_SHIFT as DEPTH_SHIFT, LEVEL_GROUP as GROUP, LEVEL_INDEX_MASK as INDEX_MASK,
+    LEVEL_VALID as VALID,
+};
 /// Most entries and most groups an LPM table can address.
 pub const MAX_LPM_INDEX: usize = INDEX_MASK as usize + 1;
 
@@ -199,6 +199,19 @@ impl LpmTable {
 
     pub fn default_entry(&self) -> &DefaultEntry {
         &self.default
+    }
+
+    /// The table's addresses and encodings for generated code (see [`crate::raw`]).
+    pub fn view(&self) -> crate::raw::LpmView {
+        crate::raw::LpmView {
+            key_bytes: self.key_bytes,
+            first_bits: self.first_bits,
+            first: self.first.as_ptr(),
+            groups: self.groups.as_ptr(),
+            entries: self.arena.base(),
+            stride: self.arena.stride(),
+            body: self.cfg.body_layout().view(),
+        }
     }
 
     fn masked(&self, prefix: &[u8], len: u32) -> Result<Vec<u8>, TableError> {

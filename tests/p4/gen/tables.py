@@ -19,7 +19,12 @@ for (a, b, tag) in [(0x12, 0x50, 0x0222), (0x15, 0x50, 0x0111), (0x15, 0x150, 0x
 p("# exact + lpm in one key")
 p("add routes kind:2 addr:10.0.0.0/8 set_tag(tag:0x0800)")
 p("add routes kind:2 addr:10.1.0.0/16 set_tag(tag:0x1600)")
-for (addr, tag) in [(0x0A010203, 0x1600), (0x0A020000, 0x0800), (0x0B000001, 0xFFFF)]:
+p("# prefixes past the first 24 key bits: one and two levels of 256-entry groups")
+p("add routes kind:2 addr:10.1.2.0/24 set_tag(tag:0x2400)")
+p("add routes kind:2 addr:10.1.2.128/25 set_tag(tag:0x2500)")
+p("add routes kind:2 addr:10.1.2.3/32 set_tag(tag:0x3200)")
+for (addr, tag) in [(0x0A010203, 0x3200), (0x0A010204, 0x2400), (0x0A010281, 0x2500),
+                    (0x0A010301, 0x1600), (0x0A020000, 0x0800), (0x0B000001, 0xFFFF)]:
     p(f"packet 0 {pkt(2, addr=addr)}"); p(f"expect 1 {pkt(2, addr=addr, tag=tag)} $")
 p("# const entries with an optional key")
 for (a, b, tag) in [(0x10, 1, 0x1001), (0x10, 5, 0x1000), (0x11, 1, 0)]:

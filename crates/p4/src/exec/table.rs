@@ -631,6 +631,32 @@ fn build_key(keys: &[KeySrc], c: &Ctx<'_>, key: &mut [u8]) {
     }
 }
 
+/// Where generated code finds an apply's entry (see [`ApplySite::native`]).
+pub(crate) enum NativeLookup {
+    /// Always the default entry.
+    Keyless,
+    Lpm(hotplane_tables::raw::LpmView),
+}
+
+/// An apply as generated code does it: find the entry, read it by the seqlock protocol of
+/// `hotplane_tables::raw`, count it, bind the parameters and run the action.
+pub(crate) struct NativeSite {
+    pub lookup: NativeLookup,
+    pub default: hotplane_tables::raw::DefaultView,
+    /// Per key field (in the IR's key order): byte offset and length in the packed key, width.
+    pub keys: Vec<(usize, usize, u32)>,
+    pub key_bytes: usize,
+    /// Word of the entry's packet counter, if the apply counts.
+    pub counters_at: Option<usize>,
+    pub hit_slot: Option<usize>,
+    pub action_slot: Option<usize>,
+    /// By table action id: the program's action index and its parameters.
+    pub actions: Vec<(u32, Vec<ParamWords>)>,
+}
+
+/// Where an action parameter's value is: its slot, first data word and number of words.
+pub(crate) type ParamWords = (usize, usize, usize);
+
 /// One `t.apply()` in a program: the table, where its key comes from, and where the hit
 /// flag and action index go.
 pub(crate) struct ApplySite {
@@ -652,6 +678,48 @@ impl ApplySite {
     /// The program's indices of the actions the table can run.
     pub(crate) fn action_indices(&self) -> &[u32] {
         &self.t.actions
+    }
+
+    /// What generated code needs to do this apply without calling into Rust, when it can:
+    /// the table is keyless or LPM over a key of at most 8 bytes, keeps no idle time, and no
+    /// action writes its entry. The addresses stay valid while this site (which holds the
+    /// table) lives.
+    pub(crate) fn native(&self) -> Option<NativeSite> {
+        if self.writes_entries() {
+            return None;
+        }
+        let lookup = match (self.t.layout, &*self.t.table) {
+            (Layout::Keyless, _) => NativeLookup::Keyless,
+            (Layout::Lpm, Table::Lpm(t)) if self.t.key_bytes <= 8 => NativeLookup::Lpm(t.view()),
+            _ => return None,
+        };
+        let default = self.t.table.default_entry().view();
+        if default.body.idle_at.is_some() {
+            return None;
+        }
+        let counters_at = if self.t.counters { Some(default.body.counters_at?) } else { None };
+        let data_words = default.body.data_words;
+        let actions = self
+            .t
+            .actions
+            .iter()
+            .map(|&a| {
+                let f = self.actions.get(a as usize)?;
+                let params = f.params.iter().map(|&(slot, w, n, _)| (slot, w, n));
+                let params: Vec<_> = params.collect();
+                params.iter().all(|&(_, w, n)| w + n <= data_words).then_some((a, params))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(NativeSite {
+            lookup,
+            default,
+            keys: self.t.keys.iter().map(|k| (k.at, k.bytes, k.width)).collect(),
+            key_bytes: self.t.key_bytes,
+            counters_at,
+            hit_slot: self.hit_slot,
+            action_slot: self.action_slot,
+            actions,
+        })
     }
 
     /// Look the packet up, count the hit, set the hit flag and action index, then either run

@@ -10,10 +10,11 @@ use cranelift_codegen::ir::{
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, Variable};
 
-use super::{apply_bind, code, frame, run_fallback, Kept};
+use super::{code, frame, run_fallback, Kept};
 use crate::exec::{Compiler, StmtFn, DROP_PORT};
 use crate::ir::{Extern, HashAlgo, HdrRef, Place, Stmt};
 
+mod apply;
 mod parser;
 mod value;
 
@@ -270,7 +271,7 @@ impl Lower<'_, '_, '_> {
             }
             &Stmt::Apply { table, hit_slot, action_slot } => {
                 match self.c.apply_site(table, hit_slot, action_slot) {
-                    Some(site) if !site.writes_entries() => self.apply(site),
+                    Some(site) if !site.writes_entries() => self.apply(table, site),
                     Some(_) => self.fallback(s),
                     None => false,
                 }
@@ -394,52 +395,6 @@ impl Lower<'_, '_, '_> {
             let end = self.b.create_block();
             self.enclosed(Catch { end, ret: true, exit: true, reject: false }, |l| l.stmts(body));
         }
-        false
-    }
-
-    /// `t.apply()` of a table whose actions do not write its entries: look up and bind in
-    /// Rust, then call the action's native code directly with this frame.
-    fn apply(&mut self, site: crate::exec::table::ApplySite) -> bool {
-        let mut actions: Vec<u32> = site.action_indices().to_vec();
-        actions.sort_unstable();
-        actions.dedup();
-        let site = Box::new(site);
-        let at = &*site as *const crate::exec::table::ApplySite as i64;
-        self.kept.push(Kept::Apply(site));
-        let callee = self.b.ins().iconst(self.ptr, apply_bind as *const () as i64);
-        let site = self.b.ins().iconst(self.ptr, at);
-        let call = self.b.ins().call_indirect(self.apply_sig, callee, &[self.frame, site]);
-        let chosen = self.b.inst_results(call)[0];
-        self.reload_bases();
-        let (panicked, go) = (self.b.create_block(), self.b.create_block());
-        self.b.set_cold_block(panicked);
-        let failed = self.b.ins().icmp_imm(IntCC::Equal, chosen, -2);
-        self.b.ins().brif(failed, panicked, &[], go, &[]);
-        self.b.switch_to_block(panicked);
-        self.ret(code::PANICKED);
-        self.b.switch_to_block(go);
-        let end = self.b.create_block();
-        for a in actions {
-            let Some(&Some(entry)) = self.actions.get(a as usize) else { continue };
-            let (run, next) = (self.b.create_block(), self.b.create_block());
-            let is = self.b.ins().icmp_imm(IntCC::Equal, chosen, a as i64);
-            self.b.ins().brif(is, run, &[], next, &[]);
-            self.b.switch_to_block(run);
-            let callee = self.b.ins().iconst(self.ptr, entry as i64);
-            let call = self.b.ins().call_indirect(self.block_sig, callee, &[self.frame]);
-            let r = self.b.inst_results(call)[0];
-            self.reload_bases();
-            // `exit` in the action ends the control; a panic goes up; the rest carry on.
-            let leave = self.b.create_block();
-            self.b.set_cold_block(leave);
-            let stop = self.b.ins().icmp_imm(IntCC::UnsignedGreaterThanOrEqual, r, code::EXIT);
-            self.b.ins().brif(stop, leave, &[], end, &[]);
-            self.b.switch_to_block(leave);
-            self.leave_dynamic(r);
-            self.b.switch_to_block(next);
-        }
-        self.b.ins().jump(end, &[]);
-        self.b.switch_to_block(end);
         false
     }
 
