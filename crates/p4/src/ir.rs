@@ -508,3 +508,60 @@ pub struct Program {
     /// The user metadata type, for resubmit/recirculate field lists and digests.
     pub meta_ty: Ty,
 }
+
+impl Program {
+    /// Every block of statements: parser states, controls, actions.
+    pub fn blocks(&self) -> impl Iterator<Item = &[Stmt]> {
+        self.states
+            .iter()
+            .map(|s| &s.body[..])
+            .chain(self.actions.iter().map(|a| &a.body[..]))
+            .chain(
+                [
+                    &self.verify_checksum,
+                    &self.ingress,
+                    &self.egress,
+                    &self.compute_checksum,
+                    &self.deparser,
+                ]
+                .map(|b| &b[..]),
+            )
+    }
+
+    /// Some statement may ask the architecture for more than unicast or drop: a clone,
+    /// resubmit, recirculation, truncation, punt, or a counted failed assertion.
+    pub fn may_request_effects(&self) -> bool {
+        self.blocks()
+            .any(|b| any_stmt(b, &mut |s| matches!(s, Stmt::Extern(e) if e.requests_effects())))
+    }
+}
+
+impl Extern {
+    /// See [`Program::may_request_effects`].
+    fn requests_effects(&self) -> bool {
+        matches!(
+            self,
+            Extern::Clone { .. }
+                | Extern::Resubmit
+                | Extern::Recirculate
+                | Extern::Truncate(_)
+                | Extern::Assert(_)
+                | Extern::LoadFromPacket
+        )
+    }
+}
+
+/// Whether `pred` holds for some statement of `stmts`, nested ones included.
+pub fn any_stmt(stmts: &[Stmt], pred: &mut impl FnMut(&Stmt) -> bool) -> bool {
+    stmts.iter().any(|s| {
+        pred(s)
+            || match s {
+                Stmt::If(_, a, b) => any_stmt(a, pred) || any_stmt(b, pred),
+                Stmt::Block(b) | Stmt::Scope(b) => any_stmt(b, pred),
+                Stmt::Switch { cases, default, .. } => {
+                    cases.iter().any(|(_, b)| any_stmt(b, pred)) || any_stmt(default, pred)
+                }
+                _ => false,
+            }
+    })
+}

@@ -169,7 +169,7 @@ impl V1Switch {
         let p = &*self.pipeline;
         let std = p.std;
         p.reset(&mut self.st);
-        let (payload, fx) = {
+        let (payload, fx, deparsed) = {
             let host = &mut *self.host;
             let mut c = ingress_ctx(
                 p,
@@ -181,9 +181,21 @@ impl V1Switch {
                 now_ns,
                 host,
             );
-            p.front(&mut c);
-            (c.payload, c.st.fx.take())
+            let deparsed = match p.whole(&mut c) {
+                Some(deparsed) => deparsed,
+                None => {
+                    p.front(&mut c);
+                    false
+                }
+            };
+            (c.payload, c.st.fx.take(), deparsed)
         };
+        if deparsed {
+            // Unicast, and the program cannot have asked for anything else.
+            note(&mut self.stats, &fx);
+            let spec = self.st.slots[std.egress_spec] as u32;
+            return self.sent_in_place(pkt, payload, spec, None);
+        }
         if fx.punt {
             self.stats.punted += 1;
             return InPlace::Punted;
@@ -234,20 +246,32 @@ impl V1Switch {
             };
             p.deparse(&mut c);
         }
-        // Headers are rewritten in front of the unchanged payload.
+        self.sent_in_place(pkt, payload, spec, fx.truncate)
+    }
+
+    /// The deparsed headers (`st.out`) go in front of the unchanged payload; the packet
+    /// leaves by `port`.
+    #[inline]
+    fn sent_in_place(
+        &mut self,
+        pkt: &mut hotplane_core::Packet,
+        payload: usize,
+        port: u32,
+        truncate: Option<u32>,
+    ) -> InPlace {
         let emitted = self.st.out.len();
         if pkt.adjust_head(payload as isize - emitted as isize).is_err() {
             self.stats.dropped += 1;
             return InPlace::Dropped;
         }
         crate::exec::bits::copy_bytes(&mut pkt.data_mut()[..emitted], &self.st.out);
-        if let Some(len) = fx.truncate {
+        if let Some(len) = truncate {
             if (len as usize) < pkt.len() {
                 let _ = pkt.set_len(len as usize);
             }
         }
         self.stats.sent += 1;
-        InPlace::Sent(spec)
+        InPlace::Sent(port)
     }
 
     fn run_job(&mut self, job: Job, r: &mut Run<'_, '_>) {
@@ -266,9 +290,24 @@ impl V1Switch {
                     r.now_ns,
                     host,
                 );
-                p.front(&mut c);
+                let deparsed = match p.whole(&mut c) {
+                    Some(deparsed) => deparsed,
+                    None => {
+                        p.front(&mut c);
+                        false
+                    }
+                };
                 let payload = c.payload;
                 let fx = self.st.fx.take();
+                if deparsed {
+                    note(&mut self.stats, &fx);
+                    let mut packet = self.st.out.clone();
+                    packet.extend_from_slice(data.get(payload..).unwrap_or(&[]));
+                    self.stats.sent += 1;
+                    let port = self.st.slots[p.std.egress_spec] as u32;
+                    r.out.push(Output { port, data: packet });
+                    return;
+                }
                 self.after_ingress(&data, port, payload, fx, r);
             }
             Job::ParseToEgress { data, in_port, port } => {

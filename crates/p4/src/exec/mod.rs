@@ -482,6 +482,10 @@ struct Code {
     front: Option<StmtFn>,
     /// Native code for checksum update and the deparser in one call.
     back: Option<StmtFn>,
+    /// Native code for a whole unicast packet in one call (see [`jit::Body::Whole`]): only
+    /// for programs whose egress is empty and which never ask for clones, resubmission,
+    /// recirculation, truncation or a punt.
+    whole: Option<jit::WholeFn>,
     states: Vec<CompiledState>,
     verify_checksum: StmtFn,
     ingress: StmtFn,
@@ -570,7 +574,7 @@ impl Code {
                 },
             })
             .collect();
-        let (mut front, mut back) = (None, None);
+        let (mut front, mut back, mut whole) = (None, None, None);
         if let Some(jit) = jit {
             let verify: &[&[ir::Stmt]] =
                 if is_noop(&program.verify_checksum) { &[] } else { &[&program.verify_checksum] };
@@ -579,13 +583,21 @@ impl Code {
             let f = jit.compile_body(&c, jit::Body::Front(&front_controls))?;
             let back_controls = [&program.compute_checksum[..], &program.deparser[..]];
             let b = jit.compile_body(&c, jit::Body::Back(&back_controls))?;
+            let w = if is_noop(&program.egress) && !program.may_request_effects() {
+                let body = jit::Body::Whole { front: &front_controls, back: &back_controls };
+                jit.compile_body(&c, body)?
+            } else {
+                None
+            };
             jit.finalize()?;
             front = f.map(|p| jit.stmt_fn(&p));
             back = b.map(|p| jit.stmt_fn(&p));
+            whole = w.map(|p| jit.whole_fn(&p));
         }
         Ok(Code {
             front,
             back,
+            whole,
             states,
             verify_checksum: next(),
             ingress: next(),
@@ -780,6 +792,15 @@ impl Pipeline {
         }
         c.payload = c.cursor;
         c.st.slots[self.std.parser_error] = c.error;
+    }
+
+    /// The packet through to the deparser in one native call, when the program has that
+    /// code: true if it was deparsed (a unicast packet: `st.out` holds its headers), false if
+    /// it stopped after ingress (multicast or drop; carry on as after [`Pipeline::front`]).
+    /// `None`: there is no such code; run [`Pipeline::front`].
+    #[inline]
+    pub(crate) fn whole(&self, c: &mut Ctx<'_>) -> Option<bool> {
+        self.code.whole.as_ref().map(|w| w(c))
     }
 
     /// Parser, checksum verification and ingress: one native call where there is code for it.

@@ -122,6 +122,8 @@ pub(crate) mod code {
     pub const REJECT: i64 = 3;
     /// A fallback panicked; the panic is in [`super::Frame::panic`].
     pub const PANICKED: i64 = 4;
+    /// [`super::Body::Whole`] stopped after ingress.
+    pub const AFTER_INGRESS: i64 = 5;
 }
 
 fn flow_code(f: Flow) -> i64 {
@@ -197,6 +199,19 @@ struct NativeBlock {
 impl NativeBlock {
     #[inline]
     fn run(&self, c: &mut Ctx<'_>) -> Flow {
+        match self.call(c) {
+            code::NEXT => Flow::Next,
+            code::RETURN => Flow::Return,
+            code::EXIT => Flow::Exit,
+            code::REJECT => Flow::Reject,
+            _ => Flow::Next,
+        }
+    }
+
+    /// Run the function on the packet; its result code. A fallback's panic is raised again
+    /// here, past the native frames.
+    #[inline]
+    fn call(&self, c: &mut Ctx<'_>) -> i64 {
         // The context was written field by field moments ago; the compiler would read these
         // two neighbours with one 16-byte load, which waits for both stores to reach the
         // cache (a store-forwarding stall, 5 ns per call). Volatile keeps them 8-byte loads.
@@ -226,18 +241,18 @@ impl NativeBlock {
         // through `run_fallback`, `apply_bind` and other functions generated with it.
         let r = unsafe { (self.func)(&mut frame) };
         frame.settle(c);
-        match r {
-            code::NEXT => Flow::Next,
-            code::RETURN => Flow::Return,
-            code::EXIT => Flow::Exit,
-            code::REJECT => Flow::Reject,
-            _ => match frame.panic.take() {
-                Some(p) => std::panic::resume_unwind(p),
-                None => Flow::Next,
-            },
+        if r == code::PANICKED {
+            if let Some(p) = frame.panic.take() {
+                std::panic::resume_unwind(p);
+            }
         }
+        r
     }
 }
+
+/// A whole packet's native code ([`Body::Whole`]): true if the packet was deparsed, false if
+/// it stopped after ingress.
+pub(crate) type WholeFn = Box<dyn Fn(&mut Ctx<'_>) -> bool + Send + Sync>;
 
 /// A block compiled but not yet finalised.
 pub(crate) struct Pending {
@@ -364,6 +379,15 @@ impl Jit {
         let func = unsafe { std::mem::transmute::<*const u8, NativeFn>(addr) };
         let block = NativeBlock { func };
         Box::new(move |c| block.run(c))
+    }
+
+    /// A finalised [`Body::Whole`] function; the same contract as [`Jit::stmt_fn`].
+    pub fn whole_fn(&self, p: &Pending) -> WholeFn {
+        let addr = self.module.get_finalized_function(p.id);
+        // SAFETY: as in `stmt_fn`.
+        let func = unsafe { std::mem::transmute::<*const u8, NativeFn>(addr) };
+        let block = NativeBlock { func };
+        Box::new(move |c| block.call(c) != code::AFTER_INGRESS)
     }
 
     /// Native code of each action (by program index), for applies to call directly.

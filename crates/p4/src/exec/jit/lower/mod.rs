@@ -29,6 +29,10 @@ pub(crate) enum Body<'s> {
     Front(&'s [&'s [Stmt]]),
     /// These controls, each to its end; the deparser's output is cleared before the last.
     Back(&'s [&'s [Stmt]]),
+    /// A whole unicast packet of a program whose egress is empty: `front` as [`Body::Front`];
+    /// then, unless the packet is to be multicast or dropped (the function returns
+    /// [`code::AFTER_INGRESS`] and Rust carries on from there), `back` as [`Body::Back`].
+    Whole { front: &'s [&'s [Stmt]], back: &'s [&'s [Stmt]] },
 }
 
 /// Generate a function's body into `b`; false if some part cannot be lowered (the function
@@ -87,6 +91,14 @@ pub(super) fn function(
             l.controls(controls, false)
         }
         Body::Back(controls) => l.controls(controls, true),
+        Body::Whole { front, back } => {
+            if !l.parser() {
+                return false;
+            }
+            l.controls(front, false);
+            l.stop_unless_unicast();
+            l.controls(back, true)
+        }
     };
     if !ends {
         l.ret(code::NEXT);
@@ -376,6 +388,27 @@ impl Lower<'_, '_, '_> {
             }
         }
         self.b.ins().return_(&[r]);
+    }
+
+    /// After ingress: return [`code::AFTER_INGRESS`] for a packet to be multicast or dropped
+    /// (Rust's v1model does those), else set up the context as Rust's deparse does.
+    fn stop_unless_unicast(&mut self) {
+        let std = self.c.std;
+        let slots = self.slots();
+        let group = self.b.ins().load(types::I64, mem(), slots, (std.mcast_grp * 16) as i32);
+        let spec = self.b.ins().uload32(mem(), slots, (std.egress_spec * 16) as i32);
+        let dropped = self.b.ins().icmp_imm(IntCC::Equal, spec, DROP_PORT as i64);
+        let grouped = self.b.ins().icmp_imm(IntCC::NotEqual, group, 0);
+        let stop = self.b.ins().bor(dropped, grouped);
+        let (leave, go) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(stop, leave, &[], go, &[]);
+        self.b.switch_to_block(leave);
+        self.ret(code::AFTER_INGRESS);
+        self.b.switch_to_block(go);
+        let payload = self.b.ins().load(self.ptr, mem(), self.frame, frame::PAYLOAD);
+        self.b.ins().store(mem(), payload, self.frame, frame::CURSOR);
+        let zero = self.k(0);
+        self.b.ins().store(mem(), zero, self.frame, frame::ERROR);
     }
 
     /// Set the parser error to the program's code for `name`.
