@@ -103,9 +103,14 @@ impl Frame {
     /// Give the context what native code changed: the parser's position and error, and the
     /// output's length.
     fn settle(&self, c: &mut Ctx<'_>) {
-        c.cursor = self.cursor;
-        c.payload = self.payload;
-        c.error = self.error as u128;
+        // Native code stored these one by one; one 16-byte load of both would stall on
+        // store forwarding (see `NativeBlock::call`).
+        // SAFETY: references to initialised fields of `self`.
+        unsafe {
+            c.cursor = std::ptr::read_volatile(&self.cursor);
+            c.payload = std::ptr::read_volatile(&self.payload);
+            c.error = std::ptr::read_volatile(&self.error) as u128;
+        }
         debug_assert!(self.out_len <= c.st.out.capacity());
         // SAFETY: native code only raises `out_len` after writing the bytes up to it, and
         // never past `out_cap`, the capacity of this same vector (refreshed after every call

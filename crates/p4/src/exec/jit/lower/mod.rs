@@ -15,6 +15,7 @@ use crate::exec::{Compiler, StmtFn, DROP_PORT};
 use crate::ir::{Extern, HashAlgo, HdrRef, Place, Stmt};
 
 mod apply;
+mod granule;
 mod parser;
 mod value;
 
@@ -204,13 +205,10 @@ impl Lower<'_, '_, '_> {
                 if self.c.prog.headers[s as usize].bytes <= MAX_INLINE_COPY =>
             {
                 let headers = &self.c.prog.headers;
-                let (from, to, n) = (
-                    headers[s as usize].byte_off as i32,
-                    headers[d as usize].byte_off as i32,
-                    headers[s as usize].bytes,
-                );
+                let (from, to) =
+                    (headers[s as usize].byte_off as i32, headers[d as usize].byte_off as i32);
                 let hdr = self.hdr();
-                self.copy(hdr, to, hdr, from, n);
+                self.copy_header(s, hdr, to, hdr, from);
                 let valid = self.valid();
                 let v = self.b.ins().load(types::I8, mem(), valid, s as i32);
                 self.b.ins().store(mem(), v, valid, d as i32);
@@ -453,7 +451,7 @@ impl Lower<'_, '_, '_> {
         let out = self.b.ins().load(self.ptr, mem(), self.frame, frame::OUT);
         let dst = self.b.ins().iadd(out, len);
         let hdr = self.hdr();
-        self.copy(dst, 0, hdr, off, n);
+        self.copy_header(id, dst, 0, hdr, off);
         self.b.ins().store(mem(), new_len, self.frame, frame::OUT_LEN);
         self.b.ins().jump(end, &[]);
         self.b.switch_to_block(full);
@@ -472,30 +470,24 @@ impl Lower<'_, '_, '_> {
         self.b.switch_to_block(go);
         let hdr = self.hdr();
         let mut acc = self.k(0);
+        // Modulo 0xffff, 2^16 is 1: a big-endian piece adds as its value when it ends at an
+        // even distance from the run's start (its last byte is a word's low byte), else as
+        // its value times 2^8. Pieces follow the header's granules (see `granule`).
         for &(from, len) in runs {
-            let word = |l: &mut Self, ty, at: usize| {
-                let v = l.b.ins().load(ty, mem(), hdr, at as i32);
-                let v = l.b.ins().bswap(v);
-                l.b.ins().uextend(types::I64, v)
-            };
-            let mut at = from;
-            while at + 4 <= from + len {
-                let v = word(self, types::I32, at);
-                acc = self.b.ins().iadd(acc, v);
-                at += 4;
-            }
-            if at + 2 <= from + len {
-                let v = word(self, types::I16, at);
-                acc = self.b.ins().iadd(acc, v);
-                at += 2;
-            }
-            if at < from + len {
-                let v = self.b.ins().uload8(types::I64, mem(), hdr, at as i32);
-                let v = self.b.ins().ishl_imm(v, 8);
+            for (at, n) in self.pieces_of(from as u32, len as u32) {
+                let mut v = self.load_piece(hdr, at, n);
+                if n == 8 {
+                    let (hi, lo) =
+                        (self.b.ins().ushr_imm(v, 32), self.b.ins().band_imm(v, 0xffff_ffff));
+                    v = self.b.ins().iadd(hi, lo);
+                }
+                if (at - from as u32 + n) % 2 == 1 {
+                    v = self.b.ins().ishl_imm(v, 8);
+                }
                 acc = self.b.ins().iadd(acc, v);
             }
         }
-        // Fewer than 2^16 words of 32 bits: four folds bring the sum under 2^16.
+        // Fewer than 2^16 pieces of under 2^41: four folds bring the sum under 2^16.
         for _ in 0..4 {
             let lo = self.b.ins().band_imm(acc, 0xffff);
             let hi = self.b.ins().ushr_imm(acc, 16);
@@ -538,39 +530,10 @@ impl Lower<'_, '_, '_> {
         let pkt = self.b.ins().load(self.ptr, mem(), self.frame, frame::PKT);
         let src = self.b.ins().iadd(pkt, cursor);
         let hdr = self.hdr();
-        self.copy(hdr, off, src, 0, n);
+        self.copy_header(id, hdr, off, src, 0);
         let (valid, one) = (self.valid(), self.b.ins().iconst(types::I8, 1));
         self.b.ins().store(mem(), one, valid, id as i32);
         self.b.ins().store(mem(), end, self.frame, frame::CURSOR);
-    }
-
-    /// Copy `n` bytes with 8-, 4-, 2- and 1-byte moves; all loads come before the stores.
-    fn copy(&mut self, dst: Value, dst_off: i32, src: Value, src_off: i32, n: u32) {
-        let mut chunks = Vec::new();
-        let mut at = 0;
-        if n >= 8 {
-            while at + 8 <= n {
-                chunks.push((at, types::I64));
-                at += 8;
-            }
-            if at < n {
-                chunks.push((n - 8, types::I64)); // overlaps the previous chunk
-            }
-        } else {
-            for (size, ty) in [(4, types::I32), (2, types::I16), (1, types::I8)] {
-                if at + size <= n {
-                    chunks.push((at, ty));
-                    at += size;
-                }
-            }
-        }
-        let values: Vec<Value> = chunks
-            .iter()
-            .map(|&(at, ty)| self.b.ins().load(ty, mem(), src, src_off + at as i32))
-            .collect();
-        for (&(at, _), v) in chunks.iter().zip(values) {
-            self.b.ins().store(mem(), v, dst, dst_off + at as i32);
-        }
     }
 
     fn store_slot(&mut self, slot: usize, v: Value) {

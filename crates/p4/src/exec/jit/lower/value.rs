@@ -52,16 +52,18 @@ impl Lower<'_, '_, '_> {
                         // window would straddle earlier stores, and store forwarding stalls.
                         let mut v = self.k(0);
                         for (off, bytes) in pieces(w / 8) {
-                            let piece = self.load_be(hdr, at + off, bytes);
+                            let piece = self.load_piece(hdr, (at + off) as u32, bytes);
                             let high = self.b.ins().ishl_imm(v, (bytes * 8) as i64);
                             v = self.b.ins().bor(high, piece);
                         }
                         v
                     }
                     _ => {
-                        let v = self.b.ins().load(types::I64, mem(), hdr, at);
-                        let v = self.b.ins().bswap(v);
-                        let v = self.b.ins().ushr_imm(v, (64 - lead - width) as i64);
+                        // The smallest window holding the field: it matches the granule
+                        // (see `granule`) its bytes are stored in.
+                        let bytes = window_bytes(lead + width);
+                        let v = self.load_piece(hdr, at as u32, bytes);
+                        let v = self.b.ins().ushr_imm(v, (bytes * 8 - lead - width) as i64);
                         self.trunc(v, width)
                     }
                 })
@@ -101,17 +103,16 @@ impl Lower<'_, '_, '_> {
                         }
                     }
                     _ => {
-                        // Read-modify-write the 8-byte window holding the field.
-                        let shift = 64 - lead - width;
+                        // Read-modify-write the smallest window holding the field.
+                        let bytes = window_bytes(lead + width);
+                        let shift = bytes * 8 - lead - width;
                         let m = mask(width) as u64;
-                        let old = self.b.ins().load(types::I64, mem(), hdr, at);
-                        let old = self.b.ins().bswap(old);
+                        let old = self.load_piece(hdr, at as u32, bytes);
                         let kept = self.b.ins().band_imm(old, !(m << shift) as i64);
                         let v = self.b.ins().band_imm(v, m as i64);
                         let v = self.b.ins().ishl_imm(v, shift as i64);
                         let new = self.b.ins().bor(kept, v);
-                        let new = self.b.ins().bswap(new);
-                        self.b.ins().store(mem(), new, hdr, at);
+                        self.store_piece(hdr, at, bytes, new);
                     }
                 }
             }
@@ -128,17 +129,6 @@ impl Lower<'_, '_, '_> {
         }
     }
 
-    /// The big-endian number of `bytes` (1, 2 or 4) bytes at `base + off`.
-    fn load_be(&mut self, base: Value, off: i32, bytes: u32) -> Value {
-        if bytes == 1 {
-            return self.b.ins().uload8(types::I64, mem(), base, off);
-        }
-        let ty = if bytes == 2 { types::I16 } else { types::I32 };
-        let v = self.b.ins().load(ty, mem(), base, off);
-        let v = self.b.ins().bswap(v);
-        self.b.ins().uextend(types::I64, v)
-    }
-
     /// Store the low `bytes` (1, 2 or 4) bytes of `v` big-endian at `base + off`.
     fn store_be(&mut self, base: Value, off: i32, bytes: u32, v: Value) {
         if bytes == 1 {
@@ -149,6 +139,16 @@ impl Lower<'_, '_, '_> {
         let v = self.b.ins().ireduce(ty, v);
         let v = self.b.ins().bswap(v);
         self.b.ins().store(mem(), v, base, off);
+    }
+
+    /// Store the low `bytes` (1, 2, 4 or 8) bytes of `v` big-endian at `base + off`.
+    fn store_piece(&mut self, base: Value, off: i32, bytes: u32, v: Value) {
+        if bytes == 8 {
+            let v = self.b.ins().bswap(v);
+            self.b.ins().store(mem(), v, base, off);
+        } else {
+            self.store_be(base, off, bytes, v);
+        }
     }
 
     /// `v` masked to `width` bits.
@@ -371,6 +371,16 @@ fn width_bound(e: &Expr) -> Option<u32> {
 }
 
 /// A run of `n` (up to 7) bytes as (offset, size) pieces of 4, 2 and 1 bytes, in order.
+/// Bytes of the smallest load (1, 2, 4 or 8) holding `bits` bits from a byte's start.
+fn window_bytes(bits: u32) -> u32 {
+    match bits {
+        0..=8 => 1,
+        9..=16 => 2,
+        17..=32 => 4,
+        _ => 8,
+    }
+}
+
 fn pieces(n: u32) -> Vec<(i32, u32)> {
     let mut at = 0;
     let mut out = Vec::with_capacity(3);
