@@ -138,6 +138,17 @@ impl Packet {
         self.len == 0
     }
 
+    /// The frame's first byte as a raw pointer that also reaches the headroom in front of
+    /// it, and the headroom's length: for code that writes new headers in front of the
+    /// payload before moving the start with [`Packet::adjust_head`] (hotplane-p4's native
+    /// deparser). The pointer is valid until `self` is next used.
+    #[inline(always)]
+    pub fn head_ptr(&mut self) -> (*mut u8, usize) {
+        // SAFETY: head <= capacity is an invariant; the result keeps the provenance of the
+        // whole buffer, which `&mut self` makes ours alone.
+        (unsafe { self.base.as_ptr().add(self.head as usize) }, self.head as usize)
+    }
+
     /// Bytes free in front of the frame.
     pub fn headroom(&self) -> usize {
         self.head as usize

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use crate::exec::{InstanceRt, P4Entry, Pipeline};
 use crate::ir::{KeyMatch, MatchKind};
 use crate::types::mask;
-use crate::v1model::{Output, Replication, V1Switch};
+use crate::v1model::{InPlace, Output, Replication, V1Switch};
 use hotplane_core::Qsbr;
 
 /// A mistake in the STF file itself (not a failed expectation).
@@ -61,6 +61,21 @@ pub fn run(
     file: &str,
     text: &str,
 ) -> Result<StfReport, StfError> {
+    run_with(pipeline, qsbr, file, text, false)
+}
+
+/// [`run`], with `in_place` sending each packet through [`V1Switch::process_in_place`] in a
+/// pool buffer (as the data plane does) instead of [`V1Switch::process`].
+pub fn run_with(
+    pipeline: Arc<Pipeline>,
+    qsbr: &Qsbr,
+    file: &str,
+    text: &str,
+    in_place: bool,
+) -> Result<StfReport, StfError> {
+    let pool =
+        hotplane_core::Pool::new(hotplane_core::PoolConfig { buffers: 2, ..Default::default() })
+            .map_err(|e| StfError { file: file.to_string(), line: 0, message: e.to_string() })?;
     // Online only while a packet runs: table changes wait for grace periods, which a thread
     // that is itself an online reader cannot do.
     let mut offline = Some(qsbr.register("stf").offline());
@@ -99,7 +114,22 @@ pub fn run(
                 now_ns += 1000;
                 if let Some(r) = offline.take() {
                     let mut reader = r.online();
-                    sw.process(&data, port, &pre, &reader.guard(), now_ns, &mut out);
+                    {
+                        let guard = reader.guard();
+                        // A frame too big for a pool buffer takes the owned path.
+                        let buffer = pool.alloc().filter(|_| in_place);
+                        match buffer.and_then(|mut p| p.set_frame(&data).is_ok().then_some(p)) {
+                            Some(mut pkt) => {
+                                let r = sw.process_in_place(
+                                    &mut pkt, port, &pre, &guard, now_ns, &mut out,
+                                );
+                                if let InPlace::Sent(to) = r {
+                                    out.push(Output { port: to, data: pkt.data().to_vec() });
+                                }
+                            }
+                            None => sw.process(&data, port, &pre, &guard, now_ns, &mut out),
+                        }
+                    }
                     reader.quiescent();
                     offline = Some(reader.offline());
                 }

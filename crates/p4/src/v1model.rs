@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
+use crate::exec::jit::Whole;
 use crate::exec::{Ctx, Effects, Host, NoHost, PacketState, Pipeline, DROP_PORT};
 use crate::ir::CloneKind;
 use hotplane_core::Guard;
@@ -169,32 +170,39 @@ impl V1Switch {
         let p = &*self.pipeline;
         let std = p.std;
         p.reset(&mut self.st);
-        let (payload, fx, deparsed) = {
+        let (dst, headroom) = pkt.head_ptr();
+        let (payload, fx, whole) = {
+            // SAFETY: `dst` is the start of the packet's `len()` bytes, which nothing else
+            // references while this slice lives (it ends with this block).
+            let data = unsafe { std::slice::from_raw_parts(dst, pkt.len()) };
             let host = &mut *self.host;
-            let mut c = ingress_ctx(
-                p,
-                &mut self.st,
-                pkt.data(),
-                port,
-                instance::NORMAL,
-                guard,
-                now_ns,
-                host,
-            );
-            let deparsed = match p.whole(&mut c) {
-                Some(deparsed) => deparsed,
-                None => {
-                    p.front(&mut c);
-                    false
-                }
-            };
-            (c.payload, c.st.fx.take(), deparsed)
+            let mut c =
+                ingress_ctx(p, &mut self.st, data, port, instance::NORMAL, guard, now_ns, host);
+            // SAFETY: `dst` may be written with the `headroom` bytes before it (`head_ptr`),
+            // and `data` (in `c`) is not read after the headers are placed.
+            let whole = unsafe { p.whole(&mut c, dst, headroom) };
+            if whole.is_none() {
+                p.front(&mut c);
+            }
+            (c.payload, c.st.fx.take(), whole)
         };
-        if deparsed {
-            // Unicast, and the program cannot have asked for anything else.
-            note(&mut self.stats, &fx);
-            let spec = self.st.slots[std.egress_spec] as u32;
-            return self.sent_in_place(pkt, payload, spec, None);
+        match whole {
+            None | Some(Whole::AfterIngress) => {}
+            Some(done) => {
+                // Unicast, and the program cannot have asked for anything else.
+                note(&mut self.stats, &fx);
+                let spec = self.st.slots[std.egress_spec] as u32;
+                if let Whole::Placed(n) = done {
+                    if pkt.adjust_head(payload as isize - n as isize).is_err() {
+                        // Unreachable: native code checked the room.
+                        self.stats.dropped += 1;
+                        return InPlace::Dropped;
+                    }
+                    self.stats.sent += 1;
+                    return InPlace::Sent(spec);
+                }
+                return self.sent_in_place(pkt, payload, spec, None);
+            }
         }
         if fx.punt {
             self.stats.punted += 1;
@@ -290,16 +298,14 @@ impl V1Switch {
                     r.now_ns,
                     host,
                 );
-                let deparsed = match p.whole(&mut c) {
-                    Some(deparsed) => deparsed,
-                    None => {
-                        p.front(&mut c);
-                        false
-                    }
-                };
+                // SAFETY: no `dst`: the headers go to `st.out`.
+                let whole = unsafe { p.whole(&mut c, std::ptr::null_mut(), 0) };
+                if whole.is_none() {
+                    p.front(&mut c);
+                }
                 let payload = c.payload;
                 let fx = self.st.fx.take();
-                if deparsed {
+                if whole == Some(Whole::Deparsed) {
                     note(&mut self.stats, &fx);
                     let mut packet = self.st.out.clone();
                     packet.extend_from_slice(data.get(payload..).unwrap_or(&[]));

@@ -49,23 +49,33 @@ fn every_stf_test_passes() {
     files.sort();
     assert!(!files.is_empty());
     let mut failed = Vec::new();
-    for (stf, engine) in files.iter().flat_map(|f| [(f, Engine::Native), (f, Engine::Closures)]) {
+    // Each file on both engines, through the owned path (`process`) and in place in a pool
+    // buffer as the data plane runs packets (`process_in_place`).
+    let runs = files.iter().flat_map(|f| {
+        [Engine::Native, Engine::Closures]
+            .into_iter()
+            .flat_map(move |e| [(f, e, false), (f, e, true)])
+    });
+    for (stf, engine, in_place) in runs {
         let text = std::fs::read_to_string(stf).expect("readable");
         let p = pipeline_on(&program_for(stf, &text), engine);
-        match hotplane_p4::stf::run(p, qsbr(), &stf.display().to_string(), &text) {
+        let how = if in_place { "in place" } else { "owned" };
+        match hotplane_p4::stf::run_with(p, qsbr(), &stf.display().to_string(), &text, in_place) {
             Ok(r) if r.passed() => {
                 assert!(r.expects + r.checks > 0, "{} checks nothing", stf.display());
                 println!(
-                    "PASS {} on {engine:?} ({} packets, {} expects, {} checks)",
+                    "PASS {} on {engine:?}, {how} ({} packets, {} expects, {} checks)",
                     stf.display(),
                     r.packets_sent,
                     r.expects,
                     r.checks
                 );
             }
-            Ok(r) => {
-                failed.push(format!("{} on {engine:?}:\n{}", stf.display(), r.failures.join("\n")))
-            }
+            Ok(r) => failed.push(format!(
+                "{} on {engine:?}, {how}:\n{}",
+                stf.display(),
+                r.failures.join("\n")
+            )),
             Err(e) => failed.push(e.to_string()),
         }
     }

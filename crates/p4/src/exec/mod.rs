@@ -795,12 +795,21 @@ impl Pipeline {
     }
 
     /// The packet through to the deparser in one native call, when the program has that
-    /// code: true if it was deparsed (a unicast packet: `st.out` holds its headers), false if
-    /// it stopped after ingress (multicast or drop; carry on as after [`Pipeline::front`]).
-    /// `None`: there is no such code; run [`Pipeline::front`].
+    /// code (see [`jit::Whole`] for how it ends); `None`: there is no such code, run
+    /// [`Pipeline::front`]. Headers go into `st.out`, unless `dst` allows them in place.
+    ///
+    /// # Safety
+    /// As for [`jit::WholeFn`]: a non-null `dst` is the packet's first byte, writable with
+    /// the `headroom` bytes before it, and `c.pkt` is not used again once this returns
+    /// [`jit::Whole::Placed`].
     #[inline]
-    pub(crate) fn whole(&self, c: &mut Ctx<'_>) -> Option<bool> {
-        self.code.whole.as_ref().map(|w| w(c))
+    pub(crate) unsafe fn whole(
+        &self,
+        c: &mut Ctx<'_>,
+        dst: *mut u8,
+        headroom: usize,
+    ) -> Option<jit::Whole> {
+        self.code.whole.as_ref().map(|w| w(c, dst, headroom))
     }
 
     /// Parser, checksum verification and ingress: one native call where there is code for it.

@@ -66,6 +66,12 @@ pub(crate) struct Frame {
     out_cap: usize,
     /// `*mut Ctx<'_>` of the packet, for fallbacks.
     ctx: *mut (),
+    /// [`Body::Whole`] only: the packet's first byte, writable together with the `headroom`
+    /// bytes before it (null: deparse into `out`); and what was written in front of the
+    /// payload when the function returns [`code::PLACED`].
+    dst: *mut u8,
+    headroom: usize,
+    placed: usize,
     /// A fallback's panic, carried past the native frames (which cannot unwind).
     panic: Option<Box<dyn Any + Send>>,
 }
@@ -85,6 +91,9 @@ pub(crate) mod frame {
     pub const OUT: i32 = offset_of!(Frame, out) as i32;
     pub const OUT_LEN: i32 = offset_of!(Frame, out_len) as i32;
     pub const OUT_CAP: i32 = offset_of!(Frame, out_cap) as i32;
+    pub const DST: i32 = offset_of!(Frame, dst) as i32;
+    pub const HEADROOM: i32 = offset_of!(Frame, headroom) as i32;
+    pub const PLACED: i32 = offset_of!(Frame, placed) as i32;
 }
 
 impl Frame {
@@ -129,6 +138,8 @@ pub(crate) mod code {
     pub const PANICKED: i64 = 4;
     /// [`super::Body::Whole`] stopped after ingress.
     pub const AFTER_INGRESS: i64 = 5;
+    /// [`super::Body::Whole`] wrote the headers into the packet (see `Frame::dst`).
+    pub const PLACED: i64 = 6;
 }
 
 fn flow_code(f: Flow) -> i64 {
@@ -204,7 +215,7 @@ struct NativeBlock {
 impl NativeBlock {
     #[inline]
     fn run(&self, c: &mut Ctx<'_>) -> Flow {
-        match self.call(c) {
+        match self.call(c, std::ptr::null_mut(), 0).0 {
             code::NEXT => Flow::Next,
             code::RETURN => Flow::Return,
             code::EXIT => Flow::Exit,
@@ -215,8 +226,9 @@ impl NativeBlock {
 
     /// Run the function on the packet; its result code. A fallback's panic is raised again
     /// here, past the native frames.
+    /// `dst` and `headroom` as in [`Frame`]; returns the code and `Frame::placed`.
     #[inline]
-    fn call(&self, c: &mut Ctx<'_>) -> i64 {
+    fn call(&self, c: &mut Ctx<'_>, dst: *mut u8, headroom: usize) -> (i64, usize) {
         // The context was written field by field moments ago; the compiler would read these
         // two neighbours with one 16-byte load, which waits for both stores to reach the
         // cache (a store-forwarding stall, 5 ns per call). Volatile keeps them 8-byte loads.
@@ -236,6 +248,9 @@ impl NativeBlock {
             out_len: 0,
             out_cap: 0,
             ctx: std::ptr::null_mut(),
+            dst,
+            headroom,
+            placed: 0,
             panic: None,
         };
         frame.refresh(c);
@@ -251,13 +266,30 @@ impl NativeBlock {
                 std::panic::resume_unwind(p);
             }
         }
-        r
+        (r, frame.placed)
     }
 }
 
-/// A whole packet's native code ([`Body::Whole`]): true if the packet was deparsed, false if
-/// it stopped after ingress.
-pub(crate) type WholeFn = Box<dyn Fn(&mut Ctx<'_>) -> bool + Send + Sync>;
+/// How a whole packet's native code ([`Body::Whole`]) ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Whole {
+    /// Multicast or drop: carry on as after ingress.
+    AfterIngress,
+    /// Deparsed into `st.out`.
+    Deparsed,
+    /// This many bytes of headers were written into the packet, ending where the payload
+    /// starts.
+    Placed(usize),
+}
+
+/// A whole packet's native code: the packet's context, and where the headers may be
+/// written in place (`dst`, null for nowhere, and the `headroom` bytes before it).
+///
+/// # Safety (for callers)
+/// A non-null `dst` must point at the packet's first byte (the start of `c.pkt`), writable
+/// together with the `headroom` bytes before it and the packet's bytes, with no reference to
+/// them used again until the header bytes are moved into place.
+pub(crate) type WholeFn = Box<dyn Fn(&mut Ctx<'_>, *mut u8, usize) -> Whole + Send + Sync>;
 
 /// A block compiled but not yet finalised.
 pub(crate) struct Pending {
@@ -392,7 +424,11 @@ impl Jit {
         // SAFETY: as in `stmt_fn`.
         let func = unsafe { std::mem::transmute::<*const u8, NativeFn>(addr) };
         let block = NativeBlock { func };
-        Box::new(move |c| block.call(c) != code::AFTER_INGRESS)
+        Box::new(move |c, dst, headroom| match block.call(c, dst, headroom) {
+            (code::AFTER_INGRESS, _) => Whole::AfterIngress,
+            (code::PLACED, n) => Whole::Placed(n),
+            _ => Whole::Deparsed,
+        })
     }
 
     /// Native code of each action (by program index), for applies to call directly.

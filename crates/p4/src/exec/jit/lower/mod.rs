@@ -98,7 +98,11 @@ pub(super) fn function(
             }
             l.controls(front, false);
             l.stop_unless_unicast();
-            l.controls(back, true)
+            if let Some((deparser, checksum)) = back.split_last() {
+                l.controls(checksum, false);
+                l.deparse_in_place(deparser);
+            }
+            l.controls(back.last().map(std::slice::from_ref).unwrap_or(&[]), true)
         }
     };
     if !ends {
@@ -429,6 +433,57 @@ impl Lower<'_, '_, '_> {
         false
     }
 
+    /// A deparser that only emits fixed headers writes them straight into the packet, in
+    /// front of the payload, when the frame allows it ([`frame::DST`]) and there is room:
+    /// the function returns [`code::PLACED`] with their length in [`frame::PLACED`].
+    /// Otherwise (and for any other deparser) the code after this builds `st.out` as usual.
+    fn deparse_in_place(&mut self, deparser: &[Stmt]) {
+        let mut emits = Vec::new();
+        if !only_emits(deparser, &mut emits)
+            || emits.iter().any(|&id| self.c.prog.headers[id as usize].bytes > MAX_INLINE_COPY)
+        {
+            return;
+        }
+        let (check, place, usual) =
+            (self.b.create_block(), self.b.create_block(), self.b.create_block());
+        let dst = self.b.ins().load(self.ptr, mem(), self.frame, frame::DST);
+        self.b.ins().brif(dst, check, &[], usual, &[]);
+        self.b.switch_to_block(check);
+        let valid = self.valid();
+        let mut total = self.k(0);
+        for &id in &emits {
+            let v = self.b.ins().uload8(types::I64, mem(), valid, id as i32);
+            let n = self.b.ins().imul_imm(v, self.c.prog.headers[id as usize].bytes as i64);
+            total = self.b.ins().iadd(total, n);
+        }
+        let payload = self.b.ins().load(self.ptr, mem(), self.frame, frame::PAYLOAD);
+        let headroom = self.b.ins().load(self.ptr, mem(), self.frame, frame::HEADROOM);
+        let room = self.b.ins().iadd(payload, headroom);
+        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, total, room);
+        self.b.ins().brif(fits, place, &[], usual, &[]);
+        self.b.switch_to_block(place);
+        let start = self.b.ins().isub(payload, total);
+        let mut at = self.b.ins().iadd(dst, start);
+        for &id in &emits {
+            let h = &self.c.prog.headers[id as usize];
+            let (off, n) = (h.byte_off as i32, h.bytes);
+            let (copy, next) = (self.b.create_block(), self.b.create_block());
+            self.b.append_block_param(next, self.ptr);
+            let is_valid = self.b.ins().uload8(types::I64, mem(), valid, id as i32);
+            self.b.ins().brif(is_valid, copy, &[], next, &[at.into()]);
+            self.b.switch_to_block(copy);
+            let hdr = self.hdr();
+            self.copy_header(id, at, 0, hdr, off);
+            let after = self.b.ins().iadd_imm(at, n as i64);
+            self.b.ins().jump(next, &[after.into()]);
+            self.b.switch_to_block(next);
+            at = self.b.block_params(next)[0];
+        }
+        self.b.ins().store(mem(), total, self.frame, frame::PLACED);
+        self.ret(code::PLACED);
+        self.b.switch_to_block(usual);
+    }
+
     /// `emit` of a fixed header: appended if valid and there is room, else the closure
     /// (which grows the output).
     fn emit(&mut self, id: u32, s: &Stmt) {
@@ -542,4 +597,16 @@ impl Lower<'_, '_, '_> {
         self.b.ins().store(mem(), v, base, off);
         self.b.ins().store(mem(), zero, base, off + 8);
     }
+}
+
+/// Whether `stmts` only emit fixed headers (in nested blocks too); their ids go to `out`.
+fn only_emits(stmts: &[Stmt], out: &mut Vec<u32>) -> bool {
+    stmts.iter().all(|s| match s {
+        Stmt::Extern(Extern::Emit(HdrRef::Static(id))) => {
+            out.push(*id);
+            true
+        }
+        Stmt::Block(b) | Stmt::Scope(b) => only_emits(b, out),
+        _ => false,
+    })
 }
