@@ -4,10 +4,13 @@
 //! function over a [`Frame`]: raw pointers to the packet's slots, header bytes and validity
 //! flags, the packet, and the parser cursor. Values of up to 64 bits live in registers; header
 //! fields are read and written as big-endian windows of the header area; `if`, `switch`,
-//! `return` and `exit` are branches. A statement the code generator does not handle (a table
-//! apply, most externs, values wider than 64 bits, header stack elements chosen at run time)
-//! stays the closure [`Compiler::stmt`] builds, and the native code calls it through
-//! [`run_fallback`]. So every program runs natively as far as it can and correctly everywhere.
+//! `return` and `exit` are branches; applies of keyless and LPM tables are generated code, other
+//! applies bind in Rust ([`apply_bind`]) and call the action's code. A statement the code
+//! generator does not handle (most externs, values wider than 64 bits, header stack elements
+//! chosen at run time) stays the closure [`Compiler::stmt`] builds, and the native code calls
+//! it through [`run_fallback`]. So every program runs natively as far as it can and correctly
+//! everywhere. Fused entries run a whole packet ([`Body::Whole`]) or its front and back halves
+//! in one call each.
 //!
 //! `HOTPLANE_P4_ENGINE=closures` turns code generation off (closures only), for comparison.
 
