@@ -34,15 +34,20 @@ impl Lower<'_, '_, '_> {
         let site_at = &*site as *const ApplySite as i64;
         self.kept.push(Kept::Apply(site));
         // One block per action that has code, entered with the frame's bases current.
-        let runs: Vec<(u32, Block)> = actions
+        let runs: Vec<(u32, Block, usize)> = actions
             .iter()
-            .filter(|&&a| matches!(self.actions.get(a as usize), Some(Some(_))))
-            .map(|&a| (a, self.b.create_block()))
+            .filter_map(|&a| match self.actions.get(a as usize) {
+                Some(&Some(entry)) => Some((a, self.b.create_block(), entry)),
+                _ => None,
+            })
             .collect();
         let (slow, end) = (self.b.create_block(), self.b.create_block());
-        self.b.set_cold_block(slow);
         match native.as_ref().and_then(|n| self.entry_of(table, n).map(|e| (n, e))) {
-            Some((n, (body, hit))) => self.read_entry(n, body, hit, &runs, slow, end),
+            Some((n, (body, hit))) => {
+                // Rust is then only for the rare cases.
+                self.b.set_cold_block(slow);
+                self.read_entry(n, body, hit, &runs, slow, end);
+            }
             None => {
                 self.b.ins().jump(slow, &[]);
             }
@@ -62,7 +67,7 @@ impl Lower<'_, '_, '_> {
         self.b.switch_to_block(panicked);
         self.ret(code::PANICKED);
         self.b.switch_to_block(go);
-        for &(a, run) in &runs {
+        for &(a, run, _) in &runs {
             let next = self.b.create_block();
             let is = self.b.ins().icmp_imm(IntCC::Equal, chosen, a as i64);
             self.b.ins().brif(is, run, &[], next, &[]);
@@ -70,9 +75,8 @@ impl Lower<'_, '_, '_> {
         }
         self.b.ins().jump(end, &[]);
 
-        for &(a, run) in &runs {
+        for &(_, run, entry) in &runs {
             self.b.switch_to_block(run);
-            let Some(&Some(entry)) = self.actions.get(a as usize) else { unreachable!() };
             let callee = self.b.ins().iconst(self.ptr, entry as i64);
             let call = self.b.ins().call_indirect(self.block_sig, callee, &[self.frame]);
             let r = self.b.inst_results(call)[0];
@@ -164,7 +168,7 @@ impl Lower<'_, '_, '_> {
         n: &NativeSite,
         body: Value,
         hit: Value,
-        runs: &[(u32, Block)],
+        runs: &[(u32, Block, usize)],
         slow: Block,
         end: Block,
     ) {
@@ -222,8 +226,8 @@ impl Lower<'_, '_, '_> {
                 let a = self.k(*action as u64);
                 self.store_slot(s, a);
             }
-            match runs.iter().find(|(a, _)| a == action) {
-                Some(&(_, run)) => self.b.ins().jump(run, &[]),
+            match runs.iter().find(|(a, _, _)| a == action) {
+                Some(&(_, run, _)) => self.b.ins().jump(run, &[]),
                 None => self.b.ins().jump(end, &[]),
             };
             self.b.switch_to_block(next);
