@@ -1,7 +1,7 @@
 //! P4 source text (from files, `hotplane push --p4` and update packets): the preprocessor,
 //! lexer, parser and type checker must return a diagnostic for anything they cannot take,
 //! never panic, and never run away on nesting or macro expansion; a program they accept must
-//! compile and run packets without panicking.
+//! compile and run packets (owned and in place) without panicking.
 #![no_main]
 
 use hotplane_core::Qsbr;
@@ -15,7 +15,8 @@ use std::sync::Arc;
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let mut sources = SourceMap::default();
-    let ir = match hotplane_p4::check_program(&mut sources, &mut BuiltinOnly, "fuzz.p4", text, &[]) {
+    let ir = match hotplane_p4::check_program(&mut sources, &mut BuiltinOnly, "fuzz.p4", text, &[])
+    {
         Ok(ir) => ir,
         Err(e) => {
             // Rendering must cope with every span the front-end can produce.
@@ -30,9 +31,26 @@ fuzz_target!(|data: &[u8]| {
     let reader = qsbr.register("fuzz");
     let mut sw = V1Switch::new(Arc::new(p));
     let mut out = Vec::new();
-    // Packets of several lengths, including empty and short ones, made from the input.
+    let pool =
+        hotplane_core::Pool::new(hotplane_core::PoolConfig { buffers: 2, ..Default::default() })
+            .expect("a two-buffer pool");
+    // Packets of several lengths, including empty and short ones, made from the input; each
+    // through the owned path, then in place in a pool buffer as the data plane runs it.
     for len in [0usize, 1, 14, 34, 64, data.len().min(1500)] {
         let pkt: Vec<u8> = data.iter().copied().cycle().take(len).collect();
         sw.process(&pkt, 1, &Replication::default(), &reader.guard(), 1, &mut out);
+        if let Some(mut buf) = pool.alloc() {
+            if buf.set_frame(&pkt).is_ok() {
+                let _ = sw.process_in_place(
+                    &mut buf,
+                    1,
+                    &Replication::default(),
+                    &reader.guard(),
+                    1,
+                    &mut out,
+                );
+            }
+        }
+        out.clear();
     }
 });
