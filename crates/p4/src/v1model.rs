@@ -192,16 +192,11 @@ impl V1Switch {
                 // Unicast, and the program cannot have asked for anything else.
                 note(&mut self.stats, &fx);
                 let spec = self.st.slots[std.egress_spec] as u32;
-                if let Whole::Placed(n) = done {
-                    if pkt.adjust_head(payload as isize - n as isize).is_err() {
-                        // Unreachable: native code checked the room.
-                        self.stats.dropped += 1;
-                        return InPlace::Dropped;
-                    }
-                    self.stats.sent += 1;
-                    return InPlace::Sent(spec);
-                }
-                return self.sent_in_place(pkt, payload, spec, None);
+                let placed = match done {
+                    Whole::Placed(n) => Some(n),
+                    _ => None,
+                };
+                return self.sent_in_place(pkt, payload, placed, spec, None);
             }
         }
         if fx.punt {
@@ -254,25 +249,29 @@ impl V1Switch {
             };
             p.deparse(&mut c);
         }
-        self.sent_in_place(pkt, payload, spec, fx.truncate)
+        self.sent_in_place(pkt, payload, None, spec, fx.truncate)
     }
 
-    /// The deparsed headers (`st.out`) go in front of the unchanged payload; the packet
-    /// leaves by `port`.
+    /// The deparsed headers go in front of the unchanged payload: copied from `st.out`, or
+    /// already `placed` there (this many bytes) by native code, which then only moves the
+    /// packet's start. The packet leaves by `port`.
     #[inline]
     fn sent_in_place(
         &mut self,
         pkt: &mut hotplane_core::Packet,
         payload: usize,
+        placed: Option<usize>,
         port: u32,
         truncate: Option<u32>,
     ) -> InPlace {
-        let emitted = self.st.out.len();
+        let emitted = placed.unwrap_or(self.st.out.len());
         if pkt.adjust_head(payload as isize - emitted as isize).is_err() {
             self.stats.dropped += 1;
             return InPlace::Dropped;
         }
-        crate::exec::bits::copy_bytes(&mut pkt.data_mut()[..emitted], &self.st.out);
+        if placed.is_none() {
+            crate::exec::bits::copy_bytes(&mut pkt.data_mut()[..emitted], &self.st.out);
+        }
         if let Some(len) = truncate {
             if (len as usize) < pkt.len() {
                 let _ = pkt.set_len(len as usize);
@@ -307,8 +306,7 @@ impl V1Switch {
                 let fx = self.st.fx.take();
                 if whole == Some(Whole::Deparsed) {
                     note(&mut self.stats, &fx);
-                    let mut packet = self.st.out.clone();
-                    packet.extend_from_slice(data.get(payload..).unwrap_or(&[]));
+                    let packet = self.deparsed(&data, payload);
                     self.stats.sent += 1;
                     let port = self.st.slots[p.std.egress_spec] as u32;
                     r.out.push(Output { port, data: packet });
@@ -478,8 +476,7 @@ impl V1Switch {
             host: &mut *self.host,
         };
         p.deparse(&mut c);
-        let mut packet = self.st.out.clone();
-        packet.extend_from_slice(data.get(payload..).unwrap_or(&[]));
+        let mut packet = self.deparsed(data, payload);
         if let Some(len) = fx.truncate {
             packet.truncate(len as usize);
         }
@@ -495,6 +492,15 @@ impl V1Switch {
         }
         self.stats.sent += 1;
         r.out.push(Output { port, data: packet });
+    }
+}
+
+impl V1Switch {
+    /// The deparsed headers (`st.out`) in front of `data`'s payload, as a new packet.
+    fn deparsed(&self, data: &[u8], payload: usize) -> Vec<u8> {
+        let mut packet = self.st.out.clone();
+        packet.extend_from_slice(data.get(payload..).unwrap_or(&[]));
+        packet
     }
 }
 

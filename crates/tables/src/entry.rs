@@ -43,7 +43,7 @@ pub struct BodyLayout {
 impl BodyLayout {
     #[inline(always)]
     fn copy_at(&self, copy: usize) -> usize {
-        1 + copy * (1 + self.data_words)
+        crate::raw::copy_at(self.data_words, copy)
     }
 
     #[inline(always)]

@@ -210,7 +210,6 @@ impl LpmTable {
             groups: self.groups.as_ptr(),
             entries: self.arena.base(),
             stride: self.arena.stride(),
-            body: self.cfg.body_layout().view(),
         }
     }
 

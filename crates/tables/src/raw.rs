@@ -43,10 +43,17 @@ pub struct BodyView {
     pub idle_at: Option<usize>,
 }
 
+/// Word of copy `copy`'s header in a body with `data_words` data words; its data words
+/// follow it.
+#[inline(always)]
+pub const fn copy_at(data_words: usize, copy: usize) -> usize {
+    1 + copy * (1 + data_words)
+}
+
 impl BodyView {
-    /// Word of copy `copy`'s header; its data words follow it.
+    /// Word of copy `copy`'s header.
     pub fn copy_at(&self, copy: usize) -> usize {
-        1 + copy * (1 + self.data_words)
+        copy_at(self.data_words, copy)
     }
 }
 
@@ -63,9 +70,9 @@ pub struct LpmView {
     pub first: *const AtomicU32,
     pub groups: *const AtomicU32,
     pub entries: *const AtomicU64,
-    /// Words from one entry body to the next.
+    /// Words from one entry body to the next (bodies are laid out as the default entry's,
+    /// [`DefaultView::body`]).
     pub stride: usize,
-    pub body: BodyView,
 }
 
 /// A table's default entry: one body, read like any other.

@@ -584,7 +584,11 @@ impl Code {
             let back_controls = [&program.compute_checksum[..], &program.deparser[..]];
             let b = jit.compile_body(&c, jit::Body::Back(&back_controls))?;
             let w = if is_noop(&program.egress) && !program.may_request_effects() {
-                let body = jit::Body::Whole { front: &front_controls, back: &back_controls };
+                let body = jit::Body::Whole {
+                    front: &front_controls,
+                    checksum: &program.compute_checksum,
+                    deparser: &program.deparser,
+                };
                 jit.compile_body(&c, body)?
             } else {
                 None

@@ -705,8 +705,8 @@ impl ApplySite {
             .iter()
             .map(|&a| {
                 let f = self.actions.get(a as usize)?;
-                let params = f.params.iter().map(|&(slot, w, n, _)| (slot, w, n));
-                let params: Vec<_> = params.collect();
+                let params: Vec<ParamWords> =
+                    f.params.iter().map(|&(slot, w, n, _)| (slot, w, n)).collect();
                 params.iter().all(|&(_, w, n)| w + n <= data_words).then_some((a, params))
             })
             .collect::<Option<Vec<_>>>()?;

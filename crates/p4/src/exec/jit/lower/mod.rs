@@ -32,8 +32,9 @@ pub(crate) enum Body<'s> {
     Back(&'s [&'s [Stmt]]),
     /// A whole unicast packet of a program whose egress is empty: `front` as [`Body::Front`];
     /// then, unless the packet is to be multicast or dropped (the function returns
-    /// [`code::AFTER_INGRESS`] and Rust carries on from there), `back` as [`Body::Back`].
-    Whole { front: &'s [&'s [Stmt]], back: &'s [&'s [Stmt]] },
+    /// [`code::AFTER_INGRESS`] and Rust carries on from there), the checksum update and the
+    /// deparser (in place when it can, see `deparse_in_place`).
+    Whole { front: &'s [&'s [Stmt]], checksum: &'s [Stmt], deparser: &'s [Stmt] },
 }
 
 /// Generate a function's body into `b`; false if some part cannot be lowered (the function
@@ -92,17 +93,15 @@ pub(super) fn function(
             l.controls(controls, false)
         }
         Body::Back(controls) => l.controls(controls, true),
-        Body::Whole { front, back } => {
+        Body::Whole { front, checksum, deparser } => {
             if !l.parser() {
                 return false;
             }
             l.controls(front, false);
             l.stop_unless_unicast();
-            if let Some((deparser, checksum)) = back.split_last() {
-                l.controls(checksum, false);
-                l.deparse_in_place(deparser);
-            }
-            l.controls(back.last().map(std::slice::from_ref).unwrap_or(&[]), true)
+            l.controls(&[checksum], false);
+            l.deparse_in_place(deparser);
+            l.controls(&[deparser], true)
         }
     };
     if !ends {
@@ -516,7 +515,7 @@ impl Lower<'_, '_, '_> {
     }
 
     /// The Internet checksum of header byte runs (every run but the last of even length),
-    /// summed as 32-bit words and folded, as `ones_complement_sum` does.
+    /// summed piece by piece and folded; the same value `ones_complement_sum` computes.
     /// With `verify` (the field's current value), a mismatch sets `checksum_error`; without,
     /// the sum is stored in `sum`.
     fn csum16(&mut self, verify: Option<Value>, cond: Value, runs: &[(usize, usize)], sum: &Place) {
