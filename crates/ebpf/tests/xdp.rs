@@ -262,3 +262,40 @@ jeq %r0, 0, out\nmov %r1, 1\nlock add [%r0+{off}], %r1\nout:\nmov %r0, 2\nexit"
         rejected("mov %r1, 0\nstxdw [%r10-8], %r1\nlock add [%r10-4], %r1\nmov %r0, 2\nexit", &[]);
     assert!(msg.contains("not aligned"), "{msg}");
 }
+
+#[test]
+fn pointers_compare_only_where_addresses_cannot_matter() {
+    // Found by the differential fuzzer: `jgt r10, r2` (the stack against the packet) branched
+    // one way in the interpreter and the other in the JIT, whose stacks lie elsewhere.
+    let stack_vs_packet =
+        format!("{PROLOGUE}jgt %r10, %r2, out\nmov %r0, 1\nexit\nout:\nmov %r0, 2\nexit");
+    let (pc, msg) = rejected(&stack_vs_packet, &[]);
+    assert_eq!(pc, 2);
+    assert!(msg.contains("stack pointer") && msg.contains("where memory lies"), "{msg}");
+    // A pointer against a non-zero number, and a 32-bit bounds check, depend on addresses too.
+    let (_, msg) = rejected(
+        &format!("{PROLOGUE}jgt %r2, 4096, out\nmov %r0, 1\nexit\nout:\nmov %r0, 2\nexit"),
+        &[],
+    );
+    assert!(msg.contains("the constant 0x1000"), "{msg}");
+    let (_, msg) = rejected(
+        &format!("{PROLOGUE}jgt32 %r2, %r3, out\nmov %r0, 1\nexit\nout:\nmov %r0, 2\nexit"),
+        &[],
+    );
+    assert!(msg.contains("64-bit"), "{msg}");
+    // Two lookups of one hash map return values at unrelated addresses.
+    let lookup =
+        "stw [%r10-4], 0\nmov %r2, %r10\nadd %r2, -4\nlddw %r1, map 0\ncall 1\njeq %r0, 0, out\n";
+    let two = format!("{lookup}mov %r6, %r0\n{lookup}jgt %r6, %r0, out\nout:\nmov %r0, 2\nexit");
+    let (_, msg) = rejected(&two, &[("h", HASH)]);
+    assert!(msg.contains("map value pointer"), "{msg}");
+    // Within one object, and against 0, comparisons are fine: packet against packet, the
+    // stack against itself, the context against 0.
+    for ok in [
+        format!("{PROLOGUE}mov %r4, %r2\nadd %r4, 8\njgt %r4, %r2, out\nout:\nmov %r0, 2\nexit"),
+        "mov %r2, %r10\nadd %r2, -8\njge %r2, %r10, out\nout:\nmov %r0, 2\nexit".into(),
+        "jeq %r1, 0, out\nout:\nmov %r0, 2\nexit".into(),
+    ] {
+        load(&ok, &[], Engine::Jit).unwrap_or_else(|e| panic!("{e}\n{ok}"));
+    }
+}

@@ -240,6 +240,11 @@ pub(super) fn same_base(a: &Ptr, b: &Ptr) -> bool {
             PtrKind::Packet | PtrKind::PacketEnd | PtrKind::PacketMeta,
             PtrKind::Packet | PtrKind::PacketEnd | PtrKind::PacketMeta,
         ) => true,
+        // Two lookups may return values anywhere in the map: only copies of one share a base.
+        (
+            PtrKind::MapValue { .. } | PtrKind::MapValueOrNull { .. },
+            PtrKind::MapValue { .. } | PtrKind::MapValueOrNull { .. },
+        ) => a.kind == b.kind && a.id == b.id,
         (x, y) => x == y,
     }
 }

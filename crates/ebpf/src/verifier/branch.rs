@@ -1,6 +1,7 @@
 //! Conditional jumps: deciding them where the state fixes the outcome, refining ranges,
 //! null checks of map values and packet bounds checks otherwise.
 
+use super::arith::same_base;
 use super::*;
 
 impl Explorer<'_> {
@@ -166,12 +167,28 @@ impl Explorer<'_> {
                 }
                 Ok((true, true))
             }
-            (Reg::Ptr(_), _) | (_, Reg::Ptr(_)) => {
-                if matches!(a, Reg::Ptr(p) if matches!(p.kind, PtrKind::Map { .. })) {
-                    return Err(self.err(pc, "a map cannot be compared"));
-                }
+            (Reg::Ptr(p), _) | (_, Reg::Ptr(p)) if matches!(p.kind, PtrKind::Map { .. }) => {
+                Err(self.err(pc, "a map cannot be compared"))
+            }
+            // Pointers into the same object compare by their offsets, and a pointer that is
+            // never null compares with 0 the same way wherever memory lies. Any other
+            // comparison's outcome depends on addresses (the interpreter and the JIT, or two
+            // runs, would branch differently), and a 32-bit one on where a 4 GiB boundary falls.
+            (Reg::Ptr(p), Reg::Ptr(q)) if wide && same_base(&p, &q) => Ok((true, true)),
+            (Reg::Ptr(_), Reg::Scalar(z)) | (Reg::Scalar(z), Reg::Ptr(_))
+                if wide && z.as_const() == Some(0) =>
+            {
                 Ok((true, true))
             }
+            (Reg::Ptr(_), _) | (_, Reg::Ptr(_)) => Err(self.err(
+                pc,
+                format!(
+                    "comparing {} with {} depends on where memory lies; only pointers into the \
+                     same object (with 64-bit jumps) or a pointer and 0 can be compared",
+                    a.describe(),
+                    b.describe()
+                ),
+            )),
             _ => Err(self.err(pc, "comparison of uninitialised values")),
         }
     }
