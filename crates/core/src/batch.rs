@@ -182,6 +182,46 @@ impl Batch {
         self.pkts.drain(..)
     }
 
+    /// Move every packet, in order, to `outs[route(p)]`, first calling `flush` on a full
+    /// destination to empty it. Each handle is copied straight from this batch's storage to
+    /// the destination's. Moved by value instead (`drain` then `push`), a handle goes through a
+    /// stack temporary that LLVM writes field by field (the verdict byte is also
+    /// `Option<Packet>`'s tag) and reads back in 16-byte pieces: a store-forwarding stall per
+    /// packet, a tenth of a worker's time when packets leave by several ports.
+    ///
+    /// `route` must return an index of `outs` (a bad one panics, leaking the packets not moved).
+    #[inline]
+    pub fn scatter(
+        &mut self,
+        outs: &mut [Batch],
+        mut route: impl FnMut(&Packet) -> usize,
+        mut flush: impl FnMut(usize, &mut Batch),
+    ) {
+        let n = self.pkts.len();
+        let src = self.pkts.as_ptr();
+        // SAFETY: the packets now belong to this loop, which moves each into exactly one
+        // destination. A panic in `route` or `flush`, or a bad index, leaks those not yet moved
+        // (their buffers never return to the pool), which is safe.
+        unsafe { self.pkts.set_len(0) };
+        for i in 0..n {
+            // SAFETY: i < n: an initialised packet, not moved yet.
+            let k = route(unsafe { &*src.add(i) });
+            let out = &mut outs[k];
+            if out.pkts.len() >= out.burst {
+                flush(k, out);
+            }
+            out.pkts.reserve(1);
+            // SAFETY: the source is initialised and, once copied, never read again (this
+            // batch's length is 0); the destination has room for one more (reserved) and its
+            // length grows over exactly the copied handle.
+            unsafe {
+                let len = out.pkts.len();
+                core::ptr::copy_nonoverlapping(src.add(i), out.pkts.as_mut_ptr().add(len), 1);
+                out.pkts.set_len(len + 1);
+            }
+        }
+    }
+
     /// Free every packet into `cache`.
     pub fn free_all(&mut self, cache: &mut PoolCache) {
         for p in self.pkts.drain(..) {
@@ -230,5 +270,36 @@ mod tests {
         assert!(b.is_empty());
         assert_eq!(Batch::new(0).burst(), 1);
         assert_eq!(Batch::new(1000).burst(), MAX_BATCH);
+    }
+
+    #[test]
+    fn scatter_moves_each_packet_once_in_order() {
+        let pool = Pool::new(PoolConfig { buffers: 16, ..Default::default() }).unwrap();
+        let mut b = Batch::new(10);
+        for i in 0..10u16 {
+            let mut p = pool.alloc().unwrap();
+            p.meta.out_port = i % 3;
+            p.meta.user = i as u64;
+            b.push(p).unwrap();
+        }
+        let mut outs = [Batch::new(2), Batch::new(8), Batch::new(8)];
+        let mut flushed = Vec::new();
+        b.scatter(
+            &mut outs,
+            |p| p.meta.out_port as usize,
+            |k, out| {
+                flushed.extend(out.drain().map(|p| (k, p.meta.user)));
+            },
+        );
+        assert!(b.is_empty());
+        // Port 0 (burst 2) gets 0, 3, 6, 9: full when 6 arrives, so 0 and 3 are flushed.
+        assert_eq!(flushed, vec![(0, 0), (0, 3)]);
+        let users = |o: &Batch| o.iter().map(|p| p.meta.user).collect::<Vec<_>>();
+        assert_eq!(users(&outs[0]), vec![6, 9]);
+        assert_eq!(users(&outs[1]), vec![1, 4, 7]);
+        assert_eq!(users(&outs[2]), vec![2, 5, 8]);
+        // Every buffer is accounted for: 10 in batches or freed, none leaked or doubled.
+        drop(outs);
+        assert_eq!(pool.available(), 16);
     }
 }

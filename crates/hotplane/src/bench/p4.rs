@@ -105,6 +105,15 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
         "l2fwd_mpps": round(l2.mpps, 3),
         "ratio_to_l2fwd": round(p4.mpps / l2.mpps, 3),
         "engine": engine,
+        // Per ~100 ms window, for a machine shared with others (see `Measured::windows`).
+        "windows": {
+            "mpps_median": round(p4.windows.median, 3),
+            "mpps_best": round(p4.windows.best, 3),
+            "l2fwd_mpps_median": round(l2.windows.median, 3),
+            "l2fwd_mpps_best": round(l2.windows.best, 3),
+            "ratio_to_l2fwd_median": round(p4.windows.median / l2.windows.median, 3),
+            "count": p4.windows.count,
+        },
         "closures_mpps": round(closures.mpps, 3),
         "native_over_closures": round(p4.mpps / closures.mpps, 3),
         "flows": o.flows,

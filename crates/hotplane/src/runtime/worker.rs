@@ -206,6 +206,24 @@ impl Worker {
                 return;
             }
         }
+        // Several ports, nothing to drop or punt (a router's common case): move the packets
+        // straight into the per-port batches.
+        let ntx = tx.len();
+        if batch.iter().all(|p| {
+            (p.meta.out_port as usize) < ntx
+                && matches!(p.meta.verdict, Verdict::Pass | Verdict::Tx)
+        }) {
+            let (ports, cache) = (&mut self.ports, &mut self.cache);
+            batch.scatter(
+                tx,
+                |p| p.meta.out_port as usize,
+                |k, out| {
+                    ports[k].send(out, cache, now);
+                },
+            );
+            self.flush_tx(tx, now);
+            return;
+        }
         let mut punted = false;
         for p in batch.drain() {
             match p.meta.verdict {
