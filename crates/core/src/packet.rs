@@ -78,13 +78,9 @@ pub struct Packet {
     base: NonNull<u8>,
     pub(crate) core: NonNull<PoolCore>,
     pub(crate) index: u32,
-    // u32, not u16 (buffers are at most 64 KiB): with these the handle has no padding, so
-    // LLVM moves it as one 64-byte block. With padding it moved it field by field, and a
-    // packet moved through a stack temporary (`Batch::drain` into a per-port batch) was read
-    // back in pieces the writes had not used: a store-forwarding stall per packet.
-    head: u32,
-    len: u32,
-    capacity: u32,
+    head: u16,
+    len: u16,
+    capacity: u16,
     pub meta: Meta,
 }
 
@@ -104,15 +100,7 @@ impl Packet {
         capacity: u16,
         headroom: u16,
     ) -> Self {
-        Self {
-            base,
-            core,
-            index,
-            head: headroom as u32,
-            len: 0,
-            capacity: capacity as u32,
-            meta: Meta::default(),
-        }
+        Self { base, core, index, head: headroom, len: 0, capacity, meta: Meta::default() }
     }
 
     /// The frame bytes.
@@ -200,7 +188,7 @@ impl Packet {
         if len > self.max_len() {
             return Err(PacketError::NoTailroom { need: len, have: self.max_len() });
         }
-        self.len = len as u32;
+        self.len = len as u16;
         Ok(())
     }
 
@@ -219,15 +207,15 @@ impl Packet {
             if need > self.head as usize {
                 return Err(PacketError::NoHeadroom { need, have: self.head as usize });
             }
-            self.head -= need as u32;
-            self.len += need as u32;
+            self.head -= need as u16;
+            self.len += need as u16;
         } else {
             let cut = delta as usize;
             if cut > self.len as usize {
                 return Err(PacketError::Underflow);
             }
-            self.head += cut as u32;
-            self.len -= cut as u32;
+            self.head += cut as u16;
+            self.len -= cut as u16;
         }
         Ok(())
     }
@@ -239,13 +227,13 @@ impl Packet {
             if need > self.tailroom() {
                 return Err(PacketError::NoTailroom { need, have: self.tailroom() });
             }
-            self.len += need as u32;
+            self.len += need as u16;
         } else {
             let cut = delta.unsigned_abs();
             if cut > self.len as usize {
                 return Err(PacketError::Underflow);
             }
-            self.len -= cut as u32;
+            self.len -= cut as u16;
         }
         Ok(())
     }
