@@ -89,8 +89,8 @@ impl Windows {
         if rates.is_empty() {
             return Windows::default();
         }
-        rates.sort_by(f64::total_cmp);
-        Windows { median: rates[rates.len() / 2], best: rates[rates.len() - 1], count: rates.len() }
+        let (best, count) = (rates.iter().copied().fold(f64::MIN, f64::max), rates.len());
+        Windows { median: super::median(rates), best, count }
     }
 }
 

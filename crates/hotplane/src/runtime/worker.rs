@@ -193,35 +193,33 @@ impl Worker {
     /// Send each packet where its verdict says; the batch is empty afterwards.
     #[inline]
     fn transmit(&mut self, batch: &mut Batch, tx: &mut [Batch], now: u64) {
-        let nports = self.ports.len();
-        // Common case: every packet leaves by the same port. Hand the batch over as it is.
-        if let Some(first) = batch.get(0) {
-            let out = first.meta.out_port;
-            if (out as usize) < nports
-                && batch.iter().all(|p| {
-                    p.meta.out_port == out && matches!(p.meta.verdict, Verdict::Pass | Verdict::Tx)
-                })
-            {
-                self.ports[out as usize].send(batch, &mut self.cache, now);
-                return;
-            }
-        }
-        // Several ports, nothing to drop or punt (a router's common case): move the packets
-        // straight into the per-port batches.
+        // One look at the batch: can every packet be sent (unicast to a port that exists),
+        // and do they all leave by the same port?
         let ntx = tx.len();
-        if batch.iter().all(|p| {
-            (p.meta.out_port as usize) < ntx
-                && matches!(p.meta.verdict, Verdict::Pass | Verdict::Tx)
-        }) {
-            let (ports, cache) = (&mut self.ports, &mut self.cache);
-            batch.scatter(
-                tx,
-                |p| p.meta.out_port as usize,
-                |k, out| {
-                    ports[k].send(out, cache, now);
-                },
-            );
-            self.flush_tx(tx, now);
+        let first_out = batch.get(0).map_or(NO_PORT, |p| p.meta.out_port);
+        let (mut sendable, mut one_port) = (true, true);
+        for p in batch.iter() {
+            sendable &= (p.meta.out_port as usize) < ntx
+                && matches!(p.meta.verdict, Verdict::Pass | Verdict::Tx);
+            one_port &= p.meta.out_port == first_out;
+        }
+        if sendable && !batch.is_empty() {
+            if one_port {
+                // Common case: hand the batch over as it is.
+                self.ports[first_out as usize].send(batch, &mut self.cache, now);
+            } else {
+                // Several ports (a router's common case): move the packets straight into the
+                // per-port batches.
+                let (ports, cache) = (&mut self.ports, &mut self.cache);
+                batch.scatter(
+                    tx,
+                    |p| p.meta.out_port as usize,
+                    |k, out| {
+                        ports[k].send(out, cache, now);
+                    },
+                );
+                self.flush_tx(tx, now);
+            }
             return;
         }
         let mut punted = false;
