@@ -7,13 +7,13 @@
 
 use crate::stages::Program;
 use hotplane_core::{
-    Batch, FlowTable, Guard, Layers, Mask, Meta, Packet, Pool, PoolConfig, Slot, Stage, Verdict,
-    WorkerCx, MAX_WORKERS,
+    Batch, FlowTable, Guard, Mask, Meta, Packet, Pool, PoolConfig, Slot, Stage, Verdict, WorkerCx,
+    MAX_WORKERS,
 };
 use hotplane_ebpf::stage::XdpStage;
 use hotplane_p4::exec::{Host, Pipeline};
 use hotplane_p4::ir::{self, InstanceKind};
-use hotplane_p4::v1model::{InPlace, Output, Replication, V1Switch};
+use hotplane_p4::v1model::{Output, Replication, V1Switch};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -75,8 +75,6 @@ pub struct P4Stage {
 struct Worker {
     switch: V1Switch,
     out: Vec<Output>,
-    /// Set by the host when the current packet's flow function ran.
-    flow_ran: Arc<AtomicBool>,
 }
 
 impl P4Stage {
@@ -122,9 +120,9 @@ impl P4Stage {
             batch: Batch::new(1),
         };
         Worker {
-            switch: V1Switch::with_host(Arc::clone(&self.pipeline), Box::new(host)),
+            switch: V1Switch::with_host(Arc::clone(&self.pipeline), Box::new(host))
+                .flow_ran_flag(flow_ran),
             out: Vec::new(),
-            flow_ran,
         }
     }
 }
@@ -145,42 +143,20 @@ impl Stage for P4Stage {
             self.busy.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        let w = w.get_or_insert_with(|| self.new_worker(cx.worker));
-        for i in sel.iter() {
-            let Some(pkt) = batch.get_mut(i) else { continue };
-            let port = pkt.meta.in_port as u32;
-            let r = w.switch.process_in_place(
-                pkt,
-                port,
-                &self.replication,
-                cx.guard,
-                cx.now_ns,
-                &mut w.out,
-            );
-            // A plain load on the common path: an atomic swap per packet would cost more.
-            if w.flow_ran.load(Ordering::Relaxed) {
-                w.flow_ran.store(false, Ordering::Relaxed);
-                pkt.meta.layers |= Layers::FLOW_RAN;
+        let Worker { switch, out } = w.get_or_insert_with(|| self.new_worker(cx.worker));
+        let (guard, now) = (cx.guard, cx.now_ns);
+        switch.process_batch(batch, sel, &self.replication, guard, now, out, |_, pkt, out| {
+            // This stage cannot allocate packets: the first copy takes the packet's place.
+            let mut outs = out.drain(..);
+            match outs.next() {
+                Some(o) if pkt.set_frame(&o.data).is_ok() => pkt.meta.out_port = o.port as u16,
+                _ => pkt.meta.verdict = Verdict::Drop,
             }
-            match r {
-                InPlace::Sent(port) => pkt.meta.out_port = port as u16,
-                InPlace::Dropped => pkt.meta.verdict = Verdict::Drop,
-                InPlace::Punted => pkt.meta.verdict = Verdict::Punt,
-                InPlace::Copies => {
-                    let mut outs = w.out.drain(..);
-                    match outs.next() {
-                        Some(o) if pkt.set_frame(&o.data).is_ok() => {
-                            pkt.meta.out_port = o.port as u16;
-                        }
-                        _ => pkt.meta.verdict = Verdict::Drop,
-                    }
-                    let rest = outs.count() as u64;
-                    if rest > 0 {
-                        self.extra_copies_dropped.fetch_add(rest, Ordering::Relaxed);
-                    }
-                }
+            let rest = outs.count() as u64;
+            if rest > 0 {
+                self.extra_copies_dropped.fetch_add(rest, Ordering::Relaxed);
             }
-        }
+        });
     }
 
     fn as_any(&self) -> Option<&dyn std::any::Any> {

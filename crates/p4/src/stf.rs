@@ -17,7 +17,7 @@ use std::sync::Arc;
 use crate::exec::{InstanceRt, P4Entry, Pipeline};
 use crate::ir::{KeyMatch, MatchKind};
 use crate::types::mask;
-use crate::v1model::{InPlace, Output, Replication, V1Switch};
+use crate::v1model::{Output, Replication, V1Switch};
 use hotplane_core::Qsbr;
 
 /// A mistake in the STF file itself (not a failed expectation).
@@ -64,7 +64,7 @@ pub fn run(
     run_with(pipeline, qsbr, file, text, false)
 }
 
-/// [`run`], with `in_place` sending each packet through [`V1Switch::process_in_place`] in a
+/// [`run`], with `in_place` sending each packet through [`V1Switch::process_batch`] in a
 /// pool buffer (as the data plane does) instead of [`V1Switch::process`].
 pub fn run_with(
     pipeline: Arc<Pipeline>,
@@ -120,11 +120,26 @@ pub fn run_with(
                         let buffer = pool.alloc().filter(|_| in_place);
                         match buffer.and_then(|mut p| p.set_frame(&data).is_ok().then_some(p)) {
                             Some(mut pkt) => {
-                                let r = sw.process_in_place(
-                                    &mut pkt, port, &pre, &guard, now_ns, &mut out,
+                                pkt.meta.in_port = port as u16;
+                                let mut batch = hotplane_core::Batch::new(1);
+                                let _ = batch.push(pkt);
+                                let one = hotplane_core::Mask::single(0);
+                                let mut copied = false;
+                                sw.process_batch(
+                                    &mut batch,
+                                    one,
+                                    &pre,
+                                    &guard,
+                                    now_ns,
+                                    &mut out,
+                                    |_, _, _| copied = true,
                                 );
-                                if let InPlace::Sent(to) = r {
-                                    out.push(Output { port: to, data: pkt.data().to_vec() });
+                                // Copies are in `out` already; a packet sent is the batch's.
+                                if let Some(p) = batch.get(0).filter(|p| {
+                                    !copied && p.meta.verdict == hotplane_core::Verdict::Pass
+                                }) {
+                                    let port = p.meta.out_port as u32;
+                                    out.push(Output { port, data: p.data().to_vec() });
                                 }
                             }
                             None => sw.process(&data, port, &pre, &guard, now_ns, &mut out),

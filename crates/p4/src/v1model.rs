@@ -11,7 +11,9 @@ use std::sync::Arc;
 use crate::exec::jit::Whole;
 use crate::exec::{Ctx, Effects, Host, NoHost, PacketState, Pipeline, DROP_PORT};
 use crate::ir::CloneKind;
-use hotplane_core::Guard;
+use hotplane_core::batch::MaskIter;
+use hotplane_core::{Batch, Guard, Layers, Mask, Packet, Verdict};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// `standard_metadata.instance_type` values.
 pub mod instance {
@@ -107,6 +109,8 @@ pub struct V1Switch {
     pub stats: SwitchStats,
     /// What hotplane's externs call (extern slots, flow functions).
     host: Box<dyn Host + Send>,
+    /// Raised by the host when a packet's flow function ran (see [`V1Switch::flow_ran_flag`]).
+    flow_ran: Option<Arc<AtomicBool>>,
 }
 
 impl V1Switch {
@@ -117,7 +121,14 @@ impl V1Switch {
 
     pub fn with_host(pipeline: Arc<Pipeline>, host: Box<dyn Host + Send>) -> Self {
         let st = pipeline.new_state();
-        V1Switch { pipeline, st, stats: SwitchStats::default(), host }
+        V1Switch { pipeline, st, stats: SwitchStats::default(), host, flow_ran: None }
+    }
+
+    /// A flag the host raises when it runs a packet's flow function: `process_batch` then
+    /// marks the packet [`Layers::FLOW_RAN`] and lowers the flag.
+    pub fn flow_ran_flag(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.flow_ran = Some(flag);
+        self
     }
 
     /// Run one packet that arrived on `port`; what leaves is appended to `out`.
@@ -180,7 +191,9 @@ impl V1Switch {
                 ingress_ctx(p, &mut self.st, data, port, instance::NORMAL, guard, now_ns, host);
             // SAFETY: `dst` may be written with the `headroom` bytes before it (`head_ptr`),
             // and `data` (in `c`) is not read after the headers are placed.
-            let whole = unsafe { p.whole(&mut c, dst, headroom) };
+            let whole = p
+                .whole_code()
+                .map(|w| unsafe { w.call(&mut c, dst, headroom, port, instance::NORMAL) });
             if whole.is_none() {
                 p.front(&mut c);
             }
@@ -199,6 +212,25 @@ impl V1Switch {
                 return self.sent_in_place(pkt, payload, placed, spec, None);
             }
         }
+        self.finish_in_place(pkt, port, payload, fx, pre, guard, now_ns, out)
+    }
+
+    /// The rest of [`V1Switch::process_in_place`] once ingress has run on the packet in
+    /// `self.st`: punt, copies, drop, or egress and the deparser in place.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_in_place(
+        &mut self,
+        pkt: &mut hotplane_core::Packet,
+        port: u32,
+        payload: usize,
+        fx: Effects,
+        pre: &Replication,
+        guard: &Guard<'_>,
+        now_ns: u64,
+        out: &mut Vec<Output>,
+    ) -> InPlace {
+        let p = &*self.pipeline;
+        let std = p.std;
         if fx.punt {
             self.stats.punted += 1;
             return InPlace::Punted;
@@ -252,6 +284,101 @@ impl V1Switch {
         self.sent_in_place(pkt, payload, None, spec, fx.truncate)
     }
 
+    /// Run the packets `sel` of `batch` in place, each as [`V1Switch::process_in_place`]
+    /// would, and record the outcome in the packet's metadata: a packet sent leaves by
+    /// `meta.out_port`; one dropped or punted gets that verdict. A packet that became copies
+    /// ([`InPlace::Copies`]) is left as it was and `copies(i, pkt, out)` gets it with the
+    /// copies in `out`. A program with native code for whole packets runs them one after
+    /// another in one frame, which spares each packet the frame's set-up.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn process_batch(
+        &mut self,
+        batch: &mut Batch,
+        sel: Mask,
+        pre: &Replication,
+        guard: &Guard<'_>,
+        now_ns: u64,
+        out: &mut Vec<Output>,
+        mut copies: impl FnMut(usize, &mut Packet, &mut Vec<Output>),
+    ) {
+        let mut todo = sel.iter();
+        if self.pipeline.whole_code().is_some() {
+            while let Some((i, payload)) = self.run_whole(batch, &mut todo, guard, now_ns) {
+                let Some(pkt) = batch.get_mut(i) else { continue };
+                let fx = self.st.fx.take();
+                let port = pkt.meta.in_port as u32;
+                let r = self.finish_in_place(pkt, port, payload, fx, pre, guard, now_ns, out);
+                if self.mark(pkt, r) {
+                    copies(i, pkt, out);
+                }
+            }
+            return;
+        }
+        for i in todo {
+            let Some(pkt) = batch.get_mut(i) else { continue };
+            let port = pkt.meta.in_port as u32;
+            let r = self.process_in_place(pkt, port, pre, guard, now_ns, out);
+            if self.mark(pkt, r) {
+                copies(i, pkt, out);
+            }
+        }
+    }
+
+    /// Record `r` in the packet's metadata (see [`V1Switch::process_batch`]); true for copies.
+    #[inline(always)]
+    fn mark(&self, pkt: &mut Packet, r: InPlace) -> bool {
+        mark_packet(pkt, r, self.flow_ran.as_deref())
+    }
+
+    /// Whole packets of `todo` in native code, one after another, until `todo` ends (`None`)
+    /// or a packet is to be multicast: then its index and where its payload starts, with its
+    /// state after ingress left in `self.st`.
+    #[inline(always)]
+    fn run_whole(
+        &mut self,
+        batch: &mut Batch,
+        todo: &mut MaskIter,
+        guard: &Guard<'_>,
+        now_ns: u64,
+    ) -> Option<(usize, usize)> {
+        let V1Switch { pipeline, st, stats, host, flow_ran } = self;
+        let p = &**pipeline;
+        let code = p.whole_code()?;
+        let std = p.std;
+        let flow_ran = flow_ran.as_deref();
+        let mut c =
+            Ctx { st, pkt: &[], cursor: 0, payload: 0, guard, now_ns, error: 0, host: &mut **host };
+        let mut run = code.begin(&mut c);
+        for i in todo.by_ref() {
+            let Some(pkt) = batch.get_mut(i) else { continue };
+            stats.received += 1;
+            let (len, in_port) = (pkt.len(), pkt.meta.in_port as u32);
+            let (data, headroom) = pkt.head_ptr();
+            // SAFETY: `head_ptr` gives the packet's first byte, with its `len` bytes and the
+            // `headroom` bytes before it, which nothing else touches until `pkt` is used again.
+            let whole = unsafe { run.packet(data, len, headroom, in_port) };
+            let spec = run.slot(std.egress_spec) as u32;
+            let r = match whole {
+                Whole::Placed(n) => {
+                    send_in_place(stats, pkt, run.payload(), Headers::Placed(n), spec, None)
+                }
+                Whole::Deparsed => {
+                    send_in_place(stats, pkt, run.payload(), Headers::Out(run.out()), spec, None)
+                }
+                // Only a drop or a multicast stops a whole program after ingress.
+                Whole::AfterIngress if run.slot(std.mcast_grp) == 0 => {
+                    stats.dropped += 1;
+                    InPlace::Dropped
+                }
+                Whole::AfterIngress => return Some((i, run.payload())),
+            };
+            // Never copies: those left the loop above.
+            mark_packet(pkt, r, flow_ran);
+        }
+        None
+    }
+
     /// The deparsed headers go in front of the unchanged payload: copied from `st.out`, or
     /// already `placed` there (this many bytes) by native code, which then only moves the
     /// packet's start. The packet leaves by `port`.
@@ -264,21 +391,11 @@ impl V1Switch {
         port: u32,
         truncate: Option<u32>,
     ) -> InPlace {
-        let emitted = placed.unwrap_or(self.st.out.len());
-        if pkt.adjust_head(payload as isize - emitted as isize).is_err() {
-            self.stats.dropped += 1;
-            return InPlace::Dropped;
-        }
-        if placed.is_none() {
-            crate::exec::bits::copy_bytes(&mut pkt.data_mut()[..emitted], &self.st.out);
-        }
-        if let Some(len) = truncate {
-            if (len as usize) < pkt.len() {
-                let _ = pkt.set_len(len as usize);
-            }
-        }
-        self.stats.sent += 1;
-        InPlace::Sent(port)
+        let headers = match placed {
+            Some(n) => Headers::Placed(n),
+            None => Headers::Out(&self.st.out),
+        };
+        send_in_place(&mut self.stats, pkt, payload, headers, port, truncate)
     }
 
     fn run_job(&mut self, job: Job, r: &mut Run<'_, '_>) {
@@ -298,7 +415,9 @@ impl V1Switch {
                     host,
                 );
                 // SAFETY: no `dst`: the headers go to `st.out`.
-                let whole = unsafe { p.whole(&mut c, std::ptr::null_mut(), 0) };
+                let whole = p.whole_code().map(|w| unsafe {
+                    w.call(&mut c, std::ptr::null_mut(), 0, port, instance_type)
+                });
                 if whole.is_none() {
                     p.front(&mut c);
                 }
@@ -502,6 +621,65 @@ impl V1Switch {
         packet.extend_from_slice(data.get(payload..).unwrap_or(&[]));
         packet
     }
+}
+
+/// Record what became of a packet in its metadata (see [`V1Switch::process_batch`]); true
+/// if it became copies. `flow_ran`: the host's flag that the packet's flow function ran.
+#[inline(always)]
+fn mark_packet(pkt: &mut Packet, r: InPlace, flow_ran: Option<&AtomicBool>) -> bool {
+    if let Some(flag) = flow_ran {
+        // A plain load on the common path: an atomic swap per packet would cost more.
+        if flag.load(Ordering::Relaxed) {
+            flag.store(false, Ordering::Relaxed);
+            pkt.meta.layers |= Layers::FLOW_RAN;
+        }
+    }
+    match r {
+        InPlace::Sent(port) => pkt.meta.out_port = port as u16,
+        InPlace::Dropped => pkt.meta.verdict = Verdict::Drop,
+        InPlace::Punted => pkt.meta.verdict = Verdict::Punt,
+        InPlace::Copies => return true,
+    }
+    false
+}
+
+/// Where a packet's deparsed headers are.
+enum Headers<'o> {
+    /// Already in the packet, this many bytes ending where the payload starts.
+    Placed(usize),
+    /// In this buffer, to be copied in front of the payload.
+    Out(&'o [u8]),
+}
+
+/// Put the headers in front of the unchanged payload (see [`Headers`]); the packet leaves by
+/// `port`, cut to `truncate` bytes if asked.
+#[inline]
+fn send_in_place(
+    stats: &mut SwitchStats,
+    pkt: &mut hotplane_core::Packet,
+    payload: usize,
+    headers: Headers<'_>,
+    port: u32,
+    truncate: Option<u32>,
+) -> InPlace {
+    let emitted = match headers {
+        Headers::Placed(n) => n,
+        Headers::Out(out) => out.len(),
+    };
+    if pkt.adjust_head(payload as isize - emitted as isize).is_err() {
+        stats.dropped += 1;
+        return InPlace::Dropped;
+    }
+    if let Headers::Out(out) = headers {
+        crate::exec::bits::copy_bytes(&mut pkt.data_mut()[..emitted], out);
+    }
+    if let Some(len) = truncate {
+        if (len as usize) < pkt.len() {
+            let _ = pkt.set_len(len as usize);
+        }
+    }
+    stats.sent += 1;
+    InPlace::Sent(port)
 }
 
 fn note(stats: &mut SwitchStats, fx: &Effects) {

@@ -1,9 +1,12 @@
 //! Native code and closures must agree: random programs (fields of many widths, nested
 //! arithmetic, bitwise, shift, saturating, signed, slice, concatenation, conditional and
 //! comparison expressions, slice assignments, `if`s and lookahead-driven parsing) run on both
-//! engines over random packets, and every output packet must be identical.
+//! engines over random packets, and every output packet must be identical; so must those of
+//! the data plane's batched path.
 
-use hotplane_core::Qsbr;
+mod common;
+
+use hotplane_core::{Batch, Pool, PoolConfig, Qsbr};
 use hotplane_p4::diag::SourceMap;
 use hotplane_p4::exec::{Engine, Objects, Pipeline};
 use hotplane_p4::preprocess::BuiltinOnly;
@@ -232,11 +235,41 @@ fn run(p: &Arc<Pipeline>, qsbr: &Qsbr, packets: &[Vec<u8>]) -> Vec<Vec<Output>> 
         .collect()
 }
 
+/// The packets in batches of 8 through `process_batch`, as the data plane runs them.
+fn run_batched(
+    p: &Arc<Pipeline>,
+    qsbr: &Qsbr,
+    pool: &Pool,
+    packets: &[Vec<u8>],
+) -> Vec<Vec<Output>> {
+    let reader = qsbr.register("engines, batched");
+    let mut sw = V1Switch::new(Arc::clone(p));
+    let mut outs = Vec::new();
+    for chunk in packets.chunks(8) {
+        let mut batch = Batch::new(chunk.len());
+        for data in chunk {
+            let mut pkt = pool.alloc().expect("buffer");
+            pkt.set_frame(data).expect("fits");
+            batch.push(pkt).expect("room");
+        }
+        outs.extend(common::run_batch(
+            &mut sw,
+            &mut batch,
+            &Replication::default(),
+            &reader.guard(),
+            1,
+        ));
+    }
+    outs
+}
+
 #[test]
 fn native_code_and_closures_agree_on_random_programs() {
     let qsbr = Qsbr::new();
     let mut g = Gen { rng: Rng(0x9e37_79b9_7f4a_7c15), fields: Vec::new() };
     let (mut compared, mut rejected) = (0, Vec::new());
+    let pool = Pool::new(PoolConfig { buffers: 64, ..Default::default() }).expect("pool");
+    let mut whole = 0;
     for round in 0..150 {
         let text = g.program();
         let mut sources = SourceMap::default();
@@ -267,10 +300,17 @@ fn native_code_and_closures_agree_on_random_programs() {
         for (i, (x, y)) in a.iter().zip(&b).enumerate() {
             assert_eq!(x, y, "round {round}, packet {i}:\n{text}");
         }
+        // The data plane's path, whole packets one after another in one native frame.
+        let c = run_batched(&native, &qsbr, &pool, &packets);
+        for (i, (x, y)) in a.iter().zip(&c).enumerate() {
+            assert_eq!(x, y, "round {round}, packet {i} in a batch:\n{text}");
+        }
+        whole += native.runs_whole_packets() as u32;
         compared += 1;
     }
     // The generator must mostly write valid programs, or the test checks little.
-    eprintln!("compared {compared}, rejected {}", rejected.len());
+    eprintln!("compared {compared} ({whole} as whole packets), rejected {}", rejected.len());
+    assert!(whole >= compared / 2, "only {whole} of {compared} programs ran whole packets");
     assert!(
         compared >= 120,
         "only {compared} programs compiled; first errors: {:?}",

@@ -50,7 +50,7 @@ fn every_stf_test_passes() {
     assert!(!files.is_empty());
     let mut failed = Vec::new();
     // Each file on both engines, through the owned path (`process`) and in place in a pool
-    // buffer as the data plane runs packets (`process_in_place`).
+    // buffer as the data plane runs packets (`process_batch`).
     let runs = files.iter().flat_map(|f| {
         [Engine::Native, Engine::Closures]
             .into_iter()

@@ -485,7 +485,7 @@ struct Code {
     /// Native code for a whole unicast packet in one call (see [`jit::Body::Whole`]): only
     /// for programs whose egress is empty and which never ask for clones, resubmission,
     /// recirculation, truncation or a punt.
-    whole: Option<jit::WholeFn>,
+    whole: Option<jit::WholeCode>,
     states: Vec<CompiledState>,
     verify_checksum: StmtFn,
     ingress: StmtFn,
@@ -596,7 +596,7 @@ impl Code {
             jit.finalize()?;
             front = f.map(|p| jit.stmt_fn(&p));
             back = b.map(|p| jit.stmt_fn(&p));
-            whole = w.map(|p| jit.whole_fn(&p));
+            whole = w.map(|p| jit.whole_code(&p));
         }
         Ok(Code {
             front,
@@ -798,22 +798,19 @@ impl Pipeline {
         c.st.slots[self.std.parser_error] = c.error;
     }
 
-    /// The packet through to the deparser in one native call, when the program has that
-    /// code (see [`jit::Whole`] for how it ends); `None`: there is no such code, run
-    /// [`Pipeline::front`]. Headers go into `st.out`, unless `dst` allows them in place.
-    ///
-    /// # Safety
-    /// As for [`jit::WholeFn`]: a non-null `dst` is the packet's first byte, writable with
-    /// the `headroom` bytes before it, and `c.pkt` is not used again once this returns
-    /// [`jit::Whole::Placed`].
+    /// Whether whole packets run in one native call each (an empty egress, no effects that
+    /// need copies, and native code): then [`crate::v1model::V1Switch::process_batch`] runs
+    /// a batch's packets one after another in one frame.
+    pub fn runs_whole_packets(&self) -> bool {
+        self.code.whole.is_some()
+    }
+
+    /// The native code for a whole packet, through to the deparser in one call, if the program
+    /// has it (see [`jit::WholeCode`], and [`jit::Whole`] for how it ends); else run
+    /// [`Pipeline::front`].
     #[inline]
-    pub(crate) unsafe fn whole(
-        &self,
-        c: &mut Ctx<'_>,
-        dst: *mut u8,
-        headroom: usize,
-    ) -> Option<jit::Whole> {
-        self.code.whole.as_ref().map(|w| w(c, dst, headroom))
+    pub(crate) fn whole_code(&self) -> Option<&jit::WholeCode> {
+        self.code.whole.as_ref()
     }
 
     /// Parser, checksum verification and ingress: one native call where there is code for it.

@@ -75,6 +75,11 @@ pub(crate) struct Frame {
     dst: *mut u8,
     headroom: usize,
     placed: usize,
+    /// [`Body::Whole`] only: the standard metadata it sets on entry (see `Lower::enter`).
+    in_port: u64,
+    instance_type: u64,
+    /// `ingress_global_timestamp`: microseconds, 48 bits.
+    timestamp: u64,
     /// A fallback's panic, carried past the native frames (which cannot unwind).
     panic: Option<Box<dyn Any + Send>>,
 }
@@ -97,9 +102,47 @@ pub(crate) mod frame {
     pub const DST: i32 = offset_of!(Frame, dst) as i32;
     pub const HEADROOM: i32 = offset_of!(Frame, headroom) as i32;
     pub const PLACED: i32 = offset_of!(Frame, placed) as i32;
+    pub const IN_PORT: i32 = offset_of!(Frame, in_port) as i32;
+    pub const INSTANCE_TYPE: i32 = offset_of!(Frame, instance_type) as i32;
+    pub const TIMESTAMP: i32 = offset_of!(Frame, timestamp) as i32;
 }
 
 impl Frame {
+    /// A frame for the packet in `c`, which native code reaches for fallbacks.
+    #[inline]
+    fn for_ctx(c: &mut Ctx<'_>) -> Frame {
+        // The context was written field by field moments ago; the compiler would read these
+        // two neighbours with one 16-byte load, which waits for both stores to reach the
+        // cache (a store-forwarding stall, 5 ns per call). Volatile keeps them 8-byte loads.
+        // SAFETY: both are references to initialised `usize`s.
+        let (cursor, payload) =
+            unsafe { (std::ptr::read_volatile(&c.cursor), std::ptr::read_volatile(&c.payload)) };
+        let mut frame = Frame {
+            slots: std::ptr::null_mut(),
+            hdr: std::ptr::null_mut(),
+            valid: std::ptr::null_mut(),
+            pkt: std::ptr::null(),
+            pkt_len: 0,
+            cursor,
+            payload,
+            error: c.error as u64,
+            out: std::ptr::null_mut(),
+            out_len: 0,
+            out_cap: 0,
+            ctx: std::ptr::null_mut(),
+            dst: std::ptr::null_mut(),
+            headroom: 0,
+            placed: 0,
+            in_port: 0,
+            instance_type: 0,
+            timestamp: 0,
+            panic: None,
+        };
+        frame.refresh(c);
+        frame.ctx = c as *mut Ctx<'_> as *mut ();
+        frame
+    }
+
     /// Take the pointers (and the output's length) from the context.
     fn refresh(&mut self, c: &mut Ctx<'_>) {
         self.slots = c.st.slots.as_mut_ptr();
@@ -164,6 +207,10 @@ unsafe fn with_ctx<R>(frame: *mut Frame, f: impl FnOnce(&mut Ctx<'_>) -> R) -> R
     let frame = unsafe { &mut *frame };
     // SAFETY: per the contract above; the lifetime is erased only for the call.
     let c = unsafe { &mut *(frame.ctx as *mut Ctx<'static>) };
+    // A batch's context ([`WholeRun`]) serves one packet after another: the frame says which.
+    // SAFETY: `frame.pkt` and `pkt_len` are the packet the call runs on (see `WholeRun::packet`
+    // and `Frame::refresh`), readable for the call.
+    c.pkt = unsafe { std::slice::from_raw_parts(frame.pkt, frame.pkt_len) };
     frame.settle(c);
     let result = catch_unwind(AssertUnwindSafe(|| f(c)));
     frame.cursor = c.cursor;
@@ -218,7 +265,10 @@ struct NativeBlock {
 impl NativeBlock {
     #[inline]
     fn run(&self, c: &mut Ctx<'_>) -> Flow {
-        match self.call(c, std::ptr::null_mut(), 0).0 {
+        let mut frame = Frame::for_ctx(c);
+        let r = self.enter(&mut frame);
+        frame.settle(c);
+        match r {
             code::NEXT => Flow::Next,
             code::RETURN => Flow::Return,
             code::EXIT => Flow::Exit,
@@ -227,49 +277,22 @@ impl NativeBlock {
         }
     }
 
-    /// Run the function on the packet; its result code. A fallback's panic is raised again
-    /// here, past the native frames.
-    /// `dst` and `headroom` as in [`Frame`]; returns the code and `Frame::placed`.
+    /// Run the function on `frame` (made by [`Frame::for_ctx`], its context unused meanwhile);
+    /// its result code. A fallback's panic is raised again here, past the native frames.
     #[inline]
-    fn call(&self, c: &mut Ctx<'_>, dst: *mut u8, headroom: usize) -> (i64, usize) {
-        // The context was written field by field moments ago; the compiler would read these
-        // two neighbours with one 16-byte load, which waits for both stores to reach the
-        // cache (a store-forwarding stall, 5 ns per call). Volatile keeps them 8-byte loads.
-        // SAFETY: both are references to initialised `usize`s.
-        let (cursor, payload) =
-            unsafe { (std::ptr::read_volatile(&c.cursor), std::ptr::read_volatile(&c.payload)) };
-        let mut frame = Frame {
-            slots: std::ptr::null_mut(),
-            hdr: std::ptr::null_mut(),
-            valid: std::ptr::null_mut(),
-            pkt: std::ptr::null(),
-            pkt_len: 0,
-            cursor,
-            payload,
-            error: c.error as u64,
-            out: std::ptr::null_mut(),
-            out_len: 0,
-            out_cap: 0,
-            ctx: std::ptr::null_mut(),
-            dst,
-            headroom,
-            placed: 0,
-            panic: None,
-        };
-        frame.refresh(c);
-        frame.ctx = c as *mut Ctx<'_> as *mut ();
+    fn enter(&self, frame: &mut Frame) -> i64 {
         // SAFETY: the function was generated for this frame layout; it reads and writes only
         // within the slot, header (plus its 8 bytes of padding) and validity areas, reads the
-        // packet's `pkt_len` bytes, writes the output below `out_cap`, and calls back only
-        // through `run_fallback`, `apply_bind` and other functions generated with it.
-        let r = unsafe { (self.func)(&mut frame) };
-        frame.settle(c);
+        // packet's `pkt_len` bytes, writes the output below `out_cap` (and, for a whole
+        // packet, the `headroom` bytes before `dst`), and calls back only through
+        // `run_fallback`, `apply_bind` and other functions generated with it.
+        let r = unsafe { (self.func)(frame) };
         if r == code::PANICKED {
             if let Some(p) = frame.panic.take() {
                 std::panic::resume_unwind(p);
             }
         }
-        (r, frame.placed)
+        r
     }
 }
 
@@ -285,14 +308,130 @@ pub(crate) enum Whole {
     Placed(usize),
 }
 
-/// A whole packet's native code: the packet's context, and where the headers may be
-/// written in place (`dst`, null for nowhere, and the `headroom` bytes before it).
-///
-/// # Safety (for callers)
-/// A non-null `dst` must point at the packet's first byte (the start of `c.pkt`), writable
-/// together with the `headroom` bytes before it and the packet's bytes, with no reference to
-/// them used again until the header bytes are moved into place.
-pub(crate) type WholeFn = Box<dyn Fn(&mut Ctx<'_>, *mut u8, usize) -> Whole + Send + Sync>;
+fn whole_of(r: i64, placed: usize) -> Whole {
+    match r {
+        code::AFTER_INGRESS => Whole::AfterIngress,
+        code::PLACED => Whole::Placed(placed),
+        _ => Whole::Deparsed,
+    }
+}
+
+/// `ingress_global_timestamp` for a packet arriving at `now_ns`: microseconds, 48 bits.
+pub(crate) fn timestamp_us(now_ns: u64) -> u64 {
+    (now_ns / 1000) & ((1 << 48) - 1)
+}
+
+/// A whole packet's native code ([`Body::Whole`]). On entry it forgets the previous packet
+/// (metadata zero, every header invalid, no output) and sets the standard metadata v1model
+/// gives an arriving packet, so callers need not.
+pub(crate) struct WholeCode {
+    block: NativeBlock,
+}
+
+impl WholeCode {
+    /// Run the packet in `c`, which arrived on `in_port` as `instance_type`; the headers go
+    /// in place before `dst` (null: into `st.out`), with the `headroom` bytes before it.
+    ///
+    /// # Safety
+    /// A non-null `dst` must point at the packet's first byte (the start of `c.pkt`), writable
+    /// together with the `headroom` bytes before it and the packet's bytes, with no reference
+    /// to them used again until the header bytes are moved into place.
+    #[inline]
+    pub unsafe fn call(
+        &self,
+        c: &mut Ctx<'_>,
+        dst: *mut u8,
+        headroom: usize,
+        in_port: u32,
+        instance_type: u32,
+    ) -> Whole {
+        let mut frame = Frame::for_ctx(c);
+        frame.dst = dst;
+        frame.headroom = headroom;
+        frame.in_port = in_port as u64;
+        frame.instance_type = instance_type as u64;
+        frame.timestamp = timestamp_us(c.now_ns);
+        let r = self.block.enter(&mut frame);
+        frame.settle(c);
+        whole_of(r, frame.placed)
+    }
+
+    /// A run of packets that share `c` (its `pkt` is not used: each packet brings its own).
+    /// `c` is the run's alone until it ends.
+    pub fn begin<'r>(&'r self, c: &'r mut Ctx<'_>) -> WholeRun<'r> {
+        let mut frame = Frame::for_ctx(c);
+        frame.timestamp = timestamp_us(c.now_ns);
+        frame.instance_type = crate::v1model::instance::NORMAL as u64;
+        WholeRun { code: self, frame, _ctx: std::marker::PhantomData }
+    }
+}
+
+/// Whole packets one after another in one frame, so that each costs only its own fields
+/// (see [`WholeCode::begin`]). The frame's context stays borrowed while the run lives.
+pub(crate) struct WholeRun<'r> {
+    code: &'r WholeCode,
+    frame: Frame,
+    _ctx: std::marker::PhantomData<&'r mut ()>,
+}
+
+impl WholeRun<'_> {
+    /// Run the packet of `len` bytes at `data`, which arrived on `in_port`; the headers go in
+    /// place before it when they fit in the packet and its `headroom`.
+    ///
+    /// # Safety
+    /// `data` is the packet's first byte, readable and writable for `len` bytes and for the
+    /// `headroom` bytes before it, and nothing else reads or writes those bytes during the
+    /// call.
+    #[inline]
+    pub unsafe fn packet(
+        &mut self,
+        data: *mut u8,
+        len: usize,
+        headroom: usize,
+        in_port: u32,
+    ) -> Whole {
+        let f = &mut self.frame;
+        f.pkt = data;
+        f.pkt_len = len;
+        f.dst = data;
+        f.headroom = headroom;
+        f.in_port = in_port as u64;
+        let r = self.code.block.enter(f);
+        whole_of(r, f.placed)
+    }
+
+    /// Where the last packet's payload starts.
+    #[inline]
+    pub fn payload(&self) -> usize {
+        self.frame.payload
+    }
+
+    /// The low 64 bits of the last packet's slot `i` (a standard metadata field).
+    #[inline]
+    pub fn slot(&self, i: usize) -> u64 {
+        // SAFETY: `slots` is the state's slot vector (`Frame::refresh`), which the run
+        // borrows; native code does not run while this reads.
+        unsafe { self.frame.slots.add(i).cast::<u64>().read() }
+    }
+
+    /// The headers the last packet's deparser wrote to the output ([`Whole::Deparsed`]).
+    #[inline]
+    pub fn out(&self) -> &[u8] {
+        // SAFETY: native code wrote `out_len` bytes from `out` (the state's output buffer,
+        // which the run borrows), and raises `out_len` only after writing up to it.
+        unsafe { std::slice::from_raw_parts(self.frame.out, self.frame.out_len) }
+    }
+}
+
+impl Drop for WholeRun<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `ctx` is the context `begin` borrowed for the run's life, unused meanwhile.
+        let c = unsafe { &mut *(self.frame.ctx as *mut Ctx<'static>) };
+        // The context no longer points at any packet; its output holds the last one's.
+        c.pkt = &[];
+        self.frame.settle(c);
+    }
+}
 
 /// A block compiled but not yet finalised.
 pub(crate) struct Pending {
@@ -422,16 +561,11 @@ impl Jit {
     }
 
     /// A finalised [`Body::Whole`] function; the same contract as [`Jit::stmt_fn`].
-    pub fn whole_fn(&self, p: &Pending) -> WholeFn {
+    pub fn whole_code(&self, p: &Pending) -> WholeCode {
         let addr = self.module.get_finalized_function(p.id);
         // SAFETY: as in `stmt_fn`.
         let func = unsafe { std::mem::transmute::<*const u8, NativeFn>(addr) };
-        let block = NativeBlock { func };
-        Box::new(move |c, dst, headroom| match block.call(c, dst, headroom) {
-            (code::AFTER_INGRESS, _) => Whole::AfterIngress,
-            (code::PLACED, n) => Whole::Placed(n),
-            _ => Whole::Deparsed,
-        })
+        WholeCode { block: NativeBlock { func } }
     }
 
     /// Native code of each action (by program index), for applies to call directly.

@@ -94,6 +94,7 @@ pub(super) fn function(
         }
         Body::Back(controls) => l.controls(controls, true),
         Body::Whole { front, checksum, deparser } => {
+            l.enter();
             if !l.parser() {
                 return false;
             }
@@ -410,6 +411,47 @@ impl Lower<'_, '_, '_> {
         self.b.ins().store(mem(), payload, self.frame, frame::CURSOR);
         let zero = self.k(0);
         self.b.ins().store(mem(), zero, self.frame, frame::ERROR);
+    }
+
+    /// A whole packet starts from nothing, as `Pipeline::reset` and `ingress_ctx` leave it:
+    /// metadata zero, every header invalid, no output, the cursor at the start; then the
+    /// standard metadata of an arriving packet, from the frame.
+    fn enter(&mut self) {
+        let (prog, std) = (self.c.prog, self.c.std);
+        let slots = self.slots();
+        let zero = self.k(0);
+        // One 16-byte store per slot: inline stores of a size known here cost less than a
+        // call to `memset` with the size in a register.
+        let zeros = self.b.ins().splat(types::I64X2, zero);
+        for slot in 0..prog.reset_slots {
+            self.b.ins().store(mem(), zeros, slots, (slot * 16) as i32);
+        }
+        let valid = self.valid();
+        let flags = prog.headers.len();
+        let mut at = 0;
+        while at < flags {
+            let ty = match flags - at {
+                8.. => types::I64,
+                4..=7 => types::I32,
+                2 | 3 => types::I16,
+                _ => types::I8,
+            };
+            let z = self.b.ins().iconst(ty, 0);
+            self.b.ins().store(mem(), z, valid, at as i32);
+            at += ty.bytes() as usize;
+        }
+        for (field, slot) in [
+            (frame::IN_PORT, std.ingress_port),
+            (frame::INSTANCE_TYPE, std.instance_type),
+            (frame::PKT_LEN, std.packet_length),
+            (frame::TIMESTAMP, std.ingress_global_timestamp),
+        ] {
+            let v = self.b.ins().load(types::I64, mem(), self.frame, field);
+            self.store_slot(slot, v);
+        }
+        for field in [frame::CURSOR, frame::PAYLOAD, frame::ERROR, frame::OUT_LEN] {
+            self.b.ins().store(mem(), zero, self.frame, field);
+        }
     }
 
     /// Set the parser error to the program's code for `name`.
