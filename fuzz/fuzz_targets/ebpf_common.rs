@@ -54,12 +54,8 @@ pub fn differential(spec: &ProgramSpec, frame: &[u8]) {
         let redirect = xdp::take_redirect();
         // Listing a map of millions of entries would spend the fuzzer's memory on the harness
         // (every array entry is listed); compare the maps small enough to list.
-        let maps: Vec<_> = prog
-            .maps
-            .iter()
-            .filter(|m| m.def.max_entries <= 4096)
-            .map(|m| m.entries())
-            .collect();
+        let maps: Vec<_> =
+            prog.maps.iter().filter(|m| m.def.max_entries <= 4096).map(|m| m.entries()).collect();
         runs.push((r, p.data().to_vec(), maps, redirect));
     }
     assert_eq!(runs[0], runs[1], "the interpreter and the JIT disagree");

@@ -32,25 +32,24 @@ fuzz_target!(|data: &[u8]| {
     let mut sw = V1Switch::new(Arc::new(p));
     let mut out = Vec::new();
     let pool =
-        hotplane_core::Pool::new(hotplane_core::PoolConfig { buffers: 2, ..Default::default() })
-            .expect("a two-buffer pool");
+        hotplane_core::Pool::new(hotplane_core::PoolConfig { buffers: 8, ..Default::default() })
+            .expect("an eight-buffer pool");
     // Packets of several lengths, including empty and short ones, made from the input; each
-    // through the owned path, then in place in a pool buffer as the data plane runs it.
+    // through the owned path, then all in one batch in pool buffers as the data plane runs
+    // them (whole packets one after another in one native frame).
+    let mut batch = hotplane_core::Batch::new(8);
     for len in [0usize, 1, 14, 34, 64, data.len().min(1500)] {
         let pkt: Vec<u8> = data.iter().copied().cycle().take(len).collect();
         sw.process(&pkt, 1, &Replication::default(), &reader.guard(), 1, &mut out);
+        out.clear();
         if let Some(mut buf) = pool.alloc() {
             if buf.set_frame(&pkt).is_ok() {
-                let _ = sw.process_in_place(
-                    &mut buf,
-                    1,
-                    &Replication::default(),
-                    &reader.guard(),
-                    1,
-                    &mut out,
-                );
+                buf.meta.in_port = 1;
+                let _ = batch.push(buf);
             }
         }
-        out.clear();
     }
+    let all = batch.all();
+    let pre = Replication::default();
+    sw.process_batch(&mut batch, all, &pre, &reader.guard(), 1, &mut out, |_, _, out| out.clear());
 });
