@@ -10,7 +10,9 @@
 //! chosen at run time) stays the closure [`Compiler::stmt`] builds, and the native code calls
 //! it through [`run_fallback`]. So every program runs natively as far as it can and correctly
 //! everywhere. Fused entries run a whole packet ([`Body::Whole`]) or its front and back halves
-//! in one call each.
+//! in one call each. A whole packet's code starts by resetting the packet state itself, so the
+//! data plane runs a batch's packets one after another in one frame ([`WholeRun`]), setting
+//! only each packet's own fields between calls.
 //!
 //! `HOTPLANE_P4_ENGINE=closures` turns code generation off (closures only), for comparison.
 
@@ -159,7 +161,7 @@ impl Frame {
     /// output's length.
     fn settle(&self, c: &mut Ctx<'_>) {
         // Native code stored these one by one; one 16-byte load of both would stall on
-        // store forwarding (see `NativeBlock::call`).
+        // store forwarding (see `Frame::for_ctx`).
         // SAFETY: references to initialised fields of `self`.
         unsafe {
             c.cursor = std::ptr::read_volatile(&self.cursor);
