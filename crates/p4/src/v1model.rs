@@ -80,7 +80,7 @@ enum Job {
     },
 }
 
-/// What [`V1Switch::process_in_place`] did with the packet.
+/// What running one packet in place ([`V1Switch::process_batch`]) did with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InPlace {
     /// Rewritten in place; send it out of this port.
@@ -164,10 +164,11 @@ impl V1Switch {
         }
     }
 
-    /// Run one packet in place: the common case (unicast or drop, no clone, resubmit,
+    /// Run one packet in place, for a program without native code for whole packets (those
+    /// run in [`V1Switch::run_whole`]): the common case (unicast or drop, no clone, resubmit,
     /// multicast or recirculation) rewrites `pkt` and allocates nothing. Otherwise the
     /// packets leaving are appended to `out` and the result is [`InPlace::Copies`].
-    pub fn process_in_place(
+    fn process_in_place(
         &mut self,
         pkt: &mut hotplane_core::Packet,
         port: u32,
@@ -179,39 +180,22 @@ impl V1Switch {
         self.stats.received += 1;
         // A plain borrow: cloning the Arc would cost two atomic operations per packet.
         let p = &*self.pipeline;
-        let std = p.std;
         p.reset(&mut self.st);
-        let (dst, headroom) = pkt.head_ptr();
-        let (payload, fx, whole) = {
-            // SAFETY: `dst` is the start of the packet's `len()` bytes, which nothing else
-            // references while this slice lives (it ends with this block).
-            let data = unsafe { std::slice::from_raw_parts(dst, pkt.len()) };
+        let (payload, fx) = {
             let host = &mut *self.host;
-            let mut c =
-                ingress_ctx(p, &mut self.st, data, port, instance::NORMAL, guard, now_ns, host);
-            // SAFETY: `dst` may be written with the `headroom` bytes before it (`head_ptr`),
-            // and `data` (in `c`) is not read after the headers are placed.
-            let whole = p
-                .whole_code()
-                .map(|w| unsafe { w.call(&mut c, dst, headroom, port, instance::NORMAL) });
-            if whole.is_none() {
-                p.front(&mut c);
-            }
-            (c.payload, c.st.fx.take(), whole)
+            let mut c = ingress_ctx(
+                p,
+                &mut self.st,
+                pkt.data(),
+                port,
+                instance::NORMAL,
+                guard,
+                now_ns,
+                host,
+            );
+            p.front(&mut c);
+            (c.payload, c.st.fx.take())
         };
-        match whole {
-            None | Some(Whole::AfterIngress) => {}
-            Some(done) => {
-                // Unicast, and the program cannot have asked for anything else.
-                note(&mut self.stats, &fx);
-                let spec = self.st.slots[std.egress_spec] as u32;
-                let placed = match done {
-                    Whole::Placed(n) => Some(n),
-                    _ => None,
-                };
-                return self.sent_in_place(pkt, payload, placed, spec, None);
-            }
-        }
         self.finish_in_place(pkt, port, payload, fx, pre, guard, now_ns, out)
     }
 
@@ -281,15 +265,16 @@ impl V1Switch {
             };
             p.deparse(&mut c);
         }
-        self.sent_in_place(pkt, payload, None, spec, fx.truncate)
+        let headers = Headers::Out(&self.st.out);
+        send_in_place(&mut self.stats, pkt, payload, headers, spec, fx.truncate)
     }
 
-    /// Run the packets `sel` of `batch` in place, each as [`V1Switch::process_in_place`]
-    /// would, and record the outcome in the packet's metadata: a packet sent leaves by
-    /// `meta.out_port`; one dropped or punted gets that verdict. A packet that became copies
-    /// ([`InPlace::Copies`]) is left as it was and `copies(i, pkt, out)` gets it with the
-    /// copies in `out`. A program with native code for whole packets runs them one after
-    /// another in one frame, which spares each packet the frame's set-up.
+    /// Run the packets `sel` of `batch` in place, each as it would run alone, and record the
+    /// outcome in the packet's metadata: a packet sent leaves by `meta.out_port`; one dropped
+    /// or punted gets that verdict. A packet that became copies ([`InPlace::Copies`]) is left
+    /// as it was and `copies(i, pkt, out)` gets it with the copies in `out`. A program with
+    /// native code for whole packets runs them one after another in one frame, which spares
+    /// each packet the frame's set-up.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub fn process_batch(
@@ -379,25 +364,6 @@ impl V1Switch {
         None
     }
 
-    /// The deparsed headers go in front of the unchanged payload: copied from `st.out`, or
-    /// already `placed` there (this many bytes) by native code, which then only moves the
-    /// packet's start. The packet leaves by `port`.
-    #[inline]
-    fn sent_in_place(
-        &mut self,
-        pkt: &mut hotplane_core::Packet,
-        payload: usize,
-        placed: Option<usize>,
-        port: u32,
-        truncate: Option<u32>,
-    ) -> InPlace {
-        let headers = match placed {
-            Some(n) => Headers::Placed(n),
-            None => Headers::Out(&self.st.out),
-        };
-        send_in_place(&mut self.stats, pkt, payload, headers, port, truncate)
-    }
-
     fn run_job(&mut self, job: Job, r: &mut Run<'_, '_>) {
         let p = Arc::clone(&self.pipeline);
         match job {
@@ -414,10 +380,7 @@ impl V1Switch {
                     r.now_ns,
                     host,
                 );
-                // SAFETY: no `dst`: the headers go to `st.out`.
-                let whole = p.whole_code().map(|w| unsafe {
-                    w.call(&mut c, std::ptr::null_mut(), 0, port, instance_type)
-                });
+                let whole = p.whole_code().map(|w| w.call(&mut c, port, instance_type));
                 if whole.is_none() {
                     p.front(&mut c);
                 }
@@ -713,12 +676,19 @@ fn egress_control(
         s[std.egress_spec] = 0;
         s[std.egress_rid] = rid as u128;
         s[std.instance_type] = instance_type as u128;
-        s[std.egress_global_timestamp] = (now_ns / 1000) as u128 & crate::types::mask(48);
+        s[std.egress_global_timestamp] = timestamp_us(now_ns) as u128;
     }
     let _ = st.fx.take();
     let mut c = Ctx { st, pkt: data, cursor: payload, payload, guard, now_ns, error: 0, host };
     p.egress(&mut c);
     c.st.fx.take()
+}
+
+/// v1model's timestamps (`ingress_global_timestamp`, `egress_global_timestamp`) at `now_ns`:
+/// microseconds, 48 bits.
+#[inline]
+pub(crate) fn timestamp_us(now_ns: u64) -> u64 {
+    (now_ns / 1000) & crate::types::mask(48) as u64
 }
 
 /// A context for a packet entering the parser, with the standard metadata v1model sets.
@@ -737,6 +707,6 @@ pub(crate) fn ingress_ctx<'a>(
     st.slots[std.ingress_port] = port as u128;
     st.slots[std.instance_type] = instance_type as u128;
     st.slots[std.packet_length] = data.len() as u128;
-    st.slots[std.ingress_global_timestamp] = (now_ns / 1000) as u128 & crate::types::mask(48);
+    st.slots[std.ingress_global_timestamp] = timestamp_us(now_ns) as u128;
     Ctx { st, pkt: data, cursor: 0, payload: 0, guard, now_ns, error: 0, host }
 }

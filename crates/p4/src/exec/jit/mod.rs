@@ -318,11 +318,6 @@ fn whole_of(r: i64, placed: usize) -> Whole {
     }
 }
 
-/// `ingress_global_timestamp` for a packet arriving at `now_ns`: microseconds, 48 bits.
-pub(crate) fn timestamp_us(now_ns: u64) -> u64 {
-    (now_ns / 1000) & ((1 << 48) - 1)
-}
-
 /// A whole packet's native code ([`Body::Whole`]). On entry it forgets the previous packet
 /// (metadata zero, every header invalid, no output) and sets the standard metadata v1model
 /// gives an arriving packet, so callers need not.
@@ -332,27 +327,13 @@ pub(crate) struct WholeCode {
 
 impl WholeCode {
     /// Run the packet in `c`, which arrived on `in_port` as `instance_type`; the headers go
-    /// in place before `dst` (null: into `st.out`), with the `headroom` bytes before it.
-    ///
-    /// # Safety
-    /// A non-null `dst` must point at the packet's first byte (the start of `c.pkt`), writable
-    /// together with the `headroom` bytes before it and the packet's bytes, with no reference
-    /// to them used again until the header bytes are moved into place.
+    /// into `st.out` (the data plane's [`WholeRun`] places them in the packet instead).
     #[inline]
-    pub unsafe fn call(
-        &self,
-        c: &mut Ctx<'_>,
-        dst: *mut u8,
-        headroom: usize,
-        in_port: u32,
-        instance_type: u32,
-    ) -> Whole {
+    pub fn call(&self, c: &mut Ctx<'_>, in_port: u32, instance_type: u32) -> Whole {
         let mut frame = Frame::for_ctx(c);
-        frame.dst = dst;
-        frame.headroom = headroom;
         frame.in_port = in_port as u64;
         frame.instance_type = instance_type as u64;
-        frame.timestamp = timestamp_us(c.now_ns);
+        frame.timestamp = crate::v1model::timestamp_us(c.now_ns);
         let r = self.block.enter(&mut frame);
         frame.settle(c);
         whole_of(r, frame.placed)
@@ -362,7 +343,7 @@ impl WholeCode {
     /// `c` is the run's alone until it ends.
     pub fn begin<'r>(&'r self, c: &'r mut Ctx<'_>) -> WholeRun<'r> {
         let mut frame = Frame::for_ctx(c);
-        frame.timestamp = timestamp_us(c.now_ns);
+        frame.timestamp = crate::v1model::timestamp_us(c.now_ns);
         frame.instance_type = crate::v1model::instance::NORMAL as u64;
         WholeRun { code: self, frame, _ctx: std::marker::PhantomData }
     }
