@@ -200,51 +200,69 @@ impl UpdateCounters {
     }
 }
 
+/// Most disjoint byte ranges one update in reassembly may hold. Fragments arriving in order,
+/// in reverse or lightly reordered keep this small; a sender spraying tiny fragments with gaps
+/// between them is refused beyond it, so storing a fragment costs at most this many range
+/// steps plus its own bytes, whatever the fragment size.
+pub const MAX_FRAGMENT_RANGES: usize = 64;
+
+/// Why a fragment could not be stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StoreError {
+    /// Overlapping bytes differ from those already received.
+    Conflict,
+    /// The fragment would open one more disjoint range than `MAX_FRAGMENT_RANGES`.
+    Scattered,
+}
+
 struct Pending {
     header: UpdateHeader,
     buf: Vec<u8>,
-    /// Sorted, non-overlapping received byte ranges [start, end).
+    /// Sorted, disjoint, non-adjacent received byte ranges [start, end), at most
+    /// `MAX_FRAGMENT_RANGES` of them.
     have: Vec<(u32, u32)>,
+    /// Bytes covered by `have`.
+    received: u32,
     started: Instant,
 }
 
 impl Pending {
-    fn received(&self) -> u32 {
-        self.have.iter().map(|(a, b)| b - a).sum()
-    }
-
-    /// Store bytes at `offset`; overlapping bytes must equal what is already there.
-    fn store(&mut self, offset: u32, data: &[u8]) -> Result<(), ()> {
+    /// Store bytes at `offset` (inside the update: the parser checked it); overlapping bytes
+    /// must equal what is already there. Touching ranges merge into one.
+    fn store(&mut self, offset: u32, data: &[u8]) -> Result<(), StoreError> {
         let (start, end) = (offset, offset + data.len() as u32);
-        for &(a, b) in &self.have {
+        if start == end {
+            return Ok(());
+        }
+        // Ranges [first, last) touch or overlap the new bytes.
+        let first = self.have.partition_point(|r| r.1 < start);
+        let last = self.have.partition_point(|r| r.0 <= end);
+        for &(a, b) in &self.have[first..last] {
             let (lo, hi) = (a.max(start), b.min(end));
             if lo < hi
                 && self.buf[lo as usize..hi as usize]
                     != data[(lo - start) as usize..(hi - start) as usize]
             {
-                return Err(());
+                return Err(StoreError::Conflict);
             }
+        }
+        if first == last && self.have.len() >= MAX_FRAGMENT_RANGES {
+            return Err(StoreError::Scattered);
         }
         self.buf[start as usize..end as usize].copy_from_slice(data);
-        if start == end {
-            return Ok(());
+        let (mut lo, mut hi, mut known) = (start, end, 0u32);
+        for &(a, b) in &self.have[first..last] {
+            lo = lo.min(a);
+            hi = hi.max(b);
+            known += b - a;
         }
-        self.have.push((start, end));
-        self.have.sort_unstable();
-        let mut merged: Vec<(u32, u32)> = Vec::with_capacity(self.have.len());
-        for &(a, b) in &self.have {
-            match merged.last_mut() {
-                Some(last) if a <= last.1 => last.1 = last.1.max(b),
-                _ => merged.push((a, b)),
-            }
-        }
-        self.have = merged;
+        self.received += (hi - lo) - known;
+        self.have.splice(first..last, [(lo, hi)]);
         Ok(())
     }
 
     fn complete(&self) -> bool {
-        let total = self.buf.len() as u32;
-        total == 0 || self.have == [(0, total)]
+        self.received as usize == self.buf.len()
     }
 }
 
@@ -406,6 +424,7 @@ impl Receiver {
                     header: h.clone(),
                     buf: vec![0; frag.total_len as usize],
                     have: Vec::new(),
+                    received: 0,
                     started: now,
                 },
             );
@@ -419,11 +438,22 @@ impl Receiver {
                 "fragment header differs from earlier fragments".into(),
             ));
         }
-        if p.store(frag.offset, frag.data).is_err() {
-            return Err(refuse(
-                Reason::Inconsistent,
-                "fragment overlaps earlier bytes with different content".into(),
-            ));
+        match p.store(frag.offset, frag.data) {
+            Ok(()) => {}
+            Err(StoreError::Conflict) => {
+                return Err(refuse(
+                    Reason::Inconsistent,
+                    "fragment overlaps earlier bytes with different content".into(),
+                ))
+            }
+            Err(StoreError::Scattered) => {
+                return Err(refuse(
+                    Reason::TooManyPending,
+                    format!(
+                        "fragment would leave more than {MAX_FRAGMENT_RANGES} disjoint byte ranges in reassembly; send fragments in order"
+                    ),
+                ))
+            }
         }
         if p.complete() {
             let Some(p) = self.pending.remove(&id) else {
@@ -432,7 +462,7 @@ impl Receiver {
             self.consume(key_id, h.seq);
             return Ok(Received::Complete(Update { header: p.header, payload: p.buf }));
         }
-        Ok(Received::Partial { header: h, received: p.received(), total: frag.total_len })
+        Ok(Received::Partial { header: h, received: p.received, total: frag.total_len })
     }
 
     /// Mark `seq` as used for `key_id` and drop reassemblies it overtook.
@@ -466,7 +496,7 @@ impl Receiver {
                     Reason::TimedOut,
                     format!(
                         "only {} of {} bytes arrived within {:?}",
-                        p.received(),
+                        p.received,
                         p.buf.len(),
                         timeout
                     ),
@@ -598,6 +628,91 @@ mod tests {
         assert!(
             matches!(r.receive(&a[1], Instant::now()), Ok(Received::Complete(u)) if u.payload == vec![1u8; 80])
         );
+    }
+
+    /// One-byte fragments at every other offset would each open a new hole in the update;
+    /// reassembly keeps a bounded number of received ranges (so each fragment costs a bounded
+    /// amount of work) and refuses fragments beyond it, yet the update still completes once
+    /// the holes are filled.
+    #[test]
+    fn scattered_one_byte_fragments_are_bounded_and_still_complete() {
+        let mut r = rx(Default::default());
+        let payload: Vec<u8> = (0..4096u32).map(|i| (i * 13) as u8).collect();
+        let frags = update(30, &payload, 1);
+        assert_eq!(frags.len(), payload.len());
+        let (mut stored, mut scattered) = (0, 0);
+        for f in frags.iter().step_by(2) {
+            match r.receive(f, Instant::now()) {
+                Ok(Received::Partial { .. }) => stored += 1,
+                Err(e) if e.reason == Reason::TooManyPending => {
+                    assert!(e.message.contains("ranges"), "{}", e.message);
+                    scattered += 1
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(stored <= 64, "{stored} disjoint one-byte fragments held at once");
+        assert_eq!(stored + scattered, payload.len() / 2);
+        // Sending the whole update again in order fills the holes, merging the ranges.
+        let mut done = None;
+        for f in &frags {
+            match r.receive(f, Instant::now()) {
+                Ok(Received::Complete(u)) => done = Some(u),
+                Ok(Received::Partial { received, total, .. }) => assert!(received < total),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(done.expect("update completes").payload, payload);
+        assert_eq!(r.pending(), 0);
+    }
+
+    #[test]
+    fn one_byte_fragments_complete_in_either_order() {
+        let payload: Vec<u8> = (0..3000u32).map(|i| (i * 5) as u8).collect();
+        for reverse in [false, true] {
+            let mut r = rx(Default::default());
+            let mut frags = update(40, &payload, 1);
+            if reverse {
+                frags.reverse();
+            }
+            let last = frags.pop().unwrap();
+            for f in &frags {
+                assert!(matches!(r.receive(f, Instant::now()), Ok(Received::Partial { .. })));
+            }
+            match r.receive(&last, Instant::now()) {
+                Ok(Received::Complete(u)) => assert_eq!(u.payload, payload),
+                other => panic!("reverse={reverse}: {other:?}"),
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Any arrival order, with duplicates: the update either completes with exactly its
+        /// payload or a fragment is refused for scattering; the count of received bytes never
+        /// exceeds the update.
+        #[test]
+        fn reassembly_matches_the_payload_in_any_order(
+            len in 1usize..600,
+            frag in 1usize..50,
+            order in proptest::collection::vec(proptest::num::usize::ANY, 1..1200),
+        ) {
+            let payload: Vec<u8> = (0..len).map(|i| (i * 31 + 7) as u8).collect();
+            let frags = update(50, &payload, frag);
+            let mut r = rx(Default::default());
+            for pick in order.iter().map(|o| o % frags.len()).chain(0..frags.len()) {
+                match r.receive(&frags[pick], Instant::now()) {
+                    Ok(Received::Complete(u)) => {
+                        proptest::prop_assert_eq!(u.payload, payload);
+                        return Ok(());
+                    }
+                    Ok(Received::Partial { received, total, .. }) => {
+                        proptest::prop_assert!(received < total)
+                    }
+                    Err(e) => proptest::prop_assert_eq!(e.reason, Reason::TooManyPending),
+                }
+            }
+            proptest::prop_assert!(false, "the in-order pass completes the update");
+        }
     }
 
     #[test]
