@@ -50,7 +50,8 @@ pub enum CompileError {
 
 /// The wrapper around user code, all on the user's line 1 so that line numbers are kept. The
 /// user chunk returns the flow function; the wrapper returns the batch driver, which refills
-/// the fuel before each packet and turns a budget that ran out inside a `pcall` into a runaway.
+/// the fuel before each packet, starts the packet's turn (its handle is good until the next
+/// one), and turns a budget that ran out inside a `pcall` into a runaway.
 const PREFIX: &str = "local __hp_S, __hp_X, __hp_at, __hp_type, __hp_error = ... \
                       local __hp_f = (function(...) ";
 const SUFFIX: &str = "\nend)() \
@@ -60,9 +61,11 @@ const SUFFIX: &str = "\nend)() \
     return function(__hp_n, __hp_i0) \
       local __hp_s = __hp_S \
       for __hp_i = __hp_i0, __hp_n - 1 do \
+        local __hp_t = __hp_s.turn + 1 \
+        __hp_s.turn = __hp_t \
         __hp_s.cur = __hp_i \
         __hp_s.fuel = __hp_s.budget \
-        __hp_f(__hp_at(__hp_i)) \
+        __hp_f(__hp_at(__hp_t)) \
         if __hp_s.fuel < 0 then __hp_X() end \
       end \
     end";

@@ -12,6 +12,12 @@
 //! not name anything starting with `__hp`, so it cannot refill its own fuel.
 //!
 //! Insertions never add a newline, so line numbers in error messages match the user's source.
+//!
+//! Where the checks go is decided on tokens from [`crate::lexer`], which follows LuaJIT's own
+//! lexical rules (line ends, long brackets, escapes): a scanner that disagreed with LuaJIT about
+//! where a comment ends once left a loop without a check.
+
+use crate::lexer::{tokenize, LexError, TokenKind, Tokens};
 
 /// Names starting with this are reserved for the runtime.
 pub const RESERVED_PREFIX: &str = "__hp";
@@ -27,207 +33,54 @@ pub enum InstrumentError {
     Lex { line: u32, what: &'static str },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Tok<'a> {
-    Name(&'a str),
-    /// Punctuation, numbers, strings: anything that is not a name.
-    Other(&'a str),
-}
-
-/// A token and the byte range it spans.
-struct Lexed<'a> {
-    tok: Tok<'a>,
-    end: usize,
-    line: u32,
-}
-
-/// A minimal Lua 5.1 lexer: enough to tell names from strings, comments and punctuation.
-struct Lexer<'a> {
-    src: &'a str,
-    pos: usize,
-    line: u32,
-}
-
-impl<'a> Lexer<'a> {
-    fn new(src: &'a str) -> Self {
-        Self { src, pos: 0, line: 1 }
-    }
-
-    fn bytes(&self) -> &'a [u8] {
-        self.src.as_bytes()
-    }
-
-    fn peek(&self, ahead: usize) -> u8 {
-        self.bytes().get(self.pos + ahead).copied().unwrap_or(0)
-    }
-
-    /// Length of a long bracket opener `[`, `[=`.. `[` at `at`: the number of `=`, or None.
-    fn long_bracket(&self, at: usize) -> Option<usize> {
-        let b = self.bytes();
-        if b.get(at) != Some(&b'[') {
-            return None;
-        }
-        let mut i = at + 1;
-        while b.get(i) == Some(&b'=') {
-            i += 1;
-        }
-        (b.get(i) == Some(&b'[')).then_some(i - at - 1)
-    }
-
-    /// Skip a long string or comment body starting at the opener; error if unterminated.
-    fn skip_long(&mut self, level: usize) -> Result<(), InstrumentError> {
-        let start_line = self.line;
-        self.pos += level + 2;
-        let close: Vec<u8> =
-            std::iter::once(b']').chain(std::iter::repeat_n(b'=', level)).chain([b']']).collect();
-        let b = self.bytes();
-        while self.pos < b.len() {
-            if b[self.pos..].starts_with(&close) {
-                self.pos += close.len();
-                return Ok(());
-            }
-            if b[self.pos] == b'\n' {
-                self.line += 1;
-            }
-            self.pos += 1;
-        }
-        Err(InstrumentError::Lex { line: start_line, what: "unfinished long string or comment" })
-    }
-
-    fn skip_space_and_comments(&mut self) -> Result<(), InstrumentError> {
-        loop {
-            match self.peek(0) {
-                b'\n' => {
-                    self.line += 1;
-                    self.pos += 1;
-                }
-                b' ' | b'\t' | b'\r' | 0x0b | 0x0c => self.pos += 1,
-                b'-' if self.peek(1) == b'-' => {
-                    if let Some(level) = self.long_bracket(self.pos + 2) {
-                        self.pos += 2;
-                        self.skip_long(level)?;
-                    } else {
-                        while self.pos < self.src.len() && self.peek(0) != b'\n' {
-                            self.pos += 1;
-                        }
-                    }
-                }
-                _ => return Ok(()),
-            }
-        }
-    }
-
-    fn next(&mut self) -> Result<Option<Lexed<'a>>, InstrumentError> {
-        self.skip_space_and_comments()?;
-        let start = self.pos;
-        let line = self.line;
-        let b = self.bytes();
-        if start >= b.len() {
-            return Ok(None);
-        }
-        let c = b[start];
-        if c == b'_' || c.is_ascii_alphabetic() {
-            while self.pos < b.len() && (b[self.pos] == b'_' || b[self.pos].is_ascii_alphanumeric())
-            {
-                self.pos += 1;
-            }
-            let name = &self.src[start..self.pos];
-            return Ok(Some(Lexed { tok: Tok::Name(name), end: self.pos, line }));
-        }
-        if c == b'"' || c == b'\'' {
-            self.pos += 1;
-            loop {
-                match b.get(self.pos) {
-                    None | Some(b'\n') => {
-                        return Err(InstrumentError::Lex { line, what: "unfinished string" })
-                    }
-                    Some(b'\\') => {
-                        if b.get(self.pos + 1) == Some(&b'\n') {
-                            self.line += 1;
-                        }
-                        self.pos += 2;
-                    }
-                    Some(&q) if q == c => {
-                        self.pos += 1;
-                        break;
-                    }
-                    Some(_) => self.pos += 1,
-                }
-            }
-        } else if let Some(level) = self.long_bracket(start) {
-            self.skip_long(level)?;
-        } else if c.is_ascii_digit() || (c == b'.' && self.peek(1).is_ascii_digit()) {
-            // Numbers, including hex, exponents and LuaJIT's ULL/LL/i suffixes.
-            while self.pos < b.len() {
-                let d = b[self.pos];
-                let exp_sign = (d == b'+' || d == b'-')
-                    && matches!(b[self.pos - 1], b'e' | b'E' | b'p' | b'P')
-                    && !(b[start..].starts_with(b"0x") && matches!(b[self.pos - 1], b'e' | b'E'));
-                if d.is_ascii_alphanumeric() || d == b'.' || exp_sign {
-                    self.pos += 1;
-                } else {
-                    break;
-                }
-            }
-        } else {
-            // Punctuation: the longest of `...`, two-character operators, or one character.
-            let two = [b'.', b'=', b'~', b'<', b'>', b':'];
-            self.pos += if b[start..].starts_with(b"...") {
-                3
-            } else if two.contains(&c) && matches!(self.peek(1), b'.' | b'=' | b':') {
-                2
-            } else {
-                // A whole character: slicing inside a UTF-8 sequence would panic.
-                self.src[start..].chars().next().map_or(1, char::len_utf8)
-            };
-        }
-        Ok(Some(Lexed { tok: Tok::Other(&self.src[start..self.pos]), end: self.pos, line }))
+impl From<LexError> for InstrumentError {
+    fn from(e: LexError) -> Self {
+        InstrumentError::Lex { line: e.line, what: e.what }
     }
 }
 
-/// Insert fuel checks into `src` (see the module docs). Refuses reserved names.
+/// Insert fuel checks into `src` (see the module docs). Refuses reserved names. The tokens come
+/// from [`crate::lexer`], which follows LuaJIT's lexical rules, so a check lands wherever LuaJIT
+/// sees a loop, a `goto` or a function body, and nowhere inside a string or comment.
 pub fn instrument(src: &str) -> Result<String, InstrumentError> {
+    let Tokens { header, tokens } = tokenize(src)?;
     let mut out = String::with_capacity(src.len() + 256);
-    let mut copied = 0;
-    let mut lex = Lexer::new(src);
-    let mut prev: Option<Tok<'_>> = None;
-    // After `function`: insert at the `)` closing its parameter list.
-    let mut in_params = false;
-    while let Some(t) = lex.next()? {
-        let start = t.end - tok_len(t.tok);
-        match t.tok {
-            Tok::Name(n) if n.starts_with(RESERVED_PREFIX) => {
-                return Err(InstrumentError::Reserved { line: t.line, name: n.to_string() })
+    // The byte order mark and a `#` first line are skipped by LuaJIT at the start of a chunk
+    // only; the instrumented text is embedded in a wrapper, so they go (the line end stays).
+    let mut copied = header.end;
+    let mut function_pending = false;
+    for t in &tokens {
+        let (before, after) = match t.kind {
+            TokenKind::Name if t.text.starts_with(RESERVED_PREFIX) => {
+                return Err(InstrumentError::Reserved { line: t.line, name: t.text.to_string() })
             }
-            Tok::Name("do") | Tok::Name("repeat") => {
-                out.push_str(&src[copied..t.end]);
-                out.push_str(CHECK);
-                copied = t.end;
+            // Loop bodies and `do` blocks, `repeat` bodies.
+            TokenKind::Keyword if t.text == "do" || t.text == "repeat" => (false, true),
+            TokenKind::Keyword if t.text == "goto" => (true, false),
+            TokenKind::Keyword if t.text == "function" => {
+                function_pending = true;
+                (false, false)
             }
-            Tok::Name("goto") if !matches!(prev, Some(Tok::Other("." | ":"))) => {
-                out.push_str(&src[copied..start]);
-                out.push_str(CHECK);
-                copied = start;
+            // The `)` closing a parameter list (parameters are names and `...`, no parentheses).
+            TokenKind::Punct if function_pending && t.text == ")" => {
+                function_pending = false;
+                (false, true)
             }
-            Tok::Name("function") => in_params = true,
-            Tok::Other(")") if in_params => {
-                in_params = false;
-                out.push_str(&src[copied..t.end]);
-                out.push_str(CHECK);
-                copied = t.end;
-            }
-            _ => {}
-        }
-        prev = Some(t.tok);
+            _ => (false, false),
+        };
+        let at = if before {
+            t.start
+        } else if after {
+            t.end()
+        } else {
+            continue;
+        };
+        out.push_str(src.get(copied..at).unwrap_or(""));
+        out.push_str(CHECK);
+        copied = at;
     }
-    out.push_str(&src[copied..]);
+    out.push_str(src.get(copied..).unwrap_or(""));
     Ok(out)
-}
-
-fn tok_len(t: Tok<'_>) -> usize {
-    match t {
-        Tok::Name(s) | Tok::Other(s) => s.len(),
-    }
 }
 
 #[cfg(test)]
@@ -241,9 +94,9 @@ mod tests {
     #[test]
     fn loops_functions_and_gotos_get_checks() {
         let src = "local function f(a, b) while a do a = a - 1 end repeat b = b + 1 until b > 3 \
-                   for i = 1, 3 do end ::top:: if a then goto top end return t.goto end";
+                   for i = 1, 3 do end ::top:: if a then goto top end return t.go end";
         let out = instrument(src).unwrap();
-        // function entry, while-do, repeat, for-do, goto statement (not the field `t.goto`)
+        // function entry, while-do, repeat, for-do, goto statement
         assert_eq!(checks(&out), 5, "{out}");
     }
 
@@ -274,6 +127,45 @@ mod tests {
         // Found by the fuzzer: a multi-byte character where punctuation is expected.
         assert_eq!(instrument("x = 1 \u{e9}\u{1f600} do").unwrap().matches("__hp_X").count(), 1);
         assert_eq!(instrument("s = 'caf\u{e9}' -- \u{e9}").unwrap(), "s = 'caf\u{e9}' -- \u{e9}");
+    }
+
+    /// Lexical tricks: the loop count LuaJIT sees is the check count the instrumenter inserts.
+    #[test]
+    fn checks_follow_luajit_tokens() {
+        let cases: &[(&str, usize)] = &[
+            // The finding: a comment ended by CR hid the loop after it.
+            ("-- c\rwhile x do end", 1),
+            ("-- c\r\nwhile x do end", 1),
+            ("-- c\n\rwhile x do end", 1),
+            ("--[ c\rwhile x do end", 1),
+            ("--[=[ c ]] ]==] while x do end ]=] while x do end", 1),
+            ("--[[ --[[ ]] while x do end", 1),
+            ("local s = [==[ ]] while x do end ]=] ]==] repeat until x", 1),
+            ("local s = 'a\\\rwhile x do end' repeat until x", 1),
+            ("local s = \"\\z \r\n while x do end\" repeat until x", 1),
+            ("local s = 'it\\'s do' repeat until x", 1),
+            ("local s = \"[[\" while x do end local t = \"]]\"", 1),
+            ("doé = 1 repeat until x", 1),
+            ("for i = 1, 3 do end for k, v in pairs(t) do end", 2),
+            ("::a:: goto a", 1),
+            ("local function f() return f() end", 1),
+            ("local f = function(...) end local g = function(a, b, ...) end", 2),
+            ("local t = { f = function() end } function t:m(a) end function t.n() end", 3),
+            ("do local x = 1 end", 1),
+            ("x = 0x1e+1 repeat until x", 1),
+            ("local s = [[\r]] while x do end", 1),
+        ];
+        for (src, want) in cases {
+            let out = instrument(src).unwrap_or_else(|e| panic!("{src:?}: {e}"));
+            assert_eq!(checks(&out), *want, "{src:?} became {out:?}");
+        }
+    }
+
+    #[test]
+    fn header_lines_are_dropped_but_their_line_end_kept() {
+        assert_eq!(instrument("#!/bin/luajit\nreturn 1").unwrap(), "\nreturn 1");
+        assert_eq!(instrument("\u{feff}return 1").unwrap(), "return 1");
+        assert_eq!(instrument("\u{feff}# x\r\nreturn 1").unwrap(), "\r\nreturn 1");
     }
 
     #[test]

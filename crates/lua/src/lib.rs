@@ -20,6 +20,7 @@
 pub mod anchor;
 pub mod compile;
 pub mod instrument;
+pub mod lexer;
 pub mod runtime;
 mod state;
 

@@ -4,10 +4,10 @@
 -- load or string.dump, so it can neither reach memory outside its packets nor the host.
 --
 -- Packets are reached through LuaJIT FFI, so field access compiles to loads and stores. The
--- objects handed to user code (packets, header views, array views) are small structs holding
--- only a read-only slot number; they are created once per state, one per batch slot, so the
--- fast path allocates nothing. Every accessor checks its offset against the frame length, so a
--- flow function cannot read or write outside its packet.
+-- objects handed to user code (packets, header views, array views) are small read-only structs
+-- that only say which packet turn they belong to (see "Packet handles" below): they cannot be
+-- forged, and one kept past its packet's turn is refused. Every accessor checks its offset
+-- against the frame length, so a flow function cannot read or write outside its packet.
 
 local shared_address, max_batch = ...
 local ffi = require("ffi")
@@ -37,6 +37,7 @@ typedef struct hp_shared {
   int32_t budget;
   int32_t cur;
   int32_t reserved;
+  double turn;
   hp_desc descs[%d];
 } hp_shared;
 ]], max_batch))
@@ -49,22 +50,40 @@ local D = S.descs
 local ETH, IP4, IP6, TCP, UDP = 1, 4, 8, 16, 32
 local PASS, DROP = 0, 1
 
--- The packet API, built twice: for JIT-compiled functions and for interpreted ones (see
--- `handles`). Returns the handle of the packet in a batch slot.
-local function make_api(pooled, suffix)
--- A handle type with metatable `mt`; `H(slot)` gives the handle of a batch slot. For JIT-compiled
--- functions `H` is the C type itself: handles are created where they are used, and LuaJIT's
--- allocation sinking removes them, leaving the slot number in a register. The interpreter
--- cannot sink allocations, so interpreted functions get handles made once per slot instead.
-local function handles(name, mt)
-  name = name .. suffix
-  cdef("typedef struct { const int32_t slot; } " .. name .. ";")
-  local T = metatype(name, mt)
-  if not pooled then return T end
-  local objs = {}
-  for i = 0, max_batch - 1 do objs[i] = T(i) end
-  return function(slot) return objs[slot] end
+-- Packet handles. A handle is a small FFI struct holding the turn it was issued for: the driver
+-- counts the packets it hands to functions (`S.turn`, bumped by Rust after every call too), and
+-- a handle is good only while that count stands still. Every method and metamethod checks that
+-- `self` is a handle of its own C type (`ffi.istype`: tables, numbers and handles of other
+-- types are refused; user code has no way to make a cdata of these types) and that its turn is
+-- the current one, and then works on the packet being processed, `D[S.cur]`: never on a
+-- descriptor that anything user code holds names. A forged handle is refused, and so is one
+-- kept past its packet's turn (it would otherwise reach another packet, or a slot of the
+-- descriptor block no packet of this call fills).
+--
+-- For JIT-compiled code the checks cost nothing per packet: handles are created where they are
+-- used, LuaJIT's allocation sinking removes them, and the trace knows both the type and the turn
+-- it just stored, so the comparisons fold away. Interpreted code allocates its handles.
+local istype = ffi.istype
+
+local function handle_type(name)
+  cdef("typedef struct { const double turn; } " .. name .. ";")
+  return typeof(name)
 end
+
+local function stale(what)
+  error(what .. ": not a handle of the packet being processed (a handle is good during its packet's turn only)", 4)
+end
+
+-- The descriptor of the packet being processed, if `self` is a current handle of type `T`.
+local function desc_of(self, T, what)
+  if not istype(T, self) or self.turn ~= S.turn then stale(what) end
+  return D[S.cur]
+end
+
+local PKT_T, STACK_T = handle_type("hp_pkt"), handle_type("hp_stack")
+local ETH_T, IP4_T, IP6_T = handle_type("hp_eth"), handle_type("hp_ip4"), handle_type("hp_ip6")
+local UDP_T, TCP_T = handle_type("hp_udp"), handle_type("hp_tcp")
+local FRAME_T, PAYLOAD_T = handle_type("hp_frame"), handle_type("hp_payload")
 
 local function no_assign(what)
   return function(_, k) error("cannot assign " .. what .. "." .. tostring(k), 2) end
@@ -107,22 +126,22 @@ local function methods(fields, what)
   return { __index = fields, __newindex = no_assign(what) }
 end
 
-local function field(width, base, off, what)
+local function field(T, width, base, off, what)
   local rd, wr = rd16, wr16
   if width == 8 then rd, wr = rd8, wr8 elseif width == 32 then rd, wr = rd32, wr32 end
-  return function(self) local d = D[self.slot] return rd(d, d[base] + off, what) end,
-         function(self, v) local d = D[self.slot] wr(d, d[base] + off, v, what) end
+  return function(self) local d = desc_of(self, T, what) return rd(d, d[base] + off, what) end,
+         function(self, v) local d = desc_of(self, T, what) wr(d, d[base] + off, v, what) end
 end
 
 local function mac_get(off)
   return function(self)
-    local d = D[self.slot]
+    local d = desc_of(self, ETH_T, "eth")
     return rd16(d, off, "eth") * 4294967296 + rd32(d, off + 2, "eth")
   end
 end
 local function mac_set(off)
   return function(self, v)
-    local d = D[self.slot]
+    local d = desc_of(self, ETH_T, "eth")
     wr16(d, off, math.floor(v / 4294967296) % 65536, "eth")
     wr32(d, off + 2, v % 4294967296, "eth")
   end
@@ -131,25 +150,25 @@ end
 local eth = { getDst = mac_get(0), setDst = mac_set(0), getSrc = mac_get(6), setSrc = mac_set(6) }
 -- The EtherType just before the network header (inside any VLAN tag), else at byte 12.
 local function ethertype_at(d) if d.l3 >= 14 then return d.l3 - 2 end return 12 end
-function eth.getType(self) local d = D[self.slot] return rd16(d, ethertype_at(d), "eth") end
-function eth.setType(self, v) local d = D[self.slot] wr16(d, ethertype_at(d), v, "eth") end
+function eth.getType(self) local d = desc_of(self, ETH_T, "eth") return rd16(d, ethertype_at(d), "eth") end
+function eth.setType(self, v) local d = desc_of(self, ETH_T, "eth") wr16(d, ethertype_at(d), v, "eth") end
 
 local ip4 = {}
-ip4.getTOS, ip4.setTOS = field(8, "l3", 1, "ip4")
-ip4.getLength, ip4.setLength = field(16, "l3", 2, "ip4")
-ip4.getID, ip4.setID = field(16, "l3", 4, "ip4")
-ip4.getTTL, ip4.setTTL = field(8, "l3", 8, "ip4")
-ip4.getProtocol, ip4.setProtocol = field(8, "l3", 9, "ip4")
-ip4.getChecksum, ip4.setChecksum = field(16, "l3", 10, "ip4")
-ip4.getSrc, ip4.setSrc = field(32, "l3", 12, "ip4")
-ip4.getDst, ip4.setDst = field(32, "l3", 16, "ip4")
+ip4.getTOS, ip4.setTOS = field(IP4_T, 8, "l3", 1, "ip4")
+ip4.getLength, ip4.setLength = field(IP4_T, 16, "l3", 2, "ip4")
+ip4.getID, ip4.setID = field(IP4_T, 16, "l3", 4, "ip4")
+ip4.getTTL, ip4.setTTL = field(IP4_T, 8, "l3", 8, "ip4")
+ip4.getProtocol, ip4.setProtocol = field(IP4_T, 8, "l3", 9, "ip4")
+ip4.getChecksum, ip4.setChecksum = field(IP4_T, 16, "l3", 10, "ip4")
+ip4.getSrc, ip4.setSrc = field(IP4_T, 32, "l3", 12, "ip4")
+ip4.getDst, ip4.setDst = field(IP4_T, 32, "l3", 16, "ip4")
 function ip4.getHeaderLength(self)
-  local d = D[self.slot]
+  local d = desc_of(self, IP4_T, "ip4")
   return band(rd8(d, d.l3, "ip4"), 15) * 4
 end
 -- Recompute the header checksum (call after changing header fields).
 function ip4.calculateChecksum(self)
-  local d = D[self.slot]
+  local d = desc_of(self, IP4_T, "ip4")
   local l3 = d.l3
   local n = band(rd8(d, l3, "ip4"), 15) * 4
   if l3 + n > d.len then oob("ip4", l3 + n, d.len) end
@@ -161,38 +180,38 @@ function ip4.calculateChecksum(self)
 end
 
 local ip6 = {}
-ip6.getPayloadLength, ip6.setPayloadLength = field(16, "l3", 4, "ip6")
-ip6.getNextHeader = field(8, "l3", 6, "ip6")
-ip6.getHopLimit, ip6.setHopLimit = field(8, "l3", 7, "ip6")
+ip6.getPayloadLength, ip6.setPayloadLength = field(IP6_T, 16, "l3", 4, "ip6")
+ip6.getNextHeader = field(IP6_T, 8, "l3", 6, "ip6")
+ip6.getHopLimit, ip6.setHopLimit = field(IP6_T, 8, "l3", 7, "ip6")
 function ip6.getTrafficClass(self)
-  local d = D[self.slot]
+  local d = desc_of(self, IP6_T, "ip6")
   return band(rshift(rd16(d, d.l3, "ip6"), 4), 255)
 end
 function ip6.getFlowLabel(self)
-  local d = D[self.slot]
+  local d = desc_of(self, IP6_T, "ip6")
   return band(rd32(d, d.l3, "ip6"), 0xfffff)
 end
 
 local udp = {}
-udp.getSrcPort, udp.setSrcPort = field(16, "l4", 0, "udp")
-udp.getDstPort, udp.setDstPort = field(16, "l4", 2, "udp")
-udp.getLength, udp.setLength = field(16, "l4", 4, "udp")
-udp.getChecksum, udp.setChecksum = field(16, "l4", 6, "udp")
+udp.getSrcPort, udp.setSrcPort = field(UDP_T, 16, "l4", 0, "udp")
+udp.getDstPort, udp.setDstPort = field(UDP_T, 16, "l4", 2, "udp")
+udp.getLength, udp.setLength = field(UDP_T, 16, "l4", 4, "udp")
+udp.getChecksum, udp.setChecksum = field(UDP_T, 16, "l4", 6, "udp")
 
 local tcp = {}
-tcp.getSrcPort, tcp.setSrcPort = field(16, "l4", 0, "tcp")
-tcp.getDstPort, tcp.setDstPort = field(16, "l4", 2, "tcp")
-tcp.getSeq, tcp.setSeq = field(32, "l4", 4, "tcp")
-tcp.getAck, tcp.setAck = field(32, "l4", 8, "tcp")
-tcp.getFlags, tcp.setFlags = field(8, "l4", 13, "tcp")
-tcp.getWindow, tcp.setWindow = field(16, "l4", 14, "tcp")
-tcp.getChecksum, tcp.setChecksum = field(16, "l4", 16, "tcp")
+tcp.getSrcPort, tcp.setSrcPort = field(TCP_T, 16, "l4", 0, "tcp")
+tcp.getDstPort, tcp.setDstPort = field(TCP_T, 16, "l4", 2, "tcp")
+tcp.getSeq, tcp.setSeq = field(TCP_T, 32, "l4", 4, "tcp")
+tcp.getAck, tcp.setAck = field(TCP_T, 32, "l4", 8, "tcp")
+tcp.getFlags, tcp.setFlags = field(TCP_T, 8, "l4", 13, "tcp")
+tcp.getWindow, tcp.setWindow = field(TCP_T, 16, "l4", 14, "tcp")
+tcp.getChecksum, tcp.setChecksum = field(TCP_T, 16, "l4", 16, "tcp")
 
-local ETH_H = handles("hp_eth", methods(eth, "eth"))
-local IP4_H = handles("hp_ip4", methods(ip4, "ip4"))
-local IP6_H = handles("hp_ip6", methods(ip6, "ip6"))
-local UDP_H = handles("hp_udp", methods(udp, "udp"))
-local TCP_H = handles("hp_tcp", methods(tcp, "tcp"))
+metatype(ETH_T, methods(eth, "eth"))
+metatype(IP4_T, methods(ip4, "ip4"))
+metatype(IP6_T, methods(ip6, "ip6"))
+metatype(UDP_T, methods(udp, "udp"))
+metatype(TCP_T, methods(tcp, "tcp"))
 
 -- Array views over the frame or the payload: `view.uint32[i]` (host byte order, as libmoon),
 -- `view.be16[i]` / `view.be32[i]` (network byte order); `i` counts elements from 0.
@@ -208,6 +227,7 @@ local function array_view(kind, elem)
   local size = (elem == "uint8" and 1) or ((elem == "uint16" or elem == "be16") and 2) or 4
   local what = kind .. "." .. elem
   local ptr = (size == 1 and U8) or (size == 2 and U16) or U32
+  local T = handle_type("hp_" .. kind .. "_" .. elem)
   local get, set
   if elem == "be16" then
     get = function(d, off) return rshift(bswap(cast(U16, d.data + off)[0]), 16) end
@@ -220,50 +240,51 @@ local function array_view(kind, elem)
     set = function(d, off, v) cast(ptr, d.data + off)[0] = v end
   end
   local function offset(self, i)
+    local d = desc_of(self, T, what)
     if type(i) ~= "number" then error(what .. " is indexed by numbers", 3) end
     local k = tobit(i)
     if k ~= i then error(what .. ": index " .. tostring(i) .. " is not an integer", 3) end
-    local d = D[self.slot]
     local off = base_of(kind, d) + k * size
     if k < 0 or off + size > d.len then oob(what, off, d.len) end
     return d, off
   end
-  return handles("hp_" .. kind .. "_" .. elem, {
+  return metatype(T, {
     __index = function(self, i) local d, off = offset(self, i) return get(d, off) end,
     __newindex = function(self, i, v) local d, off = offset(self, i) set(d, off, v) end,
   })
 end
 
-local function region(kind)
+local function region(T, kind)
   local views = {}
   for _, elem in ipairs({ "uint8", "uint16", "uint32", "be16", "be32" }) do
     views[elem] = array_view(kind, elem)
   end
-  local function length(self) local d = D[self.slot] return d.len - base_of(kind, d) end
-  return handles("hp_" .. kind, {
+  local function length(self) local d = desc_of(self, T, kind) return d.len - base_of(kind, d) end
+  metatype(T, {
     __index = function(self, k)
+      desc_of(self, T, kind)
       local v = views[k]
-      if v then return v(self.slot) end
+      if v then return v(self.turn) end
       if k == "getLength" then return length end
       return nil
     end,
     __newindex = no_assign(kind),
   })
 end
-local FRAME_H = region("frame")
-local PAYLOAD_H = region("payload")
+region(FRAME_T, "frame")
+region(PAYLOAD_T, "payload")
 
 -- A typed packet (`pkt:getUdp4Packet()`): `.eth`, `.ip4`/`.ip6`, `.udp`/`.tcp`, `.payload`.
-local STACK_H = handles("hp_stack", {
+metatype(STACK_T, {
   __index = function(self, k)
-    local slot = self.slot
-    local l = D[slot].layers
-    if k == "eth" then return ETH_H(slot)
-    elseif k == "ip4" then if band(l, IP4) ~= 0 then return IP4_H(slot) end
-    elseif k == "ip6" then if band(l, IP6) ~= 0 then return IP6_H(slot) end
-    elseif k == "udp" then if band(l, UDP) ~= 0 then return UDP_H(slot) end
-    elseif k == "tcp" then if band(l, TCP) ~= 0 then return TCP_H(slot) end
-    elseif k == "payload" then if D[slot].payload ~= 0 then return PAYLOAD_H(slot) end
+    local d = desc_of(self, STACK_T, "packet")
+    local turn, l = self.turn, d.layers
+    if k == "eth" then return ETH_T(turn)
+    elseif k == "ip4" then if band(l, IP4) ~= 0 then return IP4_T(turn) end
+    elseif k == "ip6" then if band(l, IP6) ~= 0 then return IP6_T(turn) end
+    elseif k == "udp" then if band(l, UDP) ~= 0 then return UDP_T(turn) end
+    elseif k == "tcp" then if band(l, TCP) ~= 0 then return TCP_T(turn) end
+    elseif k == "payload" then if d.payload ~= 0 then return PAYLOAD_T(turn) end
     end
     return nil
   end,
@@ -272,8 +293,8 @@ local STACK_H = handles("hp_stack", {
 
 local function stack_if(want)
   return function(self)
-    local slot = self.slot
-    if band(D[slot].layers, want) == want then return STACK_H(slot) end
+    local d = desc_of(self, PKT_T, "pkt")
+    if band(d.layers, want) == want then return STACK_T(self.turn) end
     return nil
   end
 end
@@ -287,47 +308,41 @@ local pkt = {
   getUdp6Packet = stack_if(IP6 + UDP),
   getTcp6Packet = stack_if(IP6 + TCP),
 }
-function pkt.getSize(self) return D[self.slot].len end
+local function P(self) return desc_of(self, PKT_T, "pkt") end
+function pkt.getSize(self) return P(self).len end
 function pkt.setSize(self, n)
-  local d = D[self.slot]
+  local d = P(self)
   if type(n) ~= "number" or n < 0 or n > d.cap or tobit(n) ~= n then
     error("setSize: " .. tostring(n) .. " is not a length from 0 to " .. tostring(d.cap), 2)
   end
   d.len = n
 end
-function pkt.getFrame(self) return FRAME_H(self.slot) end
+function pkt.getFrame(self) P(self) return FRAME_T(self.turn) end
 function pkt.getPayload(self)
-  local slot = self.slot
-  if D[slot].payload ~= 0 then return PAYLOAD_H(slot) end
+  if P(self).payload ~= 0 then return PAYLOAD_T(self.turn) end
   return nil
 end
-function pkt.getInPort(self) return D[self.slot].in_port end
-function pkt.getOutPort(self) return D[self.slot].out_port end
-function pkt.getFlowHash(self) return D[self.slot].flow_hash end
-function pkt.getMark(self) return tonumber(D[self.slot].user) end
+function pkt.getInPort(self) return P(self).in_port end
+function pkt.getOutPort(self) return P(self).out_port end
+function pkt.getFlowHash(self) return P(self).flow_hash end
+function pkt.getMark(self) return tonumber(P(self).user) end
 function pkt.setMark(self, v)
+  local d = P(self)
   if type(v) ~= "number" or v < 0 or v >= 9007199254740992 then error("setMark: expects a number from 0 to 2^53", 2) end
-  D[self.slot].user = v
+  d.user = v
 end
 function pkt.forward(self, port)
+  local d = P(self)
   if type(port) ~= "number" or port < 0 or port > 65534 or tobit(port) ~= port then
     error("forward: " .. tostring(port) .. " is not a port number", 2)
   end
-  local d = D[self.slot]
   d.out_port = port
   d.verdict = PASS
 end
-function pkt.drop(self) D[self.slot].verdict = DROP end
-function pkt.pass(self) D[self.slot].verdict = PASS end
-function pkt.isDropped(self) return D[self.slot].verdict == DROP end
-local PKT_H = handles("hp_pkt", methods(pkt, "pkt"))
-
-return PKT_H
-end
-
-local packet_jit = make_api(false, "")
--- Built when the first interpreted function is loaded: most states never need it.
-local packet_interp = nil
+function pkt.drop(self) P(self).verdict = DROP end
+function pkt.pass(self) P(self).verdict = PASS end
+function pkt.isDropped(self) return P(self).verdict == DROP end
+metatype(PKT_T, methods(pkt, "pkt"))
 
 
 -- Budget exhausted: raise outside anything user code can recover from (the fuel stays
@@ -337,16 +352,72 @@ local function out_of_fuel() S.fuel = -1 error(RUNAWAY, 0) end
 
 -- The sandbox. String pattern functions are left out: patterns can backtrack for a very long
 -- time inside C, where no check can stop them.
-local raw_rep = string.rep
+--
+-- Library calls pay for their work in steps too (one step per 64 bytes a string function
+-- makes or reads, per 8 elements a table function moves, compares or returns), so a loop of
+-- calls on large values runs out of budget as its time grows, not only as its iterations do.
+-- Counts go through `tonumber` first, as Lua coerces them: `string.rep("x", "1e7")` is 10^7.
+local function charge(units)
+  local left = S.fuel - units
+  if left < 0 then out_of_fuel() end
+  S.fuel = left
+end
+local BYTES, ELEMS = 1 / 64, 1 / 8
+
+local raw_rep, raw_sub, raw_byte, raw_char = string.rep, string.sub, string.byte, string.char
+local raw_upper, raw_lower, raw_reverse, raw_format = string.upper, string.lower, string.reverse, string.format
+local raw_concat, raw_insert, raw_remove, raw_sort = table.concat, table.insert, table.remove, table.sort
+local raw_unpack, raw_tonumber, select = unpack, tonumber, select
+local floor = math.floor
 local REP_LIMIT = 1048576
+
+-- The length `string.*` sees for an argument (numbers become strings; anything else is an
+-- error the function itself raises).
+local function strlen(v)
+  local t = type(v)
+  if t == "string" then return #v elseif t == "number" then return #tostring(v) end
+  return 0
+end
+
+-- Elements `from..to` (Lua's defaults and negative positions) of something `len` long.
+local function span(len, from, to)
+  from, to = raw_tonumber(from) or 1, raw_tonumber(to) or len
+  if from < 0 then from = len + from + 1 end
+  if to < 0 then to = len + to + 1 end
+  if from < 1 then from = 1 end
+  if to > len then to = len end
+  if to < from then return 0 end
+  return to - from + 1
+end
+
+local function charged_result(s) charge(#s * BYTES) return s end
+
 local safe_string = {
-  byte = string.byte, char = string.char, format = string.format, len = string.len,
-  lower = string.lower, upper = string.upper, reverse = string.reverse, sub = string.sub,
+  len = string.len,
   rep = function(s, n, sep)
-    if type(n) == "number" and n > 0 and (n > REP_LIMIT or (#tostring(s) + #tostring(sep or "")) * n > REP_LIMIT) then
-      error("string.rep: result larger than " .. REP_LIMIT .. " bytes", 2)
+    local count = raw_tonumber(n)
+    if count and count > 0 then
+      count = floor(count)
+      local size = count * strlen(s) + (count - 1) * strlen(sep)
+      if count > REP_LIMIT or size > REP_LIMIT then
+        error("string.rep: result larger than " .. REP_LIMIT .. " bytes", 2)
+      end
+      charge(size * BYTES)
     end
     return raw_rep(s, n, sep)
+  end,
+  sub = function(s, i, j) return charged_result(raw_sub(s, i, j)) end,
+  upper = function(s) return charged_result(raw_upper(s)) end,
+  lower = function(s) return charged_result(raw_lower(s)) end,
+  reverse = function(s) return charged_result(raw_reverse(s)) end,
+  format = function(...) return charged_result(raw_format(...)) end,
+  byte = function(s, i, j)
+    if j ~= nil then charge(span(strlen(s), i, j) * ELEMS) end
+    return raw_byte(s, i, j)
+  end,
+  char = function(...)
+    charge(select("#", ...) * ELEMS)
+    return raw_char(...)
   end,
 }
 -- `("x"):upper()` goes through the string metatable; point it at the safe table and hide it.
@@ -354,16 +425,54 @@ local string_mt = getmetatable("")
 string_mt.__index = safe_string
 string_mt.__metatable = false
 
+local function table_len(t) if type(t) == "table" then return #t end return 0 end
+local safe_table = {
+  concat = function(t, sep, i, j)
+    charge(span(table_len(t), i, j) * ELEMS)
+    return charged_result(raw_concat(t, sep, i, j))
+  end,
+  insert = function(t, ...)
+    if select("#", ...) > 1 then charge(table_len(t) * ELEMS) end
+    return raw_insert(t, ...)
+  end,
+  remove = function(t, ...)
+    if select("#", ...) > 0 then charge(table_len(t) * ELEMS) end
+    return raw_remove(t, ...)
+  end,
+  sort = function(t, cmp)
+    local n = table_len(t)
+    if n > 1 then charge(n * math.ceil(math.log(n) / math.log(2)) * ELEMS) end
+    return raw_sort(t, cmp)
+  end,
+  maxn = function(t)
+    local m, n = 0, 0
+    for k in next, t do
+      n = n + 1
+      if type(k) == "number" and k > m then m = k end
+    end
+    charge(n * ELEMS)
+    return m
+  end,
+}
+local safe_unpack = function(t, i, j)
+  charge(span(table_len(t), i, j) * ELEMS)
+  return raw_unpack(t, i, j)
+end
+local safe_tonumber = function(v, base)
+  if type(v) == "string" then charge(#v * BYTES) end
+  return raw_tonumber(v, base)
+end
+
 local LIBS = {
   string = safe_string,
-  table = { concat = table.concat, insert = table.insert, remove = table.remove, sort = table.sort, maxn = table.maxn },
+  table = safe_table,
   math = math,
   bit = bit,
   coroutine = coroutine,
 }
 local BASE = {
   "assert", "error", "ipairs", "next", "pairs", "pcall", "rawequal", "rawget", "rawset", "select",
-  "setmetatable", "getmetatable", "tonumber", "tostring", "type", "unpack", "xpcall",
+  "setmetatable", "getmetatable", "tostring", "type", "xpcall",
 }
 local globals = _G
 local helpers = {
@@ -382,6 +491,8 @@ local function new_env()
     env[name] = copy
   end
   for k, v in pairs(helpers) do env[k] = v end
+  env.unpack = safe_unpack
+  env.tonumber = safe_tonumber
   env._G = env
   env._VERSION = "hotplane Lua (LuaJIT)"
   return env
@@ -393,14 +504,9 @@ local function instantiate(bytes, name, jit_on)
   local chunk, err = load(bytes, name, "b")
   if not chunk then error(err, 0) end
   setfenv(chunk, new_env())
-  local packet_at = packet_jit
-  if not jit_on then
-    jit.off(chunk, true)
-    packet_interp = packet_interp or make_api(true, "_i")
-    packet_at = packet_interp
-  end
+  if not jit_on then jit.off(chunk, true) end
   S.fuel = S.budget
-  local driver = chunk(S, out_of_fuel, packet_at, type, error)
+  local driver = chunk(S, out_of_fuel, PKT_T, type, error)
   if S.fuel < 0 then error(RUNAWAY, 0) end
   return driver
 end

@@ -57,6 +57,10 @@ pub(crate) struct Shared {
     /// Index of the packet being processed (to find the one an error belongs to).
     pub cur: i32,
     pub reserved: i32,
+    /// Packets handed to Lua so far in this state: a packet handle is good while this still
+    /// holds the value it was made with (see prelude.lua). Bumped by the driver before each
+    /// packet and here after each call, so no handle outlives its call.
+    pub turn: f64,
     pub descs: [Desc; MAX_BATCH],
 }
 
@@ -104,6 +108,7 @@ impl LuaState {
             budget: budget.min(i32::MAX as u32) as i32,
             cur: 0,
             reserved: 0,
+            turn: 0.0,
             descs: [Desc::EMPTY; MAX_BATCH],
         });
         let address = mlua::LightUserData(std::ptr::addr_of_mut!(*shared).cast());
@@ -189,6 +194,8 @@ impl LuaState {
             ffi::lua_pushinteger(l, start as ffi::lua_Integer);
             ffi::lua_pcall(l, 2, 0, 0)
         };
+        // Handles of this call's packets die with it (whether it ended well or not).
+        self.shared.turn += 1.0;
         if rc == 0 {
             return Ok(());
         }
