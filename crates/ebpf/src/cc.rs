@@ -1,14 +1,25 @@
 //! C source to an eBPF object with the system's clang ("extensible" updates).
 //!
 //! This runs on the control thread, never on a worker: a compile takes a few hundred
-//! milliseconds. The source comes from an authenticated update; clang still runs with a time
-//! limit, in a private temporary directory, and only the first lines of its diagnostics go
-//! back to the sender.
+//! milliseconds. The source comes from an update, which is remote input even when it is
+//! authenticated, so a compile may read nothing of the node but the source and the system's
+//! public headers, and its errors quote nothing else:
+//!
+//! - the source is checked before clang sees it ([`check_source`]): `#include` only of a literal
+//!   relative header name without `..`, and only before any other line (so a header cannot be
+//!   redefined by the update's macros); no `#include_next`, `#import`, `#embed`, `__has_include`,
+//!   `_Pragma`, `#pragma GCC dependency` or digraph spellings of them;
+//! - clang runs with `-nostdinc`, only clang's own and the system's header directories, no
+//!   environment, in a private directory (random name, mode 0700) that is removed afterwards;
+//! - the source is preprocessed first; every file that read must lie in those header
+//!   directories, and inline assembly on the update's own lines is refused (`.incbin` would
+//!   pull a node file into the object); the preprocessed text is what gets compiled;
+//! - only diagnostics located in the update's source (`prog.c:LINE:COL: ...`, without quoted
+//!   source lines) go back, at most a dozen.
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Largest source accepted.
@@ -17,6 +28,8 @@ pub const MAX_SOURCE_BYTES: usize = 1 << 20;
 pub const COMPILE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Diagnostic lines passed back on failure.
 const DIAGNOSTIC_LINES: usize = 12;
+/// Largest object read back.
+const MAX_OBJECT_BYTES: u64 = 64 << 20;
 
 /// The clang to use: `$HOTPLANE_CLANG`, else `clang` on the PATH.
 pub fn clang() -> Option<PathBuf> {
@@ -30,40 +43,349 @@ pub fn clang() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// A temporary directory removed on drop.
-struct TempDir(PathBuf);
+/// A directory only this process can enter, with an unpredictable name (mkdtemp), removed on
+/// drop: another local user can neither guess nor pre-create it, nor read or swap its files.
+pub(crate) struct PrivateDir(PathBuf);
 
-impl Drop for TempDir {
+impl PrivateDir {
+    pub(crate) fn new() -> Result<Self, String> {
+        let template = std::env::temp_dir().join("hotplane-cc-XXXXXX");
+        let mut bytes = std::ffi::CString::new(template.as_os_str().as_encoded_bytes())
+            .map_err(|_| "temporary directory path contains a NUL byte".to_string())?
+            .into_bytes_with_nul();
+        // SAFETY: `bytes` is a writable NUL-terminated template ending in XXXXXX, as mkdtemp
+        // requires; it creates the directory with mode 0700 and rewrites the Xs in place.
+        let made = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
+        if made.is_null() {
+            return Err(format!(
+                "cannot create a private compile directory: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        bytes.pop();
+        Ok(Self(PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(
+            bytes,
+        ))))
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for PrivateDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
-/// Compile `source` with `clang -O2 -g -target bpf`; returns the object's bytes.
-pub fn compile(source: &[u8]) -> Result<Vec<u8>, String> {
-    if source.len() > MAX_SOURCE_BYTES {
-        return Err(format!("C source is {} bytes; the limit is {MAX_SOURCE_BYTES}", source.len()));
+/// Header directories a compile may read: clang's own (`stddef.h`, ...) and the system's
+/// (`linux/*.h` from linux-libc-dev, `bpf/*.h` from libbpf-dev). Public package headers only.
+fn header_dirs(clang: &Path) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    let resource = Command::new(clang)
+        .arg("-print-resource-dir")
+        .env_clear()
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output();
+    if let Ok(out) = resource {
+        let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if out.status.success() && !dir.is_empty() {
+            dirs.push(PathBuf::from(dir).join("include"));
+        }
     }
-    let clang = clang().ok_or(
-        "C updates need clang on this node (apt-get install clang libbpf-dev); send an ELF object or bytecode instead",
-    )?;
-    static N: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "hotplane-cc-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let dir = TempDir(dir);
-    let (src, obj) = (dir.0.join("prog.c"), dir.0.join("prog.o"));
-    std::fs::write(&src, source).map_err(|e| format!("{}: {e}", src.display()))?;
-    let arch_include = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
-    let mut child = Command::new(&clang)
-        .args(["-O2", "-g", "-target", "bpf", "-I", &arch_include, "-c"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&obj)
-        .current_dir(&dir.0)
+    dirs.push(PathBuf::from(format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH)));
+    dirs.push(PathBuf::from("/usr/include"));
+    dirs.retain(|d| d.is_dir());
+    dirs
+}
+
+/// Why a source is refused before clang runs.
+fn refuse(line: usize, what: &str) -> String {
+    format!("prog.c:{line}: {what}")
+}
+
+/// What C updates may include.
+const INCLUDE_RULE: &str =
+    "C updates include only system headers by relative name (e.g. <linux/bpf.h>), before any other line";
+
+/// The source as logical lines: line splices (`\` newline) joined, comments replaced by a
+/// space, string and character literals kept. Each line keeps the number of its first
+/// physical line.
+fn logical_lines(source: &[u8]) -> Vec<(usize, Vec<u8>)> {
+    let mut lines = Vec::new();
+    let (mut cur, mut cur_line, mut line) = (Vec::new(), 1usize, 1usize);
+    let mut i = 0;
+    #[derive(PartialEq)]
+    enum In {
+        Code,
+        Str(u8),
+        LineComment,
+        BlockComment,
+    }
+    let mut state = In::Code;
+    while i < source.len() {
+        let c = source[i];
+        // Splices go first, everywhere (translation phase 2).
+        if c == b'\\' {
+            let rest = &source[i + 1..];
+            let skip = if rest.starts_with(b"\r\n") {
+                2
+            } else if rest.starts_with(b"\n") {
+                1
+            } else {
+                0
+            };
+            if skip > 0 {
+                i += 1 + skip;
+                line += 1;
+                continue;
+            }
+        }
+        let next = source.get(i + 1).copied();
+        match state {
+            In::Code => match (c, next) {
+                (b'/', Some(b'/')) => {
+                    state = In::LineComment;
+                    i += 2;
+                    continue;
+                }
+                (b'/', Some(b'*')) => {
+                    state = In::BlockComment;
+                    cur.push(b' ');
+                    i += 2;
+                    continue;
+                }
+                (b'"' | b'\'', _) => {
+                    state = In::Str(c);
+                    cur.push(c);
+                }
+                (b'\n', _) => {
+                    lines.push((cur_line, std::mem::take(&mut cur)));
+                    line += 1;
+                    cur_line = line;
+                }
+                _ => cur.push(c),
+            },
+            In::Str(q) => {
+                cur.push(c);
+                if c == b'\\' {
+                    if let Some(n) = next {
+                        cur.push(n);
+                        i += 2;
+                        continue;
+                    }
+                } else if c == q {
+                    state = In::Code;
+                } else if c == b'\n' {
+                    // An unterminated literal ends at the line's end, as in C.
+                    cur.pop();
+                    state = In::Code;
+                    lines.push((cur_line, std::mem::take(&mut cur)));
+                    line += 1;
+                    cur_line = line;
+                }
+            }
+            In::LineComment => {
+                if c == b'\n' {
+                    state = In::Code;
+                    lines.push((cur_line, std::mem::take(&mut cur)));
+                    line += 1;
+                    cur_line = line;
+                }
+            }
+            In::BlockComment => {
+                if c == b'*' && next == Some(b'/') {
+                    state = In::Code;
+                    i += 2;
+                    continue;
+                }
+                if c == b'\n' {
+                    line += 1;
+                }
+            }
+        }
+        i += 1;
+    }
+    lines.push((cur_line, cur));
+    lines
+}
+
+/// Identifiers of a logical line outside its literals.
+fn identifiers(line: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < line.len() {
+        let c = line[i];
+        if c == b'"' || c == b'\'' {
+            i += 1;
+            while i < line.len() && line[i] != c {
+                i += if line[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
+        } else if c.is_ascii_alphabetic() || c == b'_' {
+            let start = i;
+            while i < line.len() && (line[i].is_ascii_alphanumeric() || line[i] == b'_') {
+                i += 1;
+            }
+            out.push(&line[start..i]);
+        } else if c.is_ascii_digit() {
+            // A number (with its suffix): not an identifier.
+            while i < line.len() && (line[i].is_ascii_alphanumeric() || line[i] == b'_') {
+                i += 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The header name of `#include <name>` or `#include "name"` if it is safe: literal, relative,
+/// no `..` component, plain characters.
+fn safe_header_name(operand: &[u8]) -> Option<&[u8]> {
+    let operand = operand.trim_ascii();
+    let (open, close) = (*operand.first()?, *operand.last()?);
+    if operand.len() < 3 || !matches!((open, close), (b'<', b'>') | (b'"', b'"')) {
+        return None;
+    }
+    let name = &operand[1..operand.len() - 1];
+    let plain = name.iter().all(|c| c.is_ascii_alphanumeric() || b"_-./+".contains(c));
+    let relative = !name.starts_with(b"/");
+    let no_parent = name.split(|c| *c == b'/').all(|part| part != b".." && !part.is_empty());
+    (plain && relative && no_parent).then_some(name)
+}
+
+/// Refuse a source that could make the compile read anything but system headers.
+pub fn check_source(source: &[u8]) -> Result<(), String> {
+    let mut code_seen = false;
+    for (n, line) in logical_lines(source) {
+        let text = line.trim_ascii_start();
+        let directive = text
+            .strip_prefix(b"#")
+            .or_else(|| text.strip_prefix(b"%:"))
+            .map(|rest| rest.trim_ascii_start());
+        for id in identifiers(&line) {
+            if matches!(id, b"__has_include" | b"__has_include_next" | b"__has_embed" | b"_Pragma")
+            {
+                return Err(refuse(
+                    n,
+                    &format!("`{}` is not allowed", String::from_utf8_lossy(id)),
+                ));
+            }
+        }
+        let Some(rest) = directive else {
+            code_seen |= !text.is_empty();
+            continue;
+        };
+        let name_len = rest.iter().take_while(|c| c.is_ascii_alphanumeric() || **c == b'_').count();
+        let (name, operand) = rest.split_at(name_len);
+        match name {
+            b"include" => {
+                if code_seen {
+                    return Err(refuse(n, &format!("#include after other lines; {INCLUDE_RULE}")));
+                }
+                if safe_header_name(operand).is_none() {
+                    return Err(refuse(
+                        n,
+                        &format!(
+                            "#include of an absolute, parent (..) or computed path; {INCLUDE_RULE}"
+                        ),
+                    ));
+                }
+            }
+            b"pragma" => {
+                if identifiers(operand).contains(&&b"dependency"[..]) {
+                    return Err(refuse(n, "#pragma ... dependency names a file"));
+                }
+                code_seen = true;
+            }
+            b"" if operand.trim_ascii().is_empty() => {} // the null directive
+            b"define" | b"undef" | b"if" | b"ifdef" | b"ifndef" | b"elif" | b"else" | b"endif"
+            | b"error" | b"warning" | b"line" => code_seen = true,
+            other => {
+                return Err(refuse(
+                    n,
+                    &format!("#{} is not allowed", String::from_utf8_lossy(other)),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Inline assembly on the update's own lines of preprocessed text (its `.incbin` and
+/// `.include` directives read files). Headers' own assembly is theirs: the update cannot
+/// change it, since its macros come after every include.
+fn assembly_in_source(preprocessed: &[u8]) -> Option<usize> {
+    let mut in_source = true;
+    let mut source_line = 1usize;
+    for line in preprocessed.split(|c| *c == b'\n') {
+        if let Some(marker) = line.strip_prefix(b"# ") {
+            // `# LINE "FILE" FLAGS`: where the following lines come from.
+            let mut parts = marker.splitn(3, |c| *c == b' ');
+            let number = parts.next().and_then(|p| std::str::from_utf8(p).ok()?.parse().ok());
+            let file = parts.next().unwrap_or_default();
+            in_source = file == b"\"prog.c\"";
+            source_line = number.unwrap_or(1);
+            continue;
+        }
+        if in_source
+            && identifiers(line).iter().any(|id| matches!(*id, b"asm" | b"__asm" | b"__asm__"))
+        {
+            return Some(source_line);
+        }
+        source_line += 1;
+    }
+    None
+}
+
+/// Paths of a make-style dependency file (`target: dep dep \` ...).
+fn depfile_paths(text: &str) -> Vec<String> {
+    let joined = text.replace("\\\n", " ");
+    let Some((_, deps)) = joined.split_once(": ") else { return Vec::new() };
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = deps.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&' ') => {
+                cur.push(' ');
+                chars.next();
+            }
+            c if c.is_whitespace() => {
+                if !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+            }
+            c => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// Only diagnostics about the update's own source: `prog.c:` lines (clang runs with
+/// `-fno-caret-diagnostics`, so no source line of any file is quoted).
+fn scrub(diagnostics: &str) -> Vec<&str> {
+    diagnostics.lines().filter(|l| l.starts_with("prog.c:")).take(DIAGNOSTIC_LINES).collect()
+}
+
+/// Run clang in `dir` with no environment (no CPATH, no CCC_OVERRIDE_OPTIONS), within the
+/// time limit; its exit status and diagnostics.
+fn run_clang(
+    clang: &Path,
+    dir: &Path,
+    args: &[&std::ffi::OsStr],
+) -> Result<(std::process::ExitStatus, String), String> {
+    let mut child = Command::new(clang)
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("TMPDIR", dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -90,12 +412,171 @@ pub fn compile(source: &[u8]) -> Result<Vec<u8>, String> {
             None => std::thread::sleep(Duration::from_millis(5)),
         }
     };
-    let err = reader.join().unwrap_or_default();
-    if !status.success() {
-        let path = src.display().to_string();
-        let lines: Vec<String> =
-            err.lines().take(DIAGNOSTIC_LINES).map(|l| l.replace(&path, "prog.c")).collect();
-        return Err(format!("clang failed ({status}):\n{}", lines.join("\n")));
+    Ok((status, reader.join().unwrap_or_default()))
+}
+
+/// Compile `source` with `clang -O2 -g -target bpf`; returns the object's bytes.
+pub fn compile(source: &[u8]) -> Result<Vec<u8>, String> {
+    if source.len() > MAX_SOURCE_BYTES {
+        return Err(format!("C source is {} bytes; the limit is {MAX_SOURCE_BYTES}", source.len()));
     }
-    std::fs::read(&obj).map_err(|e| format!("{}: {e}", obj.display()))
+    check_source(source)?;
+    let clang = clang().ok_or(
+        "C updates need clang on this node (apt-get install clang libbpf-dev); send an ELF object or bytecode instead",
+    )?;
+    let dirs = header_dirs(&clang);
+    let dir = PrivateDir::new()?;
+    let private = |name: &str| dir.path().join(name);
+    let (src, pre, deps, obj) =
+        (private("prog.c"), private("prog.i"), private("prog.d"), private("prog.o"));
+    std::fs::write(&src, source).map_err(|e| format!("writing the source: {e}"))?;
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    let mut include_args: Vec<std::ffi::OsString> = Vec::new();
+    for d in &dirs {
+        include_args.push("-isystem".into());
+        include_args.push(d.clone().into_os_string());
+    }
+    let common = [
+        os("-target"),
+        os("bpf"),
+        os("-fno-caret-diagnostics"),
+        os("-fno-color-diagnostics"),
+        os("-fno-trigraphs"),
+    ];
+    // 1. Preprocess, recording every file read.
+    let mut args: Vec<&std::ffi::OsStr> = common.to_vec();
+    args.extend([os("-nostdinc"), os("-x"), os("c"), os("-E")]);
+    args.extend(include_args.iter().map(|a| a.as_os_str()));
+    args.extend([os("-MD"), os("-MF"), os("prog.d"), os("prog.c"), os("-o"), os("prog.i")]);
+    let failed = |status: std::process::ExitStatus, err: &str| {
+        format!("clang failed ({status}):\n{}", scrub(err).join("\n"))
+    };
+    let (status, err) = run_clang(&clang, dir.path(), &args)?;
+    if !status.success() {
+        return Err(failed(status, &err));
+    }
+    let allowed: Vec<PathBuf> = dirs.iter().filter_map(|d| d.canonicalize().ok()).collect();
+    let deps_text = std::fs::read_to_string(&deps).map_err(|e| format!("dependencies: {e}"))?;
+    for path in depfile_paths(&deps_text) {
+        let full = dir.path().join(&path).canonicalize().map_err(|e| format!("{path}: {e}"))?;
+        if full != src.canonicalize().unwrap_or_default()
+            && !allowed.iter().any(|a| full.starts_with(a))
+        {
+            return Err("the compile read a file outside the system headers".into());
+        }
+    }
+    let preprocessed = std::fs::read(&pre).map_err(|e| format!("preprocessed source: {e}"))?;
+    if let Some(line) = assembly_in_source(&preprocessed) {
+        return Err(refuse(line, "inline assembly is not allowed (it can read files)"));
+    }
+    // 2. Compile exactly the text that was checked.
+    let mut args: Vec<&std::ffi::OsStr> = common.to_vec();
+    args.extend([os("-O2"), os("-g"), os("-x"), os("cpp-output"), os("-c"), os("prog.i")]);
+    args.extend([os("-o"), os("prog.o")]);
+    let (status, err) = run_clang(&clang, dir.path(), &args)?;
+    if !status.success() {
+        return Err(failed(status, &err));
+    }
+    let mut object = Vec::new();
+    std::fs::File::open(&obj)
+        .and_then(|f| f.take(MAX_OBJECT_BYTES).read_to_end(&mut object))
+        .map_err(|e| format!("reading the object: {e}"))?;
+    Ok(object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADERS: &str = "#include <linux/bpf.h>\n#include <bpf/bpf_helpers.h>\n";
+    const BODY: &str = "SEC(\"xdp\") int f(struct xdp_md *c) { return XDP_PASS; }\n";
+
+    fn have_clang() -> bool {
+        clang().is_some()
+    }
+
+    /// A secret-looking file outside anything a compile may read.
+    fn secret_file() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("hotplane-cc-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("secret.h");
+        std::fs::write(&f, "hotplane_secret_token_91c2 here;\n").unwrap();
+        f
+    }
+
+    /// `#include` of a node file, however it is spelled, is refused and nothing of the file
+    /// comes back; inline assembly (whose `.incbin` reads files into the object) is refused.
+    #[test]
+    fn c_updates_cannot_read_node_files() {
+        if !have_clang() {
+            eprintln!("no clang: skipped");
+            return;
+        }
+        let secret = secret_file();
+        let s = secret.display().to_string();
+        let dir = secret.parent().unwrap().display().to_string();
+        let rel = format!("../../../../../../../..{s}");
+        let attempts = [
+            format!("#include \"{s}\"\n"),
+            format!("#include <{s}>\n"),
+            format!("#include <linux/{rel}>\n"),
+            format!("#include \"{rel}\"\n"),
+            format!("#define F \"{s}\"\n#include F\n"),
+            format!("# /* c */ include \\\n \"{s}\"\n"),
+            format!("%:include \"{s}\"\n"),
+            format!("#include_next \"{s}\"\n"),
+            format!("#import \"{s}\"\n"),
+            format!("#if __has_include(\"{s}\")\nint yes;\n#endif\n"),
+            format!("{HEADERS}asm(\".incbin \\\"{s}\\\"\");\n{BODY}"),
+            format!("{HEADERS}#define P(a, b) a##b\nP(as, m)(\".incbin \\\"{s}\\\"\");\n{BODY}"),
+            format!("{HEADERS}int x;\n#include \"secret.h\"\n"),
+            format!("#pragma GCC dependency \"{s}\"\n{HEADERS}{BODY}"),
+        ];
+        for a in &attempts {
+            let e = compile(a.as_bytes()).expect_err(a);
+            assert!(!e.contains("hotplane_secret"), "{a}\n=> quotes the file: {e}");
+            assert!(!e.contains(&dir), "{a}\n=> names a private path: {e}");
+        }
+        std::fs::remove_dir_all(secret.parent().unwrap()).unwrap();
+    }
+
+    /// Diagnostics come back only for the update's own source.
+    #[test]
+    fn diagnostics_quote_only_the_update() {
+        if !have_clang() {
+            return;
+        }
+        let e = compile(format!("{HEADERS}int broken( {{\n").as_bytes()).unwrap_err();
+        assert!(e.contains("clang failed") && e.contains("prog.c:3:"), "{e}");
+        for line in e.lines().skip(1) {
+            assert!(line.starts_with("prog.c:"), "a line that is not about prog.c: {line}");
+        }
+        assert!(!e.contains("/usr/include") && !e.contains("/tmp"), "{e}");
+    }
+
+    /// The compile directory is private: not predictable from the pid, mode 0700.
+    #[test]
+    fn the_compile_directory_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let a = PrivateDir::new().unwrap();
+        let b = PrivateDir::new().unwrap();
+        assert_ne!(a.path(), b.path());
+        let name = a.path().file_name().unwrap().to_string_lossy().into_owned();
+        assert!(!name.contains(&std::process::id().to_string()), "{name}");
+        let mode = std::fs::metadata(a.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let p = a.path().to_path_buf();
+        drop(a);
+        assert!(!p.exists());
+    }
+
+    #[test]
+    fn shipped_style_programs_still_compile() {
+        if !have_clang() {
+            return;
+        }
+        let src = format!("{HEADERS}#include <bpf/bpf_endian.h>\n/* ok */\n{BODY}char _l[] SEC(\"license\") = \"GPL\";\n");
+        let obj = compile(src.as_bytes()).unwrap();
+        assert!(obj.starts_with(b"\x7fELF"));
+    }
 }
