@@ -195,6 +195,9 @@ impl Compiler {
             .set_mode(mlua::ChunkMode::Text)
             .into_function()
             .map_err(|e| CompileError::Internal(format!("instrumented source: {e}")))?;
+        if let Some(why) = self.state.verify_steps(&chunk).map_err(internal)? {
+            return Err(CompileError::Internal(format!("step checks: {why}")));
+        }
         let bytecode = chunk.dump(false);
         drop(chunk);
         // Run the top level once here, so that errors in it (and a missing `return function`)
@@ -234,5 +237,39 @@ pub fn lua_message(e: &mlua::Error) -> String {
         mlua::Error::RuntimeError(m) | mlua::Error::SyntaxError { message: m, .. } => m.clone(),
         mlua::Error::MemoryError(m) => format!("out of memory: {m}"),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytecode check finds a loop or a function the source instrumenter left without a
+    /// check (here: nothing was instrumented), and passes what it instrumented.
+    #[test]
+    fn bytecode_check_catches_uninstrumented_loops_and_functions() {
+        let state = LuaState::new(16 << 20, 1000).unwrap();
+        let load = |body: &str| {
+            let text = format!("{PREFIX}{body}{SUFFIX}");
+            state.lua().load(text.as_str()).into_function().unwrap()
+        };
+        let bodies = [
+            "while true do end return function() end",
+            "repeat until false return function() end",
+            "for i = 1, 10 do end return function() end",
+            "for k in pairs({}) do end return function() end",
+            "::a:: goto a",
+            "return function(pkt) local x = 0 while x < 1 do x = x + 1 end end",
+            "local function f() return f() end return f",
+            "return function(pkt) return function() end end",
+        ];
+        for body in bodies {
+            let raw = state.verify_steps(&load(body)).unwrap();
+            assert!(raw.is_some(), "{body}: an unchecked loop or function passed");
+            let checked = state.verify_steps(&load(&instrument(body).unwrap())).unwrap();
+            assert_eq!(checked, None, "{body}");
+        }
+        // Loop-free code needs no check, and the wrapper's own driver loop is not user code.
+        assert_eq!(state.verify_steps(&load("local x = 1 return x")).unwrap(), None);
     }
 }

@@ -527,11 +527,104 @@ local function check_syntax(src, name)
   return nil
 end
 
+-- Defence in depth for the source instrumenter: read the compiled bytecode (jit.util) and check
+-- that every function of user code starts with a step check and that every backward jump (every
+-- loop, every backward `goto`) has a call of the runaway handler `__hp_X` between its target and
+-- itself. A lexer mistake that left a loop without a check makes the compile fail instead.
+-- Instruction modes are LuaJIT's BCMode fields: `m & 7` is operand A, `m & (15*128)` is D.
+local jutil = require("jit.util")
+local funcinfo, funcbc, funck, funcuvname = jutil.funcinfo, jutil.funcbc, jutil.funck, jutil.funcuvname
+local MODE_D, MODE_A, BCM_JUMP, BCM_UV, BCM_DST = 15 * 128, 7, 13 * 128, 5 * 128, 1
+-- `LOOP` marks a loop for the JIT and jumps nowhere (its operand may even point at itself); its
+-- opcode is taken from a loop LuaJIT compiles here rather than from a table of this version.
+local LOOP_OP = band((funcbc(load("while true do end"), 1)), 255)
+-- The entry check's instructions up to its call of `__hp_X` (see instrument.rs).
+local ENTRY_CHECK_LEN = 12
+
+local function child_protos(fn)
+  local list = {}
+  for n = -1, -1000000000, -1 do
+    local k = funck(fn, n)
+    if k == nil then break end
+    if type(k) == "proto" then list[#list + 1] = k end
+  end
+  return list
+end
+
+-- Whether instruction `ins` (mode `m`) of `fn` loads upvalue `name`.
+local function loads_upvalue(fn, ins, m, name)
+  return band(m, MODE_D) == BCM_UV and band(m, MODE_A) == BCM_DST and funcuvname(fn, rshift(ins, 16)) == name
+end
+
+local function verify_proto(fn, needs_entry_check)
+  local checks, loops = {}, {}
+  for pc = 1, 1000000000 do
+    local ins, m = funcbc(fn, pc)
+    if not ins then break end
+    if loads_upvalue(fn, ins, m, "__hp_X") then
+      checks[#checks + 1] = pc
+    elseif band(m, MODE_D) == BCM_JUMP and band(ins, 255) ~= LOOP_OP then
+      local target = pc + rshift(ins, 16) - 0x7fff
+      if target <= pc then loops[#loops + 1] = { target, pc } end
+    end
+  end
+  local where = "function at line " .. tostring(funcinfo(fn).linedefined)
+  if needs_entry_check then
+    local ins, m = funcbc(fn, 1)
+    if not (ins and loads_upvalue(fn, ins, m, "__hp_S") and checks[1] and checks[1] <= ENTRY_CHECK_LEN) then
+      return where .. " does not start with a step check"
+    end
+  end
+  for _, loop in ipairs(loops) do
+    local covered = false
+    for _, pc in ipairs(checks) do
+      -- `pc == end + 1`: the jump is the check's own `if` skipping the call (LuaJIT threads
+      -- that jump straight to the loop head).
+      if pc >= loop[1] and pc <= loop[2] + 1 then covered = true break end
+    end
+    if not covered then return where .. ": a loop at bytecode " .. loop[1] .. ".." .. loop[2] .. " has no step check" end
+  end
+  return nil
+end
+
+local function verify_tree(fn, needs_entry_check)
+  local err = verify_proto(fn, needs_entry_check)
+  if err then return err end
+  for _, child in ipairs(child_protos(fn)) do
+    err = verify_tree(child, true)
+    if err then return err end
+  end
+  return nil
+end
+
+-- `chunk` is a compiled wrapper (compile.rs): the main chunk has two functions, the user's chunk
+-- (defined on line 1, run once at load, its loops checked) and the driver (defined on the last
+-- line, looping over at most one batch); everything inside the user's chunk is user code.
+local function verify_steps(chunk)
+  local err = verify_proto(chunk, false)
+  if err then return err end
+  local user = 0
+  for _, child in ipairs(child_protos(chunk)) do
+    if funcinfo(child).linedefined == 1 then
+      user = user + 1
+      err = verify_proto(child, false)
+      if err then return err end
+      for _, f in ipairs(child_protos(child)) do
+        err = verify_tree(f, true)
+        if err then return err end
+      end
+    end
+  end
+  if user ~= 1 then return "the compiled chunk does not have the wrapper's shape" end
+  return nil
+end
+
 return {
   ffi = ffi,
   instantiate = instantiate,
   set_opt_level = set_opt_level,
   check_syntax = check_syntax,
+  verify_steps = verify_steps,
   runaway_message = RUNAWAY,
   desc_size = ffi.sizeof("hp_desc"),
   shared_size = ffi.sizeof("hp_shared"),

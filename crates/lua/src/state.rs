@@ -167,6 +167,13 @@ impl LuaState {
         f.call((self.lua.create_string(src)?, name))
     }
 
+    /// Why the compiled wrapper `chunk` is missing a step check, if it is (see `verify_steps`
+    /// in prelude.lua).
+    pub fn verify_steps(&self, chunk: &mlua::Function) -> Result<Option<String>, mlua::Error> {
+        let f: mlua::Function = self.api.get("verify_steps")?;
+        f.call(chunk)
+    }
+
     /// Load a compiled function chunk and return a registry key for its batch driver. Runs the
     /// chunk's top level (bounded by the step budget).
     pub fn instantiate(
