@@ -3,7 +3,7 @@
  * fate. The slot's program is replaced while packets flow, without touching the P4 program:
  *
  *   hotplane run --config examples/config/p4-ebpf.toml
- *   hotplane push --socket /tmp/hotplane-p4-ebpf.sock update --target extern:classify \
+ *   hotplane push update --target extern:classify \
  *       --kind ebpf-bytecode --payload-file new.bin --key-file examples/config/demo-key.hex
  *
  * examples/p4/classify.s is the program it starts with: UDP gets DSCP EF (46), ICMP is

@@ -5,7 +5,7 @@
  * program whose `per_dst` table has the same key and actions.
  *
  *   hotplane run --config examples/config/p4.toml
- *   hotplane push --socket /tmp/hotplane-p4.sock p4-dump per_dst
+ *   hotplane push p4-dump per_dst
  */
 #include <core.p4>
 #include <v1model.p4>

@@ -13,8 +13,28 @@ class HotplaneError(RuntimeError):
     """The data plane refused a request; the message says why."""
 
 
+SYSTEM_SOCKET = "/run/hotplane/hotplane.sock"
+
+
 def default_socket() -> str:
-    return os.environ.get("HOTPLANE_SOCKET", "/tmp/hotplane.sock")
+    """Where `socket = true` puts a data plane's socket, as `hotplane push` finds it:
+    $HOTPLANE_SOCKET, else $HOTPLANE_RUNTIME_DIR/hotplane.sock, else /run/hotplane/hotplane.sock
+    as root, else $XDG_RUNTIME_DIR/hotplane/hotplane.sock (or /tmp/hotplane-UID/), falling back
+    to the system socket for a member of its group."""
+    if os.environ.get("HOTPLANE_SOCKET"):
+        return os.environ["HOTPLANE_SOCKET"]
+    runtime = os.environ.get("HOTPLANE_RUNTIME_DIR")
+    if runtime and os.path.isabs(runtime):
+        return os.path.join(runtime, "hotplane.sock")
+    uid = os.geteuid()
+    if uid == 0:
+        return SYSTEM_SOCKET
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    base = os.path.join(xdg, "hotplane") if xdg and os.path.isabs(xdg) else f"/tmp/hotplane-{uid}"
+    own = os.path.join(base, "hotplane.sock")
+    if not os.path.exists(own) and os.path.exists(SYSTEM_SOCKET):
+        return SYSTEM_SOCKET
+    return own
 
 
 class Client:

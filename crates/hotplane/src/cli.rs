@@ -25,12 +25,14 @@ pub fn run(
     let finite = cfg.ports.iter().all(|p| p.input_is_finite());
     let has_input = cfg.ports.iter().any(|p| p.has_input());
     let exit_when_drained = finite && has_input && !keep_running;
+    // A capture replayed forever that stopped anyway was unreadable: nothing more will come.
+    let exit_when_inputs_fail = has_input && !keep_running;
     let signalled = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, signalled.clone())
             .context("installing signal handlers")?;
     }
-    let socket = cfg.control.socket.clone();
+    let socket = cfg.control.socket_path();
     let plane = DataPlane::start(cfg.clone())?;
     eprintln!(
         "hotplane: {} worker(s), ports: {}{}{}",
@@ -58,7 +60,7 @@ pub fn run(
             eprintln!("hotplane: shutdown requested, stopping");
             break;
         }
-        if exit_when_drained && plane.drained() {
+        if (exit_when_drained || exit_when_inputs_fail) && plane.drained() {
             break;
         }
         if stats_every > 0 && last_stats.elapsed() >= Duration::from_secs(stats_every) {
@@ -84,6 +86,18 @@ pub fn run(
     if summary.panics > 0 {
         bail!("{} thread(s) panicked", summary.panics);
     }
+    // A capture that could not be read to the end (its port went down) is a failed run, not an
+    // empty one.
+    let failed: Vec<&str> = summary
+        .ports
+        .iter()
+        .zip(&cfg.ports)
+        .filter(|((_, st), pc)| pc.kind() == "pcap" && st.link_down > 0)
+        .map(|((name, _), _)| name.as_str())
+        .collect();
+    if !failed.is_empty() {
+        bail!("capture unreadable on port(s) {} (see the error above)", failed.join(", "));
+    }
     Ok(())
 }
 
@@ -102,9 +116,10 @@ pub enum PushOp {
     },
 }
 
+/// `$HOTPLANE_SOCKET`, else where `socket = true` puts the server's socket (see
+/// `runtime::socket_dir`).
 pub fn default_socket() -> PathBuf {
-    std::env::var_os("HOTPLANE_SOCKET")
-        .map_or_else(|| PathBuf::from("/tmp/hotplane.sock"), PathBuf::from)
+    crate::runtime::socket_dir::client_default_socket()
 }
 
 pub fn push(socket: &Path, op: PushOp) -> anyhow::Result<()> {

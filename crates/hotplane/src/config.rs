@@ -262,11 +262,59 @@ pub struct PredefinedConfig {
     pub stage: StageSpec,
 }
 
+/// `control.socket`: `true` for the default place, or a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SocketSetting {
+    /// `/run/hotplane/hotplane.sock` as root, else under `$XDG_RUNTIME_DIR/hotplane/`
+    /// (see `runtime::socket_dir`); the client's default finds it.
+    Default,
+    Path(PathBuf),
+}
+
+/// `control.socket` from TOML: `true`, `false` or a path.
+fn deserialize_socket<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<SocketSetting>, D::Error> {
+    struct Visitor;
+    impl serde::de::Visitor<'_> for Visitor {
+        type Value = Option<SocketSetting>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("`true` (the default place), a path, or `false`")
+        }
+        fn visit_bool<E: serde::de::Error>(self, on: bool) -> Result<Self::Value, E> {
+            Ok(on.then_some(SocketSetting::Default))
+        }
+        fn visit_str<E: serde::de::Error>(self, path: &str) -> Result<Self::Value, E> {
+            if path.is_empty() {
+                return Err(E::custom("an empty path; `true` means the default place"));
+            }
+            Ok(Some(SocketSetting::Path(path.into())))
+        }
+    }
+    d.deserialize_any(Visitor)
+}
+
+/// Default longest control request line: an update of the default `max_update_bytes` (1 MiB)
+/// travels as hex (2 MiB) with headers and JSON around it.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 << 20;
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ControlConfig {
-    /// UNIX socket of the control API; the API is off when absent.
-    pub socket: Option<PathBuf>,
+    /// UNIX socket of the control API: `true` for the default place, a path, or absent (or
+    /// `false`) for no API. Its directory must be this user's and writable by nobody else.
+    #[serde(deserialize_with = "deserialize_socket")]
+    pub socket: Option<SocketSetting>,
+    /// Group (name or id) whose members may connect: the directory becomes 0750 and the
+    /// socket 0660, both of this group. Without it only the owner may connect.
+    pub socket_group: Option<String>,
+    /// Connections served at once; one more is answered with an error and closed.
+    pub max_connections: usize,
+    /// Longest request line in bytes (default: 4 MiB, or more when `max_update_bytes` needs
+    /// it); a longer one is answered with an error and the connection closed.
+    pub max_request_bytes: Option<usize>,
+    /// A connection that sends nothing for this long is closed.
+    pub idle_timeout_s: u64,
     /// UDP destination port that marks in-band update packets; 0 disables in-band updates.
     pub update_port: u16,
     /// Accept updates with key id 0 and no MAC. Never on unless you mean it.
@@ -284,6 +332,10 @@ impl Default for ControlConfig {
     fn default() -> Self {
         Self {
             socket: None,
+            socket_group: None,
+            max_connections: 64,
+            max_request_bytes: None,
+            idle_timeout_s: 300,
             update_port: DEFAULT_UPDATE_PORT,
             allow_unauthenticated: false,
             max_update_bytes: 1 << 20,
@@ -292,6 +344,27 @@ impl Default for ControlConfig {
             state_file: None,
             keys: Vec::new(),
         }
+    }
+}
+
+impl ControlConfig {
+    /// The socket path, resolved (`true` means the default place), or `None` when off.
+    pub fn socket_path(&self) -> Option<PathBuf> {
+        match self.socket.as_ref()? {
+            SocketSetting::Default => Some(crate::runtime::socket_dir::default_socket()),
+            SocketSetting::Path(p) => Some(p.clone()),
+        }
+    }
+
+    /// The smallest request line that still holds the largest update this node accepts.
+    fn request_floor(&self) -> usize {
+        2 * self.max_update_bytes as usize + (64 << 10)
+    }
+
+    /// Longest request line the control socket accepts.
+    pub fn request_limit(&self) -> usize {
+        self.max_request_bytes
+            .unwrap_or_else(|| DEFAULT_MAX_REQUEST_BYTES.max(self.request_floor()))
     }
 }
 
@@ -307,11 +380,19 @@ pub struct KeyConfig {
     pub key_file: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MetricsConfig {
     /// Serve Prometheus text at http://ADDR/metrics (e.g. "127.0.0.1:9464").
     pub prometheus: Option<String>,
+    /// Connections served at once; more are closed at once.
+    pub max_connections: usize,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self { prometheus: None, max_connections: 64 }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -524,6 +605,32 @@ impl Config {
         if c.max_pending == 0 {
             return Err(invalid("control.max_pending", "must be at least 1"));
         }
+        if c.max_connections == 0 {
+            return Err(invalid("control.max_connections", "must be at least 1"));
+        }
+        if c.idle_timeout_s == 0 {
+            return Err(invalid("control.idle_timeout_s", "must be at least 1"));
+        }
+        if let Some(n) = c.max_request_bytes {
+            if n < c.request_floor() {
+                return Err(invalid(
+                    "control.max_request_bytes",
+                    format!(
+                        "{n} cannot carry an update of control.max_update_bytes ({}) in hex: \
+                         at least {}",
+                        c.max_update_bytes,
+                        c.request_floor()
+                    ),
+                ));
+            }
+        }
+        if let Some(g) = &c.socket_group {
+            crate::runtime::socket_dir::resolve_group(g)
+                .map_err(|e| invalid("control.socket_group", e.to_string()))?;
+        }
+        if self.metrics.max_connections == 0 {
+            return Err(invalid("metrics.max_connections", "must be at least 1"));
+        }
         if let Some(addr) = &self.metrics.prometheus {
             addr.parse::<std::net::SocketAddr>().map_err(|_| {
                 invalid(
@@ -593,5 +700,39 @@ mod tests {
         assert!(e.starts_with("pipeline.flows[0].match"), "{e}");
         let e = err("[[port]]\nname=\"a\"\nkind=\"mem\"\n[pipeline]\npre={stage=\"teleport\"}");
         assert!(e.contains("teleport"), "{e}");
+    }
+
+    fn control(text: &str) -> Result<ControlConfig, String> {
+        Config::parse(&format!("[[port]]\nname=\"a\"\nkind=\"mem\"\n[control]\n{text}"), "t")
+            .map(|c| c.control)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn control_socket_is_a_place_or_the_default() {
+        assert_eq!(control("").unwrap().socket, None);
+        assert_eq!(control("socket = false").unwrap().socket, None);
+        assert_eq!(control("socket = true").unwrap().socket, Some(SocketSetting::Default));
+        assert_eq!(
+            control("socket = \"/run/x/s.sock\"").unwrap().socket,
+            Some(SocketSetting::Path("/run/x/s.sock".into()))
+        );
+        assert!(control("socket = 3").unwrap_err().contains("a path"));
+        assert!(control("socket_group = \"no-such-group-here\"")
+            .unwrap_err()
+            .contains("socket_group"));
+    }
+
+    #[test]
+    fn request_limit_holds_the_largest_update() {
+        let c = control("").unwrap();
+        assert_eq!(c.request_limit(), DEFAULT_MAX_REQUEST_BYTES);
+        assert!(c.request_limit() >= 2 * c.max_update_bytes as usize + 65536);
+        let c = control("max_update_bytes = 8388608").unwrap();
+        assert!(c.request_limit() >= 2 * 8388608 + 65536);
+        assert!(control("max_request_bytes = 1000")
+            .unwrap_err()
+            .starts_with("control.max_request_bytes"));
+        assert!(control("max_connections = 0").unwrap_err().starts_with("control.max_connections"));
     }
 }

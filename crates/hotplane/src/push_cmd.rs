@@ -10,7 +10,8 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 #[command(subcommand_negates_reqs = true)]
 pub struct PushArgs {
-    /// Control socket (default: $HOTPLANE_SOCKET or /tmp/hotplane.sock).
+    /// Control socket (default: $HOTPLANE_SOCKET, else where `socket = true` puts it:
+    /// /run/hotplane/hotplane.sock as root, $XDG_RUNTIME_DIR/hotplane/hotplane.sock otherwise).
     #[arg(long, default_value_os_t = cli::default_socket())]
     socket: PathBuf,
     /// Replace the running P4 program with FILE, hitlessly: tables whose name, key and actions

@@ -293,9 +293,10 @@ impl Control {
         let Some(path) = &self.state_file else { return };
         let seqs = self.receiver.last_sequences();
         let text = serde_json::to_string_pretty(&json!({ "last_seq": seqs })).unwrap_or_default();
-        let tmp = path.with_extension("tmp");
-        if let Err(e) = std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, path)) {
-            tracing::error!(path = %path.display(), error = %e, "cannot persist replay state");
+        // No-follow, exclusive temporary file and an atomic rename: a planted link is replaced,
+        // never written through (see `state`).
+        if let Err(e) = super::state::store(path, text.as_bytes()) {
+            tracing::error!(error = %e, "cannot persist replay state");
         }
     }
 

@@ -2,9 +2,12 @@
 //! [`Config`]. Used by `hotplane run`, the demo, the benchmarks and the tests alike.
 
 mod control;
+pub mod metrics_http;
 pub mod observe;
 pub mod registry;
 pub mod servers;
+pub mod socket_dir;
+mod state;
 mod worker;
 
 pub use control::ack_json;
@@ -116,10 +119,15 @@ impl DataPlane {
             },
             keys,
         );
-        if let Some(path) = c.state_file.as_ref().filter(|p| p.exists()) {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("control.state_file {}", path.display()))?;
-            let v: serde_json::Value = serde_json::from_str(&text).with_context(|| {
+        // Read without following links, from a small regular file only (see `state`).
+        let saved = match c.state_file.as_ref() {
+            Some(path) => {
+                state::load(path).context("control.state_file")?.map(|bytes| (path, bytes))
+            }
+            None => None,
+        };
+        if let Some((path, bytes)) = saved {
+            let v: serde_json::Value = serde_json::from_slice(&bytes).with_context(|| {
                 format!("control.state_file {}: not the JSON hotplane writes", path.display())
             })?;
             let seqs: BTreeMap<u32, u64> = serde_json::from_value(v["last_seq"].clone())
@@ -208,14 +216,31 @@ impl DataPlane {
             servers: Vec::new(),
             mem,
         };
-        if let Some(path) = &c.socket {
-            let h = servers::serve_api(path, plane.link.clone(), plane.stop_servers.clone())
-                .with_context(|| format!("control.socket {}", path.display()))?;
+        if let Some(path) = c.socket_path() {
+            let group = c.socket_group.as_deref().map(socket_dir::resolve_group).transpose()?;
+            let limits = servers::ApiLimits {
+                max_connections: c.max_connections,
+                max_request_bytes: c.request_limit(),
+                idle_timeout: Duration::from_secs(c.idle_timeout_s),
+            };
+            let h = servers::serve_api(
+                &path,
+                group,
+                limits,
+                plane.link.clone(),
+                plane.stop_servers.clone(),
+            )
+            .context("control.socket")?;
             plane.servers.push(h);
         }
         if let Some(addr) = &cfg.metrics.prometheus {
-            let h = servers::serve_metrics(addr, plane.obs.clone(), plane.stop_servers.clone())
-                .with_context(|| format!("metrics.prometheus {addr}"))?;
+            let h = metrics_http::serve_metrics(
+                addr,
+                cfg.metrics.max_connections,
+                plane.obs.clone(),
+                plane.stop_servers.clone(),
+            )
+            .with_context(|| format!("metrics.prometheus {addr}"))?;
             plane.servers.push(h);
         }
         // Workers are up once each has registered with QSBR and started polling.

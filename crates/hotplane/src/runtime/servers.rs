@@ -1,16 +1,15 @@
-//! The two listeners a data plane may open: the control API on a UNIX socket, and the
-//! Prometheus endpoint over HTTP. Both hand work to the control thread or read counters; neither
-//! touches a worker.
+//! The control API on a UNIX socket: newline-delimited JSON requests handed to the control
+//! thread. A local surface: where the socket lives is `socket_dir`'s business; here every
+//! connection is bounded (count, line length, idle time). The Prometheus endpoint is in
+//! `metrics_http`.
 
 use super::control::ApiCall;
-use super::observe::Observability;
-use hotplane_control::api::{Request, Response, MAX_REQUEST_BYTES};
+use super::socket_dir::{self, SocketError};
+use hotplane_control::api::{Request, Response};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -35,105 +34,219 @@ impl ControlLink {
     }
 }
 
-/// Bind the control socket (replacing a stale one left by a crashed run) and serve it.
-pub fn serve_api(
-    path: &Path,
-    link: ControlLink,
-    stop: Arc<AtomicBool>,
-) -> std::io::Result<JoinHandle<()>> {
-    if path.exists() {
-        if UnixStream::connect(path).is_ok() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::AddrInUse,
-                format!("{}: another hotplane is serving this socket", path.display()),
-            ));
-        }
-        std::fs::remove_file(path)?;
-    }
-    let listener = UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    listener.set_nonblocking(true)?;
-    let path: PathBuf = path.into();
-    std::thread::Builder::new().name("hotplane-api".into()).spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            match listener.accept() {
-                Ok((stream, _)) => {
-                    let link = link.clone();
-                    let _ = std::thread::Builder::new()
-                        .name("hotplane-api-conn".into())
-                        .spawn(move || connection(stream, link));
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "control socket accept failed");
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            }
-        }
-        let _ = std::fs::remove_file(&path);
-    })
+/// What one client of the control socket may hold.
+#[derive(Debug, Clone, Copy)]
+pub struct ApiLimits {
+    /// Connections served at once; one more is told so and closed.
+    pub max_connections: usize,
+    /// Longest request line, newline excluded.
+    pub max_request_bytes: usize,
+    /// A connection silent (or not reading its answers) for this long is closed.
+    pub idle_timeout: Duration,
 }
 
-fn connection(stream: UnixStream, link: ControlLink) {
-    let _ = stream.set_nonblocking(false);
-    let Ok(write_half) = stream.try_clone() else { return };
-    let mut out = write_half;
-    let mut reader = BufReader::new(stream);
+/// Bind the control socket in a directory only this user (and `group`) can use, replacing a
+/// stale socket of our own left by a crashed run, and serve it.
+pub fn serve_api(
+    path: &Path,
+    group: Option<u32>,
+    limits: ApiLimits,
+    link: ControlLink,
+    stop: Arc<AtomicBool>,
+) -> Result<JoinHandle<()>, SocketError> {
+    socket_dir::prepare(path, group)?;
+    let io = |source| SocketError::Io { path: path.display().to_string(), source };
+    let listener = UnixListener::bind(path).map_err(io)?;
+    socket_dir::restrict(path, group)?;
+    listener.set_nonblocking(true).map_err(io)?;
+    let path: PathBuf = path.into();
+    let active = Arc::new(AtomicUsize::new(0));
+    std::thread::Builder::new()
+        .name("hotplane-api".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        if active.fetch_add(1, Ordering::AcqRel) >= limits.max_connections {
+                            active.fetch_sub(1, Ordering::AcqRel);
+                            refuse_busy(stream, limits.max_connections);
+                            continue;
+                        }
+                        let held = ConnectionSlot(active.clone());
+                        let link = link.clone();
+                        let spawned = std::thread::Builder::new()
+                            .name("hotplane-api-conn".into())
+                            .spawn(move || {
+                                let _held = held;
+                                connection(stream, link, limits)
+                            });
+                        if let Err(e) = spawned {
+                            tracing::warn!(error = %e, "no thread for a control connection");
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(20))
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "control socket accept failed");
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+            }
+            let _ = std::fs::remove_file(&path);
+        })
+        .map_err(io)
+}
+
+/// One of `max_connections`, given back when the connection ends.
+struct ConnectionSlot(Arc<AtomicUsize>);
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn refuse_busy(stream: UnixStream, max: usize) {
+    // One short line into an empty socket buffer: the acceptor never waits on this client.
+    let _ = stream.set_nonblocking(true);
+    let resp = Response::err(format!("too many connections ({max}); try again later"));
+    let _ = respond(&stream, &resp);
+}
+
+fn respond(mut out: &UnixStream, resp: &Response) -> std::io::Result<()> {
+    let mut text = serde_json::to_vec(resp).unwrap_or_else(|_| b"{\"ok\":false}".to_vec());
+    text.push(b'\n');
+    out.write_all(&text)
+}
+
+/// How reading one request line ended.
+#[derive(Debug, PartialEq, Eq)]
+enum LineRead {
+    /// A full line (or the last bytes before the client closed), newline included.
+    Line,
+    /// The client closed with nothing pending.
+    Closed,
+    /// Longer than the limit: the rest is not read.
+    TooLong,
+}
+
+/// Read one line into `line`, never holding more than `limit` bytes plus the newline: the
+/// buffer grows geometrically but is capped, so a client cannot make it double past the limit.
+fn read_line_bounded(
+    r: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<LineRead> {
     loop {
-        let mut line = Vec::new();
-        let n = match (&mut reader).take(MAX_REQUEST_BYTES as u64 + 1).read_until(b'\n', &mut line)
-        {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
+        let buf = match r.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
         };
-        let resp = if n > MAX_REQUEST_BYTES {
-            Response::err(format!("request longer than {MAX_REQUEST_BYTES} bytes"))
-        } else {
-            match serde_json::from_slice::<Request>(&line) {
+        if buf.is_empty() {
+            return Ok(if line.is_empty() { LineRead::Closed } else { LineRead::Line });
+        }
+        let (take, complete) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        let content = line.len() + take - usize::from(complete);
+        if content > limit {
+            return Ok(LineRead::TooLong);
+        }
+        let need = line.len() + take;
+        if need > line.capacity() {
+            let target = (line.capacity() * 2).clamp(need, (limit + 1).max(need));
+            line.reserve_exact(target - line.len());
+        }
+        line.extend_from_slice(&buf[..take]);
+        r.consume(take);
+        if complete {
+            return Ok(LineRead::Line);
+        }
+    }
+}
+
+/// Request lines above this size are not kept allocated between requests.
+const KEEP_BUFFER: usize = 64 << 10;
+
+fn connection(stream: UnixStream, link: ControlLink, limits: ApiLimits) {
+    let _ = stream.set_nonblocking(false);
+    // Silence ends the connection: a timed-out read or write is an error like any other.
+    let _ = stream.set_read_timeout(Some(limits.idle_timeout));
+    let _ = stream.set_write_timeout(Some(limits.idle_timeout));
+    let Ok(write_half) = stream.try_clone() else { return };
+    let mut reader = BufReader::with_capacity(KEEP_BUFFER, stream);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if line.capacity() > KEEP_BUFFER {
+            line = Vec::new();
+        }
+        let resp = match read_line_bounded(&mut reader, &mut line, limits.max_request_bytes) {
+            Ok(LineRead::Closed) | Err(_) => return,
+            Ok(LineRead::TooLong) => {
+                let limit = limits.max_request_bytes;
+                let _ = respond(
+                    &write_half,
+                    &Response::err(format!(
+                        "request longer than {limit} bytes (control.max_request_bytes); closing"
+                    )),
+                );
+                linger(&write_half, reader.get_mut(), limit);
+                return;
+            }
+            Ok(LineRead::Line) => match serde_json::from_slice::<Request>(&line) {
                 Ok(req) => link.call(req, Duration::from_secs(30)),
                 Err(e) => Response::err(format!("bad request: {e}")),
-            }
+            },
         };
-        let mut text = serde_json::to_vec(&resp).unwrap_or_else(|_| b"{\"ok\":false}".to_vec());
-        text.push(b'\n');
-        if out.write_all(&text).is_err() || n > MAX_REQUEST_BYTES {
+        if respond(&write_half, &resp).is_err() {
             return;
         }
     }
 }
 
-/// Serve `GET /metrics` (Prometheus text) on `addr`.
-pub fn serve_metrics(
-    addr: &str,
-    obs: Arc<Observability>,
-    stop: Arc<AtomicBool>,
-) -> std::io::Result<JoinHandle<()>> {
-    let listener = TcpListener::bind(addr)?;
-    listener.set_nonblocking(true)?;
-    std::thread::Builder::new().name("hotplane-metrics".into()).spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            match listener.accept() {
-                Ok((mut s, _)) => {
-                    let _ = s.set_nonblocking(false);
-                    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-                    let mut head = [0u8; 2048];
-                    let n = s.read(&mut head).unwrap_or(0);
-                    let req = String::from_utf8_lossy(&head[..n]);
-                    let (status, body) = if req.starts_with("GET /metrics") {
-                        ("200 OK", obs.prometheus())
-                    } else {
-                        ("404 Not Found", "try /metrics\n".to_string())
-                    };
-                    let _ = write!(
-                        s,
-                        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(20)),
-            }
+/// Close after a refusal so the client reads it: closing with its unread bytes still queued
+/// would reset the connection and discard the answer. The rest of the request is read and
+/// dropped, a bounded amount, for a bounded time, through a small buffer.
+fn linger(out: &UnixStream, input: &mut UnixStream, limit: usize) {
+    let _ = out.shutdown(std::net::Shutdown::Write);
+    let _ = input.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut sink = [0u8; 16 * 1024];
+    let mut left = limit.saturating_mul(2);
+    while left > 0 {
+        match input.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => left = left.saturating_sub(n),
         }
-    })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_bounded_without_doubling_past_the_limit() {
+        let limit = 100_000;
+        let mut line = Vec::new();
+        let text = vec![b'x'; limit];
+        let input = [&text[..], b"\n{}\n"].concat();
+        let mut r = BufReader::with_capacity(4096, &input[..]);
+        assert_eq!(read_line_bounded(&mut r, &mut line, limit).unwrap(), LineRead::Line);
+        assert_eq!(line.len(), limit + 1);
+        assert!(line.capacity() <= limit + 1, "capacity {}", line.capacity());
+        line.clear();
+        assert_eq!(read_line_bounded(&mut r, &mut line, limit).unwrap(), LineRead::Line);
+        assert_eq!(line, b"{}\n");
+        line.clear();
+        assert_eq!(read_line_bounded(&mut r, &mut line, limit).unwrap(), LineRead::Closed);
+        let long = vec![b'y'; limit + 1];
+        let mut r = BufReader::with_capacity(4096, &long[..]);
+        line.clear();
+        assert_eq!(read_line_bounded(&mut r, &mut line, limit).unwrap(), LineRead::TooLong);
+        assert!(line.capacity() <= limit + 1);
+    }
 }

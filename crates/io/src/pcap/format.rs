@@ -10,20 +10,51 @@ pub const MAX_RECORD: usize = 256 * 1024;
 const MAX_BLOCK: usize = MAX_RECORD + 4096;
 const LINKTYPE_ETHERNET: u32 = 1;
 
+/// Why a capture cannot be read. Errors about the content name the byte offset of the record
+/// or block at fault, so a damaged file can be inspected (`xxd -s OFFSET`).
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
     #[error("read failed: {0}")]
     Io(#[from] io::Error),
+    #[error("empty file, no pcap header")]
+    Empty,
     #[error("not a pcap or pcapng file (magic {0:#010x})")]
     BadMagic(u32),
     #[error("link type {0} is not supported (only Ethernet, 1)")]
     Linktype(u32),
-    #[error("record of {0} bytes exceeds the {MAX_RECORD}-byte limit")]
-    TooLarge(usize),
-    #[error("file ends in the middle of a record")]
-    Truncated,
-    #[error("malformed capture: {0}")]
-    Malformed(&'static str),
+    #[error("record at byte {offset}: {len} bytes exceeds the {MAX_RECORD}-byte limit")]
+    TooLarge { len: usize, offset: u64 },
+    #[error("file ends in the middle of the record or header at byte {offset}")]
+    Truncated { offset: u64 },
+    #[error("malformed capture at byte {offset}: {what}")]
+    Malformed { what: &'static str, offset: u64 },
+}
+
+impl CaptureError {
+    /// Byte offset of the record, block or header at fault, when the error is about content.
+    pub fn offset(&self) -> Option<u64> {
+        match self {
+            CaptureError::TooLarge { offset, .. }
+            | CaptureError::Truncated { offset }
+            | CaptureError::Malformed { offset, .. } => Some(*offset),
+            CaptureError::Empty | CaptureError::BadMagic(_) => Some(0),
+            CaptureError::Io(_) | CaptureError::Linktype(_) => None,
+        }
+    }
+}
+
+/// The input with a count of the bytes consumed, so errors can say where they are.
+struct Counting<R> {
+    inner: R,
+    pos: u64,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,18 +104,25 @@ pub struct RecordInfo {
 
 /// Reads packets from a pcap or pcapng stream.
 pub struct CaptureReader<R: Read> {
-    inner: R,
+    inner: Counting<R>,
     format: Format,
     block: Vec<u8>,
 }
 
 /// Fill `buf` completely, or report how the stream ended: `Ok(false)` for a clean end before
-/// the first byte, `Truncated` for an end in the middle.
-fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> Result<bool, CaptureError> {
+/// the first byte, `Truncated` (naming `start`, where the unit being read begins) for an end
+/// in the middle.
+fn read_full<R: Read>(r: &mut R, buf: &mut [u8], start: u64) -> Result<bool, CaptureError> {
     let mut got = 0;
     while got < buf.len() {
         match r.read(&mut buf[got..]) {
-            Ok(0) => return if got == 0 { Ok(false) } else { Err(CaptureError::Truncated) },
+            Ok(0) => {
+                return if got == 0 {
+                    Ok(false)
+                } else {
+                    Err(CaptureError::Truncated { offset: start })
+                }
+            }
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e.into()),
@@ -94,10 +132,11 @@ fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> Result<bool, CaptureError> {
 }
 
 impl<R: Read> CaptureReader<R> {
-    pub fn new(mut inner: R) -> Result<Self, CaptureError> {
+    pub fn new(inner: R) -> Result<Self, CaptureError> {
+        let mut inner = Counting { inner, pos: 0 };
         let mut magic = [0u8; 4];
-        if !read_full(&mut inner, &mut magic)? {
-            return Err(CaptureError::Truncated);
+        if !read_full(&mut inner, &mut magic, 0)? {
+            return Err(CaptureError::Empty);
         }
         let le = u32::from_le_bytes(magic);
         let format = match le {
@@ -109,8 +148,8 @@ impl<R: Read> CaptureReader<R> {
                 };
                 let nanos = le == 0xa1b2_3c4d || le == 0x4d3c_b2a1;
                 let mut rest = [0u8; 20];
-                if !read_full(&mut inner, &mut rest)? {
-                    return Err(CaptureError::Truncated);
+                if !read_full(&mut inner, &mut rest, 0)? {
+                    return Err(CaptureError::Truncated { offset: 0 });
                 }
                 let linktype = endian.u32(&rest[16..20]) & 0x0fff_ffff;
                 if linktype != LINKTYPE_ETHERNET {
@@ -120,10 +159,10 @@ impl<R: Read> CaptureReader<R> {
             }
             0x0a0d_0d0a => {
                 let mut len = [0u8; 4];
-                if !read_full(&mut inner, &mut len)? {
-                    return Err(CaptureError::Truncated);
+                if !read_full(&mut inner, &mut len, 0)? {
+                    return Err(CaptureError::Truncated { offset: 0 });
                 }
-                let endian = section_header(&mut inner, len)?;
+                let endian = section_header(&mut inner, len, 0)?;
                 Format::PcapNg { endian, interfaces: Vec::new() }
             }
             other => return Err(CaptureError::BadMagic(other)),
@@ -135,19 +174,20 @@ impl<R: Read> CaptureReader<R> {
     pub fn next_record(&mut self, buf: &mut Vec<u8>) -> Result<Option<RecordInfo>, CaptureError> {
         match self.format {
             Format::Pcap { endian, nanos } => {
+                let start = self.inner.pos;
                 let mut h = [0u8; 16];
-                if !read_full(&mut self.inner, &mut h)? {
+                if !read_full(&mut self.inner, &mut h, start)? {
                     return Ok(None);
                 }
                 let (sec, frac) = (endian.u32(&h[0..4]) as u64, endian.u32(&h[4..8]) as u64);
                 let incl = endian.u32(&h[8..12]) as usize;
                 let orig = endian.u32(&h[12..16]);
                 if incl > MAX_RECORD {
-                    return Err(CaptureError::TooLarge(incl));
+                    return Err(CaptureError::TooLarge { len: incl, offset: start });
                 }
                 buf.resize(incl, 0);
-                if incl > 0 && !read_full(&mut self.inner, buf)? {
-                    return Err(CaptureError::Truncated);
+                if incl > 0 && !read_full(&mut self.inner, buf, start)? {
+                    return Err(CaptureError::Truncated { offset: start });
                 }
                 let ts_ns = sec.saturating_mul(1_000_000_000).saturating_add(if nanos {
                     frac
@@ -163,31 +203,33 @@ impl<R: Read> CaptureReader<R> {
     fn next_ng(&mut self, buf: &mut Vec<u8>) -> Result<Option<RecordInfo>, CaptureError> {
         loop {
             let Format::PcapNg { endian, .. } = self.format else { unreachable!() };
+            let start = self.inner.pos;
+            let malformed = |what| CaptureError::Malformed { what, offset: start };
             let mut h = [0u8; 8];
-            if !read_full(&mut self.inner, &mut h)? {
+            if !read_full(&mut self.inner, &mut h, start)? {
                 return Ok(None);
             }
             let btype = endian.u32(&h[0..4]);
             if btype == 0x0a0d_0d0a {
                 // A new section: its byte order may differ from the last one's.
-                let endian = section_header(&mut self.inner, [h[4], h[5], h[6], h[7]])?;
+                let endian = section_header(&mut self.inner, [h[4], h[5], h[6], h[7]], start)?;
                 self.format = Format::PcapNg { endian, interfaces: Vec::new() };
                 continue;
             }
             let total = endian.u32(&h[4..8]) as usize;
             if !(12..=MAX_BLOCK).contains(&total) || total % 4 != 0 {
-                return Err(CaptureError::Malformed("pcapng block length"));
+                return Err(malformed("pcapng block length"));
             }
             self.block.resize(total - 8, 0);
-            if !read_full(&mut self.inner, &mut self.block)? {
-                return Err(CaptureError::Truncated);
+            if !read_full(&mut self.inner, &mut self.block, start)? {
+                return Err(CaptureError::Truncated { offset: start });
             }
             let body = &self.block[..total - 12];
             let Format::PcapNg { interfaces, .. } = &mut self.format else { unreachable!() };
             match btype {
                 1 => {
                     if body.len() < 8 {
-                        return Err(CaptureError::Malformed("interface description block"));
+                        return Err(malformed("interface description block"));
                     }
                     let linktype = endian.u16(&body[0..2]);
                     let snaplen = endian.u32(&body[4..8]);
@@ -197,7 +239,7 @@ impl<R: Read> CaptureReader<R> {
                 6 | 2 => {
                     // Enhanced (6) and obsolete (2) packet blocks share the layout that matters.
                     if body.len() < 20 {
-                        return Err(CaptureError::Malformed("packet block"));
+                        return Err(malformed("packet block"));
                     }
                     let iface = if btype == 6 {
                         endian.u32(&body[0..4]) as usize
@@ -209,12 +251,10 @@ impl<R: Read> CaptureReader<R> {
                     let cap = endian.u32(&body[12..16]) as usize;
                     let orig = endian.u32(&body[16..20]);
                     if cap > body.len() - 20 {
-                        return Err(CaptureError::Malformed("packet block captured length"));
+                        return Err(malformed("packet block captured length"));
                     }
                     let Some(ifc) = interfaces.get(iface).copied() else {
-                        return Err(CaptureError::Malformed(
-                            "packet block names an undeclared interface",
-                        ));
+                        return Err(malformed("packet block names an undeclared interface"));
                     };
                     if ifc.linktype as u32 != LINKTYPE_ETHERNET {
                         return Err(CaptureError::Linktype(ifc.linktype as u32));
@@ -225,12 +265,10 @@ impl<R: Read> CaptureReader<R> {
                 }
                 3 => {
                     if body.len() < 4 {
-                        return Err(CaptureError::Malformed("simple packet block"));
+                        return Err(malformed("simple packet block"));
                     }
                     let Some(ifc) = interfaces.first().copied() else {
-                        return Err(CaptureError::Malformed(
-                            "simple packet block before any interface",
-                        ));
+                        return Err(malformed("simple packet block before any interface"));
                     };
                     if ifc.linktype as u32 != LINKTYPE_ETHERNET {
                         return Err(CaptureError::Linktype(ifc.linktype as u32));
@@ -252,23 +290,24 @@ impl<R: Read> CaptureReader<R> {
 
 /// The rest of a section header block, after its type word and its length bytes `len`: the
 /// byte-order magic decides how to read the length, then the body is skipped.
-fn section_header<R: Read>(r: &mut R, len: [u8; 4]) -> Result<Endian, CaptureError> {
+fn section_header<R: Read>(r: &mut R, len: [u8; 4], start: u64) -> Result<Endian, CaptureError> {
+    let malformed = |what| CaptureError::Malformed { what, offset: start };
     let mut bom = [0u8; 4];
-    if !read_full(r, &mut bom)? {
-        return Err(CaptureError::Truncated);
+    if !read_full(r, &mut bom, start)? {
+        return Err(CaptureError::Truncated { offset: start });
     }
     let endian = match u32::from_le_bytes(bom) {
         0x1a2b_3c4d => Endian::Little,
         0x4d3c_2b1a => Endian::Big,
-        _ => return Err(CaptureError::Malformed("pcapng byte-order magic")),
+        _ => return Err(malformed("pcapng byte-order magic")),
     };
     let total = endian.u32(&len) as usize;
     if !(28..=MAX_BLOCK).contains(&total) || total % 4 != 0 {
-        return Err(CaptureError::Malformed("pcapng section header length"));
+        return Err(malformed("pcapng section header length"));
     }
     let mut rest = vec![0u8; total - 12];
-    if !read_full(r, &mut rest)? {
-        return Err(CaptureError::Truncated);
+    if !read_full(r, &mut rest, start)? {
+        return Err(CaptureError::Truncated { offset: start });
     }
     Ok(endian)
 }
@@ -437,18 +476,27 @@ mod tests {
             CaptureReader::new(&b"nope-not-a-capture"[..]),
             Err(CaptureError::BadMagic(_))
         ));
-        assert!(matches!(CaptureReader::new(&b"\xd4\xc3"[..]), Err(CaptureError::Truncated)));
+        assert!(matches!(
+            CaptureReader::new(&b"\xd4\xc3"[..]),
+            Err(CaptureError::Truncated { offset: 0 })
+        ));
         let mut file = classic(&[b"abcdef"]);
         file.truncate(file.len() - 2);
         let mut r = CaptureReader::new(&file[..]).unwrap();
-        assert!(matches!(r.next_record(&mut Vec::new()), Err(CaptureError::Truncated)));
+        assert!(matches!(
+            r.next_record(&mut Vec::new()),
+            Err(CaptureError::Truncated { offset: 24 })
+        ));
         let mut file = classic(&[b"a"]);
         file[20] = 105; // linktype 105 (802.11)
         assert!(matches!(CaptureReader::new(&file[..]), Err(CaptureError::Linktype(105))));
         let mut file = classic(&[b"a"]);
         file[32..36].copy_from_slice(&(MAX_RECORD as u32 + 1).to_le_bytes());
         let mut r = CaptureReader::new(&file[..]).unwrap();
-        assert!(matches!(r.next_record(&mut Vec::new()), Err(CaptureError::TooLarge(_))));
+        assert!(matches!(
+            r.next_record(&mut Vec::new()),
+            Err(CaptureError::TooLarge { offset: 24, .. })
+        ));
     }
 
     proptest::proptest! {
@@ -468,5 +516,46 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod hostile_tests {
+    use super::*;
+
+    fn classic(frames: &[&[u8]]) -> Vec<u8> {
+        let mut w = CaptureWriter::new(Vec::new(), 65535).unwrap();
+        for f in frames {
+            w.write(1, f).unwrap();
+        }
+        w.into_inner()
+    }
+
+    #[test]
+    fn empty_file_is_not_a_truncated_record() {
+        let e = CaptureReader::new(&b""[..]).err().expect("an empty file is refused");
+        assert!(matches!(e, CaptureError::Empty), "{e:?}");
+        assert_eq!(e.to_string(), "empty file, no pcap header");
+    }
+
+    #[test]
+    fn corrupt_record_error_names_its_offset() {
+        // Second record declares more bytes than any record may have: the error points at it.
+        let mut file = classic(&[b"abcd", b"efgh"]);
+        let second = 24 + 16 + 4;
+        file[second + 8..second + 12].copy_from_slice(&(MAX_RECORD as u32 + 1).to_le_bytes());
+        let mut r = CaptureReader::new(&file[..]).unwrap();
+        let mut buf = Vec::new();
+        assert!(r.next_record(&mut buf).unwrap().is_some());
+        let e = r.next_record(&mut buf).unwrap_err();
+        assert_eq!(e.offset(), Some(second as u64), "{e}");
+        assert!(e.to_string().contains(&format!("at byte {second}")), "{e}");
+        // A record cut short names where the cut record starts.
+        let mut file = classic(&[b"abcd", b"efgh"]);
+        file.truncate(file.len() - 1);
+        let mut r = CaptureReader::new(&file[..]).unwrap();
+        r.next_record(&mut buf).unwrap();
+        let e = r.next_record(&mut buf).unwrap_err();
+        assert_eq!(e.offset(), Some(second as u64), "{e}");
     }
 }

@@ -42,6 +42,8 @@ pub struct PcapPort {
     loops_done: u32,
     done: bool,
     record: Vec<u8>,
+    /// `record` holds the first packet, read at open to check the capture, not yet delivered.
+    first_pending: bool,
     counters: Arc<PortCounters>,
     start_ns: u64,
     replayed: u64,
@@ -76,7 +78,30 @@ impl PcapPort {
                 msg: "a pcap port needs `read`, `write` or both".into(),
             });
         }
-        let reader = spec.read.as_ref().map(|p| open_reader(name, p)).transpose()?;
+        let mut reader = spec.read.as_ref().map(|p| open_reader(name, p)).transpose()?;
+        // The first record is read now: a capture damaged from the start is an error at open,
+        // not an empty replay, and `loops = 0` over no packets would idle forever.
+        let mut record = Vec::with_capacity(2048);
+        let mut first_pending = false;
+        if let (Some(r), Some(path)) = (reader.as_mut(), spec.read.as_ref()) {
+            first_pending = r
+                .next_record(&mut record)
+                .map_err(|source| PortError::Capture {
+                    port: name.into(),
+                    path: path.display().to_string(),
+                    source,
+                })?
+                .is_some();
+            if !first_pending && spec.loops == 0 {
+                return Err(PortError::Config {
+                    port: name.into(),
+                    msg: format!(
+                        "loops = 0 on {}, a capture with no packets: nothing to loop over",
+                        path.display()
+                    ),
+                });
+            }
+        }
         let writer = match &spec.write {
             None => None,
             Some(path) => {
@@ -102,7 +127,8 @@ impl PcapPort {
             reader,
             writer,
             loops_done: 0,
-            record: Vec::with_capacity(2048),
+            record,
+            first_pending,
             counters: Arc::new(PortCounters::default()),
             start_ns: 0,
             replayed: 0,
@@ -111,6 +137,9 @@ impl PcapPort {
 
     /// Next record, reopening the file for another loop at its end.
     fn next_record(&mut self) -> Option<()> {
+        if std::mem::take(&mut self.first_pending) {
+            return Some(());
+        }
         loop {
             let reader = self.reader.as_mut()?;
             match reader.next_record(&mut self.record) {
@@ -127,6 +156,7 @@ impl PcapPort {
                         Err(e) => {
                             tracing::error!(error = %e, "cannot reopen capture for the next loop");
                             self.counters.errors.add(1);
+                            self.counters.link_down.add(1);
                             self.reader = None;
                             return None;
                         }
@@ -138,8 +168,12 @@ impl PcapPort {
                     }
                 }
                 Err(e) => {
+                    // The port is down for good (`link_down`, as for an interface that went
+                    // away) and `hotplane run` fails; replaying the good part again and again
+                    // would hide the damage.
                     tracing::error!(port = %self.name, error = %e, "capture unreadable; stopping replay");
                     self.counters.errors.add(1);
+                    self.counters.link_down.add(1);
                     self.reader = None;
                     return None;
                 }
@@ -235,4 +269,60 @@ impl Drop for PcapPort {
 pub fn open(spec: &PcapSpec, cx: &OpenCtx<'_>) -> Result<Vec<Box<dyn Port>>, PortError> {
     let port = PcapPort::open(spec, cx.id, cx.name)?;
     Ok(crate::rss::spread(Box::new(port), cx.pools.len().max(1), cx.burst))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use format::CaptureWriter;
+
+    struct TempFile(PathBuf);
+    impl TempFile {
+        fn new(name: &str, bytes: &[u8]) -> Self {
+            let p = std::env::temp_dir()
+                .join(format!("hotplane-io-pcap-{name}-{}", std::process::id()));
+            std::fs::write(&p, bytes).unwrap();
+            TempFile(p)
+        }
+    }
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn classic(frames: &[&[u8]]) -> Vec<u8> {
+        let mut w = CaptureWriter::new(Vec::new(), 65535).unwrap();
+        for f in frames {
+            w.write(1, f).unwrap();
+        }
+        w.into_inner()
+    }
+
+    fn spec(path: &TempFile, loops: u32) -> PcapSpec {
+        PcapSpec { read: Some(path.0.clone()), loops, ..Default::default() }
+    }
+
+    #[test]
+    fn loops_forever_over_no_packets_is_refused_at_open() {
+        let header_only = TempFile::new("header-only", &classic(&[]));
+        let e = PcapPort::open(&spec(&header_only, 0), 0, "p").err().expect("refused");
+        assert!(e.to_string().contains("no packets"), "{e}");
+        // Replayed a finite number of times, an empty capture is simply over.
+        assert!(PcapPort::open(&spec(&header_only, 1), 0, "p").is_ok());
+    }
+
+    #[test]
+    fn empty_or_corrupt_capture_is_refused_at_open() {
+        let empty = TempFile::new("empty", b"");
+        let e = PcapPort::open(&spec(&empty, 0), 0, "p").err().expect("refused");
+        assert!(e.to_string().contains("empty file, no pcap header"), "{e}");
+        let mut bytes = classic(&[b"abcd"]);
+        bytes[24 + 8..24 + 12].copy_from_slice(&u32::MAX.to_le_bytes());
+        let corrupt = TempFile::new("corrupt-first", &bytes);
+        for loops in [0, 1] {
+            let e = PcapPort::open(&spec(&corrupt, loops), 0, "p").err().expect("refused");
+            assert!(e.to_string().contains("at byte 24"), "{e}");
+        }
+    }
 }

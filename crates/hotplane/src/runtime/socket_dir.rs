@@ -1,0 +1,236 @@
+//! Where the control socket lives, and the checks that keep another local user from owning it.
+//!
+//! A socket in a directory anyone can write (the old default, `/tmp/hotplane.sock`) can be bound
+//! first by any local user, who then blocks start-up or takes the updates meant for the data
+//! plane. So the socket lives in a directory only hotplane's user can write (and, with
+//! `control.socket_group`, that group can enter): `/run/hotplane/` as root, else
+//! `$XDG_RUNTIME_DIR/hotplane/`, else `/tmp/hotplane-UID/`. hotplane creates the directory
+//! (0700, or 0750 with a group) and refuses to start over a directory or a socket path owned by
+//! someone else or writable by others. The client's default finds the server's default.
+
+use std::ffi::CString;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+/// The system-wide socket directory, used when hotplane runs as root.
+pub const SYSTEM_SOCKET_DIR: &str = "/run/hotplane";
+/// File name of the socket inside the default directory.
+pub const SOCKET_NAME: &str = "hotplane.sock";
+/// Overrides the default directory (server and client alike); tests point it at a temporary
+/// directory instead of `/run/hotplane`.
+pub const RUNTIME_DIR_ENV: &str = "HOTPLANE_RUNTIME_DIR";
+/// Names the socket a client talks to.
+pub const SOCKET_ENV: &str = "HOTPLANE_SOCKET";
+
+/// Why the control socket cannot be set up where it was asked to be.
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is owned by uid {owner}, not by this process (uid {me}): another user could take over the control socket; remove it or choose another directory")]
+    NotOwned { path: String, owner: u32, me: u32 },
+    #[error("{path} is writable by others (mode {mode:04o}): the control socket must live in a directory only its owner can write; use the default (`socket = true`) or a private directory")]
+    SharedDirectory { path: String, mode: u32 },
+    #[error("{path} exists and is not a socket: refusing to replace it")]
+    NotASocket { path: String },
+    #[error("{path}: another hotplane is serving this socket")]
+    InUse { path: String },
+    #[error("{path} is not a directory")]
+    NotADirectory { path: String },
+    #[error("control.socket_group `{0}`: no such group")]
+    NoSuchGroup(String),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SocketError + '_ {
+    move |source| SocketError::Io { path: path.display().to_string(), source }
+}
+
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The directory the default socket lives in, for this user.
+pub fn default_socket_dir() -> PathBuf {
+    default_dir_for(
+        effective_uid(),
+        std::env::var_os(RUNTIME_DIR_ENV).map(PathBuf::from),
+        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
+    )
+}
+
+fn default_dir_for(uid: u32, runtime_dir: Option<PathBuf>, xdg: Option<PathBuf>) -> PathBuf {
+    if let Some(d) = runtime_dir.filter(|d| d.is_absolute()) {
+        return d;
+    }
+    if uid == 0 {
+        return PathBuf::from(SYSTEM_SOCKET_DIR);
+    }
+    match xdg.filter(|d| d.is_absolute()) {
+        Some(x) => x.join("hotplane"),
+        // No per-user runtime directory (a container, `su`): a per-user directory in /tmp,
+        // checked like any other, so a planted one is refused rather than used.
+        None => PathBuf::from(format!("/tmp/hotplane-{uid}")),
+    }
+}
+
+/// Where the server puts the socket when the config says `socket = true`.
+pub fn default_socket() -> PathBuf {
+    default_socket_dir().join(SOCKET_NAME)
+}
+
+/// Where a client looks when it is given no `--socket`: `$HOTPLANE_SOCKET`, else the server's
+/// default for this user; an unprivileged user (a member of `control.socket_group`) falls back
+/// to the system socket when it has none of its own.
+pub fn client_default_socket() -> PathBuf {
+    if let Some(s) = std::env::var_os(SOCKET_ENV).filter(|s| !s.is_empty()) {
+        return PathBuf::from(s);
+    }
+    let own = default_socket();
+    if effective_uid() == 0 || std::env::var_os(RUNTIME_DIR_ENV).is_some() || own.exists() {
+        return own;
+    }
+    let system = Path::new(SYSTEM_SOCKET_DIR).join(SOCKET_NAME);
+    if system.exists() {
+        system
+    } else {
+        own
+    }
+}
+
+/// A group name or numeric id, resolved through the system's group database.
+pub fn resolve_group(name: &str) -> Result<u32, SocketError> {
+    if let Ok(gid) = name.parse::<u32>() {
+        return Ok(gid);
+    }
+    let c = CString::new(name).map_err(|_| SocketError::NoSuchGroup(name.into()))?;
+    // SAFETY: `libc::group` is plain data (integers and pointers); all-zero is a valid value
+    // that getgrnam_r overwrites.
+    let mut grp: libc::group = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 64 * 1024];
+    let mut found: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call: `c` is NUL-terminated, `grp` and `found` are
+    // live locals, and `buf` is writable for the length passed.
+    let rc =
+        unsafe { libc::getgrnam_r(c.as_ptr(), &mut grp, buf.as_mut_ptr(), buf.len(), &mut found) };
+    if rc == 0 && !found.is_null() {
+        Ok(grp.gr_gid)
+    } else {
+        Err(SocketError::NoSuchGroup(name.into()))
+    }
+}
+
+/// Make sure `dir` exists, belongs to this user and only it (and `group`, to enter) can use it.
+fn prepare_dir(dir: &Path, group: Option<u32>) -> Result<(), SocketError> {
+    let me = effective_uid();
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::DirBuilder::new().mode(0o700).create(dir).map_err(io_err(dir))?;
+        }
+        Err(e) => return Err(io_err(dir)(e)),
+        Ok(_) => {}
+    }
+    // Followed: a configured directory may be reached through a link; what matters is who can
+    // write in the directory the socket ends up in.
+    let meta = std::fs::metadata(dir).map_err(io_err(dir))?;
+    if !meta.is_dir() {
+        return Err(SocketError::NotADirectory { path: dir.display().to_string() });
+    }
+    if meta.uid() != me {
+        return Err(SocketError::NotOwned {
+            path: dir.display().to_string(),
+            owner: meta.uid(),
+            me,
+        });
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(SocketError::SharedDirectory { path: dir.display().to_string(), mode });
+    }
+    if let Some(gid) = group {
+        // The group may enter (to connect), never write.
+        std::os::unix::fs::chown(dir, None, Some(gid)).map_err(io_err(dir))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))
+            .map_err(io_err(dir))?;
+    }
+    Ok(())
+}
+
+/// Prepare the socket's directory and clear a stale socket of our own at `path`; refuse a path
+/// that someone else owns, that is not a socket, or that a live hotplane is serving.
+pub fn prepare(path: &Path, group: Option<u32>) -> Result<(), SocketError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    prepare_dir(dir, group)?;
+    let meta = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_err(path)(e)),
+        Ok(m) => m,
+    };
+    if !meta.file_type().is_socket() {
+        return Err(SocketError::NotASocket { path: path.display().to_string() });
+    }
+    let me = effective_uid();
+    if meta.uid() != me {
+        return Err(SocketError::NotOwned {
+            path: path.display().to_string(),
+            owner: meta.uid(),
+            me,
+        });
+    }
+    if UnixStream::connect(path).is_ok() {
+        return Err(SocketError::InUse { path: path.display().to_string() });
+    }
+    // A socket of our own that nobody serves: left by a run that crashed.
+    std::fs::remove_file(path).map_err(io_err(path))
+}
+
+/// Permissions of a freshly bound socket: the owner, and the group when one is configured.
+pub fn restrict(path: &Path, group: Option<u32>) -> Result<(), SocketError> {
+    let mode = if group.is_some() { 0o660 } else { 0o600 };
+    if let Some(gid) = group {
+        std::os::unix::fs::chown(path, None, Some(gid)).map_err(io_err(path))?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io_err(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_directory_depends_on_who_runs() {
+        let p = PathBuf::from;
+        assert_eq!(default_dir_for(0, None, Some(p("/run/user/0"))), p("/run/hotplane"));
+        assert_eq!(
+            default_dir_for(1000, None, Some(p("/run/user/1000"))),
+            p("/run/user/1000/hotplane")
+        );
+        assert_eq!(default_dir_for(1000, None, None), p("/tmp/hotplane-1000"));
+        assert_eq!(default_dir_for(1000, None, Some(p("relative"))), p("/tmp/hotplane-1000"));
+        assert_eq!(default_dir_for(0, Some(p("/tmp/x")), None), p("/tmp/x"));
+        // Never a shared file name in a shared directory, whoever runs it.
+        for uid in [0, 1000] {
+            for xdg in [None, Some(p("/run/user/1000"))] {
+                assert_ne!(
+                    default_dir_for(uid, None, xdg).join(SOCKET_NAME),
+                    p("/tmp/hotplane.sock")
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn groups_resolve_by_number_or_name() {
+        assert_eq!(resolve_group("4242").unwrap(), 4242);
+        assert_eq!(resolve_group("root").unwrap(), 0);
+        assert!(matches!(resolve_group("no-such-group-here"), Err(SocketError::NoSuchGroup(_))));
+    }
+}
