@@ -317,6 +317,10 @@ pub struct ControlConfig {
     pub idle_timeout_s: u64,
     /// UDP destination port that marks in-band update packets; 0 disables in-band updates.
     pub update_port: u16,
+    /// The node's own addresses on every port: only datagrams to the update port *and* one of
+    /// these (or an address of the port's interface, learned at start) are updates; the rest
+    /// is traffic. Default `["10.0.0.254"]`; `[]` leaves only learned addresses.
+    pub update_addresses: Vec<std::net::IpAddr>,
     /// Accept updates with key id 0 and no MAC. Never on unless you mean it.
     pub allow_unauthenticated: bool,
     pub max_update_bytes: u32,
@@ -337,6 +341,7 @@ impl Default for ControlConfig {
             max_request_bytes: None,
             idle_timeout_s: 300,
             update_port: DEFAULT_UPDATE_PORT,
+            update_addresses: vec![crate::inband::DEFAULT_NODE_ADDRESS],
             allow_unauthenticated: false,
             max_update_bytes: 1 << 20,
             max_pending: 16,

@@ -57,6 +57,9 @@ flow_default = { stage = "set-field", base = "l3", offset = 48, value = "0x0203"
 [[pipeline.flows]]
 match = "dst=10.1.0.0/16"
 stage = { stage = "count" }
+[control]
+# The update-port frames below are addressed to 10.1.0.9 / fd00::2: the node's, here.
+update_addresses = ["10.1.0.9", "fd00::2", "10.0.0.254"]
 [[control.keys]]
 id = 1
 key = "0000000000000000000000000000000000000000000000000000000000000001"

@@ -26,8 +26,12 @@ pub struct ApiCall {
     pub reply: crossbeam_channel::Sender<Response>,
 }
 
-/// Refusal acks for unauthenticated datagrams are rate-limited: an attacker without a key
-/// should not be able to make the node send traffic at will.
+/// Acknowledgements a datagram alone can trigger again and again are rate-limited: refusals
+/// (a replayed authenticated datagram as much as a forged one) and fragment receipts (a
+/// replayed fragment of an update in reassembly). Without a key nobody can make the node send
+/// traffic at will, and a captured datagram cannot be turned into a reflector. The outcome of
+/// a complete update is not limited: it comes once per sequence number, which only a key
+/// holder can produce.
 struct TokenBucket {
     tokens: f64,
     rate: f64,
@@ -117,31 +121,32 @@ impl Control {
         }
         let payload = &data[payload_at..udp_end];
         let started = Instant::now();
+        // (ack, authenticated, no_ack, repeatable): a repeatable ack is one the same datagram
+        // can trigger again, so it takes a token.
         let ack = match self.receiver.receive(payload, started) {
             Ok(Received::Complete(u)) => {
                 let r = self.apply(&u, Some(w));
                 self.obs.record_apply(started.elapsed());
-                self.ack_for(&u, r)
+                self.ack_for(&u, r).map(|(a, auth, no_ack)| (a, auth, no_ack, false))
             }
-            Ok(Received::Partial { header, received, .. }) => {
-                Some((partial_ack(&header, received), header.key_id != 0, header.flags.no_ack()))
-            }
+            Ok(Received::Partial { header, received, .. }) => Some((
+                partial_ack(&header, received),
+                header.key_id != 0,
+                header.flags.no_ack(),
+                true,
+            )),
             Err(r) => {
                 tracing::info!(worker = w, reason = %r.reason, "update refused: {}", r.message);
-                if !r.authenticated && !limiter.take() {
-                    None
-                } else {
-                    Some((refused_ack(&r), r.authenticated, r.no_ack))
-                }
+                Some((refused_ack(&r), r.authenticated, r.no_ack, true))
             }
         };
-        if let Some((ack, authenticated, no_ack)) = ack {
-            if !no_ack {
-                let key = if authenticated { self.receiver.key(ack.key_id).copied() } else { None };
-                let bytes = ack.encode(key.as_ref());
-                self.reply(w, &pkt, &bytes);
-            }
+        let Some((ack, authenticated, no_ack, repeatable)) = ack else { return };
+        if no_ack || (repeatable && !limiter.take()) {
+            return;
         }
+        let key = if authenticated { self.receiver.key(ack.key_id).copied() } else { None };
+        let bytes = ack.encode(key.as_ref());
+        self.reply(w, &pkt, &bytes);
     }
 
     fn ack_for(&mut self, u: &Update, r: Result<Installed, Refusal>) -> Option<(Ack, bool, bool)> {
@@ -213,6 +218,16 @@ impl Control {
             Kind::NativeStage => {
                 let spec: StageSpec = serde_json::from_slice(&u.payload)
                     .map_err(|e| Refusal::of(h, Reason::ApplyFailed, format!("stage spec: {e}")))?;
+                if let Some(fields) = names_node_files(&spec) {
+                    return Err(Refusal::of(
+                        h,
+                        Reason::ApplyFailed,
+                        format!(
+                            "the `{}` stage spec names a file of the node ({fields}); updates carry content, not paths: send the program itself (kinds ebpf-elf, ebpf-c, ebpf-bytecode, p4, lua, or a lua stage with `source`)",
+                            spec.kind()
+                        ),
+                    ));
+                }
                 self.registry.build(&spec).map_err(|e| Refusal::of(h, Reason::ApplyFailed, e))?
             }
             Kind::SelectPredefined => {
@@ -464,6 +479,29 @@ impl Control {
     }
 }
 
+/// The fields of a stage spec that name files of the node, if it has any. Only the local
+/// config file (and the local control socket's `install`) may name files; a spec that arrives
+/// in an update is remote input and is refused before anything is opened, so an update can
+/// neither read a node's files into an acknowledgement nor block the control thread on a FIFO.
+/// Exhaustive on purpose: a new stage kind has to say here whether it reads files.
+fn names_node_files(spec: &StageSpec) -> Option<&'static str> {
+    match spec {
+        StageSpec::Ebpf { .. } => Some("`file`"),
+        StageSpec::P4 { .. } => Some("`program`, `entries`, `include`"),
+        StageSpec::Lua { file: Some(_), .. } => Some("`file`"),
+        StageSpec::Lua { file: None, .. }
+        | StageSpec::None {}
+        | StageSpec::Forward { .. }
+        | StageSpec::L2fwd { .. }
+        | StageSpec::Drop {}
+        | StageSpec::Count {}
+        | StageSpec::SetField { .. }
+        | StageSpec::Call { .. }
+        | StageSpec::Predefined { .. }
+        | StageSpec::Table { .. } => None,
+    }
+}
+
 fn partial_ack(h: &hotplane_control::UpdateHeader, received: u32) -> Ack {
     Ack {
         status: AckStatus::Partial,
@@ -518,6 +556,10 @@ fn reply_frame(to: &Packet, payload: &[u8]) -> Option<Vec<u8>> {
     } else {
         return None;
     };
+    if eth.dst_addr().0[0] & 1 != 0 {
+        // An ack leaves from the node's own (unicast) address, never from a group address.
+        return None;
+    }
     let ports = d.get(l4..l4 + 4)?;
     let vlan = (m.layers & Layers::VLAN != 0).then(|| u16::from_be_bytes([d[14], d[15]]) & 0x0fff);
     let f = UdpFrame {

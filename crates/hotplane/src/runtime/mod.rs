@@ -174,6 +174,7 @@ impl DataPlane {
                 control.run()
             })?;
         let link = ControlLink { tx, thread: control.thread().clone() };
+        let own_addresses = Arc::new(crate::inband::NodeAddresses::of_config(&cfg));
         let mut workers = Vec::with_capacity(n);
         for (w, ports) in per_worker.into_iter().enumerate() {
             let worker = Worker {
@@ -187,6 +188,7 @@ impl DataPlane {
                 inject: injects[w].clone(),
                 stats: worker_stats[w].clone(),
                 update_port: c.update_port,
+                own_addresses: own_addresses.clone(),
                 burst: d.batch,
                 stop: stop_workers.clone(),
                 idle: d.idle,

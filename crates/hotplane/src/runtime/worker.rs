@@ -54,6 +54,8 @@ pub(crate) struct Worker {
     pub stats: Arc<WorkerStats>,
     /// UDP destination port of in-band updates; 0 = disabled.
     pub update_port: u16,
+    /// Only datagrams to one of these (per port) are updates; the rest is traffic.
+    pub own_addresses: Arc<crate::inband::NodeAddresses>,
     pub burst: usize,
     pub stop: Arc<AtomicBool>,
     pub idle: IdlePolicy,
@@ -147,9 +149,11 @@ impl Worker {
             let in_port = p.meta.in_port as usize;
             p.meta.out_port = if in_port < nports { self.default_out[in_port] } else { NO_PORT };
             // Update packets bypass every program, so a broken program can always be replaced.
+            // Only those addressed to the node: transit traffic to the same port is forwarded.
             if self.update_port != 0
                 && key.dst_port == self.update_port
                 && p.meta.layers & Layers::UDP != 0
+                && self.own_addresses.is_own(in_port, &key)
             {
                 p.meta.verdict = Verdict::Punt;
             }
