@@ -341,7 +341,8 @@ pub enum ExprKind {
         args: Vec<Arg>,
     },
     Unary(UnOp, Box<Expr>),
-    Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// `a op b`; the span is the operator's, for errors about the operator itself.
+    Binary(BinOp, Box<Expr>, Box<Expr>, Span),
     Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
     Cast(Type, Box<Expr>),
     /// `{a, b}`: a list (tuple) expression.
@@ -475,4 +476,88 @@ pub struct Entry {
     pub keyset: Vec<Expr>,
     pub action: ActionRef,
     pub span: Span,
+}
+
+/// A node of an expression tree: expressions hold types (casts, type arguments) and types
+/// hold expressions (widths, stack sizes).
+#[derive(Clone, Copy)]
+enum Node<'a> {
+    Expr(&'a Expr),
+    Type(&'a Type),
+}
+
+impl Expr {
+    /// Nodes on the longest path from this expression down to a leaf, types inside it
+    /// included. Measured without recursion: it runs on trees not yet known to be shallow.
+    pub fn height(&self) -> usize {
+        height(Node::Expr(self))
+    }
+}
+
+impl Type {
+    /// Like [`Expr::height`], for a type.
+    pub fn height(&self) -> usize {
+        height(Node::Type(self))
+    }
+}
+
+fn height(root: Node<'_>) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(root, 1usize)];
+    while let Some((node, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
+        let below = depth + 1;
+        match node {
+            Node::Expr(e) => match &e.kind {
+                ExprKind::Int { .. }
+                | ExprKind::Bool(_)
+                | ExprKind::Str(_)
+                | ExprKind::Name(_)
+                | ExprKind::TopName(_)
+                | ExprKind::DontCare
+                | ExprKind::Default => {}
+                ExprKind::Member(a, _) | ExprKind::Unary(_, a) => stack.push(at(a, below)),
+                ExprKind::Index(a, b)
+                | ExprKind::Binary(_, a, b, _)
+                | ExprKind::Mask(a, b)
+                | ExprKind::Range(a, b) => stack.extend([at(a, below), at(b, below)]),
+                ExprKind::Slice { base: a, hi: b, lo: c } | ExprKind::Ternary(a, b, c) => {
+                    stack.extend([at(a, below), at(b, below), at(c, below)])
+                }
+                ExprKind::Call { callee, type_args, args } => {
+                    stack.push(at(callee, below));
+                    stack.extend(type_args.iter().map(|t| (Node::Type(t), below)));
+                    stack.extend(args.iter().map(|a| at(&a.value, below)));
+                }
+                ExprKind::Cast(t, a) => stack.extend([(Node::Type(t), below), at(a, below)]),
+                ExprKind::List(items) => stack.extend(items.iter().map(|e| at(e, below))),
+                ExprKind::StructInit(fields) => {
+                    stack.extend(fields.iter().map(|(_, e)| at(e, below)))
+                }
+                ExprKind::TypeRef(t) => stack.push((Node::Type(t), below)),
+            },
+            Node::Type(t) => match &t.kind {
+                TypeKind::Bool
+                | TypeKind::Error
+                | TypeKind::String
+                | TypeKind::Void
+                | TypeKind::MatchKind
+                | TypeKind::DontCare => {}
+                TypeKind::Bit(w) | TypeKind::Int(w) | TypeKind::Varbit(w) => {
+                    stack.push(at(w, below))
+                }
+                TypeKind::Named { args, .. } | TypeKind::Tuple(args) => {
+                    stack.extend(args.iter().map(|t| (Node::Type(t), below)))
+                }
+                TypeKind::Stack { elem, size } => {
+                    stack.extend([(Node::Type(elem), below), at(size, below)])
+                }
+            },
+        }
+    }
+    deepest
+}
+
+fn at(e: &Expr, depth: usize) -> (Node<'_>, usize) {
+    (Node::Expr(e), depth)
 }

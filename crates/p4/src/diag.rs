@@ -6,6 +6,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::budget::Exceeded;
+
 /// Index of a file in a [`SourceMap`].
 pub type FileId = u32;
 
@@ -126,11 +128,23 @@ pub struct Diagnostic {
     pub span: Span,
     pub message: String,
     pub notes: Vec<String>,
+    /// The budget this error is about, if it is one.
+    pub exceeded: Option<Exceeded>,
 }
 
 impl Diagnostic {
     pub fn new(span: Span, message: impl Into<String>) -> Self {
-        Diagnostic { span, message: message.into(), notes: Vec::new() }
+        Diagnostic { span, message: message.into(), notes: Vec::new(), exceeded: None }
+    }
+
+    /// A budget exceeded at `span`; `what` says what went over, in the program's terms.
+    pub fn over_budget(span: Span, what: impl fmt::Display, exceeded: Exceeded) -> Self {
+        Diagnostic {
+            span,
+            message: format!("{what}: {exceeded}"),
+            notes: Vec::new(),
+            exceeded: Some(exceeded),
+        }
     }
 
     pub fn with_note(mut self, note: impl Into<String>) -> Self {
@@ -145,17 +159,26 @@ impl Diagnostic {
 pub struct CompileError {
     pub diagnostics: Vec<Diagnostic>,
     pub rendered: String,
+    /// The first budget the program went over, if that is why it was refused.
+    pub exceeded: Option<Exceeded>,
 }
 
 impl CompileError {
     pub fn new(sources: &SourceMap, diagnostics: Vec<Diagnostic>) -> Self {
         let rendered = diagnostics.iter().map(|d| sources.render(d)).collect::<Vec<_>>().join("\n");
-        CompileError { diagnostics, rendered }
+        let exceeded = diagnostics.iter().find_map(|d| d.exceeded);
+        CompileError { diagnostics, rendered, exceeded }
     }
 
     /// An error without a source position (a file that cannot be read).
     pub fn plain(message: String) -> Self {
-        CompileError { diagnostics: Vec::new(), rendered: message }
+        CompileError { diagnostics: Vec::new(), rendered: message, exceeded: None }
+    }
+
+    /// A budget exceeded before there is a position to show (the source is too large).
+    pub fn over_budget(what: impl fmt::Display, exceeded: Exceeded) -> Self {
+        let rendered = format!("{what}: {exceeded}");
+        CompileError { diagnostics: Vec::new(), rendered, exceeded: Some(exceeded) }
     }
 }
 

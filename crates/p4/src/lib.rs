@@ -12,6 +12,7 @@
 //! program kind (eBPF, Lua): P4 externs reach those through slots the binary wires in.
 
 pub mod ast;
+pub mod budget;
 pub mod diag;
 pub mod exec;
 pub mod ir;
@@ -25,6 +26,7 @@ pub mod stf;
 pub mod types;
 pub mod v1model;
 
+use budget::{Budget, Limits};
 use diag::{CompileError, SourceMap};
 use preprocess::SourceLoader;
 
@@ -37,9 +39,24 @@ pub fn parse_program(
     text: &str,
     defines: &[(&str, &str)],
 ) -> Result<ast::Program, CompileError> {
-    let tokens = preprocess::preprocess(sources, loader, name, text, defines)
+    parse_program_with(sources, loader, name, text, defines, &Limits::default())
+}
+
+/// [`parse_program`] under `limits`.
+pub fn parse_program_with(
+    sources: &mut SourceMap,
+    loader: &mut dyn SourceLoader,
+    name: &str,
+    text: &str,
+    defines: &[(&str, &str)],
+    limits: &Limits,
+) -> Result<ast::Program, CompileError> {
+    if let Err(exceeded) = limits.check(Budget::SourceBytes, text.len() as u64) {
+        return Err(CompileError::over_budget(format!("{name}: program too large"), exceeded));
+    }
+    let tokens = preprocess::preprocess_with(sources, loader, name, text, defines, limits)
         .map_err(|d| CompileError::new(sources, vec![d]))?;
-    parser::parse(tokens).map_err(|d| CompileError::new(sources, vec![d]))
+    parser::parse_with(tokens, limits).map_err(|d| CompileError::new(sources, vec![d]))
 }
 
 /// Preprocess, parse, check and lower a v1model program to the IR.
@@ -50,8 +67,22 @@ pub fn check_program(
     text: &str,
     defines: &[(&str, &str)],
 ) -> Result<ir::Program, CompileError> {
-    let ast = parse_program(sources, loader, name, text, defines)?;
-    lower::lower(&ast).map_err(|d| CompileError::new(sources, vec![d]))
+    check_program_with(sources, loader, name, text, defines, &Limits::default())
+}
+
+/// [`check_program`] under `limits`: a program over any of them is refused with an error
+/// naming the budget ([`CompileError::exceeded`]), before it can exhaust the stack, memory
+/// or time of the thread compiling it.
+pub fn check_program_with(
+    sources: &mut SourceMap,
+    loader: &mut dyn SourceLoader,
+    name: &str,
+    text: &str,
+    defines: &[(&str, &str)],
+    limits: &Limits,
+) -> Result<ir::Program, CompileError> {
+    let ast = parse_program_with(sources, loader, name, text, defines, limits)?;
+    lower::lower_with(&ast, limits).map_err(|d| CompileError::new(sources, vec![d]))
 }
 
 /// Read, check and lower a program file (includes resolve next to it, then in
@@ -61,12 +92,28 @@ pub fn compile_file(
     include_dirs: &[std::path::PathBuf],
     defines: &[(&str, &str)],
 ) -> Result<ir::Program, CompileError> {
+    compile_file_with(path, include_dirs, defines, &Limits::default())
+}
+
+/// [`compile_file`] under `limits`.
+pub fn compile_file_with(
+    path: &std::path::Path,
+    include_dirs: &[std::path::PathBuf],
+    defines: &[(&str, &str)],
+    limits: &Limits,
+) -> Result<ir::Program, CompileError> {
     let mut sources = SourceMap::default();
     let name = path.display().to_string();
-    let text =
-        std::fs::read_to_string(path).map_err(|e| CompileError::plain(format!("{name}: {e}")))?;
+    let text = preprocess::read_bounded(path, limits.source_bytes)
+        .map_err(|e| CompileError::plain(format!("{name}: {e}")))?
+        .ok_or_else(|| {
+            CompileError::over_budget(
+                format!("{name}: program too large"),
+                limits.exceeded(Budget::SourceBytes),
+            )
+        })?;
     let mut loader = preprocess::FsLoader { include_dirs: include_dirs.to_vec() };
-    check_program(&mut sources, &mut loader, &name, &text, defines)
+    check_program_with(&mut sources, &mut loader, &name, &text, defines, limits)
 }
 
 /// Check and lower a program given as text, as an update carries it: includes resolve only to
@@ -76,6 +123,16 @@ pub fn compile_source(
     text: &str,
     defines: &[(&str, &str)],
 ) -> Result<ir::Program, CompileError> {
+    compile_source_with(name, text, defines, &Limits::default())
+}
+
+/// [`compile_source`] under `limits`.
+pub fn compile_source_with(
+    name: &str,
+    text: &str,
+    defines: &[(&str, &str)],
+    limits: &Limits,
+) -> Result<ir::Program, CompileError> {
     let mut sources = SourceMap::default();
-    check_program(&mut sources, &mut preprocess::BuiltinOnly, name, text, defines)
+    check_program_with(&mut sources, &mut preprocess::BuiltinOnly, name, text, defines, limits)
 }

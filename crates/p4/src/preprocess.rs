@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use crate::budget::{Budget, Limits};
 use crate::diag::{Diagnostic, SourceMap, Span};
 use crate::lexer::{lex, Tok, Token};
 
@@ -21,16 +22,33 @@ pub const BUILTIN_INCLUDES: &[(&str, &str)] = &[
 
 /// Nested includes deeper than this are assumed to be a cycle without include guards.
 const MAX_INCLUDE_DEPTH: usize = 64;
-/// A bound on the tokens macro expansion may produce, intermediate ones included, so that a
-/// hostile program can neither grow without limit nor take exponential time.
-const EXPANSION_BUDGET: usize = 4_000_000;
 const MAX_EXPANSION_DEPTH: usize = 128;
 
 /// Where `#include` finds files that are not built in.
 pub trait SourceLoader {
     /// Read `name` included from the file called `from`. Returns the name the file is known by
-    /// (for diagnostics) and its text, or a reason it could not be read.
-    fn load(&mut self, name: &str, from: &str) -> Result<(String, String), String>;
+    /// (for diagnostics) and its text, or a reason it could not be read. A file longer than
+    /// `max_bytes` is refused without reading the rest (it may be a device that never ends).
+    fn load(
+        &mut self,
+        name: &str,
+        from: &str,
+        max_bytes: usize,
+    ) -> Result<(String, String), String>;
+}
+
+/// Read at most `max_bytes` of the file at `path` as UTF-8; `Ok(None)` if there is more.
+pub fn read_bounded(path: &Path, max_bytes: usize) -> std::io::Result<Option<String>> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path)?;
+    let mut bytes = Vec::new();
+    file.take(max_bytes as u64 + 1).read_to_end(&mut bytes)?;
+    if bytes.len() > max_bytes {
+        return Ok(None);
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 /// Reads includes from the including file's directory, then from each include directory.
@@ -40,15 +58,28 @@ pub struct FsLoader {
 }
 
 impl SourceLoader for FsLoader {
-    fn load(&mut self, name: &str, from: &str) -> Result<(String, String), String> {
+    fn load(
+        &mut self,
+        name: &str,
+        from: &str,
+        max_bytes: usize,
+    ) -> Result<(String, String), String> {
         let mut candidates = Vec::new();
         if let Some(dir) = Path::new(from).parent() {
             candidates.push(dir.join(name));
         }
         candidates.extend(self.include_dirs.iter().map(|d| d.join(name)));
         for path in candidates {
-            if let Ok(text) = std::fs::read_to_string(&path) {
-                return Ok((path.display().to_string(), text));
+            match read_bounded(&path, max_bytes) {
+                Ok(Some(text)) => return Ok((path.display().to_string(), text)),
+                Ok(None) => {
+                    return Err(format!(
+                        "include file {} is larger than the {max_bytes} bytes left of the \
+                         `include_bytes` budget",
+                        path.display()
+                    ))
+                }
+                Err(_) => {}
             }
         }
         Err(format!("cannot find include file {name:?}"))
@@ -61,7 +92,12 @@ impl SourceLoader for FsLoader {
 pub struct BuiltinOnly;
 
 impl SourceLoader for BuiltinOnly {
-    fn load(&mut self, name: &str, _from: &str) -> Result<(String, String), String> {
+    fn load(
+        &mut self,
+        name: &str,
+        _from: &str,
+        _max_bytes: usize,
+    ) -> Result<(String, String), String> {
         Err(format!("cannot find include file {name:?} (only built-in includes are available)"))
     }
 }
@@ -70,21 +106,34 @@ impl SourceLoader for BuiltinOnly {
 /// (`hotplane push --p4`): every `#include` that finds a file (next to the including file,
 /// then in `include_dirs`) is replaced by that file's text, recursively; built-in includes and
 /// includes of files that do not exist (perhaps in an inactive `#if`) stay as they are.
+///
+/// The result is bounded by the default [`Limits`]: what a node would refuse is not built.
 pub fn bundle(path: &Path, include_dirs: &[std::path::PathBuf]) -> Result<String, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let limits = Limits::default();
+    let text = read_bounded(path, limits.source_bytes)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+        .ok_or_else(|| {
+            format!(
+                "{}: larger than the `source_bytes` budget ({})",
+                path.display(),
+                limits.source_bytes
+            )
+        })?;
     let mut loader = FsLoader { include_dirs: include_dirs.to_vec() };
     let mut out = String::with_capacity(text.len());
-    bundle_into(&mut out, &text, &path.display().to_string(), &mut loader, 0)?;
+    let mut left = (limits.includes, limits.source_bytes);
+    bundle_into(&mut out, &text, &path.display().to_string(), &mut loader, 0, &mut left)?;
     Ok(out)
 }
 
+/// `left` is what is left of the include count and of the bundle's bytes.
 fn bundle_into(
     out: &mut String,
     text: &str,
     from: &str,
     loader: &mut FsLoader,
     depth: usize,
+    left: &mut (usize, usize),
 ) -> Result<(), String> {
     if depth >= MAX_INCLUDE_DEPTH {
         return Err(format!("{from}: includes nested too deeply (a cycle?)"));
@@ -100,14 +149,22 @@ fn bundle_into(
             let builtin = BUILTIN_INCLUDES.iter().any(|(n, _)| *n == name);
             (!(system && builtin)).then_some(name)
         });
-        match target.map(|name| loader.load(name, from)) {
+        match target.map(|name| loader.load(name, from, left.1)) {
             Some(Ok((resolved, included))) => {
-                bundle_into(out, &included, &resolved, loader, depth + 1)?;
+                left.0 = left.0.checked_sub(1).ok_or_else(|| {
+                    format!("{from}: more includes than the `includes` budget allows")
+                })?;
+                bundle_into(out, &included, &resolved, loader, depth + 1, left)?;
             }
             _ => {
                 out.push_str(line);
                 out.push('\n');
             }
+        }
+        if out.len() > left.1 {
+            return Err(format!(
+                "{from}: the bundled program is larger than the `source_bytes` budget"
+            ));
         }
     }
     Ok(())
@@ -136,12 +193,27 @@ pub fn preprocess(
     text: &str,
     defines: &[(&str, &str)],
 ) -> Result<Vec<Token>, Diagnostic> {
+    preprocess_with(sources, loader, name, text, defines, &Limits::default())
+}
+
+/// [`preprocess`] under `limits` (includes, include bytes, expanded tokens, `#if` nesting).
+pub fn preprocess_with(
+    sources: &mut SourceMap,
+    loader: &mut dyn SourceLoader,
+    name: &str,
+    text: &str,
+    defines: &[(&str, &str)],
+    limits: &Limits,
+) -> Result<Vec<Token>, Diagnostic> {
     let mut pp = Preprocessor {
         sources,
         loader,
         macros: HashMap::new(),
         out: Vec::new(),
-        budget: EXPANSION_BUDGET,
+        budget: limits.expanded_tokens,
+        limits: limits.clone(),
+        includes: 0,
+        include_bytes: 0,
     };
     for (name, value) in defines {
         let id = pp.sources.add(format!("<define {name}>"), value.to_string());
@@ -163,6 +235,10 @@ struct Preprocessor<'a> {
     out: Vec<Token>,
     /// Tokens macro expansion may still produce.
     budget: usize,
+    limits: Limits,
+    /// Includes followed so far, and the bytes they brought in.
+    includes: usize,
+    include_bytes: usize,
 }
 
 impl Preprocessor<'_> {
@@ -195,6 +271,16 @@ impl Preprocessor<'_> {
                         }
                         self.macros.contains_key(name) == (word == "ifdef")
                     };
+                    if conds.len() >= self.limits.nesting_depth {
+                        return Err(Diagnostic::over_budget(
+                            tok.span,
+                            format!(
+                                "`#if` directives nest deeper than {}",
+                                self.limits.nesting_depth
+                            ),
+                            self.limits.exceeded(Budget::NestingDepth),
+                        ));
+                    }
                     conds.push(Cond {
                         active: active && value,
                         taken: value,
@@ -285,17 +371,27 @@ impl Preprocessor<'_> {
         if name.is_empty() {
             return Err(Diagnostic::new(span, "#include with an empty file name"));
         }
+        self.includes += 1;
+        if let Err(exceeded) = self.limits.check(Budget::Includes, self.includes as u64) {
+            return Err(Diagnostic::over_budget(span, "too many `#include`s", exceeded));
+        }
         let from = self.sources.file(span.file).map(|f| f.name.clone()).unwrap_or_default();
         let builtin = BUILTIN_INCLUDES.iter().find(|(n, _)| *n == name);
+        let left = self.limits.include_bytes.saturating_sub(self.include_bytes);
         let loaded = match (system, builtin) {
             (true, Some((n, text))) => Ok((format!("<{n}>"), text.to_string())),
-            (_, builtin) => match (self.loader.load(name, &from), builtin) {
+            (_, builtin) => match (self.loader.load(name, &from, left), builtin) {
                 (Ok(found), _) => Ok(found),
                 (Err(_), Some((n, text))) => Ok((format!("<{n}>"), text.to_string())),
                 (Err(e), None) => Err(e),
             },
         };
         let (resolved, text) = loaded.map_err(|e| Diagnostic::new(span, e))?;
+        self.include_bytes += text.len();
+        let used = self.include_bytes as u64;
+        if let Err(exceeded) = self.limits.check(Budget::IncludeBytes, used) {
+            return Err(Diagnostic::over_budget(span, "included text too large", exceeded));
+        }
         let id = self.sources.add(resolved, text);
         self.file(id, depth + 1)
     }
@@ -428,10 +524,13 @@ impl Preprocessor<'_> {
     }
 
     fn spend(&mut self, tokens: usize, span: Span) -> Result<(), Diagnostic> {
-        self.budget = self
-            .budget
-            .checked_sub(tokens)
-            .ok_or_else(|| Diagnostic::new(span, "macro expansion produces too many tokens"))?;
+        self.budget = self.budget.checked_sub(tokens).ok_or_else(|| {
+            Diagnostic::over_budget(
+                span,
+                "macro expansion produces too many tokens",
+                self.limits.exceeded(Budget::ExpandedTokens),
+            )
+        })?;
         Ok(())
     }
 
@@ -464,7 +563,13 @@ impl Preprocessor<'_> {
         }
         let mut expanded = Vec::new();
         self.expand(&resolved, &mut expanded, &mut Vec::new())?;
-        let mut eval = CondEval { toks: &expanded, pos: 0, span };
+        let mut eval = CondEval {
+            toks: &expanded,
+            pos: 0,
+            span,
+            depth: 0,
+            max_depth: self.limits.nesting_depth,
+        };
         let value = eval.ternary()?;
         if eval.pos != expanded.len() {
             return Err(Diagnostic::new(
@@ -514,6 +619,9 @@ struct CondEval<'a> {
     toks: &'a [Token],
     pos: usize,
     span: Span,
+    /// Recursion (parentheses, unary operators, `?:`) is bounded by the nesting budget.
+    depth: usize,
+    max_depth: usize,
 }
 
 impl CondEval<'_> {
@@ -536,6 +644,31 @@ impl CondEval<'_> {
     }
 
     fn ternary(&mut self) -> Result<i128, Diagnostic> {
+        self.enter()?;
+        let r = self.ternary_inner();
+        self.depth -= 1;
+        r
+    }
+
+    fn enter(&mut self) -> Result<(), Diagnostic> {
+        self.depth += 1;
+        if self.depth > self.max_depth {
+            self.depth -= 1;
+            let exceeded = crate::budget::Exceeded {
+                budget: Budget::NestingDepth,
+                limit: self.max_depth as u64,
+            };
+            let span = self.toks.get(self.pos).map_or(self.span, |t| t.span);
+            return Err(Diagnostic::over_budget(
+                span,
+                format!("#if expression nests deeper than {}", self.max_depth),
+                exceeded,
+            ));
+        }
+        Ok(())
+    }
+
+    fn ternary_inner(&mut self) -> Result<i128, Diagnostic> {
         let c = self.binary(0)?;
         if self.peek_op() == Some("?") {
             self.pos += 1;
@@ -597,6 +730,13 @@ impl CondEval<'_> {
     }
 
     fn unary(&mut self) -> Result<i128, Diagnostic> {
+        self.enter()?;
+        let r = self.unary_inner();
+        self.depth -= 1;
+        r
+    }
+
+    fn unary_inner(&mut self) -> Result<i128, Diagnostic> {
         let Some(t) = self.toks.get(self.pos) else {
             return Err(self.err("#if expression ends early"));
         };

@@ -272,7 +272,9 @@ impl ConstEval<'_> {
                 }
                 _ => return Err(not_const()),
             },
-            ExprKind::Binary(op, a, b) => self.binary(*op, self.eval(a)?, self.eval(b)?, e.span)?,
+            ExprKind::Binary(op, a, b, op_span) => {
+                self.binary(*op, self.eval(a)?, self.eval(b)?, *op_span)?
+            }
             ExprKind::Ternary(c, a, b) => match self.eval(c)? {
                 ConstValue::Bool(true) => self.eval(a)?,
                 ConstValue::Bool(false) => self.eval(b)?,
@@ -332,7 +334,7 @@ impl ConstEval<'_> {
                     BinOp::Sub | BinOp::SubSat => x.wrapping_sub(y),
                     BinOp::Mul => x.wrapping_mul(y),
                     BinOp::Div | BinOp::Mod if y == 0 => {
-                        return Err(Diagnostic::new(span, "division by zero in a constant"))
+                        return Err(Diagnostic::new(span, by_zero(op)))
                     }
                     BinOp::Div => {
                         if signed {
@@ -419,6 +421,15 @@ fn fit(v: u128, ty: &Ty) -> u128 {
     match width_of(ty) {
         Some(w) => v & mask(w),
         None => v,
+    }
+}
+
+/// The error for `/` or `%` with a divisor known to be zero.
+pub(crate) fn by_zero(op: BinOp) -> &'static str {
+    if op == BinOp::Mod {
+        "remainder by zero: the divisor of `%` is the constant 0"
+    } else {
+        "division by zero: the divisor of `/` is the constant 0"
     }
 }
 

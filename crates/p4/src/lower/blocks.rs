@@ -44,12 +44,18 @@ impl<'a> Lowerer<'a> {
                 _ => return self.err(l.span, "this parser-local declaration is not supported"),
             }
         }
+        self.count(crate::budget::Budget::ParserStates, states.len(), "parser states", d.span)?;
+        // By name: looking each transition's target up in the list would be quadratic.
+        let mut by_name = std::collections::HashMap::new();
+        for (i, s) in states.iter().enumerate() {
+            by_name.entry(s.name.name.as_str()).or_insert(i);
+        }
         let index = |name: &ast::Ident, l: &Self| -> DResult<Target> {
             match name.name.as_str() {
                 "accept" => Ok(Target::Accept),
                 "reject" => Ok(Target::Reject),
-                n => match states.iter().position(|s| s.name.name == n) {
-                    Some(i) => Ok(Target::State(i as u32)),
+                n => match by_name.get(n) {
+                    Some(&i) => Ok(Target::State(i as u32)),
                     None => l.err(name.span, format!("no parser state named `{n}`")),
                 },
             }
@@ -67,7 +73,8 @@ impl<'a> Lowerer<'a> {
                     Target::Reject => ir::Transition::Reject,
                     Target::State(i) => ir::Transition::Goto(i),
                 },
-                Some(Transition::Select { exprs, cases, .. }) => {
+                Some(Transition::Select { exprs, cases, span }) => {
+                    self.count_select_cases(cases.len(), *span)?;
                     let mut keys = Vec::new();
                     for e in exprs {
                         keys.extend(self.field_list(e, &mut body)?);
@@ -218,9 +225,20 @@ impl<'a> Lowerer<'a> {
             return self.err(span, format!("{name} is applied more than once"));
         }
         let saved = std::mem::replace(&mut self.scopes, vec![std::collections::HashMap::new()]);
+        let saved_calls = match self.enter_call(span) {
+            Ok(s) => s,
+            Err(e) => {
+                self.scopes = saved;
+                return Err(e);
+            }
+        };
         let body = self.control_body(decl, name, &bound);
+        let calls = self.leave_call(saved_calls);
         self.scopes = saved;
-        pre.push(Stmt::Scope(body?));
+        let body = body?;
+        self.check_nesting(&body, span)?;
+        self.inlined(calls, super::budget::statements(&body), span)?;
+        pre.push(Stmt::Scope(body));
         Ok(())
     }
 

@@ -1,10 +1,12 @@
 //! Calls: actions and functions (inlined with copy-in/copy-out), methods of headers, stacks,
 //! tables, packets and extern instances, and v1model's extern functions.
 
+use super::budget::statements;
 use super::expr::{bits_of, Val};
 use super::stmt::storage_val;
-use super::{Binding, Lowerer, Storage, MAX_INLINE_DEPTH};
+use super::{Binding, Lowerer, Storage};
 use crate::ast::{self, DeclKind, Direction, ExprKind};
+use crate::budget::Budget;
 use crate::diag::{DResult, Span};
 use crate::ir::{self, Expr, Place, Stmt};
 use crate::types::Ty;
@@ -74,8 +76,8 @@ impl<'a> Lowerer<'a> {
             return self.err(d.span, "not an action");
         };
         let qualified = self.control_plane_name(&name.name, &d.annotations);
-        if let Some(i) = self.prog.actions.iter().position(|a| a.name == qualified) {
-            return Ok(i as u32);
+        if let Some(&i) = self.action_index.get(&qualified) {
+            return Ok(i);
         }
         self.push_scope();
         let mut ir_params = Vec::new();
@@ -105,11 +107,26 @@ impl<'a> Lowerer<'a> {
                 Binding::Var(Storage::Scalar { place: Place::Slot { slot, width }, ty }),
             );
         }
+        // An action is lowered where it is first named, which may be inside another's body.
+        let saved = match self.enter_call(d.span) {
+            Ok(saved) => saved,
+            Err(e) => {
+                self.pop_scope();
+                return Err(e);
+            }
+        };
         self.return_target.push(None);
         let body = self.block_stmts(&body.stmts);
         self.return_target.pop();
+        let calls = self.leave_call(saved);
         self.pop_scope();
         let body = body?;
+        self.check_nesting(&body, d.span)?;
+        let index = self.prog.actions.len();
+        self.count(Budget::Actions, index + 1, "actions", d.span)?;
+        self.spent.action_calls.push(calls);
+        self.spent.action_statements.push(statements(&body));
+        self.action_index.insert(qualified.clone(), index as u32);
         self.prog.actions.push(ir::Action {
             name: qualified,
             params: ir_params,
@@ -128,6 +145,10 @@ impl<'a> Lowerer<'a> {
         span: Span,
         pre: &mut Vec<Stmt>,
     ) -> DResult<()> {
+        let calls = self.spent.action_calls.get(a as usize).copied().unwrap_or(0);
+        let size = self.spent.action_statements.get(a as usize).copied().unwrap_or(0);
+        // Charged before the body is copied: copies are what a hostile program multiplies.
+        self.inlined(calls, size, span)?;
         let action = self.prog.actions[a as usize].clone();
         if args.len() != action.params.len() {
             return self.err(
@@ -186,9 +207,6 @@ impl<'a> Lowerer<'a> {
         if !type_params.is_empty() {
             return self.err(name.span, "generic functions are not supported yet");
         }
-        if self.inline_depth >= MAX_INLINE_DEPTH {
-            return self.err(span, "calls nested too deeply (recursion is not allowed in P4)");
-        }
         if args.len() != params.len() {
             return self.err(
                 span,
@@ -229,14 +247,23 @@ impl<'a> Lowerer<'a> {
         for (n, s) in bindings {
             self.bind(&n, Binding::Var(s));
         }
+        let saved_calls = match self.enter_call(span) {
+            Ok(s) => s,
+            Err(e) => {
+                self.scopes = saved;
+                return Err(e);
+            }
+        };
         self.return_target.push(ret_place.clone());
-        self.inline_depth += 1;
         let lowered = self.block_stmts(&body.stmts);
-        self.inline_depth -= 1;
         self.return_target.pop();
+        let calls = self.leave_call(saved_calls);
         self.scopes = saved;
+        let lowered = lowered?;
+        self.check_nesting(&lowered, span)?;
+        self.inlined(calls, statements(&lowered), span)?;
         let mut all = prologue;
-        all.push(Stmt::Scope(lowered?));
+        all.push(Stmt::Scope(lowered));
         all.extend(epilogue);
         pre.push(Stmt::Block(all));
         Ok(ret_place.map(|(p, ty)| Val::Scalar { e: Expr::Read(p), ty }))

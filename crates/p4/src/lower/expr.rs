@@ -120,7 +120,7 @@ impl<'a> Lowerer<'a> {
                         .err(e.span, format!("operator cannot be applied to {}", self.show(&ty))),
                 }
             }
-            ExprKind::Binary(op, a, b) => self.binary(*op, a, b, e.span, pre),
+            ExprKind::Binary(op, a, b, op_span) => self.binary(*op, a, b, e.span, *op_span, pre),
             ExprKind::Ternary(c, a, b) => {
                 let c = self.condition(c, pre)?;
                 let va = self.expr(a, pre)?;
@@ -337,12 +337,14 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    /// `a op b` spanning `span`, the operator itself at `op_span`.
     fn binary(
         &mut self,
         op: A,
         a: &ast::Expr,
         b: &ast::Expr,
         span: Span,
+        op_span: Span,
         pre: &mut Vec<Stmt>,
     ) -> DResult<Val> {
         if matches!(op, A::And | A::Or) {
@@ -418,7 +420,7 @@ impl<'a> Lowerer<'a> {
                 op,
                 ConstValue::Int(*x, Ty::InfInt),
                 ConstValue::Int(*y, Ty::InfInt),
-                span,
+                op_span,
             )?;
             return Ok(const_val(&cv));
         }
@@ -452,6 +454,12 @@ impl<'a> Lowerer<'a> {
             A::BitOr => BinOp::Or,
             A::Shl | A::Shr | A::Concat | A::And | A::Or => unreachable!("handled above"),
         };
+        if matches!(bop, BinOp::Div | BinOp::Mod) {
+            // p4c refuses a divisor known to be zero; so does hotplane, at the operator.
+            if let Ok(ConstValue::Int(0, _)) = self.const_eval().eval(b) {
+                return Err(Diagnostic::new(op_span, crate::types::by_zero(op)));
+            }
+        }
         if matches!(bop, BinOp::Div | BinOp::Mod) && ty.is_signed() {
             return self.err(
                 span,

@@ -66,19 +66,11 @@ impl<'a> Lowerer<'a> {
             }
             (Val::Loc(Storage::Union { members, .. }), "isValid") => {
                 argc(0)?;
-                let mut e = Expr::Const(0);
-                for mem in members {
-                    if let Storage::Header { hdr, .. } = mem {
-                        e = Expr::Binary {
-                            op: crate::ir::BinOp::LogicOr,
-                            a: Box::new(e),
-                            b: Box::new(Expr::IsValid(hdr)),
-                            width: 1,
-                            signed: false,
-                        };
-                    }
-                }
-                Ok(Some(Val::Scalar { e, ty: Ty::Bool }))
+                let valid = members.into_iter().filter_map(|m| match m {
+                    Storage::Header { hdr, .. } => Some(Expr::IsValid(hdr)),
+                    _ => None,
+                });
+                Ok(Some(Val::Scalar { e: any_of(valid.collect()), ty: Ty::Bool }))
             }
             (Val::Loc(Storage::Stack { stack, .. }), "push_front" | "pop_front") => {
                 argc(1)?;
@@ -539,4 +531,30 @@ impl<'a> Lowerer<'a> {
             _ => self.err(span, "expected an unsigned value of at most 64 bits"),
         }
     }
+}
+
+/// True if any of `terms` is, as a balanced tree of `||`: a union of many members must not
+/// become an expression as tall as it is wide (every pass after this one recurses on height).
+fn any_of(mut terms: Vec<Expr>) -> Expr {
+    if terms.is_empty() {
+        return Expr::Const(0);
+    }
+    while terms.len() > 1 {
+        let mut next = Vec::with_capacity(terms.len().div_ceil(2));
+        let mut pairs = terms.into_iter();
+        while let Some(a) = pairs.next() {
+            next.push(match pairs.next() {
+                Some(b) => Expr::Binary {
+                    op: crate::ir::BinOp::LogicOr,
+                    a: Box::new(a),
+                    b: Box::new(b),
+                    width: 1,
+                    signed: false,
+                },
+                None => a,
+            });
+        }
+        terms = next;
+    }
+    terms.pop().expect("one term left")
 }

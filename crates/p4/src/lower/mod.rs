@@ -6,6 +6,7 @@
 //! carries its position.
 
 mod blocks;
+mod budget;
 mod calls;
 mod expr;
 mod methods;
@@ -17,6 +18,7 @@ pub(crate) use table::annotation_text;
 use std::collections::HashMap;
 
 use crate::ast::{self, Decl, DeclKind, Ident};
+use crate::budget::{Budget, Limits};
 use crate::diag::{DResult, Diagnostic, Span};
 use crate::ir::{self, HdrRef, Place, SlotId, StackRef};
 use crate::types::{
@@ -72,7 +74,12 @@ pub(crate) struct Lowerer<'a> {
     return_target: Vec<Option<(Place, Ty)>>,
     /// Lowered top-level actions (by name) so that each is lowered once.
     global_actions: HashMap<String, u32>,
-    inline_depth: usize,
+    /// Every lowered action's index by its qualified name.
+    action_index: HashMap<String, u32>,
+    /// The budgets, and what the program has used of them.
+    spent: budget::Spent,
+    /// How deep each struct, header and union type nests (by composite index).
+    composite_depth: Vec<usize>,
     /// Position of each declaration in the program text (includes expanded), for listing
     /// tables, actions and instances in declaration order as p4c does in P4Info.
     decl_order: HashMap<Span, u32>,
@@ -96,10 +103,8 @@ impl ProgramBuilder {
     }
 }
 
-const MAX_INLINE_DEPTH: usize = 64;
-
 impl<'a> Lowerer<'a> {
-    fn new() -> Self {
+    fn new(limits: &Limits) -> Self {
         Lowerer {
             types: Types::default(),
             consts: HashMap::new(),
@@ -111,7 +116,9 @@ impl<'a> Lowerer<'a> {
             block: BlockKind::Control,
             return_target: Vec::new(),
             global_actions: HashMap::new(),
-            inline_depth: 0,
+            action_index: HashMap::new(),
+            spent: budget::Spent { limits: limits.clone(), ..Default::default() },
+            composite_depth: Vec::new(),
             decl_order: HashMap::new(),
         }
     }
@@ -310,6 +317,18 @@ impl<'a> Lowerer<'a> {
         (off, 0)
     }
 
+    /// How many struct, header, union and stack levels a value of `ty` has.
+    fn type_depth(&self, ty: &crate::types::Ty) -> usize {
+        use crate::types::Ty;
+        match ty {
+            Ty::Struct(i) | Ty::Union(i) | Ty::Header(i) => {
+                self.composite_depth.get(*i).copied().unwrap_or(1)
+            }
+            Ty::Stack(elem, _) => 1 + self.type_depth(elem),
+            _ => 0,
+        }
+    }
+
     // ---- declarations -------------------------------------------------------------------------
 
     fn declare_types(&mut self, program: &'a ast::Program) -> DResult<()> {
@@ -356,6 +375,7 @@ impl<'a> Lowerer<'a> {
                     fields: Vec::new(),
                     span: name.span,
                 });
+                self.composite_depth.push(1);
                 let mut defs = Vec::new();
                 for f in fields {
                     if defs.iter().any(|x: &FieldDef| x.name == f.name.name) {
@@ -386,6 +406,14 @@ impl<'a> Lowerer<'a> {
                         annotations: f.annotations.clone(),
                     });
                 }
+                // Every pass that walks a value of this type recurses once per level.
+                let depth = 1 + defs.iter().map(|f| self.type_depth(&f.ty)).max().unwrap_or(0);
+                let limit = self.spent.limits.nesting_depth;
+                if depth > limit {
+                    let what = format!("`{}`: types nest deeper than {limit}", name.name);
+                    return Err(self.over_budget(name.span, what, Budget::NestingDepth));
+                }
+                self.composite_depth[index] = depth;
                 self.types.composites[index].fields = defs;
             }
             DeclKind::Enum { name, underlying, members } => {
@@ -482,7 +510,12 @@ impl<'a> Lowerer<'a> {
 
 /// Check and lower a parsed program. The program must instantiate `V1Switch` as `main`.
 pub fn lower(program: &ast::Program) -> DResult<ir::Program> {
-    let mut l = Lowerer::new();
+    lower_with(program, &Limits::default())
+}
+
+/// [`lower`] under `limits` (see [`crate::budget`]).
+pub fn lower_with(program: &ast::Program, limits: &Limits) -> DResult<ir::Program> {
+    let mut l = Lowerer::new(limits);
     l.number_decls(&program.decls);
     l.declare_types(program)?;
     l.v1switch()
@@ -563,11 +596,19 @@ impl<'a> Lowerer<'a> {
         }
         let shared = Shared { hdr, meta, std };
         let (states, start_state) = self.parser_block(blocks[0], &shared)?;
+        for s in &states {
+            self.check_nesting(&s.body, blocks[0].span)?;
+        }
         let verify_checksum = self.control_block(blocks[1], &shared, 2)?;
+        self.check_nesting(&verify_checksum, blocks[1].span)?;
         let ingress = self.control_block(blocks[2], &shared, 3)?;
+        self.check_nesting(&ingress, blocks[2].span)?;
         let egress = self.control_block(blocks[3], &shared, 3)?;
+        self.check_nesting(&egress, blocks[3].span)?;
         let compute_checksum = self.control_block(blocks[4], &shared, 2)?;
+        self.check_nesting(&compute_checksum, blocks[4].span)?;
         let deparser = self.deparser_block(blocks[5], &shared)?;
+        self.check_nesting(&deparser, blocks[5].span)?;
         let prog = std::mem::take(&mut self.prog);
         Ok(ir::Program {
             headers: prog.headers,

@@ -28,7 +28,12 @@ impl<'a> Lowerer<'a> {
             }
             StmtKind::CompoundAssign { op, lhs, rhs } => {
                 let combined = ast::Expr {
-                    kind: ExprKind::Binary(*op, Box::new(lhs.clone()), Box::new(rhs.clone())),
+                    kind: ExprKind::Binary(
+                        *op,
+                        Box::new(lhs.clone()),
+                        Box::new(rhs.clone()),
+                        s.span,
+                    ),
                     span: s.span,
                 };
                 let dst = self.lvalue(lhs, out)?;

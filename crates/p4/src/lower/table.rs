@@ -207,8 +207,10 @@ impl<'a> Lowerer<'a> {
             },
             other => return self.err(tn.span, format!("instances of `{other}` are not supported")),
         };
+        let qualified = self.control_plane_name(&name.name, &d.annotations);
+        self.declare_instance(&qualified, &kind, d.span)?;
         self.prog.instances.push(ir::Instance {
-            name: self.control_plane_name(&name.name, &d.annotations),
+            name: qualified,
             kind,
             annotations: d.annotations.clone(),
             order: self.order_of(d),
@@ -351,6 +353,8 @@ impl<'a> Lowerer<'a> {
                 table.const_entries.push(self.const_entry(&table, e)?);
             }
         }
+        self.count(crate::budget::Budget::Tables, self.prog.tables.len() + 1, "tables", d.span)?;
+        self.declare_table(&table, d.span)?;
         self.prog.tables.push(table);
         Ok(self.prog.tables.len() as u32 - 1)
     }

@@ -64,7 +64,11 @@ impl Parser {
         self.enter()?;
         let r = self.ternary();
         self.leave();
-        r
+        let e = r?;
+        // Every whole expression is measured: a tree's parts may each be within the budget
+        // (parentheses nest by recursion, operator chains grow in loops) and still add up.
+        self.check_height(e.height(), e.span, "an expression")?;
+        Ok(e)
     }
 
     fn ternary(&mut self) -> DResult<Expr> {
@@ -81,18 +85,26 @@ impl Parser {
 
     fn binary(&mut self, min_prec: u8) -> DResult<Expr> {
         let mut lhs = self.unary()?;
+        // `a + b + c ...` is parsed in this loop but is a left-leaning tree as tall as the
+        // chain is long, so its height is kept here and checked as it grows: a tree over the
+        // budget is never built (dropping it would recurse as deep).
+        let mut height = None;
         while let Some((op, len)) = self.binop() {
             let prec = precedence(op);
             if prec < min_prec {
                 break;
             }
+            let op_span = self.span().to(self.peek_at(len - 1).span);
             self.pos += len;
             self.enter()?;
             let rhs = self.binary(prec + 1);
             self.leave();
             let rhs = rhs?;
             let span = lhs.span.to(rhs.span);
-            lhs = Expr { kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)), span };
+            let h = 1 + height.unwrap_or_else(|| lhs.height()).max(rhs.height());
+            self.check_height(h, span, "an expression")?;
+            height = Some(h);
+            lhs = Expr { kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs), op_span), span };
         }
         Ok(lhs)
     }
@@ -138,15 +150,23 @@ impl Parser {
     fn postfix(&mut self) -> DResult<Expr> {
         let start = self.span();
         let mut e = self.primary_expr()?;
+        // `a.b[1].c()...` grows in this loop; its height is checked as in `binary`.
+        let mut height = None;
         loop {
+            if let Some(h) = height {
+                self.check_height(h, e.span, "an expression")?;
+            }
+            let below = height.unwrap_or_else(|| e.height());
             if self.eat_punct(".") {
                 let name = self.member_name()?;
+                height = Some(below + 1);
                 e = Expr { span: start.to(name.span), kind: ExprKind::Member(Box::new(e), name) };
             } else if self.eat_punct("[") {
                 let index = self.expr()?;
                 if self.eat_punct(":") {
                     let lo = self.expr()?;
                     self.expect_punct("]")?;
+                    height = Some(1 + below.max(index.height()).max(lo.height()));
                     e = Expr {
                         span: self.since(start),
                         kind: ExprKind::Slice {
@@ -157,6 +177,7 @@ impl Parser {
                     };
                 } else {
                     self.expect_punct("]")?;
+                    height = Some(1 + below.max(index.height()));
                     e = Expr {
                         span: self.since(start),
                         kind: ExprKind::Index(Box::new(e), Box::new(index)),
@@ -170,6 +191,13 @@ impl Parser {
                     None => return Ok(e),
                 };
                 let args = self.args()?;
+                let parts = args
+                    .iter()
+                    .map(|a| a.value.height())
+                    .chain(type_args.iter().map(Type::height))
+                    .max()
+                    .unwrap_or(0);
+                height = Some(1 + below.max(parts));
                 e = Expr {
                     span: self.since(start),
                     kind: ExprKind::Call { callee: Box::new(e), type_args, args },

@@ -12,6 +12,7 @@ mod stmt;
 use std::collections::HashSet;
 
 use crate::ast::*;
+use crate::budget::{Budget, Exceeded, Limits};
 use crate::diag::{DResult, Diagnostic, Span};
 use crate::lexer::{Tok, Token};
 
@@ -64,12 +65,18 @@ pub const KEYWORDS: &[&str] = &[
 const CONTEXTUAL_NAMES: &[&str] =
     &["apply", "key", "actions", "state", "entries", "type", "priority"];
 
-/// Deeper nesting than this (parentheses, blocks, types) is refused rather than risking the stack.
-const MAX_DEPTH: usize = 200;
-
 /// Parse a preprocessed token stream (ending in `Eof`) into a program.
 pub fn parse(tokens: Vec<Token>) -> DResult<Program> {
+    parse_with(tokens, &Limits::default())
+}
+
+/// [`parse`] under `limits`: nesting (parentheses, blocks, types) deeper than
+/// `limits.nesting_depth`, and expression trees taller than that (a long `a + b + ...` is a
+/// tall tree even though it is parsed in a loop), are refused rather than risking the stack
+/// of every pass that walks them.
+pub fn parse_with(tokens: Vec<Token>, limits: &Limits) -> DResult<Program> {
     let mut p = Parser::new(tokens);
+    p.max_depth = limits.nesting_depth;
     let mut decls = Vec::new();
     while !p.at_eof() {
         if p.eat_punct(";") {
@@ -86,6 +93,7 @@ pub(crate) struct Parser {
     type_names: HashSet<String>,
     type_params: Vec<Vec<String>>,
     depth: usize,
+    max_depth: usize,
 }
 
 impl Parser {
@@ -96,7 +104,14 @@ impl Parser {
         }
         // Directives the preprocessor did not consume have no meaning to the parser.
         toks.retain(|t| !matches!(t.tok, Tok::Directive(_)));
-        Parser { toks, pos: 0, type_names: HashSet::new(), type_params: Vec::new(), depth: 0 }
+        Parser {
+            toks,
+            pos: 0,
+            type_names: HashSet::new(),
+            type_params: Vec::new(),
+            depth: 0,
+            max_depth: Limits::default().nesting_depth,
+        }
     }
 
     // ---- cursor -------------------------------------------------------------------------------
@@ -217,8 +232,29 @@ impl Parser {
 
     fn enter(&mut self) -> DResult<()> {
         self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return Err(Diagnostic::new(self.span(), "program nested too deeply"));
+        if self.depth > self.max_depth {
+            return Err(Diagnostic::over_budget(
+                self.span(),
+                format!("the program nests deeper than {}", self.max_depth),
+                self.depth_exceeded(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn depth_exceeded(&self) -> Exceeded {
+        Exceeded { budget: Budget::NestingDepth, limit: self.max_depth as u64 }
+    }
+
+    /// Refuse an expression (or type) tree of `height` nodes from root to leaf if that is over
+    /// the nesting budget; `span` is where the tree is.
+    fn check_height(&self, height: usize, span: Span, what: &str) -> DResult<()> {
+        if height > self.max_depth {
+            return Err(Diagnostic::over_budget(
+                span,
+                format!("{what} nests deeper than {}", self.max_depth),
+                self.depth_exceeded(),
+            ));
         }
         Ok(())
     }
@@ -406,10 +442,15 @@ impl Parser {
             }
         };
         let mut ty = Type { kind, span: self.since(start) };
+        let mut height = None;
         while self.is_punct("[") {
             self.bump();
             let size = self.expr()?;
             self.expect_punct("]")?;
+            // `T[1][1]...` is a tall type built in a loop, not by recursion.
+            let h = 1 + height.unwrap_or_else(|| ty.height()).max(size.height());
+            self.check_height(h, self.since(start), "a type")?;
+            height = Some(h);
             ty = Type {
                 span: self.since(start),
                 kind: TypeKind::Stack { elem: Box::new(ty), size: Box::new(size) },
