@@ -44,7 +44,7 @@ impl Code {
     /// Read a file, its form told by the extension (.o ELF, .c C, .s/.asm assembly, else
     /// bytecode) or, for ELF, by its magic number.
     pub fn from_file(path: &Path) -> Result<Code, String> {
-        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let bytes = crate::stages::read_local_file(path)?;
         let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
         Ok(match ext {
             _ if bytes.starts_with(b"\x7fELF") => Code::Elf(bytes),

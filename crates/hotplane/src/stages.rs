@@ -11,6 +11,43 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+/// Largest program, entries or source file the local config may name.
+pub const MAX_LOCAL_FILE_BYTES: u64 = 16 << 20;
+
+/// Read a file the local config names (never one an update names: those are refused). Only a
+/// regular file of at most `MAX_LOCAL_FILE_BYTES`: the open does not wait (a FIFO would block
+/// the control thread for good) and the read stops at the limit (`/dev/zero` never ends).
+pub fn read_local_file(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let meta = file.metadata().map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("cannot read {}: not a regular file", path.display()));
+    }
+    if meta.len() > MAX_LOCAL_FILE_BYTES {
+        return Err(format!(
+            "cannot read {}: larger than {MAX_LOCAL_FILE_BYTES} bytes",
+            path.display()
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_LOCAL_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if bytes.len() as u64 > MAX_LOCAL_FILE_BYTES {
+        return Err(format!(
+            "cannot read {}: larger than {MAX_LOCAL_FILE_BYTES} bytes",
+            path.display()
+        ));
+    }
+    Ok(bytes)
+}
+
 /// What a slot holds: a program, or nothing (packets pass the position untouched).
 pub type Program = Option<StageRef>;
 
@@ -278,6 +315,8 @@ impl StageSpec {
                     }
                 };
                 let path = cx.resolve(program);
+                // The compiler reads the file itself: check it is a bounded regular file first.
+                read_local_file(&path)?;
                 let include: Vec<_> = include.iter().map(|d| cx.resolve(d)).collect();
                 let ir =
                     hotplane_p4::compile_file(&path, &include, &[]).map_err(|e| e.to_string())?;
@@ -287,8 +326,8 @@ impl StageSpec {
                 let mut replication = Default::default();
                 if let Some(f) = entries {
                     let f = cx.resolve(f);
-                    let text = std::fs::read_to_string(&f)
-                        .map_err(|e| format!("cannot read {}: {e}", f.display()))?;
+                    let text = String::from_utf8(read_local_file(&f)?)
+                        .map_err(|_| format!("{}: not UTF-8 text", f.display()))?;
                     replication = hotplane_p4::runtime::load(&pipeline, &text)
                         .map_err(|e| format!("{}: {e}", f.display()))?
                         .replication;
@@ -313,8 +352,7 @@ impl StageSpec {
                 let (text, name) = match (file, source) {
                     (Some(f), None) => {
                         let path = cx.resolve(f);
-                        let text = std::fs::read(&path)
-                            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                        let text = read_local_file(&path)?;
                         let name = path
                             .file_name()
                             .map_or_else(|| f.clone(), |n| n.to_string_lossy().into_owned());
@@ -454,6 +492,55 @@ mod tests {
         assert!(s.build(&c).err().unwrap().contains("not an engine"));
         let s: StageSpec = serde_json::from_str(r#"{"stage":"ebpf","file":"missing.o"}"#).unwrap();
         assert!(s.build(&c).err().unwrap().contains("missing.o"));
+    }
+
+    /// A program file named by the local config must be a regular file of bounded size: a FIFO
+    /// would block the control thread for good and `/dev/zero` would grow memory without end.
+    #[test]
+    fn local_program_files_must_be_regular_and_bounded() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let ports = vec!["p0".to_string()];
+        let (ex, pre) = (BTreeMap::new(), BTreeMap::new());
+        let c = cx(&ports, &ex, &pre);
+        let dir = std::env::temp_dir().join(format!("hotplane-local-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `name` is a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        // Should a build block on the FIFO (the bug), open it for writing so the test ends
+        // with a wrong message instead of hanging.
+        let done = Arc::new(AtomicBool::new(false));
+        let unblocker = {
+            let (done, fifo) = (done.clone(), fifo.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                    use std::os::unix::fs::OpenOptionsExt;
+                    let _ = std::fs::OpenOptions::new()
+                        .write(true)
+                        .custom_flags(libc::O_NONBLOCK)
+                        .open(&fifo);
+                }
+            })
+        };
+        let big = dir.join("big.o");
+        std::fs::File::create(&big).unwrap().set_len(MAX_LOCAL_FILE_BYTES + 1).unwrap();
+        let (f, b) = (fifo.display(), big.display());
+        for (spec, want) in [
+            (format!(r#"{{"stage":"lua","file":"{f}"}}"#), "not a regular file"),
+            (format!(r#"{{"stage":"ebpf","file":"{f}"}}"#), "not a regular file"),
+            (format!(r#"{{"stage":"p4","program":"{f}"}}"#), "not a regular file"),
+            (format!(r#"{{"stage":"ebpf","file":"{b}"}}"#), "larger than"),
+            (format!(r#"{{"stage":"lua","file":"{b}"}}"#), "larger than"),
+        ] {
+            let s: StageSpec = serde_json::from_str(&spec).unwrap();
+            let e = s.build(&c).err().unwrap();
+            assert!(e.contains(want), "{spec}: {e}");
+        }
+        done.store(true, Ordering::Relaxed);
+        unblocker.join().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
