@@ -354,6 +354,14 @@ fn state_is_loaded_only_from_a_small_regular_file() {
     });
     let e = rx.recv_timeout(HANG).expect("start-up blocked on a FIFO");
     assert!(e.contains("not a regular file"), "{e}");
+    // Another user's file: whoever wrote it could choose which sequence numbers replay.
+    if is_root() {
+        let theirs = dir.join("theirs.json");
+        std::fs::write(&theirs, br#"{"last_seq":{"1":7}}"#).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let e = error_text(state_plane(&dir, &theirs).map(|(p, _)| p));
+        assert!(e.contains("owned by uid 65534"), "{e}");
+    }
     // The real thing still loads: seq 7 is a replay.
     let (plane, sock) = state_plane(&dir, &good).unwrap();
     let key = hotplane_control::parse_key(KEY_HEX).unwrap();
