@@ -4,7 +4,7 @@
 //! the program may touch (its stack and the regions the caller lists), so even an unverified
 //! program cannot read or write outside them.
 
-use crate::helpers::Helpers;
+use crate::helpers::{Helper, Helpers};
 use crate::insn::{alu, atomic, class, jmp, mem, pseudo, Insn};
 
 /// Bytes of stack per frame.
@@ -42,12 +42,17 @@ pub enum RunError {
     CallDepth { pc: usize },
     #[error("the program ran {0} instructions without finishing")]
     Budget(u64),
+    /// The checked mode found an access the verifier should have ruled out.
+    #[error("memory-safety violation: {0}")]
+    Violation(#[from] crate::oracle::Violation),
 }
 
 #[derive(Clone, Copy)]
 struct Frame {
     ret_pc: usize,
     saved: [u64; 4],
+    /// The caller's frame pointer.
+    r10: u64,
 }
 
 /// Local-call frames without allocation.
@@ -72,6 +77,94 @@ impl CallStack {
         }
         self.depth -= 1;
         self.frames[self.depth].take()
+    }
+}
+
+/// How an instruction touches memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessKind {
+    Read,
+    Write,
+    /// A read-modify-write (atomic) access.
+    Atomic,
+}
+
+impl AccessKind {
+    pub fn writes(self) -> bool {
+        self != AccessKind::Read
+    }
+}
+
+/// What memory a run may touch and where call frames live: the plain interpreter checks
+/// accesses against coarse regions; the checked mode ([`crate::oracle`]) against exactly what
+/// the verifier promises. Every method runs before the memory is touched.
+pub(crate) trait Memory {
+    /// May the instruction at `pc` access `[addr, addr + len)`?
+    fn check(&mut self, pc: usize, addr: u64, len: usize, kind: AccessKind)
+        -> Result<(), RunError>;
+    /// A local call from a frame whose top is `caller_r10`: the callee's frame top.
+    fn enter_frame(&mut self, pc: usize, caller_r10: u64) -> Result<u64, RunError>;
+    /// The current frame returned.
+    fn leave_frame(&mut self) {}
+    /// Before helper `h` runs with these registers.
+    fn before_helper(
+        &mut self,
+        _pc: usize,
+        _h: &Helper,
+        _regs: &[u64; 11],
+    ) -> Result<(), RunError> {
+        Ok(())
+    }
+    /// After helper `h` returned `r0` (it was called with `regs`).
+    fn after_helper(&mut self, _h: &Helper, _regs: &[u64; 11], _r0: u64) {}
+    /// A store of `value` (`len` bytes) to `addr`, already checked.
+    fn stored(&mut self, _pc: usize, _addr: u64, _len: usize, _value: u64) -> Result<(), RunError> {
+        Ok(())
+    }
+    /// `cmpxchg` compares memory with `expected` (r0): it must not be an address.
+    fn compared(&mut self, _pc: usize, _expected: u64) -> Result<(), RunError> {
+        Ok(())
+    }
+    /// The program returns `r0`.
+    fn exit(&mut self, _pc: usize, _r0: u64) -> Result<(), RunError> {
+        Ok(())
+    }
+}
+
+/// The plain interpreter's memory: the whole stack area and the caller's regions.
+struct Plain<'a> {
+    stack_lo: u64,
+    stack_hi: u64,
+    regions: &'a [Region],
+}
+
+impl Memory for Plain<'_> {
+    #[inline(always)]
+    fn check(
+        &mut self,
+        pc: usize,
+        addr: u64,
+        len: usize,
+        kind: AccessKind,
+    ) -> Result<(), RunError> {
+        let write = kind.writes();
+        let end = addr.checked_add(len as u64);
+        let inside = |lo: u64, hi: u64| end.is_some_and(|e| addr >= lo && e <= hi);
+        if inside(self.stack_lo, self.stack_hi)
+            || self
+                .regions
+                .iter()
+                .any(|r| (!write || r.writable) && inside(r.start, r.start + r.len))
+        {
+            Ok(())
+        } else {
+            Err(RunError::OutOfBounds { pc, addr, len, write })
+        }
+    }
+
+    #[inline(always)]
+    fn enter_frame(&mut self, _pc: usize, caller_r10: u64) -> Result<u64, RunError> {
+        Ok(caller_r10 - STACK_SIZE as u64)
     }
 }
 
@@ -105,24 +198,28 @@ pub fn interpret_on(
     let stack = &mut stack[..STACK_BYTES];
     let stack_lo = stack.as_mut_ptr() as u64;
     let stack_hi = stack_lo + stack.len() as u64;
+    let mut mem = Plain { stack_lo, stack_hi, regions };
+    run(&mut mem, prog, helpers, r1, r2, stack_hi, budget)
+}
+
+/// The interpreter loop, with `mem` deciding what may be touched; `r10` is the first frame's
+/// top.
+pub(crate) fn run<M: Memory>(
+    mem: &mut M,
+    prog: &[Insn],
+    helpers: &Helpers,
+    r1: u64,
+    r2: u64,
+    r10: u64,
+    budget: u64,
+) -> Result<u64, RunError> {
     let mut regs = [0u64; 11];
     regs[1] = r1;
     regs[2] = r2;
-    regs[10] = stack_hi;
+    regs[10] = r10;
     let mut frames = CallStack { frames: [const { None }; MAX_CALL_DEPTH], depth: 0 };
     let mut pc = 0usize;
     let mut executed = 0u64;
-    let check = |pc: usize, addr: u64, len: usize, write: bool| -> Result<(), RunError> {
-        let end = addr.checked_add(len as u64);
-        let inside = |lo: u64, hi: u64| end.is_some_and(|e| addr >= lo && e <= hi);
-        if inside(stack_lo, stack_hi)
-            || regions.iter().any(|r| (!write || r.writable) && inside(r.start, r.start + r.len))
-        {
-            Ok(())
-        } else {
-            Err(RunError::OutOfBounds { pc, addr, len, write })
-        }
-    };
     loop {
         executed += 1;
         if executed > budget {
@@ -270,7 +367,7 @@ pub fn interpret_on(
             class::LDX if matches!(i.mem_mode(), mem::MEM | mem::MEMSX) => {
                 let addr = regs[s].wrapping_add(i.off as i64 as u64);
                 let n = i.mem_size();
-                check(here, addr, n, false)?;
+                mem.check(here, addr, n, AccessKind::Read)?;
                 // SAFETY: [addr, addr + n) lies inside the stack or a region the caller vouched
                 // for (checked just above); unaligned reads are allowed.
                 let v = unsafe { load(addr, n) };
@@ -288,8 +385,9 @@ pub fn interpret_on(
             class::ST | class::STX if i.mem_mode() == mem::MEM => {
                 let addr = regs[d].wrapping_add(i.off as i64 as u64);
                 let n = i.mem_size();
-                check(here, addr, n, true)?;
+                mem.check(here, addr, n, AccessKind::Write)?;
                 let v = if i.class() == class::ST { i.imm as i64 as u64 } else { regs[s] };
+                mem.stored(here, addr, n, v)?;
                 // SAFETY: checked as for loads, against writable memory.
                 unsafe { store(addr, n, v) };
             }
@@ -298,9 +396,13 @@ pub fn interpret_on(
             {
                 let addr = regs[d].wrapping_add(i.off as i64 as u64);
                 let n = i.mem_size();
-                check(here, addr, n, true)?;
+                mem.check(here, addr, n, AccessKind::Atomic)?;
                 if addr % n as u64 != 0 {
                     return Err(RunError::Misaligned { pc: here, addr });
+                }
+                mem.stored(here, addr, n, regs[s])?;
+                if i.imm == atomic::CMPXCHG {
+                    mem.compared(here, regs[0])?;
                 }
                 // SAFETY: inside writable memory and naturally aligned (checked above).
                 let r = unsafe { atomic_op(addr, n, i.imm, regs[s], regs[0]) };
@@ -320,10 +422,14 @@ pub fn interpret_on(
                         pc = jump(pc, off)?;
                     }
                     jmp::EXIT => match frames.pop() {
-                        None => return Ok(regs[0]),
+                        None => {
+                            mem.exit(here, regs[0])?;
+                            return Ok(regs[0]);
+                        }
                         Some(f) => {
+                            mem.leave_frame();
                             regs[6..10].copy_from_slice(&f.saved);
-                            regs[10] += STACK_SIZE as u64;
+                            regs[10] = f.r10;
                             pc = f.ret_pc;
                         }
                     },
@@ -333,11 +439,13 @@ pub fn interpret_on(
                                 return Err(RunError::CallDepth { pc: here });
                             }
                             let target = jump(pc, i.imm as i64)?;
+                            let callee_r10 = mem.enter_frame(here, regs[10])?;
                             frames.push(Frame {
                                 ret_pc: pc,
                                 saved: [regs[6], regs[7], regs[8], regs[9]],
+                                r10: regs[10],
                             });
-                            regs[10] -= STACK_SIZE as u64;
+                            regs[10] = callee_r10;
                             pc = target;
                         } else {
                             let id = if i.is_src_reg() { regs[d] } else { i.imm as u32 as u64 };
@@ -345,10 +453,13 @@ pub fn interpret_on(
                                 .ok()
                                 .and_then(|id| helpers.get(id))
                                 .ok_or(RunError::UnknownHelper { pc: here, id })?;
+                            mem.before_helper(here, h, &regs)?;
                             // SAFETY: helpers are native functions of this runtime that check
                             // their own arguments (or rely on the verifier's argument types).
-                            regs[0] =
+                            let r0 =
                                 unsafe { (h.func)(regs[1], regs[2], regs[3], regs[4], regs[5]) };
+                            mem.after_helper(h, &regs, r0);
+                            regs[0] = r0;
                         }
                     }
                     _ => {

@@ -16,6 +16,7 @@ pub mod interp;
 pub mod jit;
 pub mod kernel;
 pub mod maps;
+pub mod oracle;
 pub mod program;
 pub mod stage;
 pub mod verifier;

@@ -7,12 +7,16 @@ use crate::insn::{pseudo, Insn};
 use crate::interp::{interpret_on, Region, RunError, STACK_BYTES};
 use crate::jit::{self, JitCode};
 use crate::maps::{Map, MapDef, MapKind};
+use crate::oracle::{run_checked, CheckedContext, CheckedMap};
 use crate::verifier::{self, Context, Env, MapInfo, Verified, VerifyError};
 use hotplane_core::Packet;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+/// Instructions a checked run may execute (verified programs end long before).
+const CHECKED_BUDGET: u64 = 1 << 26;
 
 /// Largest number of maps one program may use.
 pub const MAX_MAPS: usize = 64;
@@ -325,6 +329,83 @@ impl Program {
         let cpu = if cpu < self.cpus { cpu } else { cpu % self.cpus };
         let ctx = XdpCtx { rx_queue_index: worker, ..XdpCtx::default() };
         XdpRunner { program: self, entry: self.entry, cpu: cpu as u64, ctx }
+    }
+
+    /// The maps and the map values (`lddw map_value`) as the memory-safety oracle sees them.
+    fn checked_maps(&self) -> (Vec<CheckedMap>, Vec<Region>) {
+        let maps = self
+            .maps
+            .iter()
+            .map(|m| {
+                let (start, len) = m.region();
+                CheckedMap {
+                    addr: Arc::as_ptr(m) as u64,
+                    key_size: m.def.key_size,
+                    value_size: m.def.value_size,
+                    storage: Region { start, len, writable: true },
+                }
+            })
+            .collect();
+        let values = self
+            .verified
+            .insns
+            .iter()
+            .filter(|i| i.is_lddw() && i.src == pseudo::MAP_VALUE)
+            .filter_map(|i| self.maps.get(i.imm as usize))
+            .map(|m| Region { start: m.region().0, len: m.def.value_size as u64, writable: true })
+            .collect();
+        (maps, values)
+    }
+
+    /// Run an XDP program on `pkt` in the interpreter's checked mode (the memory-safety
+    /// oracle, [`crate::oracle`]), whatever the program's engine: any
+    /// [`RunError::Violation`] is an access the verifier should have refused.
+    pub fn run_checked_xdp(&self, pkt: &mut Packet, worker: u32) -> Result<u64, RunError> {
+        let mut ctx = XdpCtx { rx_queue_index: worker, ..XdpCtx::default() };
+        let in_port = pkt.meta.in_port;
+        let (headroom, tailroom) = (pkt.headroom() as u64, pkt.tailroom() as u64);
+        ctx.packet = std::ptr::addr_of_mut!(*pkt) as u64;
+        let data = pkt.data_mut();
+        let start = data.as_mut_ptr() as u64;
+        ctx.data = start;
+        ctx.data_end = start + data.len() as u64;
+        ctx.data_meta = start;
+        ctx.ingress_ifindex = in_port as u32 + 1;
+        let buffer = Region {
+            start: start - headroom,
+            len: headroom + data.len() as u64 + tailroom,
+            writable: true,
+        };
+        let (maps, values) = self.checked_maps();
+        let ctx_ptr = std::ptr::addr_of_mut!(ctx) as u64;
+        // SAFETY: `ctx` lives for the call and describes `pkt`, borrowed mutably here (helpers
+        // that move the packet keep data..data_end inside its buffer); the maps are `self`'s.
+        unsafe {
+            run_checked(
+                &self.linked,
+                &self.helpers,
+                CheckedContext::Xdp { ctx: ctx_ptr, buffer },
+                &maps,
+                &values,
+                CHECKED_BUDGET,
+            )
+        }
+    }
+
+    /// [`Program::run_mem`] in the checked mode.
+    pub fn run_checked_mem(&self, mem: &mut [u8]) -> Result<u64, RunError> {
+        let (maps, values) = self.checked_maps();
+        // SAFETY: `mem` is borrowed mutably for the call; the maps are `self`'s.
+        unsafe {
+            run_checked(
+                &self.linked,
+                &self.helpers,
+                CheckedContext::Mem(Region::of(mem, true)),
+                &maps,
+                &values,
+                CHECKED_BUDGET,
+            )
+        }
     }
 
     /// Run on plain memory (the conformance environment: r1 = memory, r2 = its length).

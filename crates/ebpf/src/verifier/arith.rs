@@ -45,6 +45,20 @@ impl Explorer<'_> {
             return Ok(());
         }
         let dst = self.read_reg(pc, st, i.dst)?;
+        if op == alu::END {
+            let Reg::Scalar(s) = dst else {
+                return Err(self.err(
+                    pc,
+                    format!(
+                        "a byte swap of r{}, which holds {}, is not allowed",
+                        i.dst,
+                        dst.describe()
+                    ),
+                ));
+            };
+            st.set(i.dst, Reg::Scalar(byte_swap(i, &s)));
+            return Ok(());
+        }
         let result = match (dst, src) {
             (Reg::Scalar(a), Reg::Scalar(b)) => Reg::Scalar(if wide {
                 self.scalar_op(op, i, &a, &b)
@@ -110,13 +124,6 @@ impl Explorer<'_> {
             alu::NEG => a
                 .as_const()
                 .map_or(Scalar::UNKNOWN, |x| Scalar::constant((x as i64).wrapping_neg() as u64)),
-            alu::END => a.as_const().map_or(Scalar::UNKNOWN, |x| {
-                Scalar::constant(match i.imm {
-                    16 => (x as u16).swap_bytes() as u64,
-                    32 => (x as u32).swap_bytes() as u64,
-                    _ => x.swap_bytes(),
-                })
-            }),
             _ => Scalar::UNKNOWN,
         }
     }
@@ -160,17 +167,6 @@ impl Explorer<'_> {
                 alu::RSH => x.wrapping_shr(y & 31),
                 alu::ARSH => ((x as i32) >> (y & 31)) as u32,
                 alu::NEG => (x as i32).wrapping_neg() as u32,
-                alu::END => {
-                    let v = a.as_const().unwrap_or(0);
-                    return Scalar::constant(match (i.is_src_reg(), i.imm) {
-                        (false, 16) => v as u16 as u64,
-                        (false, 32) => v as u32 as u64,
-                        (false, _) => v,
-                        (true, 16) => (v as u16).swap_bytes() as u64,
-                        (true, 32) => (v as u32).swap_bytes() as u64,
-                        (true, _) => v.swap_bytes(),
-                    });
-                }
                 _ => return Scalar::unknown32(),
             };
             return Scalar::constant(v as u64);
@@ -181,8 +177,6 @@ impl Explorer<'_> {
             alu::RSH => b.as_const().map_or(a, |k| a.shr(k as u32 & 31)),
             alu::DIV if i.off == 0 => a.div(&b),
             alu::MOD if i.off == 0 => a.rem(&b),
-            alu::END if !i.is_src_reg() && i.imm == 16 => Scalar::urange(0, 0xffff),
-            alu::END if i.imm == 16 => Scalar::urange(0, 0xffff),
             _ => Scalar::unknown32(),
         };
         if r.umax <= u32::MAX as u64 {
@@ -204,9 +198,11 @@ impl Explorer<'_> {
         }
         if let Some(c) = s.as_const() {
             let c = c as i64;
-            p.off = if sub { p.off.wrapping_sub(c) } else { p.off.wrapping_add(c) };
-            if p.off.abs() > 1 << 29 {
-                return Err(self.err(pc, "pointer offset out of range"));
+            // Checked, not wrapping: 2^63 added to a pointer must not come back in range.
+            let moved = if sub { p.off.checked_sub(c) } else { p.off.checked_add(c) };
+            match moved {
+                Some(off) if off.unsigned_abs() <= 1 << 29 => p.off = off,
+                _ => return Err(self.err(pc, "pointer offset out of range")),
             }
             return Ok(p);
         }
@@ -231,6 +227,33 @@ impl Explorer<'_> {
             p.range = 0;
         }
         Ok(p)
+    }
+}
+
+/// `BPF_END` on a scalar, as RFC 9669 defines it and both engines run it: in the ALU64 class
+/// (`bswap`) and in the ALU class with the source bit (`be`, to big-endian on this
+/// little-endian host) the low 16, 32 or 64 bits are swapped; in the ALU class without it (`le`)
+/// they are kept. Either way the result is the low `imm` bits zero-extended, so `le64` and `be64`
+/// in the 32-bit class keep all 64 bits: the operand is never truncated to 32 bits first.
+pub(super) fn byte_swap(i: Insn, s: &Scalar) -> Scalar {
+    let swap = i.class() == class::ALU64 || i.is_src_reg();
+    if let Some(c) = s.as_const() {
+        return Scalar::constant(match (swap, i.imm) {
+            (true, 16) => (c as u16).swap_bytes() as u64,
+            (true, 32) => (c as u32).swap_bytes() as u64,
+            (true, _) => c.swap_bytes(),
+            (false, 16) => c as u16 as u64,
+            (false, 32) => c as u32 as u64,
+            (false, _) => c,
+        });
+    }
+    match (swap, i.imm) {
+        (true, 16) => Scalar::urange(0, 0xffff),
+        (true, 32) => Scalar::unknown32(),
+        (true, _) => Scalar::UNKNOWN,
+        (false, 16) => s.and(&Scalar::constant(0xffff)),
+        (false, 32) => s.low32(),
+        (false, _) => *s,
     }
 }
 

@@ -14,10 +14,29 @@ impl Explorer<'_> {
             }
             return Ok(Next::End);
         }
+        // The returning frame's stack dies here: no pointer into it may survive, or a later
+        // access would land in whatever the engines put there next (the JIT: the next callee's
+        // saved registers).
         let depth = st.frames.len() - 1;
-        if let Reg::Ptr(p) = r0 {
-            if p.kind == (PtrKind::Stack { frame: depth as u8 }) {
-                return Err(self.err(pc, "a function returns a pointer to its own stack"));
+        let into_callee = |r: &Reg| matches!(r, Reg::Ptr(Ptr { kind: PtrKind::Stack { frame }, .. }) if *frame as usize >= depth);
+        if into_callee(&r0) {
+            return Err(self.err(pc, "a function returns a pointer to its own stack"));
+        }
+        for (k, fr) in st.frames[..depth].iter().enumerate() {
+            if let Some(r) = (6..=9).find(|&r| into_callee(&fr.regs[r])) {
+                return Err(self.err(
+                    pc,
+                    format!("r{r} of frame {k} points into the stack of the returning function"),
+                ));
+            }
+            if let Some((slot, _)) = fr.stack.spills.iter().find(|(_, r)| into_callee(r)) {
+                let off = *slot as i64 * 8 - STACK_SIZE as i64;
+                return Err(self.err(
+                    pc,
+                    format!(
+                        "stack slot {off} of frame {k} holds a pointer into the stack of the returning function"
+                    ),
+                ));
             }
         }
         let callee = st.frames.pop().unwrap_or_else(|| unreachable!());

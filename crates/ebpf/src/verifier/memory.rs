@@ -64,7 +64,10 @@ impl Explorer<'_> {
                 self.stack_depth = self.stack_depth.max((-o) as usize);
                 let idx = (STACK_SIZE as i64 + o) as usize;
                 let n = size as usize;
-                let stack = &mut st.frames[frame as usize].stack;
+                let Some(fr) = st.frames.get_mut(frame as usize) else {
+                    return Err(self.err(pc, "access to the stack of a function that returned"));
+                };
+                let stack = &mut fr.stack;
                 match a {
                     Access::Load { dst, signed, size } => {
                         let v = if size == 8 && idx % 8 == 0 && stack.is_spill(idx) {
@@ -173,10 +176,22 @@ impl Explorer<'_> {
                 if write {
                     return Err(self.err(pc, "the context is read-only"));
                 }
-                let Access::Load { dst, size, signed } = a else { unreachable!() };
-                let Some(o) = p.fixed().map(|f| f + off) else {
-                    return Err(self.err(pc, "context access at a variable offset"));
+                let Access::Load { dst, size, signed } = a else {
+                    return Err(self.err(pc, "the context is read-only"));
                 };
+                // As in Linux, fields are read through the context pointer as the program got
+                // it: the rewrite below then maps the instruction's own offset, and no sum of a
+                // moved pointer and an offset can wrap the 16-bit field.
+                if p.fixed() != Some(0) {
+                    return Err(self.err(
+                        pc,
+                        format!(
+                            "context access through a moved context pointer (moved by {}); read fields at an offset from the context pointer itself",
+                            p.fixed().map_or_else(|| "a variable".to_string(), |m| m.to_string())
+                        ),
+                    ));
+                }
+                let o = off;
                 match self.env.ctx {
                     Context::Xdp => {
                         let f = xdp_field(o)
@@ -194,11 +209,19 @@ impl Explorer<'_> {
                             XdpFieldKind::Scalar => Reg::Scalar(Scalar::unknown32()),
                         };
                         let size_bits = if f.ctx_size == 8 { mem::DW } else { mem::W };
+                        // Computed wide; a runtime offset that does not fit is refused.
+                        let runtime_off = f.ctx_offset as i64 + (i.off as i64 - o);
+                        let runtime_off = i16::try_from(runtime_off).map_err(|_| {
+                            self.err(
+                                pc,
+                                format!("context offset {runtime_off} does not fit in 16 bits"),
+                            )
+                        })?;
                         let new = Insn::new(
                             class::LDX | mem::MEM | size_bits,
                             i.dst,
                             i.src,
-                            f.ctx_offset - (o - i.off as i64) as i16,
+                            runtime_off,
                             0,
                         );
                         self.rewrite(pc, new, "reads different context fields")?;
@@ -249,7 +272,11 @@ pub(super) fn check_helper_mem(
                 return Err(format!("{n} bytes of stack from offset {o}"));
             }
             let idx = (STACK_SIZE as i64 + o) as usize;
-            let stack = &mut st.frames[frame as usize].stack;
+            let stack = &mut st
+                .frames
+                .get_mut(frame as usize)
+                .ok_or("a pointer into a live stack frame")?
+                .stack;
             let spills: Vec<(u16, bool)> = stack.pointer_spills(idx, n as usize).collect();
             if uninit_ok {
                 if spills.iter().any(|(_, whole)| !whole) {

@@ -142,8 +142,26 @@ struct Explorer<'a> {
     call_maps: HashMap<usize, Option<u32>>,
 }
 
-/// Verify `prog` in `env`.
+/// Verify `prog` in `env`. Never panics: a panic inside the verifier (a bug) refuses the
+/// program with "internal verifier error" instead of taking the control thread down.
 pub fn verify(prog: &[Insn], env: &Env<'_>) -> Result<Verified, VerifyError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| explore(prog, env))).unwrap_or_else(
+        |panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(VerifyError {
+                pc: 0,
+                text: String::new(),
+                msg: format!("internal verifier error ({what}); the program is refused"),
+            })
+        },
+    )
+}
+
+fn explore(prog: &[Insn], env: &Env<'_>) -> Result<Verified, VerifyError> {
     let shape = shape(prog, env)?;
     let mut x = Explorer {
         prog,
@@ -360,7 +378,18 @@ impl Explorer<'_> {
                         ));
                     }
                     if i.imm == atomic::CMPXCHG {
-                        self.read_reg(pc, st, 0)?;
+                        // cmpxchg compares memory with r0: a pointer there would tell the
+                        // program whether an address equals a value it chose.
+                        let expected = self.read_reg(pc, st, 0)?;
+                        if !matches!(expected, Reg::Scalar(_)) {
+                            return Err(self.err(
+                                pc,
+                                format!(
+                                    "cmpxchg compares memory with r0, which holds {}; only a scalar may be compared, or the result would reveal an address",
+                                    expected.describe()
+                                ),
+                            ));
+                        }
                     }
                     self.access(
                         pc,
