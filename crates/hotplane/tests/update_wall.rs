@@ -240,3 +240,21 @@ fn replayed_datagrams_are_acknowledged_within_the_rate_limit() {
     );
     plane.stop();
 }
+
+/// An update sent to a group MAC address (broadcast) is applied, but never answered: an ack
+/// would leave with a group address as its source.
+#[test]
+fn no_ack_leaves_from_a_group_mac_address() {
+    let plane = plane("");
+    let mut sender = UpdateSender::new(1, Some(key()), 47474);
+    sender.frame.dst_mac = hotplane_core::wire::EthernetAddress::BROADCAST;
+    let frame = sender.frames(&header(Kind::NativeStage, 3), br#"{"stage":"count"}"#).unwrap();
+    inject(&plane, frame[0].clone());
+    wait_datagrams(&plane, 1);
+    std::thread::sleep(Duration::from_millis(50));
+    let handles = plane.mem_handles();
+    plane.stop();
+    let r = MemReport::merge(&handles);
+    assert!(r.captured.iter().all(|f| ack_of(f, None).is_none()), "an ack was sent");
+    assert!(r.captured.iter().all(|f| f[6] & 1 == 0), "a frame left from a group address");
+}
