@@ -83,7 +83,16 @@ impl Control {
                 }
             }
             while let Ok(call) = self.requests.try_recv() {
-                let resp = self.handle(call.req);
+                // Updates are guarded in `apply`; this covers every other request (table
+                // writes, P4 entries, queries): a bug answers one request, never ends the thread.
+                let resp = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.handle(call.req)
+                }))
+                .unwrap_or_else(|panic| {
+                    let what = panic_message(panic.as_ref());
+                    tracing::error!("internal error while handling a request: {what}");
+                    Response::err(format!("internal error (please report it): {what}"))
+                });
                 let _ = call.reply.send(resp);
                 did = true;
             }
@@ -198,7 +207,15 @@ impl Control {
     }
 
     /// Apply a complete, authenticated update. `origin` is the worker that received it in-band.
+    ///
+    /// A panic while building or installing the program (a bug in a compiler or verifier that
+    /// some input reaches) refuses this one update with the panic's message; the control thread
+    /// and the programs that were running carry on.
     fn apply(&self, u: &Update, origin: Option<usize>) -> Result<Installed, Refusal> {
+        guarded(&u.header, || self.apply_unguarded(u, origin))
+    }
+
+    fn apply_unguarded(&self, u: &Update, origin: Option<usize>) -> Result<Installed, Refusal> {
         let h = &u.header;
         let n = self.registry.worker_count();
         let workers: Vec<usize> = match h.worker {
@@ -479,6 +496,33 @@ impl Control {
     }
 }
 
+/// Run `apply`, turning a panic into a refusal of the update `h` names.
+fn guarded(
+    h: &hotplane_control::UpdateHeader,
+    apply: impl FnOnce() -> Result<Installed, Refusal>,
+) -> Result<Installed, Refusal> {
+    // AssertUnwindSafe: a panic abandons only the program being built; the registry's published
+    // state changes only through `install`, whose slot swaps are single stores.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(apply)).unwrap_or_else(|panic| {
+        let what = panic_message(panic.as_ref());
+        tracing::error!(seq = h.seq, "internal error while applying an update: {what}");
+        Err(Refusal::of(
+            h,
+            Reason::ApplyFailed,
+            format!("internal error while applying the update (please report it): {what}"),
+        ))
+    })
+}
+
+/// The text of a caught panic (`panic!` with a literal or a formatted message).
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message")
+}
+
 /// The fields of a stage spec that name files of the node, if it has any. Only the local
 /// config file (and the local control socket's `install`) may name files; a spec that arrives
 /// in an update is remote input and is refused before anything is opened, so an update can
@@ -590,7 +634,32 @@ fn decode_hex(text: &str) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
-    use super::decode_hex;
+    use super::{decode_hex, guarded};
+    use hotplane_control::{Flags, Kind, Reason, Target, UpdateHeader, WorkerScope};
+
+    /// A bug that panics while an update is built (the red team's verifier crash killed the
+    /// control thread) refuses that update with the panic's message and returns normally.
+    #[test]
+    fn a_panic_while_applying_refuses_the_update() {
+        let h = UpdateHeader {
+            kind: Kind::EbpfBytecode,
+            flags: Flags::default(),
+            key_id: 1,
+            seq: 9,
+            target: Target::Position(hotplane_core::Position::Pre),
+            worker: WorkerScope::All,
+        };
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {})); // keep the test output readable
+        let formatted = guarded(&h, || panic!("index out of bounds: {}", 7));
+        let literal = guarded(&h, || panic!("literal"));
+        std::panic::set_hook(prev);
+        let refusal = formatted.expect_err("a panic is a refusal");
+        assert_eq!(refusal.reason, Reason::ApplyFailed);
+        assert_eq!(refusal.seq, Some(9));
+        assert!(refusal.message.contains("index out of bounds: 7"), "{}", refusal.message);
+        assert!(literal.unwrap_err().message.contains("literal"));
+    }
 
     #[test]
     fn hex_fragments_decode_or_refuse() {
