@@ -1,10 +1,17 @@
 //! Lua source as an update carries it: instrumentation, LuaJIT's parser, the trial run on the
 //! control thread, and, when it compiles, a run on a packet with a small step budget. Nothing
-//! may crash, hang, or touch memory outside the packet.
+//! may crash, hang (run with `-timeout=`: a loop the instrumentation missed spins), or touch
+//! memory outside the packet.
+//!
+//! Differential check of the lexer against LuaJIT: the compiler asks LuaJIT's own `load`
+//! before instrumenting, so whenever LuaJIT accepts the text, hotplane's lexer must accept it
+//! too, the instrumented text must compile, and the compiled bytecode must pass the check that
+//! every loop and function has a step check.
 #![no_main]
 
 use hotplane_core::{Batch, Pool, PoolConfig, Qsbr, Stage, WorkerCx};
-use hotplane_lua::{FunctionOpts, LuaConfig, LuaRuntime};
+use hotplane_lua::instrument::InstrumentError;
+use hotplane_lua::{CompileError, FunctionOpts, LuaConfig, LuaRuntime};
 use libfuzzer_sys::fuzz_target;
 use std::sync::{Arc, OnceLock};
 
@@ -47,7 +54,28 @@ const FRAME: [u8; 64] = {
 fuzz_target!(|data: &[u8]| {
     let e = env();
     let opts = FunctionOpts { jit: data.first().is_none_or(|b| b & 1 == 0), opt_level: 3 };
-    let Ok(def) = e.rt.compile(data, "fuzz", opts, None) else { return };
+    // The lexer alone never panics, whatever the bytes.
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = hotplane_lua::lexer::tokenize(text);
+    }
+    let def = match e.rt.compile(data, "fuzz", opts, None) {
+        Ok(def) => def,
+        Err(CompileError::Instrument(InstrumentError::Lex { line, what })) => {
+            panic!("LuaJIT accepted the source but the lexer refused it: line {line}: {what}")
+        }
+        Err(CompileError::Internal(m)) if m.starts_with("step checks") => {
+            panic!("the instrumented bytecode has an unchecked loop or function: {m}")
+        }
+        // LuaJIT's own limits (upvalues, registers, constants) can be crossed by the inserted
+        // checks; anything else means the instrumented text does not parse as its source did.
+        Err(CompileError::Internal(m))
+            if m.starts_with("instrumented source")
+                && !["too many", "overflow", "complex"].iter().any(|w| m.contains(w)) =>
+        {
+            panic!("the instrumented source does not compile: {m}")
+        }
+        Err(_) => return,
+    };
     let stage = e.rt.stage(def);
     let mut batch = Batch::new(4);
     for _ in 0..2 {

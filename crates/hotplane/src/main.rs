@@ -534,6 +534,38 @@ fn main() {
     }
 }
 
+/// How long `hotplane run` may take to stop after SIGINT or SIGTERM before the process exits
+/// anyway.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// SIGINT and SIGTERM always end `hotplane run`. The first one asks `cli::run` to stop the data
+/// plane cleanly; if the process is still there `STOP_GRACE` later (stopping joins every
+/// thread, and a thread stuck where nothing can interrupt it would hold that forever), or when a
+/// second signal comes, it exits with status 1.
+fn exit_guard() -> anyhow::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    std::thread::Builder::new().name("exit-guard".into()).spawn(move || {
+        let mut first = true;
+        for _ in signals.forever() {
+            if !first {
+                eprintln!("hotplane: second signal, exiting now");
+                std::process::exit(1);
+            }
+            first = false;
+            std::thread::spawn(|| {
+                std::thread::sleep(STOP_GRACE);
+                eprintln!(
+                    "hotplane: still running {} s after the signal, exiting",
+                    STOP_GRACE.as_secs()
+                );
+                std::process::exit(1);
+            });
+        }
+    })?;
+    Ok(())
+}
+
 /// Workers survive a panicking program (the batch is dropped and counted); keep a program that
 /// panics on every packet from flooding stderr: at most one report per second.
 fn quiet_panics() {
@@ -560,6 +592,7 @@ fn quiet_panics() {
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.cmd {
         Cmd::Run { config, json, stats_every, keep_running } => {
+            exit_guard()?;
             cli::run(&config, json, stats_every, keep_running)
         }
         Cmd::Demo { out, rate, duration_ms, json } => {

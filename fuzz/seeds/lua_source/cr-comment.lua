@@ -1,0 +1,1 @@
+return function(pkt) -- comment ended by CRwhile true do end end

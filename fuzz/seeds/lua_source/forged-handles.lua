@@ -1,0 +1,1 @@
+return function(pkt) local g = pkt.getSize local ok = pcall(g, {slot = 1}) local kept = pkt pkt:setMark(ok and 1 or 0) pkt.setMark(kept, 2) string.rep("x", "10000000") end
