@@ -310,3 +310,76 @@ fn loops_in_strings_and_comments_are_left_alone() {
         assert_eq!(out[0].user, 17_000_000 + 34_000 + 17, "jit {jit}: {err}");
     }
 }
+
+/// The lexer against LuaJIT itself: sources made of pairs of lexically tricky fragments.
+/// Whatever LuaJIT's parser accepts must instrument and compile (a lexer disagreement shows up
+/// as a lexer error, an instrumented text that no longer parses, or an unchecked loop in the
+/// bytecode); what it refuses is a syntax error.
+#[test]
+fn tricky_fragment_pairs_compile_whenever_luajit_accepts_them() {
+    let fragments = [
+        "-- c\r",
+        "-- c\n",
+        "-- c\r\n",
+        "-- c\n\r",
+        "--[[ ]]",
+        "--[==[ ]] ]=] ]==]",
+        "--[ x\r",
+        "--[=",
+        "[[ do ]]",
+        "[=[ ]] ]=]",
+        "'a\\\rb'",
+        "'a\\z \r\n b'",
+        "\"\\x41\\u{48}\\065\"",
+        "'it\\'s'",
+        "0x1p4",
+        "1e-3",
+        "0x1e+1",
+        "5ULL",
+        ".5",
+        "a..b",
+        "...",
+        "::l::",
+        "goto l",
+        "while x do",
+        "repeat",
+        "until x",
+        "for i = 1, 2 do",
+        "for k in pairs(t) do",
+        "end",
+        "function f(a)",
+        "local function g(...)",
+        "return",
+        "x = 1",
+        "(",
+        ")",
+        "\r",
+        "\n",
+        "do",
+        "doé",
+        "#",
+        "[",
+        "]",
+        "=",
+        "==",
+        "~=",
+        ";",
+        "é",
+    ];
+    let rt = LuaRuntime::new(1, LuaConfig { max_steps: 1000, ..LuaConfig::default() });
+    let mut accepted = 0;
+    for a in fragments {
+        for b in fragments {
+            let src = format!("local t, x = {{}}, false {a} {b} return function(pkt) end");
+            match rt.compile(src.as_bytes(), "pair", FunctionOpts::default(), None) {
+                Ok(_) => accepted += 1,
+                Err(
+                    hotplane_lua::CompileError::Syntax(_) | hotplane_lua::CompileError::Init(_),
+                ) => {}
+                Err(e) => panic!("{src:?}: LuaJIT accepts it but {e}"),
+            }
+        }
+    }
+    // The pairs exercise the lexer, not only the syntax check.
+    assert!(accepted > 150, "only {accepted} pairs compiled");
+}
