@@ -1,6 +1,7 @@
 //! P4 source text (from files, `hotplane push --p4` and update packets): the preprocessor,
 //! lexer, parser and type checker must return a diagnostic for anything they cannot take,
-//! never panic, and never run away on nesting or macro expansion; a program they accept must
+//! never panic, and never run away on nesting, inlining, includes or declared sizes (the
+//! budgets of `hotplane_p4::budget`); a program they accept must
 //! compile and run packets (owned and in place) without panicking.
 #![no_main]
 
@@ -20,7 +21,13 @@ fuzz_target!(|data: &[u8]| {
         Ok(ir) => ir,
         Err(e) => {
             // Rendering must cope with every span the front-end can produce.
-            assert!(!e.to_string().is_empty());
+            let text = e.to_string();
+            assert!(!text.is_empty());
+            // A budget refusal names the budget and its limit (seeds at and over each limit
+            // are in fuzz/seeds/p4_source).
+            if let Some(x) = e.exceeded {
+                assert!(text.contains(&format!("`{}` budget (limit {})", x.budget, x.limit)));
+            }
             return;
         }
     };

@@ -106,7 +106,7 @@ impl Default for Limits {
             expanded_tokens: 4_000_000,
             nesting_depth: 128,
             call_depth: 32,
-            code_size: 1_000_000,
+            code_size: 250_000,
             tables: 1024,
             actions: 4096,
             parser_states: 1024,

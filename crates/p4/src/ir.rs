@@ -565,3 +565,48 @@ pub fn any_stmt(stmts: &[Stmt], pred: &mut impl FnMut(&Stmt) -> bool) -> bool {
             }
     })
 }
+
+/// How deep `stmts` nest: 1 for a flat list, one more for each body inside a statement.
+/// Iterative: it measures bodies not yet known to be shallow.
+pub fn nesting(stmts: &[Stmt]) -> usize {
+    let mut deepest = 0;
+    let mut stack: Vec<(&[Stmt], usize)> = vec![(stmts, 1)];
+    while let Some((list, depth)) = stack.pop() {
+        if !list.is_empty() {
+            deepest = deepest.max(depth);
+        }
+        for s in list {
+            match s {
+                Stmt::If(_, a, b) => stack.extend([(&a[..], depth + 1), (&b[..], depth + 1)]),
+                Stmt::Block(a) | Stmt::Scope(a) => stack.push((a, depth + 1)),
+                Stmt::Switch { cases, default, .. } => {
+                    stack.extend(cases.iter().map(|(_, c)| (&c[..], depth + 1)));
+                    stack.push((default, depth + 1));
+                }
+                _ => {}
+            }
+        }
+    }
+    deepest
+}
+
+/// Statements in `stmts`, nested ones included.
+pub fn statements(stmts: &[Stmt]) -> usize {
+    let mut n = 0;
+    let mut stack: Vec<&[Stmt]> = vec![stmts];
+    while let Some(list) = stack.pop() {
+        n += list.len();
+        for s in list {
+            match s {
+                Stmt::If(_, a, b) => stack.extend([&a[..], &b[..]]),
+                Stmt::Block(a) | Stmt::Scope(a) => stack.push(a),
+                Stmt::Switch { cases, default, .. } => {
+                    stack.extend(cases.iter().map(|(_, c)| &c[..]));
+                    stack.push(default);
+                }
+                _ => {}
+            }
+        }
+    }
+    n
+}

@@ -237,7 +237,7 @@ impl<'a> Lowerer<'a> {
         self.scopes = saved;
         let body = body?;
         self.check_nesting(&body, span)?;
-        self.inlined(calls, super::budget::statements(&body), span)?;
+        self.inlined(calls, crate::ir::statements(&body), span)?;
         pre.push(Stmt::Scope(body));
         Ok(())
     }

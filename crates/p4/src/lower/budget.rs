@@ -5,14 +5,15 @@
 use super::Lowerer;
 use crate::budget::{Budget, Limits};
 use crate::diag::{DResult, Diagnostic, Span};
-use crate::ir::{self, Stmt};
+use crate::ir::{self, nesting, Stmt};
 
 /// Bytes a cell of each kind of instance takes (`hotplane_tables`' arrays).
 const REGISTER_CELL_BYTES: u64 = 8;
 const COUNTER_CELL_BYTES: u64 = 16;
 const METER_CELL_BYTES: u64 = 80;
-/// What a table entry costs beyond its key and action data (entry header, index slot).
-const TABLE_ENTRY_OVERHEAD: u64 = 32;
+/// What a table entry costs beyond its key and action data (entry header, index slots at the
+/// tables' load factor, its share of the table's code): measured, about 150 bytes in all.
+const TABLE_ENTRY_OVERHEAD: u64 = 128;
 /// An LPM table's first level has one 4-byte word per value of its first (up to) 24 bits.
 const LPM_FIRST_LEVEL_BITS: u32 = 24;
 
@@ -170,49 +171,4 @@ impl Lowerer<'_> {
         let size = (t.size as u64).max(t.const_entries.len() as u64).max(1);
         self.declare_state(&format!("table {}", t.name), size, entry, first_level, span)
     }
-}
-
-/// How deep `stmts` nest: 1 for a flat list, one more for each body inside a statement.
-/// Iterative: it measures bodies not yet known to be shallow.
-pub(crate) fn nesting(stmts: &[Stmt]) -> usize {
-    let mut deepest = 0;
-    let mut stack: Vec<(&[Stmt], usize)> = vec![(stmts, 1)];
-    while let Some((list, depth)) = stack.pop() {
-        if !list.is_empty() {
-            deepest = deepest.max(depth);
-        }
-        for s in list {
-            match s {
-                Stmt::If(_, a, b) => stack.extend([(&a[..], depth + 1), (&b[..], depth + 1)]),
-                Stmt::Block(a) | Stmt::Scope(a) => stack.push((a, depth + 1)),
-                Stmt::Switch { cases, default, .. } => {
-                    stack.extend(cases.iter().map(|(_, c)| (&c[..], depth + 1)));
-                    stack.push((default, depth + 1));
-                }
-                _ => {}
-            }
-        }
-    }
-    deepest
-}
-
-/// Statements in `stmts`, nested ones included.
-pub(crate) fn statements(stmts: &[Stmt]) -> usize {
-    let mut n = 0;
-    let mut stack: Vec<&[Stmt]> = vec![stmts];
-    while let Some(list) = stack.pop() {
-        n += list.len();
-        for s in list {
-            match s {
-                Stmt::If(_, a, b) => stack.extend([&a[..], &b[..]]),
-                Stmt::Block(a) | Stmt::Scope(a) => stack.push(a),
-                Stmt::Switch { cases, default, .. } => {
-                    stack.extend(cases.iter().map(|(_, c)| &c[..]));
-                    stack.push(default);
-                }
-                _ => {}
-            }
-        }
-    }
-    n
 }

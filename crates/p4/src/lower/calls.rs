@@ -1,13 +1,13 @@
 //! Calls: actions and functions (inlined with copy-in/copy-out), methods of headers, stacks,
 //! tables, packets and extern instances, and v1model's extern functions.
 
-use super::budget::statements;
 use super::expr::{bits_of, Val};
 use super::stmt::storage_val;
 use super::{Binding, Lowerer, Storage};
 use crate::ast::{self, DeclKind, Direction, ExprKind};
 use crate::budget::Budget;
 use crate::diag::{DResult, Span};
+use crate::ir::statements;
 use crate::ir::{self, Expr, Place, Stmt};
 use crate::types::Ty;
 

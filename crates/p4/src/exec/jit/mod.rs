@@ -31,7 +31,38 @@ use cranelift_module::{FuncId, Module};
 
 use super::table::ApplySite;
 use super::{Compiler, Ctx, Flow, StmtFn};
-use crate::ir::Stmt;
+use crate::ir::{statements, Stmt};
+
+/// The most statements and select cases (parser states count one each) one native function
+/// may hold; about a second of code generation at most.
+pub const NATIVE_MAX_SIZE: usize = 4096;
+
+/// The statements (nested ones included) and select cases of `body`, with the parser's if
+/// it is part of it.
+fn native_size(c: &Compiler<'_>, body: &Body<'_>) -> usize {
+    let parser = || -> usize {
+        c.prog
+            .states
+            .iter()
+            .map(|s| {
+                let cases = match &s.transition {
+                    crate::ir::Transition::Select { cases, .. } => cases.len(),
+                    _ => 0,
+                };
+                1 + statements(&s.body) + cases
+            })
+            .sum()
+    };
+    let controls = |cs: &[&[Stmt]]| cs.iter().map(|b| statements(b)).sum::<usize>();
+    match body {
+        Body::Block(stmts) => statements(stmts),
+        Body::Front(cs) => parser() + controls(cs),
+        Body::Back(cs) => controls(cs),
+        Body::Whole { front, checksum, deparser } => {
+            parser() + controls(front) + statements(checksum) + statements(deparser)
+        }
+    }
+}
 
 /// How a pipeline runs its blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -484,6 +515,16 @@ impl Jit {
         c: &Compiler<'_>,
         body: Body<'_>,
     ) -> Result<Option<Pending>, String> {
+        // Cranelift's time grows faster than linearly with one function's blocks (its
+        // dominator tree and verifier walk chains of them), so a huge body is refused here and
+        // the program runs on closures, whose compile time is linear.
+        let size = native_size(c, &body);
+        if size > NATIVE_MAX_SIZE {
+            return Err(format!(
+                "one function would hold {size} statements and select cases, more than the \
+                 {NATIVE_MAX_SIZE} native code takes"
+            ));
+        }
         self.module.clear_context(&mut self.ctx);
         let ptr = self.module.target_config().pointer_type();
         let sig = &mut self.ctx.func.signature;
