@@ -42,6 +42,8 @@ pub enum Budget {
     InstanceEntries,
     /// Bytes of all tables, registers, counters and meters together, as declared.
     StateBytes,
+    /// Bytes of one packet's state: headers, metadata, locals (every worker holds some).
+    PacketStateBytes,
 }
 
 impl Budget {
@@ -61,6 +63,7 @@ impl Budget {
             Budget::SelectCases => "select_cases",
             Budget::InstanceEntries => "instance_entries",
             Budget::StateBytes => "state_bytes",
+            Budget::PacketStateBytes => "packet_state_bytes",
         }
     }
 }
@@ -95,6 +98,7 @@ pub struct Limits {
     pub select_cases: usize,
     pub instance_entries: u64,
     pub state_bytes: u64,
+    pub packet_state_bytes: usize,
 }
 
 impl Default for Limits {
@@ -113,6 +117,7 @@ impl Default for Limits {
             select_cases: 16_384,
             instance_entries: 1 << 24,
             state_bytes: 1 << 30,
+            packet_state_bytes: 1 << 20,
         }
     }
 }
@@ -132,6 +137,7 @@ impl Limits {
             Budget::Actions => self.actions,
             Budget::ParserStates => self.parser_states,
             Budget::SelectCases => self.select_cases,
+            Budget::PacketStateBytes => self.packet_state_bytes,
             Budget::InstanceEntries => return self.instance_entries,
             Budget::StateBytes => return self.state_bytes,
         };

@@ -169,6 +169,27 @@ fn nested_structs(n: usize) -> String {
     Program { top: &top, decls: &decls, ..Default::default() }.text()
 }
 
+/// Structs three levels deep, each with `n` fields of the level below, and a metadata
+/// variable of the top one: `n^3` slots.
+fn struct_fanout(n: usize) -> String {
+    let mut top = format!("struct s0 {{ {} }}\n", chain(n, |i| format!("bit<8> f{i};"), " "));
+    for level in 1..3 {
+        let fields = chain(n, |i| format!("s{} f{i};", level - 1), " ");
+        writeln!(top, "struct s{level} {{ {fields} }}").unwrap();
+    }
+    Program { top: &top, decls: "s2 wide;", body: "hdr.h.a = 1;", ..Default::default() }.text()
+}
+
+/// A header stack of `n` headers of `fields` 128-bit fields in a struct, `copies` times.
+fn header_stacks(copies: usize) -> String {
+    let top = format!(
+        "header wide_t {{ {} }}\nstruct stacks_t {{ {} }}",
+        chain(64, |i| format!("bit<128> f{i};"), " "),
+        chain(copies, |i| format!("wide_t[4096] s{i};"), " ")
+    );
+    Program { top: &top, decls: "stacks_t st;", body: "hdr.h.a = 1;", ..Default::default() }.text()
+}
+
 /// Typedefs `t0` .. `t{n-1}`, each naming the one before.
 fn typedef_chain(n: usize) -> String {
     let mut top = String::from("typedef bit<8> t0;\n");
@@ -271,6 +292,8 @@ fn program_for(case: &str) -> String {
         "nested_negations" => nested_negations(n),
         "nested_structs" => nested_structs(n),
         "typedef_chain" => typedef_chain(n),
+        "struct_fanout" => struct_fanout(n),
+        "header_stacks" => header_stacks(n),
         "parser_state_chain" => parser_state_chain(n),
         "select_cases" => select_cases(n),
         "tables" => tables(n),
@@ -444,6 +467,12 @@ fn huge_registers_counters_and_meters_are_refused() {
     refused("counter:4294967295", "instance_entries");
     refused("meter:4294967295", "instance_entries");
     refused("many_registers:1000", "over the `state_bytes` budget (limit 1073741824)");
+}
+
+#[test]
+fn wide_per_packet_state_is_refused() {
+    refused("struct_fanout:1000", "over the `packet_state_bytes` budget");
+    refused("header_stacks:100", "over the `packet_state_bytes` budget");
 }
 
 #[test]

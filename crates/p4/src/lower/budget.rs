@@ -106,6 +106,17 @@ impl Lowerer<'_> {
         })
     }
 
+    /// Refuse storage past the per-packet budget: a struct of structs of structs multiplies
+    /// its fields, and every packet in flight holds all of them. Called as storage grows.
+    pub(crate) fn check_packet_state(&self, name: &str, span: Span) -> DResult<()> {
+        let p = &self.prog;
+        let bytes = p.header_bytes as u64 + p.slots as u64 * 16 + p.headers.len() as u64;
+        self.spent.limits.check(Budget::PacketStateBytes, bytes).map_err(|exceeded| {
+            let what = format!("`{name}` makes each packet's state too large");
+            Diagnostic::over_budget(span, what, exceeded)
+        })
+    }
+
     pub(crate) fn count_select_cases(&mut self, n: usize, span: Span) -> DResult<()> {
         self.spent.select_cases += n;
         self.count(Budget::SelectCases, self.spent.select_cases, "select cases", span)

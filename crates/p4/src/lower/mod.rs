@@ -194,6 +194,7 @@ impl<'a> Lowerer<'a> {
     pub fn alloc(&mut self, ty: &Ty, name: &str, span: Span) -> DResult<Storage> {
         Ok(match ty {
             Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Enum(_) | Ty::Error => {
+                self.check_packet_state(name, span)?;
                 let width = ty.scalar_width(&self.types).unwrap_or(1);
                 Storage::Scalar {
                     place: Place::Slot { slot: self.prog.slot(), width },
@@ -235,6 +236,7 @@ impl<'a> Lowerer<'a> {
     }
 
     fn alloc_header(&mut self, ty: usize, name: &str, span: Span) -> DResult<u32> {
+        self.check_packet_state(name, span)?;
         let c = &self.types.composites[ty];
         let mut fields = Vec::with_capacity(c.fields.len());
         let mut off = 0u32;
