@@ -9,7 +9,7 @@
 //! every loop and function has a step check.
 #![no_main]
 
-use hotplane_core::{Batch, Pool, PoolConfig, Qsbr, Stage, WorkerCx};
+use hotplane_core::{Batch, Pool, PoolConfig, Qsbr, WorkerCx};
 use hotplane_lua::instrument::InstrumentError;
 use hotplane_lua::{CompileError, FunctionOpts, LuaConfig, LuaRuntime};
 use libfuzzer_sys::fuzz_target;

@@ -17,7 +17,7 @@
 //! lexical rules (line ends, long brackets, escapes): a scanner that disagreed with LuaJIT about
 //! where a comment ends once left a loop without a check.
 
-use crate::lexer::{tokenize, LexError, TokenKind, Tokens};
+use crate::lexer::{tokenize, LexError, Token, TokenKind, Tokens};
 
 /// Names starting with this are reserved for the runtime.
 pub const RESERVED_PREFIX: &str = "__hp";
@@ -49,14 +49,14 @@ pub fn instrument(src: &str) -> Result<String, InstrumentError> {
     // only; the instrumented text is embedded in a wrapper, so they go (the line end stays).
     let mut copied = header.end;
     let mut function_pending = false;
-    for t in &tokens {
+    for (i, t) in tokens.iter().enumerate() {
         let (before, after) = match t.kind {
             TokenKind::Name if t.text.starts_with(RESERVED_PREFIX) => {
                 return Err(InstrumentError::Reserved { line: t.line, name: t.text.to_string() })
             }
             // Loop bodies and `do` blocks, `repeat` bodies.
             TokenKind::Keyword if t.text == "do" || t.text == "repeat" => (false, true),
-            TokenKind::Keyword if t.text == "goto" => (true, false),
+            TokenKind::Keyword if t.text == "goto" => (is_goto_statement(&tokens, i), false),
             TokenKind::Keyword if t.text == "function" => {
                 function_pending = true;
                 (false, false)
@@ -81,6 +81,28 @@ pub fn instrument(src: &str) -> Result<String, InstrumentError> {
     }
     out.push_str(src.get(copied..).unwrap_or(""));
     Ok(out)
+}
+
+/// Whether the `goto` at `tokens[i]` is a goto statement. LuaJIT also takes `goto` as a name
+/// (`local goto = 1`, `while goto do end`, `t.goto`); it parses a goto statement only where a
+/// statement starts and the next token is a name (`lj_parse.c`, `parse_stmt`). A statement
+/// starts at the beginning, after a token that opens a block, or after one that can end the
+/// statement before. (A check placed before a `goto` that is not a statement would make the
+/// instrumented text fail to parse, a refusal; one missing before a real backward goto is caught
+/// by the bytecode check.)
+fn is_goto_statement(tokens: &[Token<'_>], i: usize) -> bool {
+    if tokens.get(i + 1).is_none_or(|next| next.kind != TokenKind::Name) {
+        return false;
+    }
+    let Some(prev) = i.checked_sub(1).and_then(|p| tokens.get(p)) else { return true };
+    match prev.kind {
+        TokenKind::Name | TokenKind::Number | TokenKind::String => true,
+        TokenKind::Keyword => matches!(
+            prev.text,
+            "end" | "true" | "false" | "nil" | "break" | "do" | "then" | "else" | "repeat"
+        ),
+        TokenKind::Punct => matches!(prev.text, ")" | "]" | "}" | "..." | ";" | "::"),
+    }
 }
 
 #[cfg(test)]
@@ -148,6 +170,19 @@ mod tests {
             ("doé = 1 repeat until x", 1),
             ("for i = 1, 3 do end for k, v in pairs(t) do end", 2),
             ("::a:: goto a", 1),
+            // `goto` as a name: no check (LuaJIT parses these as variables).
+            ("while goto do end", 1),
+            ("local goto = 1 x = goto y = 2", 0),
+            ("t.goto = 1 local a = t.goto", 0),
+            ("local function goto(goto) return goto end", 1),
+            ("::goto:: x = 1", 0),
+            // and as a statement after every kind of statement end
+            ("x = 1 goto a ::a::", 1),
+            ("f() goto a ::a:: do goto a end repeat goto a until x", 5),
+            ("if x then goto a else goto a end ::a::", 2),
+            ("x = y; goto a ::a:: x = {} goto a", 2),
+            ("x = 'a' goto a ::a:: x = t[1] goto a", 2),
+            ("x = nil goto a ::a:: x = true goto a x = ... goto a", 3),
             ("local function f() return f() end", 1),
             ("local f = function(...) end local g = function(a, b, ...) end", 2),
             ("local t = { f = function() end } function t:m(a) end function t.n() end", 3),

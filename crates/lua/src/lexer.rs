@@ -12,7 +12,8 @@
 //! first line are skipped. Where LuaJIT would refuse the text, this lexer refuses it too (it
 //! never guesses).
 
-/// Lua's reserved words (LuaJIT's `TKDEF`); `goto` is one in LuaJIT.
+/// Lua's reserved words (LuaJIT's `TKDEF`). `goto` is one in LuaJIT, but its parser also
+/// takes it as a name wherever a name goes; only a statement `goto name` jumps.
 pub const KEYWORDS: [&str; 22] = [
     "and", "break", "do", "else", "elseif", "end", "false", "for", "function", "goto", "if", "in",
     "local", "nil", "not", "or", "repeat", "return", "then", "true", "until", "while",
