@@ -340,12 +340,24 @@ fn template(c: &mut Choices, f: &mut Func, me: usize, funcs: usize) {
             // A local call: arguments may be pointers into this frame.
             if me + 1 < funcs {
                 let callee = me + 1 + c.below((funcs - me - 1) as u8) as usize;
-                if c.byte() & 1 == 0 {
+                let slot = -8 * (1 + c.below(4) as i16);
+                let pass = c.byte() & 1 == 0;
+                if pass {
                     f.mov_reg(1, 10);
-                    f.add_imm(1, -8 * (1 + c.below(4) as i32));
+                    f.add_imm(1, slot as i32);
                 }
                 f.calls.push((f.insns.len(), callee));
                 f.push(Insn::new(op::CALL, 0, pseudo::CALL, 0, 0));
+                if pass && c.byte() & 1 == 0 {
+                    // Use what the callee may have left in the slot (a pointer into its
+                    // frame, now dead): read or write through it, or pass it on.
+                    f.push(Insn::new(class::LDX | mem::MEM | mem::DW, 9, 10, slot, 0));
+                    match c.below(3) {
+                        0 => f.push(Insn::new(class::LDX | mem::MEM | mem::DW, 0, 9, 0, 0)),
+                        1 => f.push(Insn::new(class::ST | mem::MEM | mem::DW, 9, 0, 0, c.i32())),
+                        _ => f.mov_reg(1, 9),
+                    }
+                }
             } else {
                 // In the last function: keep a stack pointer through r1/r0 (the leak shapes).
                 let (dst, src) = (c.pick(&[1, 2, 0]), c.pick(&[10, 2, 3]));
