@@ -4,8 +4,11 @@
 //! ([`preprocess`]), a lexer ([`lexer`]), a parser to a syntax tree ([`parser`], [`ast`]), and
 //! diagnostics with file, line and column ([`diag`]); name resolution and type checking lower
 //! the program to an IR of storage locations and known externs ([`lower`], [`ir`], [`types`]).
-//! Nothing here needs p4c installed. [`exec`] compiles the IR to machine code with Cranelift
-//! (a library, linked in; no compiler is run) and to closures where it does not reach.
+//! Programs come from outside (updates, files), so what one can make the front-end and the
+//! node do is bounded by [`budget::Limits`]: a program over a budget is refused with an error
+//! naming it, never a crash, a hang or unbounded memory. Nothing here needs p4c installed.
+//! [`exec`] compiles the IR to machine code with Cranelift (a library, linked in; no compiler
+//! is run) and to closures where it does not reach.
 //!
 //! This crate builds on `hotplane-core` (packets, stages) and `hotplane-tables` (the match-action
 //! tables behind P4 tables). It must never depend on I/O, on the control protocol, or on another
@@ -30,6 +33,26 @@ use budget::{Budget, Limits};
 use diag::{CompileError, SourceMap};
 use preprocess::SourceLoader;
 
+/// The stack the front-end and code generation run on, whatever thread calls them. Both
+/// recurse on the program's nesting; the budgets ([`budget::Limits::nesting_depth`],
+/// `call_depth`) keep a program at every limit within a small part of this even in an
+/// unoptimised build (which overflowed 2 MiB; optimised, 512 KiB is enough). It is address
+/// space: only what a compilation touches becomes memory.
+pub const COMPILE_STACK: usize = 32 << 20;
+
+/// Run `f` on a thread with [`COMPILE_STACK`] bytes of stack and return what it returns (a
+/// panic in `f` carries on in the caller); `Err` if no thread can be started.
+pub fn on_compile_stack<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T, String> {
+    std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new()
+            .name("hotplane-p4-compile".into())
+            .stack_size(COMPILE_STACK)
+            .spawn_scoped(scope, f)
+            .map_err(|e| format!("cannot start a thread to compile on: {e}"))?;
+        Ok(thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+    })
+}
+
 /// Preprocess and parse a program. `name` is used in diagnostics and to resolve relative
 /// includes; `defines` are `-D` style macros.
 pub fn parse_program(
@@ -42,8 +65,20 @@ pub fn parse_program(
     parse_program_with(sources, loader, name, text, defines, &Limits::default())
 }
 
-/// [`parse_program`] under `limits`.
+/// [`parse_program`] under `limits`, on a thread with [`COMPILE_STACK`].
 pub fn parse_program_with(
+    sources: &mut SourceMap,
+    loader: &mut dyn SourceLoader,
+    name: &str,
+    text: &str,
+    defines: &[(&str, &str)],
+    limits: &Limits,
+) -> Result<ast::Program, CompileError> {
+    on_compile_stack(|| parse_here(sources, loader, name, text, defines, limits))
+        .map_err(CompileError::plain)?
+}
+
+fn parse_here(
     sources: &mut SourceMap,
     loader: &mut dyn SourceLoader,
     name: &str,
@@ -72,7 +107,7 @@ pub fn check_program(
 
 /// [`check_program`] under `limits`: a program over any of them is refused with an error
 /// naming the budget ([`CompileError::exceeded`]), before it can exhaust the stack, memory
-/// or time of the thread compiling it.
+/// or time of the thread compiling it. Runs on a thread with [`COMPILE_STACK`].
 pub fn check_program_with(
     sources: &mut SourceMap,
     loader: &mut dyn SourceLoader,
@@ -81,8 +116,11 @@ pub fn check_program_with(
     defines: &[(&str, &str)],
     limits: &Limits,
 ) -> Result<ir::Program, CompileError> {
-    let ast = parse_program_with(sources, loader, name, text, defines, limits)?;
-    lower::lower_with(&ast, limits).map_err(|d| CompileError::new(sources, vec![d]))
+    on_compile_stack(|| {
+        let ast = parse_here(sources, loader, name, text, defines, limits)?;
+        lower::lower_with(&ast, limits).map_err(|d| CompileError::new(sources, vec![d]))
+    })
+    .map_err(CompileError::plain)?
 }
 
 /// Read, check and lower a program file (includes resolve next to it, then in

@@ -25,7 +25,7 @@ const MAX_INCLUDE_DEPTH: usize = 64;
 const MAX_EXPANSION_DEPTH: usize = 128;
 
 /// Where `#include` finds files that are not built in.
-pub trait SourceLoader {
+pub trait SourceLoader: Send {
     /// Read `name` included from the file called `from`. Returns the name the file is known by
     /// (for diagnostics) and its text, or a reason it could not be read. A file longer than
     /// `max_bytes` is refused without reading the rest (it may be a device that never ends).

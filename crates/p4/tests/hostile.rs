@@ -113,7 +113,7 @@ fn deep_everything(n: usize, calls: usize, height: usize) -> String {
         )
         .unwrap();
     }
-    let body = format!("{}a{}();{}", "if (hdr.h.c == 2) { ".repeat(n), calls - 1, " }".repeat(n));
+    let body = format!("{}a{}();{}", "if (hdr.h.c == 1) { ".repeat(n), calls - 1, " }".repeat(n));
     Program { decls: &decls, body: &body, ..Default::default() }.text()
 }
 
@@ -248,10 +248,25 @@ fn child_compile(program: &str) -> Result<String, String> {
         None => hotplane_p4::compile_source("hostile.p4", program, &[]),
     }
     .map_err(|e| e.to_string())?;
+    use hotplane_p4::exec::{Engine, Objects, Pipeline};
     let qsbr = hotplane_core::Qsbr::new();
-    let p = hotplane_p4::exec::Pipeline::new(ir, &qsbr).map_err(|e| e.to_string())?;
+    // The closures too (a worker runs them, recursing on the program's nesting), not only
+    // the engine the program gets by default.
+    let closures = Objects::new(&ir, &qsbr)
+        .and_then(|objects| Pipeline::with_engine(ir.clone(), objects, Engine::Closures))?;
+    let p = Pipeline::new(ir, &qsbr)?;
     let engine = p.native_error().map_or("native".into(), |e| format!("closures ({e})"));
     let (tables, states) = (p.program.tables.len(), p.program.states.len());
+    // One packet through each, on this thread (a worker's stack is as small as this one).
+    let reader = qsbr.register("hostile");
+    // `hdr.h.c` (byte 8) is 1, the value the nested `if`s of the cases test for.
+    let mut packet = vec![0u8; 64];
+    packet[8] = 1;
+    for pipeline in [p, closures] {
+        let mut switch = hotplane_p4::v1model::V1Switch::new(std::sync::Arc::new(pipeline));
+        let pre = hotplane_p4::v1model::Replication::default();
+        switch.process(&packet, 1, &pre, &reader.guard(), 1, &mut Vec::new());
+    }
     Ok(format!("compiled: {tables} tables, {states} states, engine {engine}"))
 }
 

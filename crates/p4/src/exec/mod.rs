@@ -662,7 +662,18 @@ impl Pipeline {
     /// Compile `program` against existing objects with the given engine. If native code
     /// cannot be generated (an unsupported machine, or a code generator error, which
     /// [`Pipeline::native_error`] then reports), the program runs on closures.
+    ///
+    /// Code generation recurses on the program's nesting, so it runs on a thread of its own
+    /// with a known stack ([`crate::on_compile_stack`]), whatever thread calls this.
     pub fn with_engine(
+        program: ir::Program,
+        objects: Objects,
+        engine: Engine,
+    ) -> Result<Self, String> {
+        crate::on_compile_stack(move || Self::with_engine_here(program, objects, engine))?
+    }
+
+    fn with_engine_here(
         program: ir::Program,
         objects: Objects,
         engine: Engine,
