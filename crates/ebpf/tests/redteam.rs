@@ -219,3 +219,31 @@ fn the_verifier_never_panics_on_the_corpus_of_findings() {
         assert!(!msg.contains("internal verifier error"), "{msg}");
     }
 }
+
+/// Found by the oracle fuzz target against the fixed verifier: a packet pointer plus a
+/// variable of at least 512, read at offset -512. The verifier let the variable's minimum pay
+/// for the negative offset, but nothing had checked the moved pointer against `data_end`: the
+/// read (or write) landed past the packet. Linux refuses negative packet offsets; so does
+/// hotplane now.
+#[test]
+fn negative_packet_offset_after_a_variable_is_refused() {
+    let text = "ldxw %r6, [%r1+0]
+        ldxw %r7, [%r1+4]
+        mov %r2, %r6
+        add %r2, 28
+        jgt %r2, %r7, out
+        ldxb %r0, [%r6+0]
+        add %r0, 512
+        add %r6, %r0
+        ldxb %r0, [%r6-512]
+        exit
+        out:
+        mov %r0, 1
+        exit";
+    let (pc, msg) = rejected(text);
+    assert_eq!(pc, 8, "{msg}");
+    assert!(msg.contains("packet access at offset -512"), "{msg}");
+    let (pc, msg) = rejected(&text.replace("ldxb %r0, [%r6-512]", "stb [%r6-512], 1\nmov %r0, 2"));
+    assert_eq!(pc, 8, "{msg}");
+    assert!(msg.contains("packet access at offset -512"), "{msg}");
+}

@@ -160,9 +160,12 @@ impl Explorer<'_> {
                 if matches!(a, Access::Atomic { .. }) {
                     return Err(self.err(pc, "atomic operations on packet data are not allowed"));
                 }
-                let lo = p.off + off + p.var.smin.max(0);
+                // `range` bytes from `base + var` are known to be in the packet, nothing
+                // before them: a negative offset is refused even when the variable's minimum
+                // would keep the address above `data` (the moved pointer itself may be past
+                // `data_end`), as in Linux.
                 let hi = p.off + off;
-                if lo < 0 || hi + size > p.range as i64 {
+                if hi < 0 || p.var.smin < 0 || hi + size > p.range as i64 {
                     return Err(self.err(pc, format!(
                         "packet access at offset {} (size {size}) is beyond the {} bytes checked against data_end; compare the pointer with data_end first",
                         hi, p.range

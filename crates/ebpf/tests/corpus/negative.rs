@@ -113,6 +113,8 @@ pub const CASES: &[Case] = &[
     Case { class: "packet bounds", name: "variable offset needs a new check", program: concat!(check14!(), "ldxb r5, [r2+0]; add r2, r5; ldxb r0, [r2+0]; exit; ", out!()), pc: 7, reason: "beyond the 0 bytes" },
     Case { class: "packet bounds", name: "unbounded variable offset", program: concat!(check14!(), "ldxdw r5, [r2+0]; add r2, r5; mov r0, 0; exit; ", out!()), pc: 6, reason: "not bounded" },
     Case { class: "packet bounds", name: "unbounded variable offset from a wide value", program: concat!(check14!(), "ldxw r5, [r2+0]; lsh r5, 20; add r2, r5; mov r0, 0; exit; ", out!()), pc: 7, reason: "not bounded" },
+    Case { class: "packet bounds", name: "negative offset paid by a variable", program: concat!(pkt!(), "mov r4, r2; add r4, 28; jgt r4, r3, out; ldxb r5, [r2+0]; add r5, 512; add r2, r5; ldxb r0, [r2-512]; exit; ", out!()), pc: 8, reason: "offset -512" },
+    Case { class: "packet bounds", name: "negative write paid by a variable", program: concat!(pkt!(), "mov r4, r2; add r4, 28; jgt r4, r3, out; ldxb r5, [r2+0]; add r5, 8; add r2, r5; stb [r2-8], 1; mov r0, 2; exit; ", out!()), pc: 8, reason: "offset -8" },
     Case { class: "packet bounds", name: "data_end dereferenced", program: concat!(pkt!(), "ldxb r0, [r3+0]; exit"), pc: 2, reason: "only be compared" },
     Case { class: "packet bounds", name: "data_end moved", program: concat!(pkt!(), "add r3, -1; mov r0, 0; exit"), pc: 2, reason: "arithmetic on this pointer is not allowed" },
     Case { class: "packet bounds", name: "data_meta dereferenced", program: "ldxw r2, [r1+8]; ldxb r0, [r2+0]; exit", pc: 1, reason: "only be compared" },
