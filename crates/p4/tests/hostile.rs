@@ -243,6 +243,11 @@ fn with_decl(decl: &str) -> String {
 /// What the child runs: the node's path for a program in an update (compile the source, then
 /// build its state and code), or `p4 check`'s for files (`file:` names a program on disk).
 fn child_compile(program: &str) -> Result<String, String> {
+    if let Some(path) = program.strip_prefix("bundle:") {
+        // `hotplane push --p4` inlines a program's includes on the operator's machine.
+        let text = hotplane_p4::preprocess::bundle(std::path::Path::new(path), &[])?;
+        return Ok(format!("bundled: {} bytes", text.len()));
+    }
     let ir = match program.strip_prefix("file:") {
         Some(path) => hotplane_p4::compile_file(std::path::Path::new(path), &[], &[]),
         None => hotplane_p4::compile_source("hostile.p4", program, &[]),
@@ -319,6 +324,7 @@ fn program_for(case: &str) -> String {
             with_decl(&chain(n, |i| format!("register<bit<64>>(32w1000000) r{i};"), "\n"))
         }
         "include_bomb" => include_bomb(n),
+        "bundle_bomb" => format!("bundle:{}", include_bomb(n).trim_start_matches("file:")),
         "seed" => std::fs::read_to_string(n_text).expect("read seed"),
         other => panic!("unknown hostile case {other}"),
     }
@@ -493,6 +499,7 @@ fn wide_per_packet_state_is_refused() {
 #[test]
 fn include_bombs_are_refused() {
     refused("include_bomb:30", "over the `includes` budget");
+    refused("bundle_bomb:30", "more includes than the `includes` budget allows");
 }
 
 #[test]
