@@ -454,8 +454,10 @@ local safe_table = {
     return m
   end,
 }
+-- `unpack` pushes every position from i to j, holes and all (LuaJIT refuses more than 8000).
 local safe_unpack = function(t, i, j)
-  charge(span(table_len(t), i, j) * ELEMS)
+  local from, to = raw_tonumber(i) or 1, raw_tonumber(j) or table_len(t)
+  if to >= from then charge(math.min(to - from + 1, 8192) * ELEMS) end
   return raw_unpack(t, i, j)
 end
 local safe_tonumber = function(v, base)

@@ -255,6 +255,7 @@ fn library_work_is_charged_to_the_step_budget() {
         "local t = {} for i = 1, 50000 do t[i] = i end for i = 1, 2000 do local m = table.maxn(t) end",
         "local t = {} for i = 1, 7000 do t[i] = i end for i = 1, 2000 do local a = select('#', unpack(t)) end",
         "local big = ('x'):rep(7000) for i = 1, 2000 do local a = select('#', big:byte(1, -1)) end",
+        "for i = 1, 2000 do local a = select('#', unpack({}, 1, 7000)) end",
     ];
     for body in bodies {
         let rt = LuaRuntime::new(1, LuaConfig { max_steps: 150_000, ..LuaConfig::default() });
