@@ -51,6 +51,11 @@ fn forged_packet_handles_are_refused() {
             if pcall(forward, f, 7) then error("forward accepted forgery " .. i) end
             if pcall(setDst, f, 7) then error("setDstPort accepted forgery " .. i) end
           end
+          -- Handles of another kind are not packets (nor packets header views).
+          for i, f in ipairs({ u, u.udp, u.ip4, pkt:getFrame(), u.payload.be16 }) do
+            if pcall(getSize, f) then error("getSize accepted a handle of another kind " .. i) end
+          end
+          if pcall(setDst, pkt, 7) or pcall(setDst, u.ip4, 7) then error("setDstPort took a non-UDP handle") end
           -- The genuine handle still works.
           setMark(pkt, 5)
           forward(pkt, 3)
