@@ -107,11 +107,8 @@ impl SourceMap {
             let text = f.line_text(line);
             if !text.is_empty() {
                 let width = (diag.span.hi.saturating_sub(diag.span.lo) as usize).clamp(1, 80);
-                out.push_str(&format!(
-                    "\n  {text}\n  {}{}",
-                    " ".repeat(col - 1),
-                    "^".repeat(width)
-                ));
+                let (text, caret) = quote_window(text, col - 1);
+                out.push_str(&format!("\n  {text}\n  {}{}", " ".repeat(caret), "^".repeat(width)));
             }
         }
         for note in &diag.notes {
@@ -120,6 +117,30 @@ impl SourceMap {
         }
         out
     }
+}
+
+/// The longest source line a diagnostic quotes whole.
+const MAX_QUOTE: usize = 160;
+
+/// The part of `line` a diagnostic quotes, and where in it the caret goes: a long line (a
+/// hostile program may be one line of megabytes) is cut to [`MAX_QUOTE`] characters around
+/// the caret at character `caret`, with `...` where it was cut.
+fn quote_window(line: &str, caret: usize) -> (String, usize) {
+    let chars = line.chars().count();
+    if chars <= MAX_QUOTE {
+        return (line.to_string(), caret);
+    }
+    let start = caret.saturating_sub(MAX_QUOTE / 3).min(chars.saturating_sub(MAX_QUOTE));
+    let mut shown: String = line.chars().skip(start).take(MAX_QUOTE).collect();
+    let mut caret = caret - start;
+    if start > 0 {
+        shown.insert_str(0, "...");
+        caret += 3;
+    }
+    if start + MAX_QUOTE < chars {
+        shown.push_str("...");
+    }
+    (shown, caret)
 }
 
 /// One error found in a P4 program.
@@ -191,3 +212,21 @@ impl fmt::Display for CompileError {
 impl std::error::Error for CompileError {}
 
 pub type DResult<T> = Result<T, Diagnostic>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_lines_are_quoted_around_the_caret() {
+        let line = format!("{}X{}", "a".repeat(1000), "b".repeat(1000));
+        let (shown, caret) = quote_window(&line, 1000);
+        assert!(shown.len() <= MAX_QUOTE + 6, "{}", shown.len());
+        assert!(shown.starts_with("...") && shown.ends_with("..."));
+        assert_eq!(shown.chars().nth(caret), Some('X'));
+        assert_eq!(quote_window("short", 2), ("short".to_string(), 2));
+        let (shown, caret) = quote_window(&line, 2000);
+        assert_eq!(shown.chars().nth(caret), Some('b'));
+        assert!(shown.starts_with("...") && !shown.ends_with("..."));
+    }
+}
