@@ -276,7 +276,9 @@ fn child_compile(program: &str) -> Result<String, String> {
 }
 
 /// The child's side: run the named case on a thread with the control thread's stack.
+/// Ignored in a normal run: the other tests run it, in a child, with `--ignored`.
 #[test]
+#[ignore = "the hostile tests run it in a child process"]
 fn hostile_child() {
     let Ok(case) = std::env::var(CASE_VAR) else { return };
     let program = program_for(&case);
@@ -355,7 +357,7 @@ fn run_child(case: &str, stack: usize) -> Result<String, String> {
     use std::os::unix::process::CommandExt as _;
     let exe = std::env::current_exe().expect("current exe");
     let mut cmd = Command::new(exe);
-    cmd.args(["hostile_child", "--exact", "--nocapture", "--test-threads=1"])
+    cmd.args(["hostile_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env(CASE_VAR, case)
         .env(STACK_VAR, stack.to_string());
     // SAFETY: between fork and exec the closure only calls setrlimit, which is
