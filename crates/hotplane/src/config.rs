@@ -33,6 +33,8 @@ pub struct Config {
     pub ebpf: EbpfConfig,
     #[serde(default)]
     pub lua: LuaSection,
+    #[serde(default)]
+    pub p4: P4Section,
     /// Match-action tables (`[[table]]`), see docs/tables.md.
     #[serde(default, rename = "table")]
     pub tables: Vec<hotplane_tables::TableConfig>,
@@ -77,6 +79,16 @@ impl Default for LuaSection {
             on_error: "drop".into(),
         }
     }
+}
+
+/// P4 settings (`[p4]`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct P4Section {
+    /// Budgets every P4 program this node compiles runs under (`[p4.limits]`, the fields of
+    /// `hotplane_p4::budget::Limits`, each defaulting to its default): programs from this
+    /// config at start and programs arriving in updates alike.
+    pub limits: hotplane_p4::budget::Limits,
 }
 
 /// What a worker does when a poll finds no packet.
@@ -726,6 +738,24 @@ mod tests {
         assert!(control("socket_group = \"no-such-group-here\"")
             .unwrap_err()
             .contains("socket_group"));
+    }
+
+    #[test]
+    fn p4_limits_default_and_refuse_unknown_keys_by_name() {
+        let base = "[[port]]\nname=\"a\"\nkind=\"mem\"\n";
+        let c = Config::parse(base, "t").unwrap();
+        assert_eq!(c.p4.limits, hotplane_p4::budget::Limits::default());
+        let c = Config::parse(&format!("{base}[p4.limits]\ntables = 2\nstate_bytes = 4096"), "t")
+            .unwrap();
+        let want =
+            hotplane_p4::budget::Limits { tables: 2, state_bytes: 4096, ..Default::default() };
+        assert_eq!(c.p4.limits, want);
+        let e = err(&format!("{base}[p4.limits]\ntabels = 2"));
+        assert!(e.contains("unknown field `tabels`"), "{e}");
+        let e = err(&format!("{base}[p4]\nlimit = {{ tables = 2 }}"));
+        assert!(e.contains("unknown field `limit`"), "{e}");
+        let e = err(&format!("{base}[p4.limits]\ntables = -1"));
+        assert!(e.contains("tables"), "{e}");
     }
 
     #[test]

@@ -44,7 +44,8 @@ pub fn replacement(
     name: String,
 ) -> Result<(Program, String), String> {
     let (source, entries) = split_payload(payload)?;
-    let ir = hotplane_p4::compile_source(&name, source, &[]).map_err(|e| e.to_string())?;
+    let ir = hotplane_p4::compile_source_with(&name, source, &[], &reg.p4_limits)
+        .map_err(|e| e.to_string())?;
     if let Some(text) = entries {
         // A dry run on fresh tables first: a bad entries document is refused before it can
         // touch tables the running program shares with the new one.

@@ -167,6 +167,8 @@ pub struct BuildCx<'a> {
     pub qsbr: &'a hotplane_core::Qsbr,
     /// Relative program files resolve against this directory first (the config file's).
     pub base_dir: Option<&'a Path>,
+    /// Budgets P4 programs are compiled under.
+    pub p4_limits: &'a hotplane_p4::budget::Limits,
     /// Each worker's flow table (P4's `hotplane_flow_function()` looks flows up in it).
     pub flows: Vec<Arc<hotplane_core::FlowTable>>,
 }
@@ -318,8 +320,8 @@ impl StageSpec {
                 // The compiler reads the file itself: check it is a bounded regular file first.
                 read_local_file(&path)?;
                 let include: Vec<_> = include.iter().map(|d| cx.resolve(d)).collect();
-                let ir =
-                    hotplane_p4::compile_file(&path, &include, &[]).map_err(|e| e.to_string())?;
+                let ir = hotplane_p4::compile_file_with(&path, &include, &[], cx.p4_limits)
+                    .map_err(|e| e.to_string())?;
                 let pipeline = Objects::new(&ir, cx.qsbr)
                     .and_then(|objects| Pipeline::with_engine(ir, objects, engine))
                     .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -433,8 +435,14 @@ mod tests {
             tables: tables(),
             qsbr: qsbr(),
             base_dir: None,
+            p4_limits: default_p4_limits(),
             flows: Vec::new(),
         }
+    }
+
+    fn default_p4_limits() -> &'static hotplane_p4::budget::Limits {
+        static L: std::sync::OnceLock<hotplane_p4::budget::Limits> = std::sync::OnceLock::new();
+        L.get_or_init(Default::default)
     }
 
     fn tables() -> &'static hotplane_tables::TableSet {

@@ -82,8 +82,11 @@ pub struct Exceeded {
     pub limit: u64,
 }
 
-/// The budgets one compilation runs under. [`Limits::default`] is what a node uses.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The budgets one compilation runs under. [`Limits::default`] is what a node uses unless its
+/// configuration says otherwise (`[p4.limits]`: the field names are the keys, each optional,
+/// unknown ones refused).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Limits {
     pub source_bytes: usize,
     pub includes: usize,

@@ -77,6 +77,8 @@ pub struct Registry {
     /// Match-action tables by name; stages hold their tables directly.
     pub tables: Arc<hotplane_tables::TableSet>,
     base_dir: Option<std::path::PathBuf>,
+    /// Budgets every P4 program compiled here runs under (`[p4.limits]`).
+    pub p4_limits: hotplane_p4::budget::Limits,
     /// What each (worker, position/extern) holds, as the control plane knows it.
     installed: Mutex<BTreeMap<(usize, String), Program>>,
     target_stats: Mutex<BTreeMap<String, TargetStats>>,
@@ -113,6 +115,7 @@ impl Registry {
             lua: LuaRuntime::new(n, cfg.lua_config().map_err(|e| e.to_string())?),
             tables: Arc::new(hotplane_tables::TableSet::new()),
             base_dir: cfg.base_dir.clone(),
+            p4_limits: cfg.p4.limits.clone(),
             installed: Mutex::new(BTreeMap::new()),
             target_stats: Mutex::new(BTreeMap::new()),
         };
@@ -181,6 +184,7 @@ impl Registry {
             tables: &self.tables,
             qsbr: &self.qsbr,
             base_dir: self.base_dir.as_deref(),
+            p4_limits: &self.p4_limits,
             flows: self.workers.iter().map(|w| Arc::clone(&w.flows)).collect(),
         })
     }
