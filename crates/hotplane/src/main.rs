@@ -262,6 +262,10 @@ enum P4Cmd {
         include: Vec<PathBuf>,
         #[arg(long)]
         json: bool,
+        /// A budget other than its default, as a node's `[p4.limits]` sets it (`tables=64`);
+        /// repeatable.
+        #[arg(long = "limit", value_name = "KEY=VALUE")]
+        limits: Vec<String>,
     },
     /// Write the program's P4Info (protobuf text format, p4c's ids) to stdout or --out.
     Info {
@@ -660,8 +664,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Cmd::Ebpf { op } => ebpf(op),
         Cmd::Lua { op } => lua(op),
         Cmd::P4 { op } => match op {
-            P4Cmd::Check { program, include, json } => {
-                hotplane::p4_cmd::check(&program, &include, json)
+            P4Cmd::Check { program, include, json, limits } => {
+                let limits = hotplane::p4_cmd::limits(&limits)?;
+                hotplane::p4_cmd::check(&program, &include, json, &limits)
             }
             P4Cmd::Info { program, include, out } => {
                 hotplane::p4_cmd::info(&program, &include, out.as_deref())

@@ -2,15 +2,21 @@
 
 use anyhow::{bail, Context as _};
 use hotplane_core::Qsbr;
+use hotplane_p4::budget::Limits;
 use hotplane_p4::exec::{Engine, Pipeline};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Compile a program file to a pipeline with fresh tables and state.
-pub fn load(program: &Path, include: &[PathBuf], qsbr: &Qsbr) -> anyhow::Result<Arc<Pipeline>> {
-    let ir =
-        hotplane_p4::compile_file(program, include, &[]).map_err(|e| anyhow::anyhow!("{e}"))?;
+/// Compile a program file under `limits` to a pipeline with fresh tables and state.
+pub fn load(
+    program: &Path,
+    include: &[PathBuf],
+    qsbr: &Qsbr,
+    limits: &Limits,
+) -> anyhow::Result<Arc<Pipeline>> {
+    let ir = hotplane_p4::compile_file_with(program, include, &[], limits)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let p = Pipeline::new(ir, qsbr).map_err(|e| anyhow::anyhow!("{}: {e}", program.display()))?;
     Ok(Arc::new(p))
 }
@@ -29,6 +35,23 @@ pub fn info(program: &Path, include: &[PathBuf], out: Option<&Path>) -> anyhow::
     Ok(())
 }
 
+/// The budgets of `--limit KEY=VALUE` arguments: the defaults, with each key given (a field of
+/// [`Limits`], as a node's `[p4.limits]` spells it) set to its value.
+pub fn limits(pairs: &[String]) -> anyhow::Result<Limits> {
+    let mut given = serde_json::Map::new();
+    for pair in pairs {
+        let (key, value) =
+            pair.split_once('=').with_context(|| format!("--limit {pair}: give KEY=VALUE"))?;
+        let value: u64 = value
+            .trim()
+            .parse()
+            .with_context(|| format!("--limit {pair}: `{value}` is not a count"))?;
+        given.insert(key.trim().to_string(), value.into());
+    }
+    serde_json::from_value(serde_json::Value::Object(given))
+        .map_err(|e| anyhow::anyhow!("--limit: {e}"))
+}
+
 /// `hotplane p4 check`: compile and summarise.
 /// How the pipeline runs: native code, or closures and why.
 fn engine(p: &Pipeline) -> String {
@@ -39,10 +62,15 @@ fn engine(p: &Pipeline) -> String {
     }
 }
 
-pub fn check(program: &Path, include: &[PathBuf], json: bool) -> anyhow::Result<()> {
+pub fn check(
+    program: &Path,
+    include: &[PathBuf],
+    json: bool,
+    limits: &Limits,
+) -> anyhow::Result<()> {
     let qsbr = Qsbr::new();
     let t0 = std::time::Instant::now();
-    let p = load(program, include, &qsbr)?;
+    let p = load(program, include, &qsbr, limits)?;
     let ms = t0.elapsed().as_secs_f64() * 1e3;
     let prog = &p.program;
     if json {
@@ -86,7 +114,7 @@ pub fn check(program: &Path, include: &[PathBuf], json: bool) -> anyhow::Result<
 /// `hotplane p4 stf`: run an STF test; exit 0 on pass, an error with the differences on failure.
 pub fn stf(program: &Path, stf: &Path, include: &[PathBuf], json: bool) -> anyhow::Result<()> {
     let qsbr = Qsbr::new();
-    let p = load(program, include, &qsbr)?;
+    let p = load(program, include, &qsbr, &Limits::default())?;
     let text =
         std::fs::read_to_string(stf).with_context(|| format!("cannot read {}", stf.display()))?;
     let report = hotplane_p4::stf::run(p, &qsbr, &stf.display().to_string(), &text)?;

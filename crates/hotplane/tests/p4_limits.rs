@@ -106,3 +106,37 @@ fn a_configured_p4_program_over_a_configured_budget_stops_start_up() {
     assert_eq!(plane.stop().panics, 0);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `hotplane p4 check --limit KEY=VALUE` checks a program against the budgets a node is
+/// configured with (the keys of `[p4.limits]`), before it is sent.
+#[test]
+fn p4_check_takes_budgets_from_the_command_line() {
+    let dir = std::env::temp_dir().join(format!("hotplane-p4-check-limits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("three_tables.p4");
+    std::fs::write(&file, program_with_tables(3)).unwrap();
+    let check = |limits: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_hotplane"));
+        cmd.args(["p4", "check"]).arg(&file);
+        for l in limits {
+            cmd.args(["--limit", l]);
+        }
+        let out = cmd.output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+
+    let (ok, stderr) = check(&[]);
+    assert!(ok, "{stderr}");
+    let (ok, stderr) = check(&["tables=2"]);
+    assert!(!ok);
+    assert!(stderr.contains("over the `tables` budget (limit 2)"), "{stderr}");
+    let (ok, stderr) = check(&["tables=3", "actions=100"]);
+    assert!(ok, "{stderr}");
+    let (ok, stderr) = check(&["tabels=2"]);
+    assert!(!ok);
+    assert!(stderr.contains("unknown field `tabels`"), "{stderr}");
+    let (ok, stderr) = check(&["tables"]);
+    assert!(!ok);
+    assert!(stderr.contains("--limit tables"), "{stderr}");
+    std::fs::remove_dir_all(&dir).ok();
+}
