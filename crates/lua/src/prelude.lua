@@ -33,10 +33,12 @@ typedef struct hp_desc {
   uint8_t verdict;
 } hp_desc;
 typedef struct hp_shared {
-  int32_t fuel;
+  union {
+    struct { int32_t fuel; uint32_t gate; };
+    double watch;
+  };
   int32_t budget;
   int32_t cur;
-  int32_t reserved;
   double turn;
   hp_desc descs[%d];
 } hp_shared;
@@ -345,10 +347,27 @@ function pkt.isDropped(self) return P(self).verdict == DROP end
 metatype(PKT_T, methods(pkt, "pkt"))
 
 
--- Budget exhausted: raise outside anything user code can recover from (the fuel stays
--- negative, so every further check raises again until the driver returns).
+-- The watchdog's stop. Every step check (instrument.rs) reads `S.watch`, a double over the
+-- fuel and the `gate` word (its high half, with the sign bit): the gate is 0x3FF00000 while
+-- open (`watch` reads between 1 and 2) and the watchdog, on the control thread, writes
+-- 0xBFF00000 to stop a call that ran longer than `watchdog_ms` (`watch` reads -1 or less).
+-- Why a double over both: LuaJIT forwards a load from the last store to the same field and
+-- hoists loads of fields nothing in the loop writes, so a plain flag would be read once per
+-- trace and a compiled loop would never see the watchdog's write (LuaJIT ignores `volatile`
+-- on FFI fields). A load that partly overlaps the check's own store to `fuel` is "may alias"
+-- to LuaJIT (lj_opt_mem.c, aa_xref): it is reloaded from memory after every such store. The
+-- watchdog writes only the gate word, so the worker's stores to `fuel` cannot undo it.
+local WATCHDOG = "hotplane watchdog: flow function stopped after running longer than the watchdog allows"
+
+-- Budget exhausted or the watchdog's stop: raise outside anything user code can recover from
+-- (the fuel stays negative and the gate closed, so every further check raises again until the
+-- driver returns).
 local RUNAWAY = "function ran away: more than its step budget for one packet (loop iterations plus calls)"
-local function out_of_fuel() S.fuel = -1 error(RUNAWAY, 0) end
+local function out_of_fuel()
+  S.fuel = -1
+  if S.watch < 0 then error(WATCHDOG, 0) end
+  error(RUNAWAY, 0)
+end
 
 -- The sandbox. String pattern functions are left out: patterns can backtrack for a very long
 -- time inside C, where no check can stop them.
@@ -541,7 +560,7 @@ local MODE_D, MODE_A, BCM_JUMP, BCM_UV, BCM_DST = 15 * 128, 7, 13 * 128, 5 * 128
 -- opcode is taken from a loop LuaJIT compiles here rather than from a table of this version.
 local LOOP_OP = band((funcbc(load("while true do end"), 1)), 255)
 -- The entry check's instructions up to its call of `__hp_X` (see instrument.rs).
-local ENTRY_CHECK_LEN = 12
+local ENTRY_CHECK_LEN = 16
 
 local function child_protos(fn)
   local list = {}
@@ -574,7 +593,7 @@ local function verify_proto(fn, needs_entry_check)
   if needs_entry_check then
     local ins, m = funcbc(fn, 1)
     if not (ins and loads_upvalue(fn, ins, m, "__hp_S") and checks[1] and checks[1] <= ENTRY_CHECK_LEN) then
-      return where .. " does not start with a step check"
+      return where .. " does not start with a step check (first call of the handler at bytecode " .. tostring(checks[1]) .. ")"
     end
   end
   for _, loop in ipairs(loops) do
@@ -630,5 +649,6 @@ return {
   runaway_message = RUNAWAY,
   desc_size = ffi.sizeof("hp_desc"),
   shared_size = ffi.sizeof("hp_shared"),
+  shared_offsets = { ffi.offsetof("hp_shared", "fuel"), ffi.offsetof("hp_shared", "gate"), ffi.offsetof("hp_shared", "watch"), ffi.offsetof("hp_shared", "turn") },
   desc_offsets = { ffi.offsetof("hp_desc", "len"), ffi.offsetof("hp_desc", "in_port"), ffi.offsetof("hp_desc", "verdict") },
 }

@@ -2,14 +2,16 @@
 //! in one call into Lua, error containment, and the watchdog.
 
 use crate::compile::{lua_message, CompileError, Compiler, FunctionDef, FunctionOpts};
-use crate::state::{arm_watchdog, disarm_watchdog, CallError, Desc, LuaState, MAX_BATCH};
+use crate::state::{
+    arm_watchdog, disarm_watchdog, CallError, Desc, LuaState, GATE_CLOSED, GATE_OPEN, MAX_BATCH,
+};
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 use hotplane_core::batch::{Batch, Mask};
 use hotplane_core::{Stage, StageRef, Verdict, WorkerCx};
 use mlua::RegistryKey;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -20,7 +22,8 @@ pub struct LuaConfig {
     pub memory_limit: usize,
     /// Steps (loop iterations plus function calls) one packet may take in a flow function.
     pub max_steps: u32,
-    /// A call into Lua running longer than this gets the watchdog's hook.
+    /// A call into Lua running longer than this is stopped by the watchdog (at its next step
+    /// check, or its next interpreted instruction).
     pub watchdog_ms: u64,
     /// What happens to a packet whose function raised an error or ran away.
     pub on_error: Verdict,
@@ -84,6 +87,8 @@ struct WorkerSlot {
     retired: ArrayQueue<u64>,
     /// The state's `lua_State`, for the watchdog (null while there is none).
     raw: AtomicPtr<mlua::ffi::lua_State>,
+    /// The state's watchdog gate (null while there is none); same lifetime rules as `raw`.
+    gate: AtomicPtr<AtomicU32>,
     /// `now_ns` when the current call into Lua began, 0 outside Lua.
     in_lua_since: AtomicU64,
     armed: AtomicBool,
@@ -97,6 +102,7 @@ impl WorkerSlot {
             spare: ArrayQueue::new(1),
             retired: ArrayQueue::new(1024),
             raw: AtomicPtr::new(std::ptr::null_mut()),
+            gate: AtomicPtr::new(std::ptr::null_mut()),
             in_lua_since: AtomicU64::new(0),
             armed: AtomicBool::new(false),
             arming: AtomicBool::new(false),
@@ -244,15 +250,22 @@ impl LuaRuntime {
                 continue;
             }
             // Dekker-style with the worker (see `call_lua`): whichever of armed=true and
-            // in_lua_since=0 comes first, the hook never outlives the call it was meant for.
+            // in_lua_since=0 comes first, neither the hook nor the closed gate outlives the call
+            // it was meant for (the worker reopens the gate before its next call).
             slot.arming.store(true, Ordering::SeqCst);
             slot.armed.store(true, Ordering::SeqCst);
             if slot.in_lua_since.load(Ordering::SeqCst) == since {
                 let l = slot.raw.load(Ordering::SeqCst);
-                if !l.is_null() {
+                let gate = slot.gate.load(Ordering::SeqCst);
+                if !l.is_null() && !gate.is_null() {
                     // SAFETY: the worker frees a state only after storing null in `raw` and
-                    // waiting for `arming` to clear, so `l` is live here.
-                    unsafe { arm_watchdog(l) };
+                    // `gate` and waiting for `arming` to clear, so both point into a live state.
+                    // The hook stops interpreted code; the gate stops compiled code, whose step
+                    // checks read it (LuaJIT calls no hook from a trace).
+                    unsafe {
+                        (*gate).store(GATE_CLOSED, Ordering::SeqCst);
+                        arm_watchdog(l);
+                    }
                     self.stats.watchdog_fired.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(
                         "Lua watchdog: a flow function ran for more than {} ms",
@@ -276,6 +289,7 @@ impl LuaRuntime {
     /// the batch in flight move to the new state, so the rest of the batch can go on there.
     fn replace_state(&self, slot: &WorkerSlot, w: &mut Option<WorkerLua>) {
         slot.raw.store(std::ptr::null_mut(), Ordering::SeqCst);
+        slot.gate.store(std::ptr::null_mut(), Ordering::SeqCst);
         while slot.arming.load(Ordering::SeqCst) {
             std::hint::spin_loop();
         }
@@ -305,6 +319,7 @@ impl LuaRuntime {
                 }
             },
         };
+        slot.gate.store(state.gate().cast_mut(), Ordering::SeqCst);
         slot.raw.store(state.raw(), Ordering::SeqCst);
         *w = Some(WorkerLua::new(state));
     }
@@ -412,6 +427,7 @@ impl LuaRuntime {
                 std::hint::spin_loop();
             }
             disarm_watchdog(w.state.raw());
+            w.state.shared().gate.store(GATE_OPEN, Ordering::SeqCst);
             slot.armed.store(false, Ordering::SeqCst);
         }
         let cur = (w.state.shared_mut().cur.max(0) as usize).clamp(start, n.saturating_sub(1));

@@ -306,6 +306,98 @@ fn watchdog_stops_a_long_interpreted_call() {
     assert!(def.last_error().unwrap().contains("watchdog"), "{:?}", def.last_error());
 }
 
+/// Run `body` while a control thread calls `maintain` every 2 ms, as the engine's does.
+fn with_watchdog<T>(rt: &Arc<LuaRuntime>, body: impl FnOnce() -> T) -> T {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dog = {
+        let (rt, stop) = (rt.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                rt.maintain(hotplane_core::time::now_ns());
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        })
+    };
+    let r = body();
+    stop.store(true, Ordering::Relaxed);
+    dog.join().unwrap();
+    r
+}
+
+/// Two 4 MiB strings that differ in their last byte, compared in a loop: each iteration is one
+/// step but reads 4 MiB (the left operand changes, so the comparison cannot be hoisted out of
+/// the loop). The loop first runs on short strings, so it is compiled (LuaJIT calls
+/// no hook from compiled code) before the long ones come in.
+const BIG_COMPARE_LOOP: &str = "local big = ('x'):rep(2^20) for i = 1, 2 do big = big .. big end \
+     local small, large = {'a', 'b'}, {big .. 'a', big .. 'b'} \
+     return function(pkt) \
+       local t, i = small, 0 \
+       while true do \
+         if i == 1000 then t = large end \
+         if t[1 + i % 2] <= t[2] then i = i + 1 end \
+       end \
+     end";
+
+/// The watchdog stops JIT-compiled code whose operators work on large strings: with the default
+/// budget the steps alone would allow hours (10^6 comparisons of 4 MiB). The error must come
+/// from the watchdog, not from the step budget.
+#[test]
+fn watchdog_stops_compiled_code_working_on_large_strings() {
+    let cfg = LuaConfig { watchdog_ms: 20, ..LuaConfig::default() };
+    assert_eq!(cfg.max_steps, 1_000_000);
+    let rt = LuaRuntime::new(1, cfg);
+    let opts = FunctionOpts { jit: true, opt_level: 3 };
+    let good =
+        rt.compile(b"return function(pkt) pkt:forward(1) end", "good", opts, Some("t")).unwrap();
+    rt.installed("t", &good, 1);
+    let def = rt.compile(BIG_COMPARE_LOOP.as_bytes(), "compare", opts, Some("t")).unwrap();
+    let stage = rt.stage(def.clone());
+    let frame = udp("10.0.0.1", "10.0.0.2", 1, 2, &[0; 8]);
+    // Harness guard only: without a working watchdog the call takes hours.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = with_watchdog(&rt, || {
+        let frames = vec![frame.clone(), frame.clone()];
+        std::thread::spawn(move || {
+            let w = Worker::new();
+            let first = w.run(stage.as_ref(), &frames, 0);
+            // The next batch on the same worker runs normally (the stop is not left behind).
+            let next = w.run(stage.as_ref(), &frames, 0);
+            let _ = tx.send((first, next));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(120))
+            .expect("the watchdog did not stop a compiled loop over large strings")
+    });
+    let (first, next) = out;
+    assert!(def.last_error().unwrap().contains("watchdog"), "{:?}", def.last_error());
+    assert_eq!(rt.stats.watchdog_fired.load(Ordering::Relaxed), 1);
+    assert_eq!(def.runaways.load(Ordering::Relaxed), 1);
+    assert!(def.is_condemned());
+    assert_eq!(first[0].verdict, Verdict::Drop);
+    assert_eq!((first[1].verdict, first[1].out_port), (Verdict::Pass, 1));
+    assert!(next.iter().all(|o| o.verdict == Verdict::Pass && o.out_port == 1));
+}
+
+/// A stop the watchdog meant for one call never reaches a later one: many short calls of a
+/// compiled loop, each with step checks, under a watchdog that keeps looking, all finish.
+#[test]
+fn watchdog_leaves_short_calls_alone() {
+    let rt = LuaRuntime::new(1, LuaConfig { watchdog_ms: 20, ..LuaConfig::default() });
+    let w = Worker::new();
+    let f = compile(
+        &rt,
+        "return function(pkt) local s = 0 for i = 1, 1000 do s = s + i end pkt:forward(s % 17) end",
+    );
+    let frame = udp("10.0.0.1", "10.0.0.2", 1, 2, &[0; 8]);
+    with_watchdog(&rt, || {
+        for _ in 0..2000 {
+            let out = w.run(f.as_ref(), &[frame.clone(), frame.clone()], 0);
+            assert!(out.iter().all(|o| o.out_port == 3), "{}", f.error());
+        }
+    });
+    assert_eq!(rt.stats.watchdog_fired.load(Ordering::Relaxed), 0);
+    assert_eq!(rt.stats.runaways.load(Ordering::Relaxed), 0);
+}
+
 /// Enough batches for LuaJIT to compile traces of the driver and of the packet API.
 #[test]
 fn hot_functions_run_compiled() {
