@@ -7,7 +7,7 @@
 use hotplane_core::{Pool, PoolConfig};
 use hotplane_ebpf::asm::disasm_insn;
 use hotplane_ebpf::helpers::Helpers;
-use hotplane_ebpf::maps::{MapDef, MapKind};
+use hotplane_ebpf::maps::MapKind;
 use hotplane_ebpf::program::{Engine, LoadOptions, MapRegistry, MapSpec, Program, ProgramSpec};
 use hotplane_ebpf::verifier::Context;
 use hotplane_ebpf::xdp;
@@ -21,12 +21,7 @@ pub fn deterministic_helpers() -> Helpers {
 
 /// Maps raw bytecode may refer to (`lddw rX, map 0..3`).
 pub fn fuzz_maps() -> Vec<MapSpec> {
-    let m = |name: &str, kind, key_size, value_size, max_entries| MapSpec {
-        name: name.into(),
-        def: MapDef { kind, key_size, value_size, max_entries },
-        init: None,
-        reinit: false,
-    };
+    let m = MapSpec::new;
     vec![
         m("array", MapKind::Array, 4, 16, 4),
         m("hash", MapKind::Hash, 8, 8, 8),

@@ -34,6 +34,24 @@ pub struct MapSpec {
     pub reinit: bool,
 }
 
+impl MapSpec {
+    /// A map without initial contents.
+    pub fn new(
+        name: &str,
+        kind: MapKind,
+        key_size: u32,
+        value_size: u32,
+        max_entries: u32,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            def: MapDef { kind, key_size, value_size, max_entries },
+            init: None,
+            reinit: false,
+        }
+    }
+}
+
 /// A program as a loader produced it: instructions whose `lddw` map references name entries
 /// of `maps` by index.
 #[derive(Debug, Clone, PartialEq, Eq)]

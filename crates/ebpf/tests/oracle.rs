@@ -12,7 +12,7 @@ use hotplane_ebpf::asm::assemble;
 use hotplane_ebpf::ctx::XdpCtx;
 use hotplane_ebpf::elf;
 use hotplane_ebpf::interp::{Region, RunError};
-use hotplane_ebpf::maps::{MapDef, MapKind};
+use hotplane_ebpf::maps::MapKind;
 use hotplane_ebpf::oracle::{run_checked, CheckedContext, ViolationKind};
 use hotplane_ebpf::program::{Engine, LoadOptions, MapRegistry, MapSpec, Program, ProgramSpec};
 use hotplane_ebpf::verifier::Context;
@@ -96,12 +96,7 @@ fn the_oracle_catches_what_the_verifier_must_refuse() {
 }
 
 fn maps() -> Vec<MapSpec> {
-    let m = |name: &str, kind, key_size, value_size, max_entries| MapSpec {
-        name: name.into(),
-        def: MapDef { kind, key_size, value_size, max_entries },
-        init: None,
-        reinit: false,
-    };
+    let m = MapSpec::new;
     vec![
         m("array", MapKind::Array, 4, 16, 4),
         m("hash", MapKind::Hash, 8, 8, 8),

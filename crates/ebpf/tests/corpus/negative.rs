@@ -9,7 +9,7 @@
 
 use hotplane_ebpf::asm::assemble;
 use hotplane_ebpf::insn::Insn;
-use hotplane_ebpf::maps::{MapDef, MapKind};
+use hotplane_ebpf::maps::MapKind;
 use hotplane_ebpf::program::{MapSpec, ProgramSpec};
 
 pub struct Case {
@@ -56,12 +56,7 @@ macro_rules! out {
 /// Maps every case may use: 0 hash (4-byte keys, 8-byte values), 1 array (16-byte values),
 /// 2 devmap, 3 per-CPU array.
 pub fn maps() -> Vec<MapSpec> {
-    let m = |name: &str, kind, key_size, value_size, max_entries| MapSpec {
-        name: name.into(),
-        def: MapDef { kind, key_size, value_size, max_entries },
-        init: None,
-        reinit: false,
-    };
+    let m = MapSpec::new;
     vec![
         m("hash", MapKind::Hash, 4, 8, 16),
         m("array", MapKind::Array, 4, 16, 4),
