@@ -6,6 +6,8 @@ use hotplane_io::mem::{GenSpec, Vary};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+mod process;
+
 #[derive(Parser)]
 #[command(
     name = "hotplane",
@@ -531,72 +533,17 @@ fn main() {
         )
         .with_writer(std::io::stderr)
         .init();
-    quiet_panics();
+    process::quiet_panics();
     if let Err(e) = dispatch(Cli::parse()) {
         eprintln!("hotplane: error: {e:#}");
         std::process::exit(1);
     }
 }
 
-/// How long `hotplane run` may take to stop after SIGINT or SIGTERM before the process exits
-/// anyway.
-const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// SIGINT and SIGTERM always end `hotplane run`. The first one asks `cli::run` to stop the data
-/// plane cleanly; if the process is still there `STOP_GRACE` later (stopping joins every
-/// thread, and a thread stuck where nothing can interrupt it would hold that forever), or when a
-/// second signal comes, it exits with status 1.
-fn exit_guard() -> anyhow::Result<()> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
-    std::thread::Builder::new().name("exit-guard".into()).spawn(move || {
-        let mut first = true;
-        for _ in signals.forever() {
-            if !first {
-                eprintln!("hotplane: second signal, exiting now");
-                std::process::exit(1);
-            }
-            first = false;
-            std::thread::spawn(|| {
-                std::thread::sleep(STOP_GRACE);
-                eprintln!(
-                    "hotplane: still running {} s after the signal, exiting",
-                    STOP_GRACE.as_secs()
-                );
-                std::process::exit(1);
-            });
-        }
-    })?;
-    Ok(())
-}
-
-/// Workers survive a panicking program (the batch is dropped and counted); keep a program that
-/// panics on every packet from flooding stderr: at most one report per second.
-fn quiet_panics() {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static LAST: AtomicU64 = AtomicU64::new(0);
-    static SUPPRESSED: AtomicU64 = AtomicU64::new(0);
-    let default = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let now = hotplane_core::time::now_ns();
-        let last = LAST.load(Ordering::Relaxed);
-        if last != 0 && now.saturating_sub(last) < 1_000_000_000 {
-            SUPPRESSED.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        LAST.store(now, Ordering::Relaxed);
-        let n = SUPPRESSED.swap(0, Ordering::Relaxed);
-        if n > 0 {
-            eprintln!("hotplane: {n} more panic(s) suppressed in the last second");
-        }
-        default(info);
-    }));
-}
-
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.cmd {
         Cmd::Run { config, json, stats_every, keep_running } => {
-            exit_guard()?;
+            process::exit_guard()?;
             cli::run(&config, json, stats_every, keep_running)
         }
         Cmd::Demo { out, rate, duration_ms, json } => {
