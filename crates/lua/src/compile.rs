@@ -3,12 +3,13 @@
 //! load the bytecode; parsing, syntax errors and the first run of the top level happen here.
 
 use crate::instrument::{instrument, InstrumentError};
-use crate::state::{LuaState, StateError};
+use crate::state::{arm_watchdog, disarm_watchdog, LuaState, StateError, GATE_CLOSED, GATE_OPEN};
 use crossbeam_utils::CachePadded;
 use hotplane_core::MAX_WORKERS;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Largest accepted source text.
 pub const MAX_SOURCE: usize = 256 * 1024;
@@ -52,7 +53,7 @@ pub enum CompileError {
 /// user chunk returns the flow function; the wrapper returns the batch driver, which refills
 /// the fuel before each packet, starts the packet's turn (its handle is good until the next
 /// one), and turns a budget that ran out inside a `pcall` into a runaway.
-const PREFIX: &str = "local __hp_S, __hp_X, __hp_at, __hp_type, __hp_error = ... \
+const PREFIX: &str = "local __hp_S, __hp_X, __hp_at, __hp_type, __hp_error, __hp_G = ... \
                       local __hp_f = (function(...) ";
 const SUFFIX: &str = "\nend)() \
     if __hp_type(__hp_f) ~= \"function\" then \
@@ -159,11 +160,54 @@ impl FunctionDef {
 pub struct Compiler {
     state: LuaState,
     next_uid: u64,
+    /// How long the trial run of a chunk's top level may take (the workers' watchdog time).
+    trial_limit: Duration,
 }
 
 impl Compiler {
-    pub fn new(memory_limit: usize, budget: u32) -> Result<Self, CompileError> {
-        Ok(Self { state: LuaState::new(memory_limit, budget)?, next_uid: 1 })
+    pub fn new(
+        memory_limit: usize,
+        budget: u32,
+        trial_limit: Duration,
+    ) -> Result<Self, CompileError> {
+        Ok(Self { state: LuaState::new(memory_limit, budget)?, next_uid: 1, trial_limit })
+    }
+
+    /// Instantiate `bytecode` in the scratch state, stopped by a timer thread (the control
+    /// thread cannot watch itself) if it runs longer than `trial_limit`: its step checks read
+    /// the gate the timer closes, interpreted code gets the hook.
+    fn trial_run(&self, bytecode: &[u8], name: &str, jit: bool) -> Result<(), mlua::Error> {
+        struct Target(*const std::sync::atomic::AtomicI32, *mut mlua::ffi::lua_State);
+        // SAFETY: both pointers go to the timer thread below, which `thread::scope` joins before
+        // this function returns, so they never outlive the state they point into.
+        unsafe impl Send for Target {}
+        let target = Target(self.state.gate(), self.state.raw());
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        let limit = self.trial_limit;
+        let r = std::thread::scope(|scope| {
+            scope.spawn(move || {
+                let target = target;
+                if finished.recv_timeout(limit) == Err(RecvTimeoutError::Timeout) {
+                    // SAFETY: the state is live (see `Target`); setting the hook from another
+                    // thread is allowed (see `arm_watchdog`), the gate is an atomic.
+                    unsafe {
+                        (*target.0).store(GATE_CLOSED, Ordering::SeqCst);
+                        arm_watchdog(target.1);
+                    }
+                }
+            });
+            let r = self.state.instantiate(bytecode, name, jit);
+            drop(done);
+            r
+        });
+        // The timer is joined: reopen whatever it closed, for the next compile.
+        disarm_watchdog(self.state.raw());
+        // SAFETY: the gate lives as long as the state.
+        unsafe { (*self.state.gate()).store(GATE_OPEN, Ordering::SeqCst) };
+        let key = r?;
+        let _ = self.state.lua().remove_registry_value(key);
+        self.state.lua().expire_registry_values();
+        Ok(())
     }
 
     pub fn compile(
@@ -202,12 +246,8 @@ impl Compiler {
         drop(chunk);
         // Run the top level once here, so that errors in it (and a missing `return function`)
         // are reported now rather than on the workers.
-        let key = self
-            .state
-            .instantiate(&bytecode, &chunk_name, opts.jit)
+        self.trial_run(&bytecode, &chunk_name, opts.jit)
             .map_err(|e| CompileError::Init(lua_message(&e)))?;
-        let _ = self.state.lua().remove_registry_value(key);
-        self.state.lua().expire_registry_values();
         let uid = self.next_uid;
         self.next_uid += 1;
         Ok(FunctionDef {

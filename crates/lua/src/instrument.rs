@@ -23,10 +23,10 @@ use crate::lexer::{tokenize, LexError, Token, TokenKind, Tokens};
 pub const RESERVED_PREFIX: &str = "__hp";
 
 /// The statement inserted at every check point.
-/// `watch` is below zero once the watchdog stopped the call (see prelude.lua: it is read from
+/// `__hp_G.closed` is set once the watchdog stopped the call (see prelude.lua: it is read from
 /// memory on every check, in compiled code too).
 pub const CHECK: &str =
-    " __hp_S.fuel=__hp_S.fuel-1 if __hp_S.fuel<0 or __hp_S.watch<0 then __hp_X() end ";
+    " __hp_S.fuel=__hp_S.fuel-1 if __hp_S.fuel<0 or __hp_G.closed~=0 then __hp_X() end ";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InstrumentError {

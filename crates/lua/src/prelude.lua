@@ -33,12 +33,10 @@ typedef struct hp_desc {
   uint8_t verdict;
 } hp_desc;
 typedef struct hp_shared {
-  union {
-    struct { int32_t fuel; uint32_t gate; };
-    double watch;
-  };
+  int32_t fuel;
   int32_t budget;
   int32_t cur;
+  int32_t reserved;
   double turn;
   hp_desc descs[%d];
 } hp_shared;
@@ -347,17 +345,21 @@ function pkt.isDropped(self) return P(self).verdict == DROP end
 metatype(PKT_T, methods(pkt, "pkt"))
 
 
--- The watchdog's stop. Every step check (instrument.rs) reads `S.watch`, a double over the
--- fuel and the `gate` word (its high half, with the sign bit): the gate is 0x3FF00000 while
--- open (`watch` reads between 1 and 2) and the watchdog, on the control thread, writes
--- 0xBFF00000 to stop a call that ran longer than `watchdog_ms` (`watch` reads -1 or less).
--- Why a double over both: LuaJIT forwards a load from the last store to the same field and
--- hoists loads of fields nothing in the loop writes, so a plain flag would be read once per
--- trace and a compiled loop would never see the watchdog's write (LuaJIT ignores `volatile`
--- on FFI fields). A load that partly overlaps the check's own store to `fuel` is "may alias"
--- to LuaJIT (lj_opt_mem.c, aa_xref): it is reloaded from memory after every such store. The
--- watchdog writes only the gate word, so the worker's stores to `fuel` cannot undo it.
-local WATCHDOG = "hotplane watchdog: flow function stopped after running longer than the watchdog allows"
+-- The watchdog's stop. Every step check (instrument.rs) reads `G.closed`, which the watchdog
+-- on the control thread sets to 1 to stop a call that ran longer than `watchdog_ms` (the
+-- worker sets it back to 0 after the call). Where it lives matters for compiled code: LuaJIT
+-- hoists a load out of a loop unless a store in the loop may alias it, and it ignores
+-- `volatile` on FFI fields. A field of `S` would be hoisted: `S` is a constant pointer, and
+-- LuaJIT proves two fields of one constant pointer apart (lj_opt_mem.c, aa_xref). `G` is an
+-- FFI object in the Lua heap instead: its address is "object + offset", which LuaJIT cannot
+-- tell apart from the constant pointer the check stores `fuel` through, so `G.closed` is
+-- "may alias" with that store and is read from memory after every one of them. (A load that
+-- partly overlapped `fuel` would be reloaded too, but it would stall on store forwarding on
+-- every check.) LuaJIT does not move objects, so the address stays valid for the state's life.
+cdef("typedef struct hp_gate { int32_t closed; } hp_gate;")
+local G = ffi.new("hp_gate")
+-- (The same message as the hook's in state.rs.)
+local WATCHDOG = "hotplane watchdog: flow function stopped after running too long"
 
 -- Budget exhausted or the watchdog's stop: raise outside anything user code can recover from
 -- (the fuel stays negative and the gate closed, so every further check raises again until the
@@ -365,7 +367,7 @@ local WATCHDOG = "hotplane watchdog: flow function stopped after running longer 
 local RUNAWAY = "function ran away: more than its step budget for one packet (loop iterations plus calls)"
 local function out_of_fuel()
   S.fuel = -1
-  if S.watch < 0 then error(WATCHDOG, 0) end
+  if G.closed ~= 0 then error(WATCHDOG, 0) end
   error(RUNAWAY, 0)
 end
 
@@ -445,6 +447,13 @@ string_mt.__index = safe_string
 string_mt.__metatable = false
 
 local function table_len(t) if type(t) == "table" then return #t end return 0 end
+-- Without a comparator, `table.sort` compares inside C, where no check runs: on large strings
+-- one call could compare for minutes. Its default order is this Lua function instead, which
+-- looks at the watchdog's gate before every comparison (the steps are charged up front).
+local function default_less(a, b)
+  if G.closed ~= 0 then out_of_fuel() end
+  return a < b
+end
 local safe_table = {
   concat = function(t, sep, i, j)
     charge(span(table_len(t), i, j) * ELEMS)
@@ -461,7 +470,7 @@ local safe_table = {
   sort = function(t, cmp)
     local n = table_len(t)
     if n > 1 then charge(n * math.ceil(math.log(n) / math.log(2)) * ELEMS) end
-    return raw_sort(t, cmp)
+    return raw_sort(t, cmp or default_less)
   end,
   maxn = function(t)
     local m, n = 0, 0
@@ -527,7 +536,7 @@ local function instantiate(bytes, name, jit_on)
   setfenv(chunk, new_env())
   if not jit_on then jit.off(chunk, true) end
   S.fuel = S.budget
-  local driver = chunk(S, out_of_fuel, PKT_T, type, error)
+  local driver = chunk(S, out_of_fuel, PKT_T, type, error, G)
   if S.fuel < 0 then error(RUNAWAY, 0) end
   return driver
 end
@@ -649,6 +658,8 @@ return {
   runaway_message = RUNAWAY,
   desc_size = ffi.sizeof("hp_desc"),
   shared_size = ffi.sizeof("hp_shared"),
-  shared_offsets = { ffi.offsetof("hp_shared", "fuel"), ffi.offsetof("hp_shared", "gate"), ffi.offsetof("hp_shared", "watch"), ffi.offsetof("hp_shared", "turn") },
+  -- The gate's address (exact in a double: user-space addresses have 47 bits); `G` stays
+  -- anchored as an upvalue of `instantiate`.
+  gate_address = tonumber(ffi.cast("uintptr_t", ffi.cast("hp_gate *", G))),
   desc_offsets = { ffi.offsetof("hp_desc", "len"), ffi.offsetof("hp_desc", "in_port"), ffi.offsetof("hp_desc", "verdict") },
 }

@@ -11,7 +11,7 @@ use hotplane_core::batch::{Batch, Mask};
 use hotplane_core::{Stage, StageRef, Verdict, WorkerCx};
 use mlua::RegistryKey;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -88,7 +88,7 @@ struct WorkerSlot {
     /// The state's `lua_State`, for the watchdog (null while there is none).
     raw: AtomicPtr<mlua::ffi::lua_State>,
     /// The state's watchdog gate (null while there is none); same lifetime rules as `raw`.
-    gate: AtomicPtr<AtomicU32>,
+    gate: AtomicPtr<AtomicI32>,
     /// `now_ns` when the current call into Lua began, 0 outside Lua.
     in_lua_since: AtomicU64,
     armed: AtomicBool,
@@ -157,7 +157,8 @@ impl LuaRuntime {
         let previous = target.and_then(|t| self.latest_at(t));
         let mut guard = self.compiler.lock().unwrap_or_else(|e| e.into_inner());
         if guard.is_none() {
-            *guard = Some(Compiler::new(self.cfg.memory_limit, self.cfg.max_steps)?);
+            let trial_limit = std::time::Duration::from_millis(self.cfg.watchdog_ms);
+            *guard = Some(Compiler::new(self.cfg.memory_limit, self.cfg.max_steps, trial_limit)?);
         }
         let compiler = guard.as_mut().expect("just created");
         let r = compiler.compile(source, name, opts, previous);
@@ -386,7 +387,11 @@ impl LuaRuntime {
             let t0 = Instant::now();
             let name = format!("={}", def.name);
             w.state.shared_mut().fuel = 0;
-            match w.state.instantiate(&def.bytecode, &name, def.opts.jit) {
+            // The top level is watched like a call: it may run as long as the trial run did.
+            slot.in_lua_since.store(cx.now_ns.max(1), Ordering::SeqCst);
+            let loaded = w.state.instantiate(&def.bytecode, &name, def.opts.jit);
+            leave_lua(slot, &w.state);
+            match loaded {
                 Ok(k) => {
                     w.loaded.insert(def.uid, k);
                     def.loads.fetch_add(1, Ordering::Relaxed);
@@ -420,16 +425,7 @@ impl LuaRuntime {
         };
         slot.in_lua_since.store(cx.now_ns.max(1), Ordering::SeqCst);
         let r = w.state.call(driver, start, n);
-        slot.in_lua_since.store(0, Ordering::SeqCst);
-        let watchdog = slot.armed.load(Ordering::SeqCst);
-        if watchdog {
-            while slot.arming.load(Ordering::SeqCst) {
-                std::hint::spin_loop();
-            }
-            disarm_watchdog(w.state.raw());
-            w.state.shared().gate.store(GATE_OPEN, Ordering::SeqCst);
-            slot.armed.store(false, Ordering::SeqCst);
-        }
+        let watchdog = leave_lua(slot, &w.state);
         let cur = (w.state.shared_mut().cur.max(0) as usize).clamp(start, n.saturating_sub(1));
         match r {
             Ok(()) => Ok(()),
@@ -456,6 +452,24 @@ impl LuaRuntime {
         def.record_error(msg);
         tracing::debug!(function = %def.name, placed = ?def.placed(), "Lua error: {msg}");
     }
+}
+
+/// The worker is out of Lua: if the watchdog stopped this call, wait until it is done arming
+/// and reopen the gate and remove the hook, so the stop never reaches the next call (see
+/// `maintain`). Returns whether the watchdog fired.
+fn leave_lua(slot: &WorkerSlot, state: &LuaState) -> bool {
+    slot.in_lua_since.store(0, Ordering::SeqCst);
+    let watchdog = slot.armed.load(Ordering::SeqCst);
+    if watchdog {
+        while slot.arming.load(Ordering::SeqCst) {
+            std::hint::spin_loop();
+        }
+        disarm_watchdog(state.raw());
+        // SAFETY: the gate lives as long as `state`.
+        unsafe { (*state.gate()).store(GATE_OPEN, Ordering::SeqCst) };
+        slot.armed.store(false, Ordering::SeqCst);
+    }
+    watchdog
 }
 
 fn mark(cell: &mut Option<WorkerLua>, range: std::ops::Range<usize>, v: Verdict) {

@@ -6,7 +6,7 @@ use mlua::ffi;
 use mlua::{Lua, LuaOptions, RegistryKey, StdLib, Table};
 use std::ffi::{c_int, CStr};
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::AtomicI32;
 
 /// Most packets handed to Lua in one call (a batch `Mask` has 64 bits).
 pub const MAX_BATCH: usize = 64;
@@ -48,27 +48,21 @@ impl Desc {
     };
 }
 
-/// `Shared::gate` while calls may run (Lua reads the double over `fuel` and `gate` as 1 to 2).
-pub(crate) const GATE_OPEN: u32 = 0x3ff0_0000;
-/// `Shared::gate` once the watchdog stopped the call (the double reads -1 or less).
-pub(crate) const GATE_CLOSED: u32 = 0xbff0_0000;
-
-// The gate is the high half of the double Lua reads over `fuel` and `gate` (see prelude.lua).
-#[cfg(not(target_endian = "little"))]
-compile_error!("the watchdog gate assumes a little-endian target");
+/// The watchdog's gate (`hp_gate.closed` in the prelude) while calls may run.
+pub(crate) const GATE_OPEN: i32 = 0;
+/// The gate once the watchdog stopped the call: every step check raises.
+pub(crate) const GATE_CLOSED: i32 = 1;
 
 /// The block Lua reaches through `hp_shared *` (the prelude's `S`).
 #[repr(C)]
 pub(crate) struct Shared {
     /// Steps left for the current packet; negative once a function ran away.
     pub fuel: i32,
-    /// The watchdog's stop, written by the control thread while the worker runs Lua
-    /// ([`GATE_OPEN`] or [`GATE_CLOSED`]); every step check reads it.
-    pub gate: AtomicU32,
     /// Steps each packet gets.
     pub budget: i32,
     /// Index of the packet being processed (to find the one an error belongs to).
     pub cur: i32,
+    pub reserved: i32,
     /// Packets handed to Lua so far in this state: a packet handle is good while this still
     /// holds the value it was made with (see prelude.lua). Bumped by the driver before each
     /// packet and here after each call, so no handle outlives its call.
@@ -97,12 +91,14 @@ pub(crate) struct LuaState {
     raw: NonNull<ffi::lua_State>,
     lua: Lua,
     shared: Box<Shared>,
+    /// The watchdog's gate, an `hp_gate` in the state's heap (anchored by the prelude).
+    gate: NonNull<AtomicI32>,
 }
 
 // SAFETY: the state is used by one thread at a time (the owner holds it behind `&mut`); `raw`
 // points into `lua`, which moves with it (mlua's `send` feature makes `Lua` itself `Send`), and
-// `shared` is a heap block only this state's Lua code and its owner touch, except the
-// watchdog's `gate`, an atomic the control thread may write.
+// `shared` is a heap block only this state's Lua code and its owner touch; `gate` points into
+// the state's heap, and the control thread only writes it atomically.
 unsafe impl Send for LuaState {}
 
 impl LuaState {
@@ -119,8 +115,8 @@ impl LuaState {
         let mut shared = Box::new(Shared {
             fuel: budget.min(i32::MAX as u32) as i32,
             budget: budget.min(i32::MAX as u32) as i32,
-            gate: AtomicU32::new(GATE_OPEN),
             cur: 0,
+            reserved: 0,
             turn: 0.0,
             descs: [Desc::EMPTY; MAX_BATCH],
         });
@@ -132,26 +128,17 @@ impl LuaState {
             .map_err(err)?;
         let desc_size: usize = api.get("desc_size").map_err(err)?;
         let shared_size: usize = api.get("shared_size").map_err(err)?;
-        let shared_offsets: [usize; 4] = api.get("shared_offsets").map_err(err)?;
-        let expected_offsets = [
-            std::mem::offset_of!(Shared, fuel),
-            std::mem::offset_of!(Shared, gate),
-            // `watch` is the double over `fuel` and `gate`.
-            std::mem::offset_of!(Shared, fuel),
-            std::mem::offset_of!(Shared, turn),
-        ];
-        if desc_size != size_of::<Desc>()
-            || shared_size != size_of::<Shared>()
-            || shared_offsets != expected_offsets
-            || expected_offsets[1] != 4
-        {
+        if desc_size != size_of::<Desc>() || shared_size != size_of::<Shared>() {
             return Err(StateError::Create(format!(
-                "prelude layout mismatch: hp_desc {desc_size} vs {}, hp_shared {shared_size} vs {}, \
-                 fuel/gate/watch/turn at {shared_offsets:?} vs {expected_offsets:?}",
+                "prelude layout mismatch: hp_desc {desc_size} vs {}, hp_shared {shared_size} vs {}",
                 size_of::<Desc>(),
                 size_of::<Shared>()
             )));
         }
+        let gate_address: f64 = api.get("gate_address").map_err(err)?;
+        let gate = NonNull::new(gate_address as usize as *mut AtomicI32)
+            .filter(|g| g.as_ptr().is_aligned())
+            .ok_or_else(|| StateError::Create("the prelude's gate has no usable address".into()))?;
         // The state's own globals (ffi, require, load...) stay as they are: LuaJIT anchors the
         // FFI's metatables through the ffi module, and user code never sees these globals (each
         // function runs in an environment built by the prelude).
@@ -161,7 +148,7 @@ impl LuaState {
         // `lua` lives, which is as long as `self`.
         unsafe { lua.exec_raw::<()>((), |l| raw = l) }.map_err(err)?;
         let raw = NonNull::new(raw).ok_or_else(|| StateError::Create("null lua_State".into()))?;
-        Ok(Self { api, raw, lua, shared })
+        Ok(Self { api, raw, lua, shared, gate })
     }
 
     pub fn lua(&self) -> &Lua {
@@ -181,8 +168,8 @@ impl LuaState {
     }
 
     /// The watchdog's gate of this state, for the control thread. Valid while the state lives.
-    pub fn gate(&self) -> *const AtomicU32 {
-        &self.shared.gate
+    pub fn gate(&self) -> *const AtomicI32 {
+        self.gate.as_ptr()
     }
 
     /// Set LuaJIT's optimisation level for traces compiled from now on.

@@ -343,7 +343,7 @@ const BIG_COMPARE_LOOP: &str = "local big = ('x'):rep(2^20) for i = 1, 2 do big 
 /// from the watchdog, not from the step budget.
 #[test]
 fn watchdog_stops_compiled_code_working_on_large_strings() {
-    let cfg = LuaConfig { watchdog_ms: 20, ..LuaConfig::default() };
+    let cfg = LuaConfig { watchdog_ms: 100, ..LuaConfig::default() };
     assert_eq!(cfg.max_steps, 1_000_000);
     let rt = LuaRuntime::new(1, cfg);
     let opts = FunctionOpts { jit: true, opt_level: 3 };
@@ -353,21 +353,18 @@ fn watchdog_stops_compiled_code_working_on_large_strings() {
     let def = rt.compile(BIG_COMPARE_LOOP.as_bytes(), "compare", opts, Some("t")).unwrap();
     let stage = rt.stage(def.clone());
     let frame = udp("10.0.0.1", "10.0.0.2", 1, 2, &[0; 8]);
-    // Harness guard only: without a working watchdog the call takes hours.
-    let (tx, rx) = std::sync::mpsc::channel();
-    let out = with_watchdog(&rt, || {
-        let frames = vec![frame.clone(), frame.clone()];
-        std::thread::spawn(move || {
+    let frames = vec![frame.clone(), frame];
+    // Without a working watchdog the call takes hours.
+    let (first, next) = with_watchdog(&rt, || {
+        guarded(move || {
             let w = Worker::new();
             let first = w.run(stage.as_ref(), &frames, 0);
             // The next batch on the same worker runs normally (the stop is not left behind).
             let next = w.run(stage.as_ref(), &frames, 0);
-            let _ = tx.send((first, next));
-        });
-        rx.recv_timeout(std::time::Duration::from_secs(120))
-            .expect("the watchdog did not stop a compiled loop over large strings")
+            (first, next)
+        })
+        .expect("the watchdog did not stop a compiled loop over large strings")
     });
-    let (first, next) = out;
     assert!(def.last_error().unwrap().contains("watchdog"), "{:?}", def.last_error());
     assert_eq!(rt.stats.watchdog_fired.load(Ordering::Relaxed), 1);
     assert_eq!(def.runaways.load(Ordering::Relaxed), 1);
@@ -375,6 +372,59 @@ fn watchdog_stops_compiled_code_working_on_large_strings() {
     assert_eq!(first[0].verdict, Verdict::Drop);
     assert_eq!((first[1].verdict, first[1].out_port), (Verdict::Pass, 1));
     assert!(next.iter().all(|o| o.verdict == Verdict::Pass && o.out_port == 1));
+}
+
+/// Run `f` on another thread; `None` if it has not finished after two minutes (a harness
+/// guard against a hang, not a timing assertion).
+fn guarded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(120)).ok()
+}
+
+/// The trial run of a chunk's top level (on the control thread, while compiling) is stopped by
+/// a watchdog too: a top level comparing large strings in a compiled loop would otherwise hold
+/// the control thread (and with it `remove` and `shutdown`) until its step budget ran out.
+#[test]
+fn watchdog_stops_a_long_top_level_at_compile_time() {
+    let rt = LuaRuntime::new(1, LuaConfig { watchdog_ms: 20, ..LuaConfig::default() });
+    let src = "local big = ('x'):rep(2^20) for i = 1, 2 do big = big .. big end \
+               local t = {big .. 'a', big .. 'b'} \
+               local i = 0 while t[1 + i % 2] <= t[2] do i = i + 1 end \
+               return function(pkt) end";
+    let r = guarded(move || rt.compile(src.as_bytes(), "slow-top", FunctionOpts::default(), None))
+        .expect("compiling a long top level did not end");
+    match r {
+        Err(CompileError::Init(msg)) => assert!(msg.contains("watchdog"), "{msg}"),
+        Err(e) => panic!("stopped by something else: {e}"),
+        Ok(_) => panic!("a top level that never ends compiled"),
+    }
+}
+
+/// `table.sort` without a comparator compares inside C: on large strings one call could run
+/// for minutes where no step check is. It is stopped by the watchdog within the call.
+#[test]
+fn watchdog_stops_a_sort_of_large_strings() {
+    // Long enough for the top level, which builds the table (it is watched too).
+    let cfg = LuaConfig { watchdog_ms: 250, ..LuaConfig::default() };
+    let rt = LuaRuntime::new(1, cfg);
+    // 10^5 references to two 8 MiB strings: about 1.7 * 10^6 comparisons of 8 MiB in one call.
+    let src = "local big = ('x'):rep(2^20) for i = 1, 3 do big = big .. big end \
+               local a, b = big .. 'a', big .. 'b' \
+               local t = {} for i = 1, 100000 do t[i] = (i % 2 == 0) and a or b end \
+               return function(pkt) table.sort(t) pkt:forward(9) end";
+    let opts = FunctionOpts { jit: true, opt_level: 3 };
+    let def = rt.compile(src.as_bytes(), "sort", opts, None).unwrap();
+    let stage = rt.stage(def.clone());
+    let frame = udp("10.0.0.1", "10.0.0.2", 1, 2, &[0; 8]);
+    let out = with_watchdog(&rt, || {
+        guarded(move || Worker::new().run(stage.as_ref(), &[frame], 0))
+            .expect("the watchdog did not stop table.sort")
+    });
+    assert_eq!(out[0].verdict, Verdict::Drop);
+    assert!(def.last_error().unwrap().contains("watchdog"), "{:?}", def.last_error());
 }
 
 /// A stop the watchdog meant for one call never reaches a later one: many short calls of a
