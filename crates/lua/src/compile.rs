@@ -176,7 +176,7 @@ impl Compiler {
     /// Instantiate `bytecode` in the scratch state, stopped by a timer thread (the control
     /// thread cannot watch itself) if it runs longer than `trial_limit`: its step checks read
     /// the gate the timer closes, interpreted code gets the hook.
-    fn trial_run(&self, bytecode: &[u8], name: &str, jit: bool) -> Result<(), mlua::Error> {
+    fn trial_run(&self, bytecode: &[u8], name: &str, jit: bool) -> Result<(), CompileError> {
         struct Target(*const std::sync::atomic::AtomicI32, *mut mlua::ffi::lua_State);
         // SAFETY: both pointers go to the timer thread below, which `thread::scope` joins before
         // this function returns, so they never outlive the state they point into.
@@ -185,7 +185,8 @@ impl Compiler {
         let (done, finished) = std::sync::mpsc::channel::<()>();
         let limit = self.trial_limit;
         let r = std::thread::scope(|scope| {
-            scope.spawn(move || {
+            let timer = std::thread::Builder::new().name("lua-trial-watchdog".into());
+            let started = timer.spawn_scoped(scope, move || {
                 let target = target;
                 if finished.recv_timeout(limit) == Err(RecvTimeoutError::Timeout) {
                     // SAFETY: the state is live (see `Target`); setting the hook from another
@@ -196,9 +197,13 @@ impl Compiler {
                     }
                 }
             });
+            if let Err(e) = started {
+                // Without its timer the trial run would not be bounded: refuse instead.
+                return Err(CompileError::Internal(format!("cannot start the trial's timer: {e}")));
+            }
             let r = self.state.instantiate(bytecode, name, jit);
             drop(done);
-            r
+            r.map_err(|e| CompileError::Init(lua_message(&e)))
         });
         // The timer is joined: reopen whatever it closed, for the next compile.
         disarm_watchdog(self.state.raw());
@@ -246,8 +251,7 @@ impl Compiler {
         drop(chunk);
         // Run the top level once here, so that errors in it (and a missing `return function`)
         // are reported now rather than on the workers.
-        self.trial_run(&bytecode, &chunk_name, opts.jit)
-            .map_err(|e| CompileError::Init(lua_message(&e)))?;
+        self.trial_run(&bytecode, &chunk_name, opts.jit)?;
         let uid = self.next_uid;
         self.next_uid += 1;
         Ok(FunctionDef {
