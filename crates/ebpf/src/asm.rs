@@ -14,6 +14,23 @@ pub struct AsmError {
     pub msg: String,
 }
 
+/// An operand that does not parse; [`AsmError`] adds the line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum OperandError {
+    #[error("`{0}` is not a register")]
+    NotARegister(String),
+    #[error("register r{0} does not exist (r0..r10)")]
+    NoSuchRegister(u8),
+    #[error("`{0}` is not a number")]
+    NotANumber(String),
+    #[error("`{0}` does not fit in 32 bits")]
+    Over32Bits(String),
+    #[error("`{0}` is not a memory operand [%rN+off]")]
+    NotMemory(String),
+    #[error("offset {0} does not fit in 16 bits")]
+    Offset16(i128),
+}
+
 fn alu_op(name: &str) -> Option<(u8, i16)> {
     Some(match name {
         "add" => (alu::ADD, 0),
@@ -61,20 +78,20 @@ fn size_of_suffix(s: &str) -> Option<u8> {
     })
 }
 
-fn parse_reg(s: &str) -> Result<u8, String> {
+fn parse_reg(s: &str) -> Result<u8, OperandError> {
     let s = s.trim();
     let n = s
         .strip_prefix("%r")
         .or_else(|| s.strip_prefix('r'))
-        .ok_or_else(|| format!("`{s}` is not a register"))?;
-    let r: u8 = n.parse().map_err(|_| format!("`{s}` is not a register"))?;
+        .ok_or_else(|| OperandError::NotARegister(s.to_string()))?;
+    let r: u8 = n.parse().map_err(|_| OperandError::NotARegister(s.to_string()))?;
     if r > 10 {
-        return Err(format!("register r{r} does not exist (r0..r10)"));
+        return Err(OperandError::NoSuchRegister(r));
     }
     Ok(r)
 }
 
-fn parse_int(s: &str) -> Result<i128, String> {
+fn parse_int(s: &str) -> Result<i128, OperandError> {
     let s = s.trim();
     let (neg, body) = match s.strip_prefix('-') {
         Some(b) => (true, b),
@@ -85,32 +102,32 @@ fn parse_int(s: &str) -> Result<i128, String> {
     } else {
         body.parse::<i128>()
     }
-    .map_err(|_| format!("`{s}` is not a number"))?;
+    .map_err(|_| OperandError::NotANumber(s.to_string()))?;
     Ok(if neg { -v } else { v })
 }
 
 /// A 32-bit immediate: any value that fits in i32 or u32 (as a bit pattern).
-fn parse_imm32(s: &str) -> Result<i32, String> {
+fn parse_imm32(s: &str) -> Result<i32, OperandError> {
     let v = parse_int(s)?;
     if (i32::MIN as i128..=u32::MAX as i128).contains(&v) {
         Ok(v as i64 as u32 as i32)
     } else {
-        Err(format!("`{s}` does not fit in 32 bits"))
+        Err(OperandError::Over32Bits(s.to_string()))
     }
 }
 
 /// `[%rN+off]` -> (reg, off)
-fn parse_mem(s: &str) -> Result<(u8, i16), String> {
+fn parse_mem(s: &str) -> Result<(u8, i16), OperandError> {
     let inner = s
         .trim()
         .strip_prefix('[')
         .and_then(|x| x.strip_suffix(']'))
-        .ok_or_else(|| format!("`{s}` is not a memory operand [%rN+off]"))?;
+        .ok_or_else(|| OperandError::NotMemory(s.to_string()))?;
     let (reg, off) = match inner.find(['+', '-']) {
         Some(i) => (&inner[..i], parse_int(&inner[i..])?),
         None => (inner, 0),
     };
-    let off = i16::try_from(off).map_err(|_| format!("offset {off} does not fit in 16 bits"))?;
+    let off = i16::try_from(off).map_err(|_| OperandError::Offset16(off))?;
     Ok((parse_reg(reg)?, off))
 }
 
@@ -192,11 +209,12 @@ pub fn assemble(text: &str) -> Result<Vec<Insn>, AsmError> {
     let mut out = Vec::with_capacity(pc);
     for l in &lines {
         let err = |msg: String| AsmError { line: l.no, msg };
+        let operand = |e: OperandError| err(e.to_string());
         let here = out.len();
         let target = |s: &str| -> Result<i64, AsmError> {
             let s = s.trim();
             if s.starts_with('+') || s.starts_with('-') || s.chars().all(|c| c.is_ascii_digit()) {
-                return parse_int(s).map(|v| v as i64).map_err(err);
+                return parse_int(s).map(|v| v as i64).map_err(operand);
             }
             let t = *labels.get(s).ok_or_else(|| err(format!("no label `{s}`")))?;
             Ok(t as i64 - here as i64 - 1)
@@ -225,9 +243,9 @@ pub fn assemble(text: &str) -> Result<Vec<Insn>, AsmError> {
         let cls = if is32 { class::ALU } else { class::ALU64 };
         if let Some((aop, aoff)) = alu_op(base) {
             n(2)?;
-            let dst = parse_reg(ops[0]).map_err(err)?;
+            let dst = parse_reg(ops[0]).map_err(operand)?;
             if is_reg(ops[1]) {
-                let src = parse_reg(ops[1]).map_err(err)?;
+                let src = parse_reg(ops[1]).map_err(operand)?;
                 out.push(Insn::new(cls | aop | SRC_X, dst, src, aoff, 0));
             } else {
                 out.push(Insn::new(
@@ -235,14 +253,14 @@ pub fn assemble(text: &str) -> Result<Vec<Insn>, AsmError> {
                     dst,
                     0,
                     aoff,
-                    parse_imm32(ops[1]).map_err(err)?,
+                    parse_imm32(ops[1]).map_err(operand)?,
                 ));
             }
             continue;
         }
         if base == "neg" {
             n(1)?;
-            out.push(Insn::new(cls | alu::NEG, parse_reg(ops[0]).map_err(err)?, 0, 0, 0));
+            out.push(Insn::new(cls | alu::NEG, parse_reg(ops[0]).map_err(operand)?, 0, 0, 0));
             continue;
         }
         // movsx<from><to>
@@ -256,7 +274,8 @@ pub fn assemble(text: &str) -> Result<Vec<Insn>, AsmError> {
                 "3264" => (32, class::ALU64),
                 _ => return Err(err(format!("unknown instruction `{m}`"))),
             };
-            let (dst, src) = (parse_reg(ops[0]).map_err(err)?, parse_reg(ops[1]).map_err(err)?);
+            let (dst, src) =
+                (parse_reg(ops[0]).map_err(operand)?, parse_reg(ops[1]).map_err(operand)?);
             out.push(Insn::new(cls | alu::MOV | SRC_X, dst, src, from, 0));
             continue;
         }
@@ -270,7 +289,7 @@ pub fn assemble(text: &str) -> Result<Vec<Insn>, AsmError> {
             n(1)?;
             out.push(Insn::new(
                 class::ALU | alu::END | SRC_K,
-                parse_reg(ops[0]).map_err(err)?,
+                parse_reg(ops[0]).map_err(operand)?,
                 0,
                 0,
                 w,
@@ -281,7 +300,7 @@ pub fn assemble(text: &str) -> Result<Vec<Insn>, AsmError> {
             n(1)?;
             out.push(Insn::new(
                 class::ALU | alu::END | SRC_X,
-                parse_reg(ops[0]).map_err(err)?,
+                parse_reg(ops[0]).map_err(operand)?,
                 0,
                 0,
                 w,
@@ -290,41 +309,47 @@ pub fn assemble(text: &str) -> Result<Vec<Insn>, AsmError> {
         }
         if let Some(w) = endian("bswap").or_else(|| endian("swap")) {
             n(1)?;
-            out.push(Insn::new(class::ALU64 | alu::END, parse_reg(ops[0]).map_err(err)?, 0, 0, w));
+            out.push(Insn::new(
+                class::ALU64 | alu::END,
+                parse_reg(ops[0]).map_err(operand)?,
+                0,
+                0,
+                w,
+            ));
             continue;
         }
         // loads and stores
         if let Some(sz) = m.strip_prefix("ldxs").and_then(size_of_suffix).filter(|_| m != "ldxsdw")
         {
             n(2)?;
-            let dst = parse_reg(ops[0]).map_err(err)?;
-            let (src, off) = parse_mem(ops[1]).map_err(err)?;
+            let dst = parse_reg(ops[0]).map_err(operand)?;
+            let (src, off) = parse_mem(ops[1]).map_err(operand)?;
             out.push(Insn::new(class::LDX | mem::MEMSX | sz, dst, src, off, 0));
             continue;
         }
         if let Some(sz) = m.strip_prefix("ldx").and_then(size_of_suffix) {
             n(2)?;
-            let dst = parse_reg(ops[0]).map_err(err)?;
-            let (src, off) = parse_mem(ops[1]).map_err(err)?;
+            let dst = parse_reg(ops[0]).map_err(operand)?;
+            let (src, off) = parse_mem(ops[1]).map_err(operand)?;
             out.push(Insn::new(class::LDX | mem::MEM | sz, dst, src, off, 0));
             continue;
         }
         if let Some(sz) = m.strip_prefix("stx").and_then(size_of_suffix) {
             n(2)?;
-            let (dst, off) = parse_mem(ops[0]).map_err(err)?;
-            let src = parse_reg(ops[1]).map_err(err)?;
+            let (dst, off) = parse_mem(ops[0]).map_err(operand)?;
+            let src = parse_reg(ops[1]).map_err(operand)?;
             out.push(Insn::new(class::STX | mem::MEM | sz, dst, src, off, 0));
             continue;
         }
         if let Some(sz) = m.strip_prefix("st").and_then(size_of_suffix) {
             n(2)?;
-            let (dst, off) = parse_mem(ops[0]).map_err(err)?;
+            let (dst, off) = parse_mem(ops[0]).map_err(operand)?;
             out.push(Insn::new(
                 class::ST | mem::MEM | sz,
                 dst,
                 0,
                 off,
-                parse_imm32(ops[1]).map_err(err)?,
+                parse_imm32(ops[1]).map_err(operand)?,
             ));
             continue;
         }
@@ -347,33 +372,35 @@ pub fn assemble(text: &str) -> Result<Vec<Insn>, AsmError> {
                 "cmpxchg" => atomic::CMPXCHG,
                 _ => return Err(err(format!("unknown atomic operation `{a}`"))),
             };
-            let (dst, off) = parse_mem(ops[0]).map_err(err)?;
-            let src = parse_reg(ops[1]).map_err(err)?;
+            let (dst, off) = parse_mem(ops[0]).map_err(operand)?;
+            let src = parse_reg(ops[1]).map_err(operand)?;
             out.push(Insn::new(class::STX | mem::ATOMIC | sz, dst, src, off, imm));
             continue;
         }
         match m {
             "lddw" => {
                 n(2)?;
-                let dst = parse_reg(ops[0]).map_err(err)?;
+                let dst = parse_reg(ops[0]).map_err(operand)?;
                 // `map N` and `map_value N + OFF`: map references, as the disassembler prints them.
                 if let Some(rest) = ops[1].strip_prefix("map_value") {
                     let (m, off) = rest
                         .split_once('+')
                         .ok_or_else(|| err("expected `map_value N + OFF`".into()))?;
-                    let (m, off) =
-                        (parse_int(m.trim()).map_err(err)?, parse_int(off.trim()).map_err(err)?);
+                    let (m, off) = (
+                        parse_int(m.trim()).map_err(operand)?,
+                        parse_int(off.trim()).map_err(operand)?,
+                    );
                     out.push(Insn::new(op::LDDW, dst, pseudo::MAP_VALUE, 0, m as i32));
                     out.push(Insn::new(0, 0, 0, 0, off as i32));
                     continue;
                 }
                 if let Some(m) = ops[1].strip_prefix("map ") {
-                    let m = parse_int(m.trim()).map_err(err)?;
+                    let m = parse_int(m.trim()).map_err(operand)?;
                     out.push(Insn::new(op::LDDW, dst, pseudo::MAP_FD, 0, m as i32));
                     out.push(Insn::new(0, 0, 0, 0, 0));
                     continue;
                 }
-                let v = parse_int(ops[1]).map_err(err)?;
+                let v = parse_int(ops[1]).map_err(operand)?;
                 if !(i64::MIN as i128..=u64::MAX as i128).contains(&v) {
                     return Err(err(format!("`{}` does not fit in 64 bits", ops[1])));
                 }
@@ -408,9 +435,21 @@ pub fn assemble(text: &str) -> Result<Vec<Insn>, AsmError> {
                 } else {
                     n(1)?;
                     if is_reg(ops[0]) {
-                        out.push(Insn::new(op::CALLX, parse_reg(ops[0]).map_err(err)?, 0, 0, 0));
+                        out.push(Insn::new(
+                            op::CALLX,
+                            parse_reg(ops[0]).map_err(operand)?,
+                            0,
+                            0,
+                            0,
+                        ));
                     } else {
-                        out.push(Insn::new(op::CALL, 0, 0, 0, parse_imm32(ops[0]).map_err(err)?));
+                        out.push(Insn::new(
+                            op::CALL,
+                            0,
+                            0,
+                            0,
+                            parse_imm32(ops[0]).map_err(operand)?,
+                        ));
                     }
                 }
                 continue;
@@ -424,13 +463,13 @@ pub fn assemble(text: &str) -> Result<Vec<Insn>, AsmError> {
         if let Some(jop) = jmp_op(jbase) {
             n(3)?;
             let cls = if j32 { class::JMP32 } else { class::JMP };
-            let dst = parse_reg(ops[0]).map_err(err)?;
+            let dst = parse_reg(ops[0]).map_err(operand)?;
             let off = off16(target(ops[2])?)?;
             if is_reg(ops[1]) {
                 out.push(Insn::new(
                     cls | jop | SRC_X,
                     dst,
-                    parse_reg(ops[1]).map_err(err)?,
+                    parse_reg(ops[1]).map_err(operand)?,
                     off,
                     0,
                 ));
@@ -440,7 +479,7 @@ pub fn assemble(text: &str) -> Result<Vec<Insn>, AsmError> {
                     dst,
                     0,
                     off,
-                    parse_imm32(ops[1]).map_err(err)?,
+                    parse_imm32(ops[1]).map_err(operand)?,
                 ));
             }
             continue;

@@ -31,6 +31,40 @@ const DIAGNOSTIC_LINES: usize = 12;
 /// Largest object read back.
 const MAX_OBJECT_BYTES: u64 = 64 << 20;
 
+/// Why C source did not become an object: refused before clang ran, clang failed (with the
+/// diagnostics about the update's own lines), or the node could not run it.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    #[error("C source is {len} bytes; the limit is {MAX_SOURCE_BYTES}")]
+    TooLarge { len: usize },
+    /// The source could make the compile read a node file.
+    #[error("prog.c:{line}: {what}")]
+    Refused { line: usize, what: String },
+    #[error("C updates need clang on this node (apt-get install clang libbpf-dev); send an ELF object or bytecode instead")]
+    NoClang,
+    #[error("temporary directory path contains a NUL byte")]
+    TempPathNul,
+    #[error("cannot create a private compile directory: {0}")]
+    PrivateDir(std::io::Error),
+    #[error("cannot run {}: {source}", clang.display())]
+    Spawn { clang: PathBuf, source: std::io::Error },
+    #[error("{0}")]
+    Wait(std::io::Error),
+    #[error("clang did not finish within {}s", COMPILE_TIMEOUT.as_secs())]
+    Timeout,
+    #[error("clang failed ({status}):\n{}", diagnostics.join("\n"))]
+    Failed { status: std::process::ExitStatus, diagnostics: Vec<String> },
+    #[error("the compile read a file outside the system headers")]
+    ReadOutside,
+    /// A file of the compile directory could not be written or read (`what` says which).
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+}
+
+fn io_error(what: &str, source: std::io::Error) -> CompileError {
+    CompileError::Io { what: what.to_string(), source }
+}
+
 /// The clang to use: `$HOTPLANE_CLANG`, else `clang` on the PATH.
 pub fn clang() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("HOTPLANE_CLANG") {
@@ -48,19 +82,16 @@ pub fn clang() -> Option<PathBuf> {
 pub(crate) struct PrivateDir(PathBuf);
 
 impl PrivateDir {
-    pub(crate) fn new() -> Result<Self, String> {
+    pub(crate) fn new() -> Result<Self, CompileError> {
         let template = std::env::temp_dir().join("hotplane-cc-XXXXXX");
         let mut bytes = std::ffi::CString::new(template.as_os_str().as_encoded_bytes())
-            .map_err(|_| "temporary directory path contains a NUL byte".to_string())?
+            .map_err(|_| CompileError::TempPathNul)?
             .into_bytes_with_nul();
         // SAFETY: `bytes` is a writable NUL-terminated template ending in XXXXXX, as mkdtemp
         // requires; it creates the directory with mode 0700 and rewrites the Xs in place.
         let made = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
         if made.is_null() {
-            return Err(format!(
-                "cannot create a private compile directory: {}",
-                std::io::Error::last_os_error()
-            ));
+            return Err(CompileError::PrivateDir(std::io::Error::last_os_error()));
         }
         bytes.pop();
         Ok(Self(PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(
@@ -102,8 +133,8 @@ fn header_dirs(clang: &Path) -> Vec<PathBuf> {
 }
 
 /// Why a source is refused before clang runs.
-fn refuse(line: usize, what: &str) -> String {
-    format!("prog.c:{line}: {what}")
+fn refuse(line: usize, what: &str) -> CompileError {
+    CompileError::Refused { line, what: what.to_string() }
 }
 
 /// What C updates may include.
@@ -258,7 +289,7 @@ fn safe_header_name(operand: &[u8]) -> Option<&[u8]> {
 }
 
 /// Refuse a source that could make the compile read anything but system headers.
-pub fn check_source(source: &[u8]) -> Result<(), String> {
+pub fn check_source(source: &[u8]) -> Result<(), CompileError> {
     let mut code_seen = false;
     for (n, line) in logical_lines(source) {
         let text = line.trim_ascii_start();
@@ -380,7 +411,7 @@ fn run_clang(
     clang: &Path,
     dir: &Path,
     args: &[&std::ffi::OsStr],
-) -> Result<(std::process::ExitStatus, String), String> {
+) -> Result<(std::process::ExitStatus, String), CompileError> {
     let mut child = Command::new(clang)
         .args(args)
         .current_dir(dir)
@@ -390,7 +421,7 @@ fn run_clang(
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", clang.display()))?;
+        .map_err(|source| CompileError::Spawn { clang: clang.to_path_buf(), source })?;
     // Drain diagnostics while clang runs: a full pipe would stall it.
     let mut stderr = child.stderr.take();
     let reader = std::thread::spawn(move || {
@@ -402,12 +433,12 @@ fn run_clang(
     });
     let start = Instant::now();
     let status = loop {
-        match child.try_wait().map_err(|e| e.to_string())? {
+        match child.try_wait().map_err(CompileError::Wait)? {
             Some(s) => break s,
             None if start.elapsed() > COMPILE_TIMEOUT => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("clang did not finish within {}s", COMPILE_TIMEOUT.as_secs()));
+                return Err(CompileError::Timeout);
             }
             None => std::thread::sleep(Duration::from_millis(5)),
         }
@@ -416,20 +447,18 @@ fn run_clang(
 }
 
 /// Compile `source` with `clang -O2 -g -target bpf`; returns the object's bytes.
-pub fn compile(source: &[u8]) -> Result<Vec<u8>, String> {
+pub fn compile(source: &[u8]) -> Result<Vec<u8>, CompileError> {
     if source.len() > MAX_SOURCE_BYTES {
-        return Err(format!("C source is {} bytes; the limit is {MAX_SOURCE_BYTES}", source.len()));
+        return Err(CompileError::TooLarge { len: source.len() });
     }
     check_source(source)?;
-    let clang = clang().ok_or(
-        "C updates need clang on this node (apt-get install clang libbpf-dev); send an ELF object or bytecode instead",
-    )?;
+    let clang = clang().ok_or(CompileError::NoClang)?;
     let dirs = header_dirs(&clang);
     let dir = PrivateDir::new()?;
     let private = |name: &str| dir.path().join(name);
     let (src, pre, deps, obj) =
         (private("prog.c"), private("prog.i"), private("prog.d"), private("prog.o"));
-    std::fs::write(&src, source).map_err(|e| format!("writing the source: {e}"))?;
+    std::fs::write(&src, source).map_err(|e| io_error("writing the source", e))?;
     let os = |s: &'static str| std::ffi::OsStr::new(s);
     let mut include_args: Vec<std::ffi::OsString> = Vec::new();
     for d in &dirs {
@@ -448,24 +477,25 @@ pub fn compile(source: &[u8]) -> Result<Vec<u8>, String> {
     args.extend([os("-nostdinc"), os("-x"), os("c"), os("-E")]);
     args.extend(include_args.iter().map(|a| a.as_os_str()));
     args.extend([os("-MD"), os("-MF"), os("prog.d"), os("prog.c"), os("-o"), os("prog.i")]);
-    let failed = |status: std::process::ExitStatus, err: &str| {
-        format!("clang failed ({status}):\n{}", scrub(err).join("\n"))
+    let failed = |status: std::process::ExitStatus, err: &str| CompileError::Failed {
+        status,
+        diagnostics: scrub(err).into_iter().map(str::to_string).collect(),
     };
     let (status, err) = run_clang(&clang, dir.path(), &args)?;
     if !status.success() {
         return Err(failed(status, &err));
     }
     let allowed: Vec<PathBuf> = dirs.iter().filter_map(|d| d.canonicalize().ok()).collect();
-    let deps_text = std::fs::read_to_string(&deps).map_err(|e| format!("dependencies: {e}"))?;
+    let deps_text = std::fs::read_to_string(&deps).map_err(|e| io_error("dependencies", e))?;
     for path in depfile_paths(&deps_text) {
-        let full = dir.path().join(&path).canonicalize().map_err(|e| format!("{path}: {e}"))?;
+        let full = dir.path().join(&path).canonicalize().map_err(|e| io_error(&path, e))?;
         if full != src.canonicalize().unwrap_or_default()
             && !allowed.iter().any(|a| full.starts_with(a))
         {
-            return Err("the compile read a file outside the system headers".into());
+            return Err(CompileError::ReadOutside);
         }
     }
-    let preprocessed = std::fs::read(&pre).map_err(|e| format!("preprocessed source: {e}"))?;
+    let preprocessed = std::fs::read(&pre).map_err(|e| io_error("preprocessed source", e))?;
     if let Some(line) = assembly_in_source(&preprocessed) {
         return Err(refuse(line, "inline assembly is not allowed (it can read files)"));
     }
@@ -480,7 +510,7 @@ pub fn compile(source: &[u8]) -> Result<Vec<u8>, String> {
     let mut object = Vec::new();
     std::fs::File::open(&obj)
         .and_then(|f| f.take(MAX_OBJECT_BYTES).read_to_end(&mut object))
-        .map_err(|e| format!("reading the object: {e}"))?;
+        .map_err(|e| io_error("reading the object", e))?;
     Ok(object)
 }
 
@@ -533,7 +563,7 @@ mod tests {
             format!("#pragma GCC dependency \"{s}\"\n{HEADERS}{BODY}"),
         ];
         for a in &attempts {
-            let e = compile(a.as_bytes()).expect_err(a);
+            let e = compile(a.as_bytes()).expect_err(a).to_string();
             assert!(!e.contains("hotplane_secret"), "{a}\n=> quotes the file: {e}");
             assert!(!e.contains(&dir), "{a}\n=> names a private path: {e}");
         }
@@ -546,7 +576,7 @@ mod tests {
         if !have_clang() {
             return;
         }
-        let e = compile(format!("{HEADERS}int broken( {{\n").as_bytes()).unwrap_err();
+        let e = compile(format!("{HEADERS}int broken( {{\n").as_bytes()).unwrap_err().to_string();
         assert!(e.contains("clang failed") && e.contains("prog.c:3:"), "{e}");
         for line in e.lines().skip(1) {
             assert!(line.starts_with("prog.c:"), "a line that is not about prog.c: {line}");

@@ -1,9 +1,9 @@
 //! The bpf_conformance test format (`-- asm` / `-- raw`, `-- mem`, `-- result` / `-- error`)
 //! and a runner over a directory of `.data` files.
 
-use crate::asm::assemble;
+use crate::asm::{assemble, AsmError};
 use crate::insn::Insn;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One test file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -16,61 +16,82 @@ pub struct TestCase {
     pub error: Option<String>,
 }
 
+/// A test file that does not parse, or a directory that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ConformanceError {
+    #[error("raw word `{0}`")]
+    RawWord(String),
+    #[error("mem byte `{0}`")]
+    MemByte(String),
+    #[error("result `{0}`")]
+    Result(String),
+    #[error("no program (`-- asm` or `-- raw`)")]
+    NoProgramSection,
+    #[error("no program")]
+    NoProgram,
+    #[error("assembly: {0}")]
+    Assembly(AsmError),
+    #[error("{}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+}
+
 /// Parse a `.data` file.
-pub fn parse(name: &str, text: &str) -> Result<TestCase, String> {
+pub fn parse(name: &str, text: &str) -> Result<TestCase, ConformanceError> {
     let mut t = TestCase { name: name.into(), ..Default::default() };
     let mut section = String::new();
     let mut body: Vec<String> = Vec::new();
-    let flush = |t: &mut TestCase, section: &str, body: &[String]| -> Result<(), String> {
-        let joined = body.join("\n");
-        match section {
-            "asm" => t.asm = Some(joined),
-            "raw" => {
-                let words = body
-                    .iter()
-                    .map(|l| l.split('#').next().unwrap_or("").trim())
-                    .filter(|l| !l.is_empty())
-                    .map(|l| {
-                        u64::from_str_radix(l.trim_start_matches("0x"), 16)
-                            .map_err(|_| format!("raw word `{l}`"))
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                t.raw = Some(words);
-            }
-            "mem" => {
-                for tok in body.iter().flat_map(|l| {
-                    l.split('#')
-                        .next()
-                        .unwrap_or("")
-                        .split_whitespace()
-                        .map(str::to_owned)
-                        .collect::<Vec<_>>()
-                }) {
-                    t.mem.push(
-                        u8::from_str_radix(&tok, 16).map_err(|_| format!("mem byte `{tok}`"))?,
-                    );
+    let flush =
+        |t: &mut TestCase, section: &str, body: &[String]| -> Result<(), ConformanceError> {
+            let joined = body.join("\n");
+            match section {
+                "asm" => t.asm = Some(joined),
+                "raw" => {
+                    let words = body
+                        .iter()
+                        .map(|l| l.split('#').next().unwrap_or("").trim())
+                        .filter(|l| !l.is_empty())
+                        .map(|l| {
+                            u64::from_str_radix(l.trim_start_matches("0x"), 16)
+                                .map_err(|_| ConformanceError::RawWord(l.to_string()))
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    t.raw = Some(words);
                 }
+                "mem" => {
+                    for tok in body.iter().flat_map(|l| {
+                        l.split('#')
+                            .next()
+                            .unwrap_or("")
+                            .split_whitespace()
+                            .map(str::to_owned)
+                            .collect::<Vec<_>>()
+                    }) {
+                        t.mem.push(
+                            u8::from_str_radix(&tok, 16)
+                                .map_err(|_| ConformanceError::MemByte(tok.clone()))?,
+                        );
+                    }
+                }
+                "result" => {
+                    let v = body
+                        .iter()
+                        .map(|l| l.split('#').next().unwrap_or("").trim())
+                        .find(|l| !l.is_empty())
+                        .unwrap_or("");
+                    let parsed = if let Some(h) = v.strip_prefix("0x") {
+                        u64::from_str_radix(h, 16)
+                    } else if let Some(n) = v.strip_prefix('-') {
+                        n.parse::<u64>().map(|x| x.wrapping_neg())
+                    } else {
+                        v.parse::<u64>()
+                    };
+                    t.result = Some(parsed.map_err(|_| ConformanceError::Result(v.to_string()))?);
+                }
+                "error" => t.error = Some(joined.trim().to_string()),
+                _ => {}
             }
-            "result" => {
-                let v = body
-                    .iter()
-                    .map(|l| l.split('#').next().unwrap_or("").trim())
-                    .find(|l| !l.is_empty())
-                    .unwrap_or("");
-                let parsed = if let Some(h) = v.strip_prefix("0x") {
-                    u64::from_str_radix(h, 16)
-                } else if let Some(n) = v.strip_prefix('-') {
-                    n.parse::<u64>().map(|x| x.wrapping_neg())
-                } else {
-                    v.parse::<u64>()
-                };
-                t.result = Some(parsed.map_err(|_| format!("result `{v}`"))?);
-            }
-            "error" => t.error = Some(joined.trim().to_string()),
-            _ => {}
-        }
-        Ok(())
-    };
+            Ok(())
+        };
     for line in text.lines() {
         if let Some(s) = line.strip_prefix("-- ") {
             flush(&mut t, &section, &body)?;
@@ -84,18 +105,18 @@ pub fn parse(name: &str, text: &str) -> Result<TestCase, String> {
     }
     flush(&mut t, &section, &body)?;
     if t.asm.is_none() && t.raw.is_none() {
-        return Err("no program (`-- asm` or `-- raw`)".into());
+        return Err(ConformanceError::NoProgramSection);
     }
     Ok(t)
 }
 
 impl TestCase {
     /// The program: the raw words when given, else the assembled text.
-    pub fn program(&self) -> Result<Vec<Insn>, String> {
+    pub fn program(&self) -> Result<Vec<Insn>, ConformanceError> {
         match (&self.raw, &self.asm) {
             (Some(raw), _) => Ok(raw.iter().map(|w| Insn::from_u64(*w)).collect()),
-            (None, Some(asm)) => assemble(asm).map_err(|e| format!("assembly: {e}")),
-            (None, None) => Err("no program".into()),
+            (None, Some(asm)) => assemble(asm).map_err(ConformanceError::Assembly),
+            (None, None) => Err(ConformanceError::NoProgram),
         }
     }
 }
@@ -109,13 +130,14 @@ pub struct Summary {
     pub failures: Vec<(String, String)>,
 }
 
-/// Run every `.data` file of `dir` through `run`, which returns r0 or an error text.
-pub fn run_dir(
+/// Run every `.data` file of `dir` through `run`, which returns r0 or an error; a test's
+/// failure is recorded in the summary as text.
+pub fn run_dir<E: std::fmt::Display>(
     dir: &Path,
-    mut run: impl FnMut(&TestCase, &[Insn]) -> Result<u64, String>,
-) -> Result<Summary, String> {
+    mut run: impl FnMut(&TestCase, &[Insn]) -> Result<u64, E>,
+) -> Result<Summary, ConformanceError> {
     let mut files: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .map_err(|source| ConformanceError::Read { path: dir.to_path_buf(), source })?
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "data"))
@@ -124,16 +146,17 @@ pub fn run_dir(
     let mut s = Summary::default();
     for f in files {
         let name = f.file_stem().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
-        let outcome = parse(&name, &text).and_then(|t| {
-            let prog = t.program()?;
+        let text = std::fs::read_to_string(&f)
+            .map_err(|source| ConformanceError::Read { path: f.clone(), source })?;
+        let outcome = parse(&name, &text).map_err(|e| e.to_string()).and_then(|t| {
+            let prog = t.program().map_err(|e| e.to_string())?;
             let got = run(&t, &prog);
             match (&t.result, &t.error, got) {
                 (Some(want), _, Ok(v)) if v == *want => Ok(()),
                 (Some(want), _, Ok(v)) => Err(format!("r0 = {v:#x}, expected {want:#x}")),
                 (_, Some(_), Err(_)) => Ok(()),
                 (_, Some(want), Ok(v)) => Err(format!("returned {v:#x}, expected error `{want}`")),
-                (Some(_), _, Err(e)) | (None, None, Err(e)) => Err(e),
+                (Some(_), _, Err(e)) | (None, None, Err(e)) => Err(e.to_string()),
                 (None, None, Ok(_)) => Ok(()),
             }
         });

@@ -185,10 +185,17 @@ impl core::fmt::Debug for Insn {
     }
 }
 
+/// A byte image whose length is not a multiple of the instruction size.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{len} bytes is not a whole number of 8-byte instructions")]
+pub struct PartialInsn {
+    pub len: usize,
+}
+
 /// Decode a little-endian byte image (as in ELF sections) into slots; trailing bytes are an error.
-pub fn decode_bytes(b: &[u8]) -> Result<Vec<Insn>, String> {
+pub fn decode_bytes(b: &[u8]) -> Result<Vec<Insn>, PartialInsn> {
     if b.len() % 8 != 0 {
-        return Err(format!("{} bytes is not a whole number of 8-byte instructions", b.len()));
+        return Err(PartialInsn { len: b.len() });
     }
     Ok(b.chunks_exact(8)
         .map(|c| {

@@ -178,9 +178,24 @@ pub struct TestRunResult {
     pub duration_ns: u32,
 }
 
+/// What the kernel refused (the `bpf(2)` error, and for a program load the verifier log's tail).
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    #[error("map `{map}`: BPF_MAP_CREATE: {source}")]
+    MapCreate { map: String, source: std::io::Error },
+    #[error("map `{map}`: initial value: {source}")]
+    MapInit { map: String, source: std::io::Error },
+    #[error("instruction {pc}: map {map} does not exist")]
+    NoSuchMap { pc: usize, map: i32 },
+    #[error("BPF_PROG_LOAD: {source}\n{log}")]
+    ProgLoad { source: std::io::Error, log: String },
+    #[error("BPF_PROG_TEST_RUN: {0}")]
+    TestRun(std::io::Error),
+}
+
 impl KernelProgram {
     /// Create the maps, link them into the instructions and load an XDP program.
-    pub fn load_xdp(spec: &ProgramSpec) -> Result<Self, String> {
+    pub fn load_xdp(spec: &ProgramSpec) -> Result<Self, KernelError> {
         let mut maps = Vec::new();
         for m in &spec.maps {
             let mut a = MapCreate {
@@ -193,7 +208,7 @@ impl KernelProgram {
                 ..Default::default()
             };
             let fd = bpf(BPF_MAP_CREATE, &mut a)
-                .map_err(|e| format!("map `{}`: BPF_MAP_CREATE: {e}", m.name))?;
+                .map_err(|source| KernelError::MapCreate { map: m.name.clone(), source })?;
             // SAFETY: the kernel returned a new file descriptor that nothing else owns.
             let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
             let km = KernelMap {
@@ -204,7 +219,7 @@ impl KernelProgram {
             };
             if let Some(init) = &m.init {
                 km.update(&0u32.to_ne_bytes(), init)
-                    .map_err(|e| format!("map `{}`: initial value: {e}", m.name))?;
+                    .map_err(|source| KernelError::MapInit { map: m.name.clone(), source })?;
             }
             maps.push(km);
         }
@@ -213,9 +228,8 @@ impl KernelProgram {
         while pc < insns.len() {
             let i = insns[pc];
             if i.is_lddw() && (i.src == pseudo::MAP_FD || i.src == pseudo::MAP_VALUE) {
-                let m = maps
-                    .get(i.imm as usize)
-                    .ok_or_else(|| format!("instruction {pc}: map {} does not exist", i.imm))?;
+                let m =
+                    maps.get(i.imm as usize).ok_or(KernelError::NoSuchMap { pc, map: i.imm })?;
                 insns[pc].imm = m.fd.as_raw_fd();
             }
             pc += if i.is_lddw() { 2 } else { 1 };
@@ -241,10 +255,8 @@ impl KernelProgram {
                     String::from_utf8_lossy(&log[..log.iter().position(|b| *b == 0).unwrap_or(0)])
                         .into_owned();
                 let tail: Vec<&str> = text.lines().rev().take(8).collect();
-                return Err(format!(
-                    "BPF_PROG_LOAD: {e}\n{}",
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-                ));
+                let log = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
+                return Err(KernelError::ProgLoad { source: e, log });
             }
         };
         // SAFETY: a new file descriptor that nothing else owns.
@@ -253,7 +265,7 @@ impl KernelProgram {
     }
 
     /// Run the program `repeat` times on `data` (the packet as it is after the last run).
-    pub fn test_run(&self, data: &[u8], repeat: u32) -> Result<TestRunResult, String> {
+    pub fn test_run(&self, data: &[u8], repeat: u32) -> Result<TestRunResult, KernelError> {
         let mut out = vec![0u8; data.len() + 512];
         let mut a = TestRun {
             prog_fd: self.fd.as_raw_fd() as u32,
@@ -264,7 +276,7 @@ impl KernelProgram {
             repeat,
             ..Default::default()
         };
-        bpf(BPF_PROG_TEST_RUN, &mut a).map_err(|e| format!("BPF_PROG_TEST_RUN: {e}"))?;
+        bpf(BPF_PROG_TEST_RUN, &mut a).map_err(KernelError::TestRun)?;
         out.truncate(a.data_size_out as usize);
         Ok(TestRunResult { retval: a.retval, data: out, duration_ns: a.duration })
     }
@@ -275,7 +287,7 @@ impl KernelProgram {
 }
 
 /// Whether this process may load XDP programs (checked by loading a trivial one).
-pub fn available() -> Result<(), String> {
+pub fn available() -> Result<(), KernelError> {
     let spec = ProgramSpec::bytecode(
         "probe",
         vec![

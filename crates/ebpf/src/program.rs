@@ -6,7 +6,7 @@ use crate::helpers::Helpers;
 use crate::insn::{pseudo, Insn};
 use crate::interp::{interpret_on, Region, RunError, STACK_BYTES};
 use crate::jit::{self, JitCode};
-use crate::maps::{Map, MapDef, MapKind};
+use crate::maps::{Map, MapDef, MapError, MapKind};
 use crate::oracle::{run_checked, CheckedContext, CheckedMap};
 use crate::verifier::{self, Context, Env, MapInfo, Verified, VerifyError};
 use hotplane_core::Packet;
@@ -76,13 +76,18 @@ pub enum Engine {
     Jit,
 }
 
+/// A name that is not an [`Engine`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not an engine (interp, jit)")]
+pub struct UnknownEngine(pub String);
+
 impl std::str::FromStr for Engine {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownEngine;
+    fn from_str(s: &str) -> Result<Self, UnknownEngine> {
         match s {
             "interp" => Ok(Engine::Interp),
             "jit" => Ok(Engine::Jit),
-            o => Err(format!("`{o}` is not an engine (interp, jit)")),
+            o => Err(UnknownEngine(o.to_string())),
         }
     }
 }
@@ -100,8 +105,8 @@ impl Engine {
 pub enum LoadError {
     #[error("{0}")]
     Verify(#[from] VerifyError),
-    #[error("map `{name}`: {msg}")]
-    Map { name: String, msg: String },
+    #[error("map `{name}`: {source}")]
+    Map { name: String, source: MapError },
     #[error("{0}")]
     Jit(#[from] jit::JitError),
     #[error("{0}")]
@@ -147,7 +152,7 @@ impl MapRegistry {
 
     /// The map for `spec`: the registered one if compatible, else a new one (registered);
     /// and whether it is new.
-    fn obtain(&self, spec: &MapSpec, cpus: usize) -> Result<(Arc<Map>, bool), String> {
+    fn obtain(&self, spec: &MapSpec, cpus: usize) -> Result<(Arc<Map>, bool), MapError> {
         let mut maps = self.lock();
         if let Some(m) = maps.get(&spec.name) {
             if m.compatible(&spec.def) && m.cpus == cpus.max(1) {
@@ -225,7 +230,7 @@ impl Program {
         for m in &spec.maps {
             m.def
                 .validate(opts.cpus)
-                .map_err(|msg| LoadError::Map { name: m.name.clone(), msg })?;
+                .map_err(|source| LoadError::Map { name: m.name.clone(), source })?;
         }
         let infos: Vec<MapInfo> = spec.maps.iter().map(|m| m.def.into()).collect();
         let env = Env { helpers, ctx: context, maps: &infos, complexity: opts.complexity };
@@ -241,10 +246,10 @@ impl Program {
                     Some(r) => r.obtain(m, opts.cpus),
                     None => Map::new(&m.name, m.def, opts.cpus).map(|m| (Arc::new(m), true)),
                 }
-                .map_err(|msg| LoadError::Map { name: m.name.clone(), msg })?;
+                .map_err(|source| LoadError::Map { name: m.name.clone(), source })?;
                 if let Some(init) = m.init.as_ref().filter(|_| new || m.reinit) {
                     map.update_copy(&0u32.to_ne_bytes(), init, 0)
-                        .map_err(|msg| LoadError::Map { name: m.name.clone(), msg })?;
+                        .map_err(|source| LoadError::Map { name: m.name.clone(), source })?;
                 }
                 Ok(map)
             })

@@ -132,7 +132,7 @@ fn c_source_compiles_and_runs_with_global_data_calls_and_legacy_maps() {
 
 #[test]
 fn compile_errors_come_back_readable() {
-    let e = cc::compile(b"int broken( {").unwrap_err();
+    let e = cc::compile(b"int broken( {").unwrap_err().to_string();
     assert!(e.contains("clang failed") && e.contains("prog.c"), "{e}");
     assert!(!e.contains("/tmp/"), "no private paths: {e}");
 }

@@ -61,7 +61,7 @@ fn jit_passes_the_whole_suite() {
         let code = compile(&v.insns, &h, v.stack_depth).map_err(|e| e.to_string())?;
         let mut mem = t.mem.clone();
         // SAFETY: the verifier accepted the program for exactly this memory.
-        Ok(unsafe { code.entry()(mem.as_mut_ptr() as u64, mem.len() as u64) })
+        Ok::<u64, String>(unsafe { code.entry()(mem.as_mut_ptr() as u64, mem.len() as u64) })
     })
     .unwrap();
     assert!(s.failures.is_empty(), "{} failures: {:#?}", s.failed, s.failures);

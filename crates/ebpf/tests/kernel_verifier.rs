@@ -124,7 +124,8 @@ fn generated_programs_linux_refuses_for_safety_are_refused_here_too() {
         accepted += 1;
         match KernelProgram::load_xdp(&spec) {
             Ok(_) => both += 1,
-            Err(log) => {
+            Err(e) => {
+                let log = e.to_string();
                 stricter_linux += 1;
                 if KNOWN.iter().any(|(w, _)| log.contains(w)) {
                     continue;

@@ -50,7 +50,9 @@ fn measure(name: &str, packets: u64) -> Result<f64, String> {
     let opts = LoadOptions { engine: Engine::Interp, cpus: 1, ..LoadOptions::default() };
     let prog =
         Program::load(&spec, Context::Xdp, helpers, opts, Some(&reg)).map_err(|e| e.to_string())?;
-    setup(name, &mut |m, k, v| reg.get(m).ok_or(format!("no map {m}"))?.update_copy(k, v, 0))?;
+    setup(name, &mut |m, k, v| {
+        reg.get(m).ok_or(format!("no map {m}"))?.update_copy(k, v, 0).map_err(|e| e.to_string())
+    })?;
     let code = encode_bytes(prog.insns());
     let mut vm = rbpf::EbpfVmMbuff::new(Some(&code))
         .map_err(|e| format!("rbpf refused the program: {e}"))?;

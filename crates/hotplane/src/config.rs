@@ -452,7 +452,9 @@ impl Config {
     pub fn ebpf_engine(&self) -> Result<hotplane_ebpf::program::Engine, ConfigError> {
         match &self.ebpf.engine {
             None => Ok(Default::default()),
-            Some(e) => e.parse().map_err(|m: String| invalid("ebpf.engine", m)),
+            Some(e) => e.parse().map_err(|m: hotplane_ebpf::program::UnknownEngine| {
+                invalid("ebpf.engine", m.to_string())
+            }),
         }
     }
 

@@ -90,13 +90,18 @@ impl Code {
     pub fn spec(&self, program: Option<&str>) -> Result<ProgramSpec, String> {
         let name = program.unwrap_or("bytecode");
         match self {
-            Code::Bytecode(b) => Ok(ProgramSpec::bytecode(name, decode_bytes(b)?)),
+            Code::Bytecode(b) => {
+                Ok(ProgramSpec::bytecode(name, decode_bytes(b).map_err(|e| e.to_string())?))
+            }
             Code::Asm(t) => Ok(ProgramSpec::bytecode(
                 program.unwrap_or("asm"),
                 asm::assemble(t).map_err(|e| e.to_string())?,
             )),
-            Code::Elf(b) => elf::load(b, program),
-            Code::C(src) => elf::load(&cc::compile(src)?, program),
+            Code::Elf(b) => elf::load(b, program).map_err(|e| e.to_string()),
+            Code::C(src) => {
+                let object = cc::compile(src).map_err(|e| e.to_string())?;
+                elf::load(&object, program).map_err(|e| e.to_string())
+            }
         }
     }
 }

@@ -294,7 +294,11 @@ impl StageSpec {
                 s.clone()
             }
             StageSpec::Ebpf { file, program, engine } => {
-                let engine = engine.as_deref().map(str::parse).transpose()?;
+                let engine = engine
+                    .as_deref()
+                    .map(str::parse::<hotplane_ebpf::program::Engine>)
+                    .transpose()
+                    .map_err(|e| e.to_string())?;
                 let path = cx.resolve(file);
                 let code = Code::from_file(&path)?;
                 let origin = path

@@ -54,26 +54,63 @@ pub enum Member {
     TypeSize(u32),
 }
 
-fn u32_at(b: &[u8], at: usize) -> Result<u32, String> {
+/// What is wrong with a `.BTF` section.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BtfError {
+    #[error("BTF is empty")]
+    Empty,
+    #[error("BTF is truncated at byte {at}")]
+    Truncated { at: usize },
+    #[error("BTF magic is {magic:#06x}, not {MAGIC:#06x} (big-endian objects are not supported)")]
+    Magic { magic: u16 },
+    #[error("BTF offsets overflow")]
+    OffsetsOverflow,
+    #[error("BTF section lies outside the data")]
+    SectionOutside,
+    #[error("BTF type {id} has unknown kind {kind}")]
+    UnknownKind { id: usize, kind: u32 },
+    #[error("BTF type section is truncated")]
+    TypesTruncated,
+    #[error("BTF type {id} does not exist")]
+    NoType { id: u32 },
+    #[error("BTF string offset out of range")]
+    StringOutOfRange,
+    #[error("BTF string is not terminated")]
+    StringUnterminated,
+    #[error("BTF string is not UTF-8")]
+    StringNotUtf8,
+    #[error("BTF type chain is too deep")]
+    TooDeep,
+    #[error("BTF array size overflows")]
+    ArraySizeOverflows,
+    #[error("BTF type {id} (kind {kind}) has no size")]
+    NoSize { id: u32, kind: u32 },
+    #[error("BTF {section} entry {entry} is not a variable")]
+    NotAVariable { section: String, entry: usize },
+    #[error("a .maps variable must be a struct")]
+    MapNotStruct,
+}
+
+fn u32_at(b: &[u8], at: usize) -> Result<u32, BtfError> {
     b.get(at..at + 4)
         .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-        .ok_or_else(|| format!("BTF is truncated at byte {at}"))
+        .ok_or(BtfError::Truncated { at })
 }
 
 impl<'a> Btf<'a> {
-    pub fn parse(data: &'a [u8]) -> Result<Self, String> {
+    pub fn parse(data: &'a [u8]) -> Result<Self, BtfError> {
         let magic =
-            data.get(0..2).map(|b| u16::from_le_bytes([b[0], b[1]])).ok_or("BTF is empty")?;
+            data.get(0..2).map(|b| u16::from_le_bytes([b[0], b[1]])).ok_or(BtfError::Empty)?;
         if magic != MAGIC {
-            return Err(format!("BTF magic is {magic:#06x}, not {MAGIC:#06x} (big-endian objects are not supported)"));
+            return Err(BtfError::Magic { magic });
         }
         let hdr_len = u32_at(data, 4)? as usize;
         let (type_off, type_len) = (u32_at(data, 8)? as usize, u32_at(data, 12)? as usize);
         let (str_off, str_len) = (u32_at(data, 16)? as usize, u32_at(data, 20)? as usize);
-        let section = |off: usize, len: usize| -> Result<&'a [u8], String> {
-            let start = hdr_len.checked_add(off).ok_or("BTF offsets overflow")?;
-            let end = start.checked_add(len).ok_or("BTF offsets overflow")?;
-            data.get(start..end).ok_or_else(|| "BTF section lies outside the data".to_string())
+        let section = |off: usize, len: usize| -> Result<&'a [u8], BtfError> {
+            let start = hdr_len.checked_add(off).ok_or(BtfError::OffsetsOverflow)?;
+            let end = start.checked_add(len).ok_or(BtfError::OffsetsOverflow)?;
+            data.get(start..end).ok_or(BtfError::SectionOutside)
         };
         let type_data = section(type_off, type_len)?;
         let strings = section(str_off, str_len)?;
@@ -92,29 +129,29 @@ impl<'a> Btf<'a> {
                 ARRAY => 12,
                 STRUCT | UNION | DATASEC | ENUM64 => 12 * vlen as usize,
                 ENUM | FUNC_PROTO => 8 * vlen as usize,
-                k => return Err(format!("BTF type {} has unknown kind {k}", types.len())),
+                k => return Err(BtfError::UnknownKind { id: types.len(), kind: k }),
             };
             types.push(Type { name_off, kind, vlen, size_or_type, extra });
             at = extra + extra_len;
         }
         if at > type_data.len() {
-            return Err("BTF type section is truncated".into());
+            return Err(BtfError::TypesTruncated);
         }
         Ok(Self { types, type_data, strings })
     }
 
-    fn ty(&self, id: u32) -> Result<&Type, String> {
-        self.types.get(id as usize).ok_or_else(|| format!("BTF type {id} does not exist"))
+    fn ty(&self, id: u32) -> Result<&Type, BtfError> {
+        self.types.get(id as usize).ok_or(BtfError::NoType { id })
     }
 
-    pub fn name(&self, off: u32) -> Result<&'a str, String> {
-        let s = self.strings.get(off as usize..).ok_or("BTF string offset out of range")?;
-        let end = s.iter().position(|b| *b == 0).ok_or("BTF string is not terminated")?;
-        std::str::from_utf8(&s[..end]).map_err(|_| "BTF string is not UTF-8".to_string())
+    pub fn name(&self, off: u32) -> Result<&'a str, BtfError> {
+        let s = self.strings.get(off as usize..).ok_or(BtfError::StringOutOfRange)?;
+        let end = s.iter().position(|b| *b == 0).ok_or(BtfError::StringUnterminated)?;
+        std::str::from_utf8(&s[..end]).map_err(|_| BtfError::StringNotUtf8)
     }
 
     /// Follow typedefs and qualifiers.
-    fn resolve(&self, mut id: u32) -> Result<u32, String> {
+    fn resolve(&self, mut id: u32) -> Result<u32, BtfError> {
         for _ in 0..MAX_DEPTH {
             let t = self.ty(id)?;
             match t.kind {
@@ -122,17 +159,17 @@ impl<'a> Btf<'a> {
                 _ => return Ok(id),
             }
         }
-        Err("BTF type chain is too deep".into())
+        Err(BtfError::TooDeep)
     }
 
     /// Size in bytes of type `id`.
-    pub fn size_of(&self, id: u32) -> Result<u32, String> {
+    pub fn size_of(&self, id: u32) -> Result<u32, BtfError> {
         self.size_depth(id, 0)
     }
 
-    fn size_depth(&self, id: u32, depth: usize) -> Result<u32, String> {
+    fn size_depth(&self, id: u32, depth: usize) -> Result<u32, BtfError> {
         if depth > MAX_DEPTH {
-            return Err("BTF type chain is too deep".into());
+            return Err(BtfError::TooDeep);
         }
         let id = self.resolve(id)?;
         let t = self.ty(id)?;
@@ -142,16 +179,14 @@ impl<'a> Btf<'a> {
             ARRAY => {
                 let elem = u32_at(self.type_data, t.extra)?;
                 let n = u32_at(self.type_data, t.extra + 8)?;
-                self.size_depth(elem, depth + 1)?
-                    .checked_mul(n)
-                    .ok_or_else(|| "BTF array size overflows".into())
+                self.size_depth(elem, depth + 1)?.checked_mul(n).ok_or(BtfError::ArraySizeOverflows)
             }
-            k => Err(format!("BTF type {id} (kind {k}) has no size")),
+            k => Err(BtfError::NoSize { id, kind: k }),
         }
     }
 
     /// The variables of data section `name`: (variable name, type id, offset, size).
-    pub fn datasec(&self, name: &str) -> Result<Vec<(String, u32, u32, u32)>, String> {
+    pub fn datasec(&self, name: &str) -> Result<Vec<(String, u32, u32, u32)>, BtfError> {
         for t in &self.types {
             if t.kind == DATASEC && self.name(t.name_off)? == name {
                 let mut out = Vec::new();
@@ -162,7 +197,7 @@ impl<'a> Btf<'a> {
                         (u32_at(self.type_data, at + 4)?, u32_at(self.type_data, at + 8)?);
                     let v = self.ty(var)?;
                     if v.kind != VAR {
-                        return Err(format!("BTF {name} entry {k} is not a variable"));
+                        return Err(BtfError::NotAVariable { section: name.to_string(), entry: k });
                     }
                     out.push((self.name(v.name_off)?.to_string(), v.size_or_type, off, size));
                 }
@@ -173,11 +208,11 @@ impl<'a> Btf<'a> {
     }
 
     /// The members of a map definition struct, by name.
-    pub fn map_members(&self, ty: u32) -> Result<HashMap<String, Member>, String> {
+    pub fn map_members(&self, ty: u32) -> Result<HashMap<String, Member>, BtfError> {
         let id = self.resolve(ty)?;
         let t = self.ty(id)?;
         if t.kind != STRUCT {
-            return Err("a .maps variable must be a struct".into());
+            return Err(BtfError::MapNotStruct);
         }
         let mut out = HashMap::new();
         for k in 0..t.vlen as usize {

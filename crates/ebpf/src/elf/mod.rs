@@ -7,6 +7,10 @@
 //! CO-RE relocations, map-in-map, tail calls, function pointers.
 
 mod btf;
+mod error;
+
+pub use btf::BtfError;
+pub use error::ElfError;
 
 use crate::insn::{op, pseudo, Insn};
 use crate::maps::{MapDef, MapKind};
@@ -61,42 +65,46 @@ pub struct ElfObject<'d> {
     license: Option<String>,
 }
 
-fn err<T>(msg: impl Into<String>) -> Result<T, String> {
-    Err(msg.into())
+fn malformed(what: &str, source: object::Error) -> ElfError {
+    ElfError::Malformed { what: what.to_string(), source }
+}
+
+fn missing(map: &str, what: &'static str) -> ElfError {
+    ElfError::MapMissing { map: map.to_string(), what }
+}
+
+fn symbol_name(sym: &object::Symbol<'_, '_>) -> String {
+    sym.name().unwrap_or("?").to_string()
 }
 
 impl<'d> ElfObject<'d> {
     /// Parse an object; `data` must be 8-byte aligned (see [`Aligned`]).
-    pub fn parse(data: &'d [u8]) -> Result<Self, String> {
+    pub fn parse(data: &'d [u8]) -> Result<Self, ElfError> {
         if data.as_ptr() as usize % 8 != 0 {
-            return err("object bytes must be 8-byte aligned (copy them with elf::Aligned)");
+            return Err(ElfError::Unaligned);
         }
         if data.len() > MAX_OBJECT_BYTES {
-            return err(format!("object is {} bytes; the limit is {MAX_OBJECT_BYTES}", data.len()));
+            return Err(ElfError::TooLarge { len: data.len() });
         }
-        let file = object::File::parse(data).map_err(|e| format!("not an ELF object: {e}"))?;
+        let file = object::File::parse(data).map_err(ElfError::NotElf)?;
         let object::File::Elf64(elf) = &file else {
-            return err("not a 64-bit ELF object");
+            return Err(ElfError::Not64Bit);
         };
         let machine = elf.elf_header().e_machine.get(elf.endian());
         if machine != EM_BPF {
-            return err(format!(
-                "ELF machine is {machine}, not BPF ({EM_BPF}): compile with `clang -target bpf`"
-            ));
+            return Err(ElfError::NotBpf { machine });
         }
         if !file.is_little_endian() {
-            return err(
-                "big-endian BPF objects are not supported (use -target bpfel or bpf on x86)",
-            );
+            return Err(ElfError::BigEndian);
         }
         let mut sections = BTreeMap::new();
         for s in file.sections() {
-            let name = s.name().map_err(|e| format!("section name: {e}"))?.to_string();
+            let name = s.name().map_err(|e| malformed("section name", e))?.to_string();
             let executable = matches!(s.kind(), object::SectionKind::Text);
             let data = if s.kind() == object::SectionKind::UninitializedData {
                 &[][..]
             } else {
-                s.data().map_err(|e| format!("section {name}: {e}"))?
+                s.data().map_err(|e| malformed(&format!("section {name}"), e))?
             };
             sections.insert(s.index().0, Sec { name, data, executable });
         }
@@ -137,11 +145,9 @@ impl<'d> ElfObject<'d> {
         self.sections.iter().find(|(_, s)| s.name == name).map(|(i, _)| *i)
     }
 
-    fn find_maps(&mut self) -> Result<(), String> {
+    fn find_maps(&mut self) -> Result<(), ElfError> {
         let btf = match self.section_of(".BTF") {
-            Some(i) => {
-                Some(btf::Btf::parse(self.sections[&i].data).map_err(|e| format!(".BTF: {e}"))?)
-            }
+            Some(i) => Some(btf::Btf::parse(self.sections[&i].data).map_err(ElfError::BtfSection)?),
             None => None,
         };
         let mut found: Vec<(usize, u64, String, MapDef, MapSection)> = Vec::new();
@@ -154,19 +160,19 @@ impl<'d> ElfObject<'d> {
             {
                 continue;
             }
-            let name = sym.name().map_err(|e| format!("symbol name: {e}"))?.to_string();
+            let name = sym.name().map_err(|e| malformed("symbol name", e))?.to_string();
             match sec.name.as_str() {
                 "maps" => {
                     // struct bpf_map_def { type, key_size, value_size, max_entries, map_flags }
                     let at = sym.address() as usize;
-                    let word = |k: usize| -> Result<u32, String> {
+                    let word = |k: usize| -> Result<u32, ElfError> {
                         sec.data
                             .get(at + 4 * k..at + 4 * k + 4)
                             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                            .ok_or_else(|| format!("legacy map `{name}` is truncated"))
+                            .ok_or_else(|| ElfError::LegacyMapTruncated(name.clone()))
                     };
-                    let kind =
-                        MapKind::from_linux(word(0)?).map_err(|e| format!("map `{name}`: {e}"))?;
+                    let kind = MapKind::from_linux(word(0)?)
+                        .map_err(|source| ElfError::MapKind { map: name.clone(), source })?;
                     let def = MapDef {
                         kind,
                         key_size: word(1)?,
@@ -176,13 +182,15 @@ impl<'d> ElfObject<'d> {
                     found.push((si, sym.address(), name, def, MapSection::Legacy));
                 }
                 ".maps" => {
-                    let btf = btf.as_ref().ok_or_else(|| format!("map `{name}` is BTF-defined but the object has no .BTF section (compile with -g)"))?;
+                    let btf = btf.as_ref().ok_or_else(|| ElfError::MapWithoutBtf(name.clone()))?;
                     let vars = btf.datasec(".maps")?;
                     let (_, ty, _, _) = vars
                         .iter()
                         .find(|(n, _, off, _)| *n == name || *off as u64 == sym.address())
-                        .ok_or_else(|| format!("map `{name}` has no BTF description"))?;
-                    let m = btf.map_members(*ty).map_err(|e| format!("map `{name}`: {e}"))?;
+                        .ok_or_else(|| ElfError::MapUndescribed(name.clone()))?;
+                    let m = btf
+                        .map_members(*ty)
+                        .map_err(|source| ElfError::MapBtf { map: name.clone(), source })?;
                     let num = |k: &str| match m.get(k) {
                         Some(btf::Member::Number(n)) => Some(*n),
                         _ => None,
@@ -193,12 +201,11 @@ impl<'d> ElfObject<'d> {
                         _ => None,
                     };
                     if m.contains_key("values") || m.contains_key("inner_map") {
-                        return err(format!(
-                            "map `{name}`: maps of maps and program arrays are not supported"
-                        ));
+                        return Err(ElfError::MapOfMaps(name));
                     }
-                    let t = num("type").ok_or_else(|| format!("map `{name}` has no type"))?;
-                    let kind = MapKind::from_linux(t).map_err(|e| format!("map `{name}`: {e}"))?;
+                    let t = num("type").ok_or_else(|| missing(&name, "type"))?;
+                    let kind = MapKind::from_linux(t)
+                        .map_err(|source| ElfError::MapKind { map: name.clone(), source })?;
                     // Linux lets devmaps omit the key/value types.
                     let (dk, dv) =
                         if kind == MapKind::DevMap { (Some(4), Some(4)) } else { (None, None) };
@@ -206,12 +213,12 @@ impl<'d> ElfObject<'d> {
                         kind,
                         key_size: size("key", "key_size")
                             .or(dk)
-                            .ok_or_else(|| format!("map `{name}` has no key type or size"))?,
+                            .ok_or_else(|| missing(&name, "key type or size"))?,
                         value_size: size("value", "value_size")
                             .or(dv)
-                            .ok_or_else(|| format!("map `{name}` has no value type or size"))?,
+                            .ok_or_else(|| missing(&name, "value type or size"))?,
                         max_entries: num("max_entries")
-                            .ok_or_else(|| format!("map `{name}` has no max_entries"))?,
+                            .ok_or_else(|| missing(&name, "max_entries"))?,
                     };
                     found.push((si, sym.address(), name, def, MapSection::Btf));
                 }
@@ -237,7 +244,7 @@ impl<'d> ElfObject<'d> {
             if size == 0 {
                 continue;
             }
-            let size = u32::try_from(size).map_err(|_| format!("section {n} is too large"))?;
+            let size = u32::try_from(size).map_err(|_| ElfError::SectionTooLarge(n.to_string()))?;
             let def =
                 MapDef { kind: MapKind::Array, key_size: 4, value_size: size, max_entries: 1 };
             found.push((*si, u64::MAX, n.to_string(), def, MapSection::Data { read_only }));
@@ -265,7 +272,7 @@ impl<'d> ElfObject<'d> {
         Ok(())
     }
 
-    fn find_programs(&mut self) -> Result<(), String> {
+    fn find_programs(&mut self) -> Result<(), ElfError> {
         for sym in self.file.symbols() {
             let SymbolSection::Section(si) = sym.section() else { continue };
             let si = si.0;
@@ -277,7 +284,7 @@ impl<'d> ElfObject<'d> {
             {
                 continue;
             }
-            let name = sym.name().map_err(|e| format!("symbol name: {e}"))?.to_string();
+            let name = sym.name().map_err(|e| malformed("symbol name", e))?.to_string();
             let size = if sym.size() > 0 {
                 sym.size()
             } else {
@@ -337,7 +344,7 @@ impl<'d> ElfObject<'d> {
 
     /// The program named `name` (a function or section name), or the only / first XDP
     /// program when `None`.
-    pub fn program(&self, name: Option<&str>) -> Result<ProgramSpec, String> {
+    pub fn program(&self, name: Option<&str>) -> Result<ProgramSpec, ElfError> {
         let pick = match name {
             Some(n) => self.programs.iter().find(|(p, _, _)| p.name == n || p.section == n),
             None => self
@@ -347,28 +354,23 @@ impl<'d> ElfObject<'d> {
                 .or(self.programs.first()),
         };
         let Some((info, si, start)) = pick else {
-            let names: Vec<String> = self
+            let programs: Vec<String> = self
                 .programs
                 .iter()
                 .map(|(p, _, _)| format!("{} ({})", p.name, p.section))
                 .collect();
-            return err(match name {
-                Some(n) => {
-                    format!("no program `{n}` in the object (programs: {})", names.join(", "))
-                }
-                None => "the object has no program".into(),
+            return Err(match name {
+                Some(n) => ElfError::NoSuchProgram { name: n.to_string(), programs },
+                None => ElfError::NoProgram,
             });
         };
         self.assemble(info, *si, *start)
     }
 
-    fn insns_of(&self, si: usize) -> Result<Vec<Insn>, String> {
+    fn insns_of(&self, si: usize) -> Result<Vec<Insn>, ElfError> {
         let d = self.sections[&si].data;
         if d.len() % 8 != 0 {
-            return err(format!(
-                "section {} is not a whole number of instructions",
-                self.sections[&si].name
-            ));
+            return Err(ElfError::PartialInsn(self.sections[&si].name.clone()));
         }
         Ok(d.chunks_exact(8)
             .map(|c| Insn::from_u64(u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))))
@@ -376,36 +378,39 @@ impl<'d> ElfObject<'d> {
     }
 
     /// Relocations of section `si` as (instruction index, r_type, symbol).
-    fn relocations(&self, si: usize) -> Result<Vec<(usize, u32, object::Symbol<'d, '_>)>, String> {
-        let sec = self.file.section_by_index(SectionIndex(si)).map_err(|e| e.to_string())?;
+    fn relocations(
+        &self,
+        si: usize,
+    ) -> Result<Vec<(usize, u32, object::Symbol<'d, '_>)>, ElfError> {
+        let sec = self.file.section_by_index(SectionIndex(si)).map_err(ElfError::Section)?;
         let mut out = Vec::new();
         for (off, r) in sec.relocations() {
             let RelocationFlags::Elf { r_type } = r.flags() else { continue };
             let RelocationTarget::Symbol(sym) = r.target() else {
-                return err(format!(
-                    "{}: relocation at {off:#x} has no symbol",
-                    self.sections[&si].name
-                ));
+                return Err(ElfError::RelocationWithoutSymbol {
+                    section: self.sections[&si].name.clone(),
+                    offset: off,
+                });
             };
             let sym =
-                self.file.symbol_by_index(sym).map_err(|e| format!("relocation symbol: {e}"))?;
+                self.file.symbol_by_index(sym).map_err(|e| malformed("relocation symbol", e))?;
             if off % 8 != 0 {
-                return err(format!(
-                    "{}: relocation at {off:#x} is not on an instruction",
-                    self.sections[&si].name
-                ));
+                return Err(ElfError::RelocationMisaligned {
+                    section: self.sections[&si].name.clone(),
+                    offset: off,
+                });
             }
             out.push(((off / 8) as usize, r_type, sym));
         }
         Ok(out)
     }
 
-    fn assemble(&self, info: &ProgramInfo, si: usize, start: u64) -> Result<ProgramSpec, String> {
+    fn assemble(&self, info: &ProgramInfo, si: usize, start: u64) -> Result<ProgramSpec, ElfError> {
         let section = self.insns_of(si)?;
         let first = (start / 8) as usize;
         let last = (first + info.insns).min(section.len());
         if first >= last {
-            return err(format!("program `{}` is empty", info.name));
+            return Err(ElfError::EmptyProgram(info.name.clone()));
         }
         let mut insns: Vec<Insn> = section[first..last].to_vec();
         let text = self.section_of(".text").filter(|t| *t != si);
@@ -422,10 +427,7 @@ impl<'d> ElfObject<'d> {
                 match r_type {
                     R_BPF_64_64 if i.is_lddw() => {
                         let SymbolSection::Section(SectionIndex(ts)) = sym.section() else {
-                            return err(format!(
-                                "instruction {at}: `lddw` refers to an undefined symbol `{}`",
-                                sym.name().unwrap_or("?")
-                            ));
+                            return Err(ElfError::UndefinedLddw { at, symbol: symbol_name(&sym) });
                         };
                         if let Some(&m) = self.map_at.get(&(ts, sym.address())) {
                             insns[at] = Insn::new(op::LDDW, i.dst, pseudo::MAP_FD, 0, m as i32);
@@ -436,15 +438,16 @@ impl<'d> ElfObject<'d> {
                             insns[at + 1] = Insn::new(0, 0, 0, 0, off as i32);
                         } else {
                             let what = self.sections.get(&ts).map_or("?", |s| s.name.as_str());
-                            return err(format!("instruction {at}: `lddw` refers to `{}` in section {what}, which is neither a map nor global data (function pointers are not supported)", sym.name().unwrap_or("?")));
+                            return Err(ElfError::LddwTarget {
+                                at,
+                                symbol: symbol_name(&sym),
+                                section: what.to_string(),
+                            });
                         }
                     }
                     R_BPF_64_32 | R_BPF_64_64 if i.code == op::CALL && i.src == pseudo::CALL => {
                         let SymbolSection::Section(SectionIndex(ts)) = sym.section() else {
-                            return err(format!(
-                                "instruction {at}: call to an undefined function `{}`",
-                                sym.name().unwrap_or("?")
-                            ));
+                            return Err(ElfError::UndefinedCall { at, symbol: symbol_name(&sym) });
                         };
                         let target_in_sec = (sym.address() / 8) as i64 + i.imm as i64 + 1;
                         let target = if ts == sec && sec == si {
@@ -466,16 +469,20 @@ impl<'d> ElfObject<'d> {
                         } else if ts == sec {
                             base as i64 + target_in_sec
                         } else {
-                            return err(format!(
-                                "instruction {at}: call into section {} is not supported",
-                                self.sections.get(&ts).map_or("?", |s| s.name.as_str())
-                            ));
+                            return Err(ElfError::CallIntoSection {
+                                at,
+                                section: self
+                                    .sections
+                                    .get(&ts)
+                                    .map_or("?", |s| s.name.as_str())
+                                    .to_string(),
+                            });
                         };
                         insns[at].imm = (target - at as i64 - 1) as i32;
                     }
                     // Debug-info and BTF relocations do not touch code.
                     _ if !(i.is_lddw() || i.code == op::CALL && i.src == pseudo::CALL) => {}
-                    t => return err(format!("instruction {at}: unsupported relocation type {t}")),
+                    t => return Err(ElfError::RelocationType { at, r_type: t }),
                 }
             }
         }
@@ -513,9 +520,9 @@ impl Aligned {
 }
 
 /// Load program `name` (or the first XDP program) from object bytes.
-pub fn load(data: &[u8], name: Option<&str>) -> Result<ProgramSpec, String> {
+pub fn load(data: &[u8], name: Option<&str>) -> Result<ProgramSpec, ElfError> {
     if data.len() > MAX_OBJECT_BYTES {
-        return err(format!("object is {} bytes; the limit is {MAX_OBJECT_BYTES}", data.len()));
+        return Err(ElfError::TooLarge { len: data.len() });
     }
     let a = Aligned::copy(data);
     ElfObject::parse(a.bytes())?.program(name)

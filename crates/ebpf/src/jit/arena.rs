@@ -33,13 +33,30 @@ unsafe impl Send for Chunk {}
 // SAFETY: as above.
 unsafe impl Sync for Chunk {}
 
+/// Executable memory the system would not give.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ExecMemoryError {
+    #[error("memfd_create: {0}")]
+    MemfdCreate(std::io::Error),
+    #[error("ftruncate: {0}")]
+    Ftruncate(std::io::Error),
+    #[error("mmap of the JIT arena: {0}")]
+    ArenaMmap(std::io::Error),
+    #[error("no JIT chunk")]
+    NoChunk,
+    #[error("mmap of {len} bytes failed: {source}")]
+    Mmap { len: usize, source: std::io::Error },
+    #[error("mprotect failed: {0}")]
+    Mprotect(std::io::Error),
+}
+
 impl Chunk {
-    fn new(size: usize) -> Result<Chunk, String> {
+    fn new(size: usize) -> Result<Chunk, ExecMemoryError> {
         let size = size.div_ceil(4096) * 4096;
         // SAFETY: memfd_create takes a NUL-terminated name and flags; it creates a new file.
         let fd = unsafe { libc::memfd_create(c"hotplane-jit".as_ptr(), libc::MFD_CLOEXEC) };
         if fd < 0 {
-            return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
+            return Err(ExecMemoryError::MemfdCreate(std::io::Error::last_os_error()));
         }
         let close = |fd| {
             // SAFETY: closing a descriptor we own; the mappings keep the memory alive.
@@ -49,7 +66,7 @@ impl Chunk {
         if unsafe { libc::ftruncate(fd, size as libc::off_t) } != 0 {
             let e = std::io::Error::last_os_error();
             close(fd);
-            return Err(format!("ftruncate: {e}"));
+            return Err(ExecMemoryError::Ftruncate(e));
         }
         let map = |prot| {
             // SAFETY: a new shared mapping of our own file; no existing memory is affected.
@@ -66,7 +83,7 @@ impl Chunk {
                     unsafe { libc::munmap(m, size) };
                 }
             }
-            return Err(format!("mmap of the JIT arena: {e}"));
+            return Err(ExecMemoryError::ArenaMmap(e));
         }
         // Pages are touched (and filled) only as code is placed: no 2 MB memset up front.
         Ok(Chunk { rw: rw as *mut u8, rx: rx as *mut u8, size, live: AtomicUsize::new(0) })
@@ -133,7 +150,7 @@ impl Drop for Placed {
 }
 
 /// Copy `code` into executable memory.
-pub(crate) fn place(code: &[u8]) -> Result<Placed, String> {
+pub(crate) fn place(code: &[u8]) -> Result<Placed, ExecMemoryError> {
     let need = code.len().div_ceil(ALIGN) * ALIGN;
     let mut st = arena();
     let fits =
@@ -153,7 +170,7 @@ pub(crate) fn place(code: &[u8]) -> Result<Placed, String> {
         };
         st.current = Some((chunk, 0));
     }
-    let (chunk, used) = st.current.as_mut().ok_or("no JIT chunk")?;
+    let (chunk, used) = st.current.as_mut().ok_or(ExecMemoryError::NoChunk)?;
     let offset = *used;
     // SAFETY: [offset, offset + need) is inside the chunk and unused: no program runs there
     // (space is handed out once per fill, and a chunk is refilled only when all its programs

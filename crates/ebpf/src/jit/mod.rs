@@ -58,7 +58,7 @@ unsafe impl Sync for JitCode {}
 pub type Entry = unsafe extern "C" fn(u64, u64) -> u64;
 
 impl JitCode {
-    fn new(code: &[u8]) -> Result<Self, String> {
+    fn new(code: &[u8]) -> Result<Self, arena::ExecMemoryError> {
         match arena::place(code) {
             Ok(p) => Ok(Self { backing: Backing::Arena(p) }),
             Err(e) => {
@@ -68,7 +68,7 @@ impl JitCode {
         }
     }
 
-    fn mapped(code: &[u8]) -> Result<Self, String> {
+    fn mapped(code: &[u8]) -> Result<Self, arena::ExecMemoryError> {
         let page = 4096;
         let map_len = code.len().div_ceil(page).max(1) * page;
         // SAFETY: an anonymous private mapping; no existing memory is affected.
@@ -83,10 +83,10 @@ impl JitCode {
             )
         };
         if mem == libc::MAP_FAILED {
-            return Err(format!(
-                "mmap of {map_len} bytes failed: {}",
-                std::io::Error::last_os_error()
-            ));
+            return Err(arena::ExecMemoryError::Mmap {
+                len: map_len,
+                source: std::io::Error::last_os_error(),
+            });
         }
         let mem = mem as *mut u8;
         // SAFETY: the mapping is map_len >= code.len() bytes, writable, and ours alone. The
@@ -101,7 +101,7 @@ impl JitCode {
             libc::mprotect(mem as *mut libc::c_void, map_len, libc::PROT_READ | libc::PROT_EXEC)
         } != 0
         {
-            return Err(format!("mprotect failed: {}", std::io::Error::last_os_error()));
+            return Err(arena::ExecMemoryError::Mprotect(std::io::Error::last_os_error()));
         }
         Ok(jit)
     }
@@ -154,7 +154,7 @@ pub fn compile_with(
     inline: &Inline,
 ) -> Result<JitCode, JitError> {
     let code = emit(prog, helpers, stack_depth, inline)?;
-    JitCode::new(&code).map_err(|msg| JitError { pc: 0, msg })
+    JitCode::new(&code).map_err(|e| JitError { pc: 0, msg: e.to_string() })
 }
 
 /// An array map whose lookups the JIT may compile inline (as Linux does for arrays): the

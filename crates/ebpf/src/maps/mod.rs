@@ -28,8 +28,46 @@ pub enum MapKind {
     DevMap = 14,
 }
 
+/// A map that cannot be declared as asked, or a control-plane operation on a map that failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MapError {
+    #[error("map type 9 (lru_hash) is not supported; use a hash map")]
+    LruHash,
+    #[error("map type 10 (lru_percpu_hash) is not supported; use percpu_hash")]
+    LruPerCpuHash,
+    #[error("map type {0} is not supported (hash, array, percpu_hash, percpu_array, lpm_trie, devmap are)")]
+    UnsupportedType(u32),
+    #[error("`{0}` is not a map kind")]
+    UnknownKind(String),
+    #[error("{kind} map: {field} {value} must be in 1..={max}")]
+    OutOfRange { kind: &'static str, field: &'static str, value: u32, max: u32 },
+    #[error("{kind} map: key_size must be 4 (a u32 index), not {key_size}")]
+    IndexKeySize { kind: &'static str, key_size: u32 },
+    #[error("devmap: value_size must be 4 or 8, not {0}")]
+    DevMapValueSize(u32),
+    #[error("lpm_trie map: key_size {0} must be 4 (prefix length) + 1..=256 data bytes")]
+    LpmKeySize(u32),
+    #[error("{kind} map would need {bytes} bytes (limit {MAX_MAP_BYTES})")]
+    TooLarge { kind: &'static str, bytes: u64 },
+    #[error("map `{map}` has {expected}-byte keys; got {got} bytes")]
+    KeySize { map: String, expected: usize, got: usize },
+    #[error("map `{map}` has {expected}-byte values; got {got} bytes")]
+    ValueSize { map: String, expected: usize, got: usize },
+    #[error("no such key")]
+    NoSuchKey,
+    #[error("the key exists (BPF_NOEXIST)")]
+    KeyExists,
+    #[error("map `{map}` is full or the index is out of range")]
+    Full { map: String },
+    #[error("invalid operation on a {kind} map")]
+    InvalidOperation { kind: &'static str },
+    /// Any other negative errno a map operation returned.
+    #[error("error {0}")]
+    Errno(i64),
+}
+
 impl MapKind {
-    pub fn from_linux(t: u32) -> Result<Self, String> {
+    pub fn from_linux(t: u32) -> Result<Self, MapError> {
         Ok(match t {
             1 => MapKind::Hash,
             2 => MapKind::Array,
@@ -37,9 +75,9 @@ impl MapKind {
             6 => MapKind::PerCpuArray,
             11 => MapKind::LpmTrie,
             14 => MapKind::DevMap,
-            9 => return Err("map type 9 (lru_hash) is not supported; use a hash map".into()),
-            10 => return Err("map type 10 (lru_percpu_hash) is not supported; use percpu_hash".into()),
-            t => return Err(format!("map type {t} is not supported (hash, array, percpu_hash, percpu_array, lpm_trie, devmap are)")),
+            9 => return Err(MapError::LruHash),
+            10 => return Err(MapError::LruPerCpuHash),
+            t => return Err(MapError::UnsupportedType(t)),
         })
     }
 
@@ -60,8 +98,8 @@ impl MapKind {
 }
 
 impl std::str::FromStr for MapKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = MapError;
+    fn from_str(s: &str) -> Result<Self, MapError> {
         [
             MapKind::Hash,
             MapKind::Array,
@@ -72,7 +110,7 @@ impl std::str::FromStr for MapKind {
         ]
         .into_iter()
         .find(|k| k.name() == s)
-        .ok_or_else(|| format!("`{s}` is not a map kind"))
+        .ok_or_else(|| MapError::UnknownKind(s.to_string()))
     }
 }
 
@@ -108,49 +146,46 @@ pub const BPF_EXIST: u64 = 2;
 
 impl MapDef {
     /// Check the shape: sizes the kind requires, bounded memory.
-    pub fn validate(&self, cpus: usize) -> Result<(), String> {
+    pub fn validate(&self, cpus: usize) -> Result<(), MapError> {
         let k = self.kind.name();
         if self.max_entries == 0 || self.max_entries > MAX_ENTRIES {
-            return Err(format!(
-                "{k} map: max_entries {} must be in 1..={MAX_ENTRIES}",
-                self.max_entries
-            ));
+            return Err(MapError::OutOfRange {
+                kind: k,
+                field: "max_entries",
+                value: self.max_entries,
+                max: MAX_ENTRIES,
+            });
         }
         if self.value_size == 0 || self.value_size > MAX_VALUE_SIZE {
-            return Err(format!(
-                "{k} map: value_size {} must be in 1..={MAX_VALUE_SIZE}",
-                self.value_size
-            ));
+            return Err(MapError::OutOfRange {
+                kind: k,
+                field: "value_size",
+                value: self.value_size,
+                max: MAX_VALUE_SIZE,
+            });
         }
         if self.key_size == 0 || self.key_size > MAX_KEY_SIZE {
-            return Err(format!(
-                "{k} map: key_size {} must be in 1..={MAX_KEY_SIZE}",
-                self.key_size
-            ));
+            return Err(MapError::OutOfRange {
+                kind: k,
+                field: "key_size",
+                value: self.key_size,
+                max: MAX_KEY_SIZE,
+            });
         }
         match self.kind {
             MapKind::Array | MapKind::PerCpuArray | MapKind::DevMap if self.key_size != 4 => {
-                return Err(format!(
-                    "{k} map: key_size must be 4 (a u32 index), not {}",
-                    self.key_size
-                ));
+                return Err(MapError::IndexKeySize { kind: k, key_size: self.key_size });
             }
             MapKind::DevMap if self.value_size != 4 && self.value_size != 8 => {
-                return Err(format!("devmap: value_size must be 4 or 8, not {}", self.value_size));
+                return Err(MapError::DevMapValueSize(self.value_size));
             }
             MapKind::LpmTrie if self.key_size < 5 || self.key_size > 4 + 256 => {
-                return Err(format!(
-                    "lpm_trie map: key_size {} must be 4 (prefix length) + 1..=256 data bytes",
-                    self.key_size
-                ));
+                return Err(MapError::LpmKeySize(self.key_size));
             }
             _ => {}
         }
         if self.bytes(cpus) > MAX_MAP_BYTES {
-            return Err(format!(
-                "{k} map would need {} bytes (limit {MAX_MAP_BYTES})",
-                self.bytes(cpus)
-            ));
+            return Err(MapError::TooLarge { kind: k, bytes: self.bytes(cpus) });
         }
         Ok(())
     }
@@ -274,7 +309,7 @@ pub struct Entry {
 }
 
 impl Map {
-    pub fn new(name: &str, def: MapDef, cpus: usize) -> Result<Self, String> {
+    pub fn new(name: &str, def: MapDef, cpus: usize) -> Result<Self, MapError> {
         let cpus = cpus.max(1);
         def.validate(cpus)?;
         let cpu_stride = round8(def.value_size);
@@ -478,20 +513,19 @@ impl Map {
         r
     }
 
-    fn check_key(&self, key: &[u8]) -> Result<(), String> {
+    fn check_key(&self, key: &[u8]) -> Result<(), MapError> {
         if key.len() != self.def.key_size as usize {
-            return Err(format!(
-                "map `{}` has {}-byte keys; got {} bytes",
-                self.name,
-                self.def.key_size,
-                key.len()
-            ));
+            return Err(MapError::KeySize {
+                map: self.name.clone(),
+                expected: self.def.key_size as usize,
+                got: key.len(),
+            });
         }
         Ok(())
     }
 
     /// Control plane: the value(s) under `key` (one per CPU for per-CPU maps).
-    pub fn lookup_copy(&self, key: &[u8]) -> Result<Option<Vec<Vec<u8>>>, String> {
+    pub fn lookup_copy(&self, key: &[u8]) -> Result<Option<Vec<Vec<u8>>>, MapError> {
         self.check_key(key)?;
         let (arena, base) = match &self.store {
             Store::Array(a) => match self.array_index(key) {
@@ -517,16 +551,16 @@ impl Map {
 
     /// Control plane update. `value` is one value (written to every CPU's copy of a per-CPU
     /// map) or, for per-CPU maps, one value per CPU concatenated.
-    pub fn update_copy(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), String> {
+    pub fn update_copy(&self, key: &[u8], value: &[u8], flags: u64) -> Result<(), MapError> {
         self.check_key(key)?;
         let vs = self.def.value_size as usize;
         let copies = if self.def.kind.per_cpu() { self.cpus } else { 1 };
         if value.len() != vs && value.len() != vs * copies {
-            return Err(format!(
-                "map `{}` has {vs}-byte values; got {} bytes",
-                self.name,
-                value.len()
-            ));
+            return Err(MapError::ValueSize {
+                map: self.name.clone(),
+                expected: vs,
+                got: value.len(),
+            });
         }
         let arena = match &self.store {
             Store::Array(a) => a,
@@ -544,22 +578,20 @@ impl Map {
         self.result(r)
     }
 
-    pub fn delete_copy(&self, key: &[u8]) -> Result<(), String> {
+    pub fn delete_copy(&self, key: &[u8]) -> Result<(), MapError> {
         self.check_key(key)?;
         let r = self.delete_from(key, Who::Control);
         self.result(r)
     }
 
-    fn result(&self, r: i64) -> Result<(), String> {
+    fn result(&self, r: i64) -> Result<(), MapError> {
         match -r {
             0 => Ok(()),
-            errno::ENOENT => Err("no such key".into()),
-            errno::EEXIST => Err("the key exists (BPF_NOEXIST)".into()),
-            errno::E2BIG => {
-                Err(format!("map `{}` is full or the index is out of range", self.name))
-            }
-            errno::EINVAL => Err(format!("invalid operation on a {} map", self.def.kind.name())),
-            e => Err(format!("error {e}")),
+            errno::ENOENT => Err(MapError::NoSuchKey),
+            errno::EEXIST => Err(MapError::KeyExists),
+            errno::E2BIG => Err(MapError::Full { map: self.name.clone() }),
+            errno::EINVAL => Err(MapError::InvalidOperation { kind: self.def.kind.name() }),
+            e => Err(MapError::Errno(e)),
         }
     }
 

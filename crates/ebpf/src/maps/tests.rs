@@ -112,7 +112,7 @@ fn shapes_are_validated() {
         Map::new("x", def(MapKind::Hash, 4, 65536, 1 << 24), 1).is_err(),
         "over the memory limit"
     );
-    assert!(MapKind::from_linux(9).unwrap_err().contains("lru_hash"));
+    assert!(MapKind::from_linux(9).unwrap_err().to_string().contains("lru_hash"));
 }
 
 #[test]

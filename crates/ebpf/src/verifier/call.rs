@@ -146,8 +146,8 @@ impl Explorer<'_> {
                     let info = self.env.maps[m as usize];
                     let n =
                         if *arg == Arg::MapKey { info.key_size } else { info.value_size } as i64;
-                    let depth =
-                        check_helper_mem(self.env.maps, st, v, n, false).map_err(|m| need(&m))?;
+                    let depth = check_helper_mem(self.env.maps, st, v, n, false)
+                        .map_err(|m| need(&m.to_string()))?;
                     self.stack_depth = self.stack_depth.max(depth);
                 }
                 Arg::Mem | Arg::UninitMem => {
@@ -167,7 +167,7 @@ impl Explorer<'_> {
                     if size > 0 || !matches!(v, Reg::Scalar(s) if s.as_const() == Some(0)) {
                         let depth =
                             check_helper_mem(self.env.maps, st, v, size, *arg == Arg::UninitMem)
-                                .map_err(|m| need(&m))?;
+                                .map_err(|m| need(&m.to_string()))?;
                         self.stack_depth = self.stack_depth.max(depth);
                     }
                 }

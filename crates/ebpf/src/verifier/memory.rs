@@ -258,6 +258,34 @@ pub(super) enum Access {
     Atomic { size: usize },
 }
 
+/// What a helper's memory argument must be and is not (the verifier says "argument N must
+/// be ..." followed by this).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum HelperMemNeed {
+    #[error("a pointer")]
+    Pointer,
+    #[error("a stack pointer at a fixed offset")]
+    FixedStackOffset,
+    #[error("{n} bytes of stack from offset {o}")]
+    StackRange { n: i64, o: i64 },
+    #[error("a pointer into a live stack frame")]
+    LiveFrame,
+    #[error("{n} bytes of stack from {o} that do not cut a spilled pointer in part")]
+    WholeSpills { n: i64, o: i64 },
+    #[error("{n} bytes of data (stack {o}..{} holds a spilled pointer, which must not leak)", o + n)]
+    NoSpill { n: i64, o: i64 },
+    #[error("{n} initialised bytes (stack {o}..{} is not all written)", o + n)]
+    Initialised { n: i64, o: i64 },
+    #[error("{n} bytes inside the {limit}-byte map value")]
+    MapValue { n: i64, limit: i64 },
+    #[error("{n} bytes of packet checked against data_end")]
+    Packet { n: i64 },
+    #[error("{n} bytes inside the {size}-byte memory")]
+    Memory { n: i64, size: u64 },
+    #[error("a pointer to {n} readable bytes")]
+    Readable { n: i64 },
+}
+
 /// A helper reads (or writes, when `uninit_ok`) `n` bytes through `v`; returns the stack depth
 /// the access reaches (0 off the stack).
 pub(super) fn check_helper_mem(
@@ -266,35 +294,27 @@ pub(super) fn check_helper_mem(
     v: Reg,
     n: i64,
     uninit_ok: bool,
-) -> Result<usize, String> {
-    let Reg::Ptr(p) = v else { return Err("a pointer".into()) };
+) -> Result<usize, HelperMemNeed> {
+    let Reg::Ptr(p) = v else { return Err(HelperMemNeed::Pointer) };
     match p.kind {
         PtrKind::Stack { frame } => {
-            let o = p.fixed().ok_or("a stack pointer at a fixed offset")?;
+            let o = p.fixed().ok_or(HelperMemNeed::FixedStackOffset)?;
             if o < -(STACK_SIZE as i64) || o + n > 0 {
-                return Err(format!("{n} bytes of stack from offset {o}"));
+                return Err(HelperMemNeed::StackRange { n, o });
             }
             let idx = (STACK_SIZE as i64 + o) as usize;
-            let stack = &mut st
-                .frames
-                .get_mut(frame as usize)
-                .ok_or("a pointer into a live stack frame")?
-                .stack;
+            let stack =
+                &mut st.frames.get_mut(frame as usize).ok_or(HelperMemNeed::LiveFrame)?.stack;
             let spills: Vec<(u16, bool)> = stack.pointer_spills(idx, n as usize).collect();
             if uninit_ok {
                 if spills.iter().any(|(_, whole)| !whole) {
-                    return Err(format!(
-                        "{n} bytes of stack from {o} that do not cut a spilled pointer in part"
-                    ));
+                    return Err(HelperMemNeed::WholeSpills { n, o });
                 }
                 stack.write_misc(idx, n as usize);
             } else if !spills.is_empty() {
-                return Err(format!("{n} bytes of data (stack {o}..{} holds a spilled pointer, which must not leak)", o + n));
+                return Err(HelperMemNeed::NoSpill { n, o });
             } else if !stack.initialised(idx, n as usize) {
-                return Err(format!(
-                    "{n} initialised bytes (stack {o}..{} is not all written)",
-                    o + n
-                ));
+                return Err(HelperMemNeed::Initialised { n, o });
             }
             Ok((-o) as usize)
         }
@@ -303,22 +323,22 @@ pub(super) fn check_helper_mem(
             let lo = p.off + p.var.smin.max(0);
             let hi = p.off + p.var.umax.min(1 << 30) as i64;
             if lo < 0 || hi + n > limit {
-                return Err(format!("{n} bytes inside the {limit}-byte map value"));
+                return Err(HelperMemNeed::MapValue { n, limit });
             }
             Ok(0)
         }
         PtrKind::Packet => {
             if p.off < 0 || p.off + n > p.range as i64 || p.var.umax != 0 {
-                return Err(format!("{n} bytes of packet checked against data_end"));
+                return Err(HelperMemNeed::Packet { n });
             }
             Ok(0)
         }
         PtrKind::Mem { size } => {
             if p.off < 0 || p.off + n > size as i64 || p.var.umax != 0 {
-                return Err(format!("{n} bytes inside the {size}-byte memory"));
+                return Err(HelperMemNeed::Memory { n, size });
             }
             Ok(0)
         }
-        _ => Err(format!("a pointer to {n} readable bytes")),
+        _ => Err(HelperMemNeed::Readable { n }),
     }
 }

@@ -9,10 +9,31 @@ pub(super) struct Shape {
     pub(super) prune: Vec<bool>,
 }
 
-pub(super) fn valid_opcode(i: Insn, env: &Env<'_>) -> Result<(), String> {
-    let bad = || Err(format!("invalid opcode {:#04x}", i.code));
+/// An instruction that is not well formed, whatever the program's state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum OpcodeError {
+    #[error("invalid opcode {0:#04x}")]
+    Invalid(u8),
+    #[error("register number above 10")]
+    NoSuchRegister,
+    #[error("invalid sign-extension width {0}")]
+    SignExtensionWidth(i16),
+    #[error("r10 is read-only")]
+    FramePointerWrite,
+    #[error("legacy packet loads (LD ABS/IND) are not supported")]
+    LegacyPacketLoad,
+    #[error("map {map} does not exist ({maps} maps)")]
+    NoSuchMap { map: i32, maps: usize },
+    #[error("lddw with unknown source {0}")]
+    LddwSource(u8),
+    #[error("unknown atomic operation {0:#x}")]
+    Atomic(i32),
+}
+
+pub(super) fn valid_opcode(i: Insn, env: &Env<'_>) -> Result<(), OpcodeError> {
+    let bad = || Err(OpcodeError::Invalid(i.code));
     if i.dst > 10 || i.src > 10 {
-        return Err("register number above 10".into());
+        return Err(OpcodeError::NoSuchRegister);
     }
     match i.class() {
         class::ALU | class::ALU64 => {
@@ -26,7 +47,7 @@ pub(super) fn valid_opcode(i: Insn, env: &Env<'_>) -> Result<(), String> {
                 alu::MOV if i.off != 0 => {
                     let ok = i.is_src_reg() && (i.off == 8 || i.off == 16 || (wide && i.off == 32));
                     if !ok {
-                        return Err(format!("invalid sign-extension width {}", i.off));
+                        return Err(OpcodeError::SignExtensionWidth(i.off));
                     }
                 }
                 alu::DIV | alu::MOD if i.off == 0 || i.off == 1 => {}
@@ -48,28 +69,24 @@ pub(super) fn valid_opcode(i: Insn, env: &Env<'_>) -> Result<(), String> {
                 _ => return bad(),
             }
             if i.dst == 10 {
-                return Err("r10 is read-only".into());
+                return Err(OpcodeError::FramePointerWrite);
             }
         }
         class::LD => {
             if !i.is_lddw() {
-                return Err("legacy packet loads (LD ABS/IND) are not supported".into());
+                return Err(OpcodeError::LegacyPacketLoad);
             }
             match i.src {
                 0 => {}
                 pseudo::MAP_FD | pseudo::MAP_VALUE => {
                     if i.imm < 0 || i.imm as usize >= env.maps.len() {
-                        return Err(format!(
-                            "map {} does not exist ({} maps)",
-                            i.imm,
-                            env.maps.len()
-                        ));
+                        return Err(OpcodeError::NoSuchMap { map: i.imm, maps: env.maps.len() });
                     }
                 }
-                s => return Err(format!("lddw with unknown source {s}")),
+                s => return Err(OpcodeError::LddwSource(s)),
             }
             if i.dst == 10 {
-                return Err("r10 is read-only".into());
+                return Err(OpcodeError::FramePointerWrite);
             }
         }
         class::LDX => {
@@ -78,7 +95,7 @@ pub(super) fn valid_opcode(i: Insn, env: &Env<'_>) -> Result<(), String> {
                 return bad();
             }
             if i.dst == 10 {
-                return Err("r10 is read-only".into());
+                return Err(OpcodeError::FramePointerWrite);
             }
         }
         class::ST => {
@@ -95,7 +112,7 @@ pub(super) fn valid_opcode(i: Insn, env: &Env<'_>) -> Result<(), String> {
                     || i.imm == atomic::XCHG
                     || i.imm == atomic::CMPXCHG;
                 if !ok {
-                    return Err(format!("unknown atomic operation {:#x}", i.imm));
+                    return Err(OpcodeError::Atomic(i.imm));
                 }
             }
             _ => return bad(),
@@ -152,7 +169,7 @@ pub(super) fn shape(prog: &[Insn], env: &Env<'_>) -> VResult<Shape> {
     let mut pc = 0;
     while pc < n {
         let i = prog[pc];
-        valid_opcode(i, env).map_err(|m| reject(prog, pc, m))?;
+        valid_opcode(i, env).map_err(|e| reject(prog, pc, e.to_string()))?;
         if i.is_lddw() {
             let tail = prog
                 .get(pc + 1)

@@ -118,8 +118,10 @@ pub fn ours(name: &str, engine: Engine, packets: u64) -> anyhow::Result<f64> {
     let opts = LoadOptions { engine, cpus: 1, ..LoadOptions::default() };
     let prog = Program::load(&spec, Context::Xdp, &xdp::helpers(), opts, Some(&reg))
         .map_err(|e| anyhow!("{name}: {e}"))?;
-    setup(name, &mut |m, k, v| reg.get(m).ok_or(format!("no map {m}"))?.update_copy(k, v, 0))
-        .map_err(anyhow::Error::msg)?;
+    setup(name, &mut |m, k, v| {
+        reg.get(m).ok_or(format!("no map {m}"))?.update_copy(k, v, 0).map_err(|e| e.to_string())
+    })
+    .map_err(anyhow::Error::msg)?;
     let stage = XdpStage::new(Arc::new(prog), name);
     let pool = Pool::new(PoolConfig { buffers: 64, ..Default::default() })?;
     let mut batch = Batch::new(32);
@@ -153,8 +155,10 @@ pub fn ours_call(name: &str, engine: Engine, packets: u64) -> anyhow::Result<f64
     let opts = LoadOptions { engine, cpus: 1, ..LoadOptions::default() };
     let prog = Program::load(&spec, Context::Xdp, &xdp::helpers(), opts, Some(&reg))
         .map_err(|e| anyhow!("{name}: {e}"))?;
-    setup(name, &mut |m, k, v| reg.get(m).ok_or(format!("no map {m}"))?.update_copy(k, v, 0))
-        .map_err(anyhow::Error::msg)?;
+    setup(name, &mut |m, k, v| {
+        reg.get(m).ok_or(format!("no map {m}"))?.update_copy(k, v, 0).map_err(|e| e.to_string())
+    })
+    .map_err(anyhow::Error::msg)?;
     let pool = Pool::new(PoolConfig { buffers: 4, ..Default::default() })?;
     let mut p = pool.alloc().ok_or_else(|| anyhow!("pool empty"))?;
     p.set_frame(&frame(name)).map_err(|e| anyhow!("{e}"))?;

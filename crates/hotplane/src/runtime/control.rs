@@ -435,7 +435,7 @@ impl Control {
                 let r = self.registry.ebpf.map(&map).and_then(|m| {
                     let k = parse_bytes(&key, m.def.key_size as usize)?;
                     let v = parse_bytes(&value, m.def.value_size as usize)?;
-                    m.update_copy(&k, &v, flags)
+                    m.update_copy(&k, &v, flags).map_err(|e| e.to_string())
                 });
                 match r {
                     Ok(()) => Response::ok(json!("updated")),
@@ -445,6 +445,7 @@ impl Control {
             Request::EbpfMapDelete { map, key } => {
                 let r = self.registry.ebpf.map(&map).and_then(|m| {
                     m.delete_copy(&parse_bytes(&key, m.def.key_size as usize)?)
+                        .map_err(|e| e.to_string())
                 });
                 match r {
                     Ok(()) => Response::ok(json!("deleted")),
