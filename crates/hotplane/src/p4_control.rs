@@ -50,19 +50,24 @@ pub fn replacement(
         // A dry run on fresh tables first: a bad entries document is refused before it can
         // touch tables the running program shares with the new one.
         // Closures: the scratch copy only checks entries, so it skips code generation.
-        let objects = hotplane_p4::exec::Objects::new(&ir, &reg.qsbr)?;
+        let objects = hotplane_p4::exec::Objects::new(&ir, &reg.qsbr).map_err(|e| e.to_string())?;
         let scratch =
-            Pipeline::with_engine(ir.clone(), objects, hotplane_p4::exec::Engine::Closures)?;
+            Pipeline::with_engine(ir.clone(), objects, hotplane_p4::exec::Engine::Closures)
+                .map_err(|e| e.to_string())?;
         hotplane_p4::runtime::load(&scratch, text).map_err(|e| format!("entries: {e}"))?;
     }
     let current = reg.installed(worker, target);
     let old = current.as_deref().and_then(as_p4);
     let (pipeline, note) = match old {
         Some(o) => {
-            let (p, report) = Pipeline::replacing(ir, o.pipeline(), &reg.qsbr)?;
+            let (p, report) =
+                Pipeline::replacing(ir, o.pipeline(), &reg.qsbr).map_err(|e| e.to_string())?;
             (p, report.summary())
         }
-        None => (Pipeline::new(ir, &reg.qsbr)?, "no P4 program was there: all state is new".into()),
+        None => (
+            Pipeline::new(ir, &reg.qsbr).map_err(|e| e.to_string())?,
+            "no P4 program was there: all state is new".into(),
+        ),
     };
     let mut replication = old.map(|o| o.replication().clone()).unwrap_or_default();
     if let Some(text) = entries {
@@ -140,6 +145,6 @@ pub fn write_entries(p: &Pipeline, doc: &Value) -> Result<Value, String> {
             ));
         }
     }
-    let loaded = hotplane_p4::runtime::load(p, &doc.to_string())?;
+    let loaded = hotplane_p4::runtime::load(p, &doc.to_string()).map_err(|e| e.to_string())?;
     Ok(json!({"entries": loaded.entries, "defaults": loaded.defaults, "deleted": loaded.deleted}))
 }

@@ -40,15 +40,21 @@ use preprocess::SourceLoader;
 /// space: only what a compilation touches becomes memory.
 pub const COMPILE_STACK: usize = 32 << 20;
 
+/// No thread could be started to compile on (the system is out of threads or memory); the
+/// text is the system's reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot start a thread to compile on: {0}")]
+pub struct CompileThreadError(pub String);
+
 /// Run `f` on a thread with [`COMPILE_STACK`] bytes of stack and return what it returns (a
 /// panic in `f` carries on in the caller); `Err` if no thread can be started.
-pub fn on_compile_stack<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T, String> {
+pub fn on_compile_stack<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T, CompileThreadError> {
     std::thread::scope(|scope| {
         let thread = std::thread::Builder::new()
             .name("hotplane-p4-compile".into())
             .stack_size(COMPILE_STACK)
             .spawn_scoped(scope, f)
-            .map_err(|e| format!("cannot start a thread to compile on: {e}"))?;
+            .map_err(|e| CompileThreadError(e.to_string()))?;
         Ok(thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
     })
 }
@@ -75,7 +81,7 @@ pub fn parse_program_with(
     limits: &Limits,
 ) -> Result<ast::Program, CompileError> {
     on_compile_stack(|| parse_here(sources, loader, name, text, defines, limits))
-        .map_err(CompileError::plain)?
+        .map_err(|e| CompileError::plain(e.to_string()))?
 }
 
 fn parse_here(
@@ -120,7 +126,7 @@ pub fn check_program_with(
         let ast = parse_here(sources, loader, name, text, defines, limits)?;
         lower::lower_with(&ast, limits).map_err(|d| CompileError::new(sources, vec![d]))
     })
-    .map_err(CompileError::plain)?
+    .map_err(|e| CompileError::plain(e.to_string()))?
 }
 
 /// Read, check and lower a program file (includes resolve next to it, then in

@@ -54,21 +54,34 @@ pub fn one_at_a_time(bytes: &[u8]) -> u32 {
     h.wrapping_add(h << 15)
 }
 
+/// Why ids could not be assigned to a program's tables, actions and extern instances.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum P4InfoError {
+    #[error("{name}: @id {id:#x} has the wrong 8-bit prefix for a {resource:?}")]
+    WrongPrefix { name: String, id: u32, resource: Resource },
+    #[error("@id {id:#x} is assigned to more than one declaration")]
+    DuplicateId { id: u32 },
+    #[error("no id is left for {name}")]
+    NoIdLeft { name: String },
+    #[error("@id takes an unsigned 32-bit number")]
+    BadIdAnnotation,
+}
+
 /// Assign ids to `(resource, name, @id)` symbols as p4c does.
 pub fn assign_ids(
     symbols: &[(Resource, String, Option<u32>)],
-) -> Result<HashMap<(Resource, String), u32>, String> {
+) -> Result<HashMap<(Resource, String), u32>, P4InfoError> {
     let mut taken = BTreeSet::new();
     let mut ids = HashMap::new();
     for (res, name, fixed) in symbols {
         let Some(id) = fixed else { continue };
         let prefix = (*res as u32) << 24;
         if id & 0xff00_0000 != 0 && id & 0xff00_0000 != prefix {
-            return Err(format!("{name}: @id {id:#x} has the wrong 8-bit prefix for a {res:?}"));
+            return Err(P4InfoError::WrongPrefix { name: name.clone(), id: *id, resource: *res });
         }
         let id = id | prefix;
         if !taken.insert(id) {
-            return Err(format!("@id {id:#x} is assigned to more than one declaration"));
+            return Err(P4InfoError::DuplicateId { id });
         }
         ids.insert((*res, name.clone()), id);
     }
@@ -90,7 +103,7 @@ pub fn assign_ids(
                 }
                 h = h.wrapping_add(1);
                 if h == start {
-                    return Err(format!("no id is left for {name}"));
+                    return Err(P4InfoError::NoIdLeft { name: name.to_string() });
                 }
             };
             taken.insert(id);
@@ -153,13 +166,13 @@ fn listed(annotations: &[crate::ast::Annotation]) -> Vec<String> {
         .collect()
 }
 
-fn id_annotation(annotations: &[crate::ast::Annotation]) -> Result<Option<u32>, String> {
+fn id_annotation(annotations: &[crate::ast::Annotation]) -> Result<Option<u32>, P4InfoError> {
     let Some(a) = annotations.iter().find(|a| a.name.name == "id") else { return Ok(None) };
     match a.body.first().map(|t| &t.tok) {
         Some(crate::lexer::Tok::Int { value, .. }) if *value <= u32::MAX as u128 => {
             Ok(Some(*value as u32))
         }
-        _ => Err("@id takes an unsigned 32-bit number".into()),
+        _ => Err(P4InfoError::BadIdAnnotation),
     }
 }
 
@@ -195,7 +208,7 @@ impl Out {
 
 /// The P4Info of `prog` in protobuf text format (`p4info.txt`, as `p4c --p4runtime-files`
 /// writes it for v1model).
-pub fn text(prog: &Program) -> Result<String, String> {
+pub fn text(prog: &Program) -> Result<String, P4InfoError> {
     let mut symbols = Vec::new();
     for t in &prog.tables {
         symbols.push((Resource::Table, t.name.clone(), id_annotation(&t.annotations)?));
@@ -403,7 +416,7 @@ mod tests {
         assert_eq!(ids[&(Resource::Action, "b".into())], hashed, "prefix added");
         assert_eq!(ids[&(Resource::Action, "a".into())], hashed + 1, "a probes past b's @id");
         let wrong = [(Resource::Table, "t".to_string(), Some(0x0100_0001))];
-        assert!(assign_ids(&wrong).unwrap_err().contains("wrong 8-bit prefix"));
+        assert!(assign_ids(&wrong).unwrap_err().to_string().contains("wrong 8-bit prefix"));
     }
 
     #[test]

@@ -8,9 +8,9 @@
 
 use serde_json::{json, Value};
 
-use crate::exec::{P4Entry, P4Table, Pipeline};
+use crate::exec::{EntryError, P4Entry, P4Table, Pipeline};
 use crate::ir::{KeyMatch, MatchKind};
-use crate::stf::parse_number;
+use crate::stf::{parse_number, ValueError};
 use crate::types::mask;
 use crate::v1model::Replication;
 
@@ -24,24 +24,39 @@ pub struct Loaded {
     pub replication: Replication,
 }
 
-fn value(v: &Value) -> Result<u128, String> {
+/// Why a runtime JSON document was refused. Entries before the bad one stay applied.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeJsonError {
+    #[error("runtime JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("table_entries[{index}]: {source}")]
+    TableEntry { index: usize, source: EntryError },
+    /// `problem` says what the group lacks.
+    #[error("multicast_group_entries[{index}]: {problem}")]
+    MulticastGroup { index: usize, problem: &'static str },
+    /// `problem` says what the session lacks.
+    #[error("clone_session_entries[{index}]: {problem}")]
+    CloneSession { index: usize, problem: &'static str },
+}
+
+fn value(v: &Value) -> Result<u128, ValueError> {
     match v {
         Value::Number(n) => n
             .as_u64()
             .map(|x| x as u128)
-            .ok_or_else(|| format!("{n} is not a non-negative integer")),
+            .ok_or_else(|| ValueError::NotNonNegative { number: n.to_string() }),
         Value::String(s) => parse_number(s),
-        other => Err(format!("{other} is not a value")),
+        other => Err(ValueError::NotAValue { value: other.to_string() }),
     }
 }
 
-fn pair(v: &Value, what: &str) -> Result<(u128, u128), String> {
+fn pair(v: &Value, kind: &'static str) -> Result<(u128, u128), ValueError> {
     match v.as_array().map(|a| &a[..]) {
         Some([a, b]) => Ok((value(a)?, value(b)?)),
-        _ => Err(format!(
-            "a {what} match is [value, {}]",
-            if what == "lpm" { "prefix_len" } else { "mask" }
-        )),
+        _ => Err(ValueError::NotAPair {
+            kind,
+            second: if kind == "lpm" { "prefix_len" } else { "mask" },
+        }),
     }
 }
 
@@ -51,19 +66,19 @@ fn pair(v: &Value, what: &str) -> Result<(u128, u128), String> {
 /// `"DELETE"`, as P4Runtime names them; a delete needs only `table`, `match` and, for
 /// ternary tables, `priority`. Entries apply in order; the first bad one stops the load
 /// and is named in the error, and those before it stay applied.
-pub fn load(p: &Pipeline, text: &str) -> Result<Loaded, String> {
-    let doc: Value = serde_json::from_str(text).map_err(|e| format!("runtime JSON: {e}"))?;
+pub fn load(p: &Pipeline, text: &str) -> Result<Loaded, RuntimeJsonError> {
+    let doc: Value = serde_json::from_str(text)?;
     let mut loaded = Loaded::default();
     let entries = doc.get("table_entries").and_then(Value::as_array).cloned().unwrap_or_default();
     for (i, e) in entries.iter().enumerate() {
-        let at = |m: String| format!("table_entries[{i}]: {m}");
+        let at = |source| RuntimeJsonError::TableEntry { index: i, source };
         match apply_entry(p, e).map_err(at)? {
             Applied::Default => loaded.defaults += 1,
             Applied::Entry => loaded.entries += 1,
             Applied::Deleted => loaded.deleted += 1,
         }
     }
-    let ports = |e: &Value| -> Result<Vec<(u32, u32)>, String> {
+    let ports = |e: &Value| -> Result<Vec<(u32, u32)>, &'static str> {
         e.get("replicas")
             .and_then(Value::as_array)
             .ok_or("no `replicas`")?
@@ -85,11 +100,11 @@ pub fn load(p: &Pipeline, text: &str) -> Result<Loaded, String> {
         .flatten()
         .enumerate()
     {
-        let id = g
-            .get("multicast_group_id")
-            .and_then(Value::as_u64)
-            .ok_or_else(|| format!("multicast_group_entries[{i}]: no `multicast_group_id`"))?;
-        let copies = ports(g).map_err(|m| format!("multicast_group_entries[{i}]: {m}"))?;
+        let id = g.get("multicast_group_id").and_then(Value::as_u64).ok_or(
+            RuntimeJsonError::MulticastGroup { index: i, problem: "no `multicast_group_id`" },
+        )?;
+        let copies =
+            ports(g).map_err(|problem| RuntimeJsonError::MulticastGroup { index: i, problem })?;
         loaded.replication.groups.insert(id as u32, copies);
     }
     for (i, c) in
@@ -98,10 +113,11 @@ pub fn load(p: &Pipeline, text: &str) -> Result<Loaded, String> {
         let id = c
             .get("clone_session_id")
             .and_then(Value::as_u64)
-            .ok_or_else(|| format!("clone_session_entries[{i}]: no `clone_session_id`"))?;
-        let copies = ports(c).map_err(|m| format!("clone_session_entries[{i}]: {m}"))?;
+            .ok_or(RuntimeJsonError::CloneSession { index: i, problem: "no `clone_session_id`" })?;
+        let copies =
+            ports(c).map_err(|problem| RuntimeJsonError::CloneSession { index: i, problem })?;
         let Some(&(_, port)) = copies.first() else {
-            return Err(format!("clone_session_entries[{i}]: no replicas"));
+            return Err(RuntimeJsonError::CloneSession { index: i, problem: "no replicas" });
         };
         loaded.replication.mirror.insert(id as u32, port);
     }
@@ -114,8 +130,8 @@ enum Applied {
     Deleted,
 }
 
-fn apply_entry(p: &Pipeline, e: &Value) -> Result<Applied, String> {
-    let tname = e.get("table").and_then(Value::as_str).ok_or("no `table`")?;
+fn apply_entry(p: &Pipeline, e: &Value) -> Result<Applied, EntryError> {
+    let tname = e.get("table").and_then(Value::as_str).ok_or(EntryError::Json("no `table`"))?;
     let table = p.objects.table(tname)?;
     let kind = e.get("type").map_or(Some("INSERT"), Value::as_str);
     let priority = match e.get("priority") {
@@ -123,7 +139,7 @@ fn apply_entry(p: &Pipeline, e: &Value) -> Result<Applied, String> {
         Some(v) => Some(
             v.as_u64()
                 .and_then(|p| u32::try_from(p).ok())
-                .ok_or_else(|| format!("priority {v} is not a 32-bit number"))?,
+                .ok_or_else(|| EntryError::BadPriority(v.to_string()))?,
         ),
     };
     if kind == Some("DELETE") {
@@ -131,19 +147,23 @@ fn apply_entry(p: &Pipeline, e: &Value) -> Result<Applied, String> {
         table.delete(&keys, priority)?;
         return Ok(Applied::Deleted);
     }
-    let action = e.get("action_name").and_then(Value::as_str).ok_or("no `action_name`")?;
+    let action =
+        e.get("action_name").and_then(Value::as_str).ok_or(EntryError::Json("no `action_name`"))?;
     let a = table.action_id(action)?;
     let params = e.get("action_params").cloned().unwrap_or(Value::Object(Default::default()));
-    let params = params.as_object().ok_or("`action_params` must be an object")?;
+    let params = params.as_object().ok_or(EntryError::Json("`action_params` must be an object"))?;
     let mut args = Vec::new();
     for (name, _, _) in &table.params[a] {
-        let v = params
-            .get(name)
-            .ok_or_else(|| format!("action {action}: parameter `{name}` is missing"))?;
-        args.push(value(v).map_err(|m| format!("parameter {name}: {m}"))?);
+        let v = params.get(name).ok_or_else(|| EntryError::MissingParam {
+            action: action.to_string(),
+            param: name.clone(),
+        })?;
+        args.push(
+            value(v).map_err(|source| EntryError::ParamValue { param: name.clone(), source })?,
+        );
     }
     if let Some(extra) = params.keys().find(|k| !table.params[a].iter().any(|p| &p.0 == *k)) {
-        return Err(format!("action {action} has no parameter `{extra}`"));
+        return Err(EntryError::NoParam { action: action.to_string(), param: extra.clone() });
     }
     if e.get("default_action").and_then(Value::as_bool) == Some(true) {
         table.set_default(action, &args)?;
@@ -154,27 +174,28 @@ fn apply_entry(p: &Pipeline, e: &Value) -> Result<Applied, String> {
     match kind {
         Some("INSERT") => table.insert(&entry)?,
         Some("MODIFY") => table.modify(&entry)?,
-        _ => return Err("`type` is one of INSERT, MODIFY, DELETE".into()),
+        _ => return Err(EntryError::Json("`type` is one of INSERT, MODIFY, DELETE")),
     }
     Ok(Applied::Entry)
 }
 
 /// The entry's `match` object as one match per key field; fields it leaves out match anything.
-fn match_keys(table: &P4Table, tname: &str, e: &Value) -> Result<Vec<KeyMatch>, String> {
+fn match_keys(table: &P4Table, tname: &str, e: &Value) -> Result<Vec<KeyMatch>, EntryError> {
     let matches = match e.get("match") {
         None => Default::default(),
-        Some(m) => m.as_object().cloned().ok_or("`match` must be an object")?,
+        Some(m) => m.as_object().cloned().ok_or(EntryError::Json("`match` must be an object"))?,
     };
     let mut keys = table.unset_keys();
     for (field, v) in &matches {
         let k = table.keys.iter().position(|k| &k.name == field).ok_or_else(|| {
-            format!(
-                "table {tname} has no key field `{field}` (its key is {})",
-                table.keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", ")
-            )
+            EntryError::NoKeyField {
+                table: tname.to_string(),
+                field: field.clone(),
+                fields: table.keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", "),
+            }
         })?;
         let kf = &table.keys[k];
-        let bad = |m: String| format!("key {field}: {m}");
+        let bad = |source| EntryError::KeyValue { field: field.clone(), source };
         keys[k] = match kf.kind {
             MatchKind::Exact => {
                 KeyMatch::Mask { value: value(v).map_err(bad)?, mask: mask(kf.width) }

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use crate::exec::{InstanceRt, P4Entry, Pipeline};
+use crate::exec::{EntryError, InstanceRt, P4Entry, Pipeline};
 use crate::ir::{KeyMatch, MatchKind};
 use crate::types::mask;
 use crate::v1model::{Output, Replication, V1Switch};
@@ -27,6 +27,81 @@ pub struct StfError {
     pub file: String,
     pub line: usize,
     pub message: String,
+}
+
+/// A number or a key match that cannot be read (STF files, runtime JSON, the control API).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    #[error("`{text}` is not a number")]
+    NotANumber { text: String },
+    #[error("`{text}`: wildcards are not allowed here")]
+    Wildcards { text: String },
+    /// `what` is the part of the match: value, mask, range start or end.
+    #[error("{what} `{text}` does not fit in bit<{width}>")]
+    DoesNotFit { what: &'static str, text: String, width: u32 },
+    #[error("`{text}` is not a prefix length")]
+    NotAPrefixLength { text: String },
+    #[error("prefix /{len} is longer than the key (bit<{width}>)")]
+    PrefixTooLong { len: u32, width: u32 },
+    #[error("`{text}`: wildcards of an lpm key must be trailing")]
+    LpmWildcards { text: String },
+    /// A JSON number that is negative, fractional or too large.
+    #[error("{number} is not a non-negative integer")]
+    NotNonNegative { number: String },
+    /// A JSON value that is neither a number nor a string.
+    #[error("{value} is not a value")]
+    NotAValue { value: String },
+    /// A runtime JSON match that is not a two-element array; `second` names its second element.
+    #[error("a {kind} match is [value, {second}]")]
+    NotAPair { kind: &'static str, second: &'static str },
+}
+
+/// A mistake on one line of an STF file; [`run`] reports it as an [`StfError`] at that line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StfLineError {
+    #[error(transparent)]
+    Entry(#[from] crate::exec::EntryError),
+    #[error(transparent)]
+    Value(#[from] ValueError),
+    /// A command with the wrong shape; the text gives its usage.
+    #[error("{0}")]
+    Syntax(&'static str),
+    #[error("unknown STF command `{0}`")]
+    UnknownCommand(String),
+    #[error("port {0} is out of range (0..=511)")]
+    PortOutOfRange(u128),
+    #[error("packet data has an odd number of hex digits ({0})")]
+    OddHexDigits(usize),
+    #[error("`{0}` is not a hex byte")]
+    NotAHexByte(String),
+    #[error("`{0}` in an expected packet")]
+    BadPatternChar(char),
+    #[error("bad priority `{0}`")]
+    BadPriority(String),
+    #[error("`{0}`: expected KEY:VALUE")]
+    NotKeyValue(String),
+    #[error("action {action} takes {count} argument(s)")]
+    TooManyArgs { action: String, count: usize },
+    #[error("register {name} has {cells} cells; index {index}")]
+    RegisterIndex { name: String, cells: usize, index: usize },
+    #[error("`{0}` is not a register")]
+    NotARegister(String),
+    #[error("no register `{0}`")]
+    NoRegister(String),
+    #[error("unknown comparison `{0}`")]
+    UnknownComparison(String),
+    #[error("`{0}` is not an indirect counter")]
+    NotACounter(String),
+    #[error("no counter `{0}`")]
+    NoCounter(String),
+    #[error("counter {name} has {cells} cells; index {index}")]
+    CounterIndex { name: String, cells: usize, index: usize },
+    #[error("`{0}`: expected packets or bytes")]
+    NotACounterField(String),
+    #[error("no multicast node {0} (create it first)")]
+    NoMulticastNode(u32),
+    #[error("no multicast group {0} (mc_mgrp_create it)")]
+    NoMulticastGroup(u32),
 }
 
 /// What running a test found.
@@ -89,7 +164,8 @@ pub fn run_with(
     let mut now_ns = 1_000_000u64;
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
-        let err = |message: String| StfError { file: file.to_string(), line, message };
+        let err =
+            |e: StfLineError| StfError { file: file.to_string(), line, message: e.to_string() };
         let content = raw.split('#').next().unwrap_or("").trim();
         if content.is_empty() {
             continue;
@@ -98,13 +174,13 @@ pub fn run_with(
         match cmd {
             "add" => {
                 let (table, entry) = parse_add(&pipeline, rest).map_err(err)?;
-                table.insert(&entry).map_err(err)?;
+                table.insert(&entry).map_err(|e| err(e.into()))?;
             }
             "setdefault" => {
                 let (tname, rest) = split_word(rest);
-                let table = pipeline.objects.table(tname).map_err(err)?;
+                let table = pipeline.objects.table(tname).map_err(|e| err(e.into()))?;
                 let (action, args) = parse_action(table, rest).map_err(err)?;
-                table.set_default(&action, &args).map_err(err)?;
+                table.set_default(&action, &args).map_err(|e| err(e.into()))?;
             }
             "packet" => {
                 let (port, hex) = split_word(rest);
@@ -179,10 +255,12 @@ pub fn run_with(
             "register_write" => {
                 let words: Vec<&str> = rest.split_whitespace().collect();
                 let [name, index, value] = words[..] else {
-                    return Err(err("usage: register_write NAME INDEX VALUE".into()));
+                    return Err(err(StfLineError::Syntax(
+                        "usage: register_write NAME INDEX VALUE",
+                    )));
                 };
                 let (r, index) = register_cell(&pipeline, name, index).map_err(err)?;
-                r.write(index, parse_number(value).map_err(err)? as u64);
+                r.write(index, parse_number(value).map_err(|e| err(e.into()))? as u64);
             }
             "register_read" => {
                 report.checks += 1;
@@ -190,10 +268,14 @@ pub fn run_with(
                 let (name, index, op, value) = match words[..] {
                     [n, i, v] => (n, i, "==", v),
                     [n, i, op, v] => (n, i, op, v),
-                    _ => return Err(err("usage: register_read NAME INDEX [OP] VALUE".into())),
+                    _ => {
+                        return Err(err(StfLineError::Syntax(
+                            "usage: register_read NAME INDEX [OP] VALUE",
+                        )))
+                    }
                 };
                 let (r, index) = register_cell(&pipeline, name, index).map_err(err)?;
-                let want = parse_number(value).map_err(err)?;
+                let want = parse_number(value).map_err(|e| err(e.into()))?;
                 let got = r.read(index) as u128;
                 if !compare(got, op, want).map_err(err)? {
                     report.failures.push(format!(
@@ -204,18 +286,19 @@ pub fn run_with(
             "mirroring_add" => {
                 let words: Vec<&str> = rest.split_whitespace().collect();
                 let [session, port] = words[..] else {
-                    return Err(err("usage: mirroring_add SESSION PORT".into()));
+                    return Err(err(StfLineError::Syntax("usage: mirroring_add SESSION PORT")));
                 };
-                let session = parse_number(session).map_err(err)? as u32;
+                let session = parse_number(session).map_err(|e| err(e.into()))? as u32;
                 pre.mirror.insert(session, parse_port(port).map_err(err)?);
             }
             "mc_mgrp_create" => {
-                let group = parse_number(rest.trim()).map_err(err)? as u32;
+                let group = parse_number(rest.trim()).map_err(|e| err(e.into()))? as u32;
                 pre.groups.entry(group).or_default();
             }
             "mc_node_create" => {
                 let mut words = rest.split_whitespace();
-                let rid = parse_number(words.next().unwrap_or("")).map_err(err)? as u32;
+                let rid =
+                    parse_number(words.next().unwrap_or("")).map_err(|e| err(e.into()))? as u32;
                 let ports = words.map(parse_port).collect::<Result<Vec<_>, _>>().map_err(err)?;
                 // Node handles count from 0 in creation order, as BMv2's CLI returns them.
                 let handle = nodes.len() as u32;
@@ -224,21 +307,22 @@ pub fn run_with(
             "mc_node_associate" => {
                 let words: Vec<&str> = rest.split_whitespace().collect();
                 let [group, node] = words[..] else {
-                    return Err(err("usage: mc_node_associate GROUP NODE".into()));
+                    return Err(err(StfLineError::Syntax("usage: mc_node_associate GROUP NODE")));
                 };
-                let group = parse_number(group).map_err(err)? as u32;
-                let node = parse_number(node).map_err(err)? as u32;
+                let group = parse_number(group).map_err(|e| err(e.into()))? as u32;
+                let node = parse_number(node).map_err(|e| err(e.into()))? as u32;
                 let (rid, ports) = nodes
                     .get(&node)
-                    .ok_or_else(|| err(format!("no multicast node {node} (create it first)")))?
+                    .ok_or_else(|| err(StfLineError::NoMulticastNode(node)))?
                     .clone();
-                let copies = pre.groups.get_mut(&group).ok_or_else(|| {
-                    err(format!("no multicast group {group} (mc_mgrp_create it)"))
-                })?;
+                let copies = pre
+                    .groups
+                    .get_mut(&group)
+                    .ok_or_else(|| err(StfLineError::NoMulticastGroup(group)))?;
                 copies.extend(ports.into_iter().map(|p| (rid, p)));
             }
             "wait" => {}
-            other => return Err(err(format!("unknown STF command `{other}`"))),
+            other => return Err(err(StfLineError::UnknownCommand(other.to_string()))),
         }
     }
     // Compare, port by port, in order.
@@ -335,46 +419,43 @@ fn split_word(s: &str) -> (&str, &str) {
     }
 }
 
-fn parse_port(s: &str) -> Result<u32, String> {
+fn parse_port(s: &str) -> Result<u32, StfLineError> {
     let p = parse_number(s)?;
     if p > 511 {
-        return Err(format!("port {p} is out of range (0..=511)"));
+        return Err(StfLineError::PortOutOfRange(p));
     }
     Ok(p as u32)
 }
 
-fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
+fn parse_hex(s: &str) -> Result<Vec<u8>, StfLineError> {
     let digits: String = s.chars().filter(|c| !c.is_whitespace()).collect();
     if digits.len() % 2 != 0 {
-        return Err(format!("packet data has an odd number of hex digits ({})", digits.len()));
+        return Err(StfLineError::OddHexDigits(digits.len()));
     }
     (0..digits.len())
         .step_by(2)
         .map(|i| {
             u8::from_str_radix(&digits[i..i + 2], 16)
-                .map_err(|_| format!("`{}` is not a hex byte", &digits[i..i + 2]))
+                .map_err(|_| StfLineError::NotAHexByte(digits[i..i + 2].to_string()))
         })
         .collect()
 }
 
-fn parse_pattern(s: &str) -> Result<Vec<Option<u8>>, String> {
+fn parse_pattern(s: &str) -> Result<Vec<Option<u8>>, StfLineError> {
     s.chars()
         .filter(|c| !c.is_whitespace())
         .map(|c| match c {
             '*' => Ok(None),
-            c => c
-                .to_digit(16)
-                .map(|d| Some(d as u8))
-                .ok_or_else(|| format!("`{c}` in an expected packet")),
+            c => c.to_digit(16).map(|d| Some(d as u8)).ok_or(StfLineError::BadPatternChar(c)),
         })
         .collect()
 }
 
 /// A number: decimal, `0x`, `0b`, `0o`, dotted IPv4, or colon-separated MAC.
-pub fn parse_number(s: &str) -> Result<u128, String> {
+pub fn parse_number(s: &str) -> Result<u128, ValueError> {
     parse_masked(s).and_then(|(v, m, bits)| {
         if m != mask(bits) && bits > 0 {
-            Err(format!("`{s}`: wildcards are not allowed here"))
+            Err(ValueError::Wildcards { text: s.to_string() })
         } else {
             Ok(v)
         }
@@ -383,9 +464,9 @@ pub fn parse_number(s: &str) -> Result<u128, String> {
 
 /// A number that may contain `*` wildcard digits: (value, mask over the digits, digit bits).
 /// `bits` is 0 for numbers without wildcards (decimal, or no `*`), whose mask is all ones.
-fn parse_masked(s: &str) -> Result<(u128, u128, u32), String> {
+fn parse_masked(s: &str) -> Result<(u128, u128, u32), ValueError> {
     let s = s.trim();
-    let bad = || format!("`{s}` is not a number");
+    let bad = || ValueError::NotANumber { text: s.to_string() };
     if s.contains('.') && !s.contains("..") {
         let parts: Vec<&str> = s.split('.').collect();
         if parts.len() == 4 {
@@ -439,11 +520,11 @@ fn parse_masked(s: &str) -> Result<(u128, u128, u32), String> {
 }
 
 /// One key field's match from its STF text.
-pub fn parse_key_match(kind: MatchKind, width: u32, text: &str) -> Result<KeyMatch, String> {
+pub fn parse_key_match(kind: MatchKind, width: u32, text: &str) -> Result<KeyMatch, ValueError> {
     let full = mask(width);
-    let fit = |v: u128, what: &str| -> Result<u128, String> {
+    let fit = |v: u128, what: &'static str| -> Result<u128, ValueError> {
         if v & !full != 0 {
-            Err(format!("{what} `{text}` does not fit in bit<{width}>"))
+            Err(ValueError::DoesNotFit { what, text: text.to_string(), width })
         } else {
             Ok(v)
         }
@@ -455,9 +536,12 @@ pub fn parse_key_match(kind: MatchKind, width: u32, text: &str) -> Result<KeyMat
     }
     if let Some((v, len)) = text.split_once('/') {
         let v = fit(parse_number(v)?, "value")?;
-        let len: u32 = len.trim().parse().map_err(|_| format!("`{len}` is not a prefix length"))?;
+        let len: u32 = len
+            .trim()
+            .parse()
+            .map_err(|_| ValueError::NotAPrefixLength { text: len.to_string() })?;
         if len > width {
-            return Err(format!("prefix /{len} is longer than the key (bit<{width}>)"));
+            return Err(ValueError::PrefixTooLong { len, width });
         }
         return Ok(KeyMatch::Prefix { value: v, len });
     }
@@ -481,7 +565,7 @@ pub fn parse_key_match(kind: MatchKind, width: u32, text: &str) -> Result<KeyMat
         MatchKind::Lpm => {
             let len = m.count_ones();
             if m != full ^ mask(width - len) {
-                return Err(format!("`{text}`: wildcards of an lpm key must be trailing"));
+                return Err(ValueError::LpmWildcards { text: text.to_string() });
             }
             KeyMatch::Prefix { value: v & m, len }
         }
@@ -492,52 +576,57 @@ pub fn parse_key_match(kind: MatchKind, width: u32, text: &str) -> Result<KeyMat
 fn parse_add<'p>(
     p: &'p Pipeline,
     text: &str,
-) -> Result<(&'p crate::exec::P4Table, P4Entry), String> {
+) -> Result<(&'p crate::exec::P4Table, P4Entry), StfLineError> {
     let (tname, mut rest) = split_word(text);
     let table = p.objects.table(tname)?;
     let mut priority = None;
     let (first, after) = split_word(rest);
     if !first.is_empty() && first.chars().all(|c| c.is_ascii_digit()) {
-        priority = Some(first.parse::<u32>().map_err(|_| format!("bad priority `{first}`"))?);
+        priority =
+            Some(first.parse::<u32>().map_err(|_| StfLineError::BadPriority(first.to_string()))?);
         rest = after;
     }
     let mut keys = table.unset_keys();
     let Some(open) = rest.find('(') else {
-        return Err("expected ACTION(ARGS) after the key".into());
+        return Err(StfLineError::Syntax("expected ACTION(ARGS) after the key"));
     };
     let head = &rest[..open];
     let mut words: Vec<&str> = head.split_whitespace().collect();
-    let action_name = words.pop().ok_or("expected an action name")?;
+    let action_name = words.pop().ok_or(StfLineError::Syntax("expected an action name"))?;
     for w in words {
-        let (k, v) = w.split_once(':').ok_or_else(|| format!("`{w}`: expected KEY:VALUE"))?;
+        let (k, v) = w.split_once(':').ok_or_else(|| StfLineError::NotKeyValue(w.to_string()))?;
         let k = k.replace('$', "");
         let i = table
             .keys
             .iter()
             .position(|f| f.name == k)
             .or_else(|| table.keys.iter().position(|f| f.name.ends_with(&format!(".{k}"))))
-            .ok_or_else(|| {
-                format!(
-                    "table {} has no key field `{k}` (its key is {})",
-                    table.name,
-                    table.keys.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
-                )
+            .ok_or_else(|| EntryError::NoKeyField {
+                table: table.name.clone(),
+                field: k.clone(),
+                fields: table.keys.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", "),
             })?;
         let f = &table.keys[i];
-        keys[i] =
-            parse_key_match(f.kind, f.width, v).map_err(|e| format!("key {}: {e}", f.name))?;
+        keys[i] = parse_key_match(f.kind, f.width, v)
+            .map_err(|source| EntryError::KeyValue { field: f.name.clone(), source })?;
     }
     let (action, args) = parse_action(table, &format!("{action_name}{}", &rest[open..]))?;
     Ok((table, P4Entry { keys, priority, action, args }))
 }
 
 /// `name(arg:value, ...)` or `name(value, ...)`, with values in parameter order.
-fn parse_action(table: &crate::exec::P4Table, text: &str) -> Result<(String, Vec<u128>), String> {
+fn parse_action(
+    table: &crate::exec::P4Table,
+    text: &str,
+) -> Result<(String, Vec<u128>), StfLineError> {
     let text = text.trim();
     let text = text.split('=').next().unwrap_or(text).trim();
     let (name, args) = match text.find('(') {
         Some(i) => {
-            let inner = text[i + 1..].trim_end().strip_suffix(')').ok_or("missing `)`")?;
+            let inner = text[i + 1..]
+                .trim_end()
+                .strip_suffix(')')
+                .ok_or(StfLineError::Syntax("missing `)`"))?;
             (text[..i].trim(), inner)
         }
         None => (text, ""),
@@ -549,23 +638,30 @@ fn parse_action(table: &crate::exec::P4Table, text: &str) -> Result<(String, Vec
         let (slot, v) = match arg.split_once(':') {
             Some((n, v)) if !n.trim().starts_with("0x") && n.trim().parse::<u128>().is_err() => {
                 let n = n.trim();
-                let k = params
-                    .iter()
-                    .position(|p| p.0 == n)
-                    .ok_or_else(|| format!("action {name} has no parameter `{n}`"))?;
+                let k = params.iter().position(|p| p.0 == n).ok_or_else(|| {
+                    EntryError::NoParam { action: name.to_string(), param: n.to_string() }
+                })?;
                 (k, v)
             }
             _ => (pos, arg),
         };
         if slot >= values.len() {
-            return Err(format!("action {name} takes {} argument(s)", params.len()));
+            return Err(StfLineError::TooManyArgs {
+                action: name.to_string(),
+                count: params.len(),
+            });
         }
         values[slot] = Some(parse_number(v)?);
     }
     let args = values
         .into_iter()
         .zip(params)
-        .map(|(v, p)| v.ok_or_else(|| format!("action {name}: parameter `{}` is missing", p.0)))
+        .map(|(v, p)| {
+            v.ok_or_else(|| EntryError::MissingParam {
+                action: name.to_string(),
+                param: p.0.clone(),
+            })
+        })
         .collect::<Result<Vec<_>, _>>()?;
     Ok((table.action_names[a].clone(), args))
 }
@@ -575,11 +671,11 @@ fn register_cell(
     p: &Pipeline,
     name: &str,
     index: &str,
-) -> Result<(Arc<hotplane_tables::objects::RegisterArray>, usize), String> {
+) -> Result<(Arc<hotplane_tables::objects::RegisterArray>, usize), StfLineError> {
     let r = find_register(p, name)?;
     let index = parse_number(index)? as usize;
     if index >= r.len() {
-        return Err(format!("register {name} has {} cells; index {index}", r.len()));
+        return Err(StfLineError::RegisterIndex { name: name.to_string(), cells: r.len(), index });
     }
     Ok((r, index))
 }
@@ -587,15 +683,15 @@ fn register_cell(
 fn find_register(
     p: &Pipeline,
     name: &str,
-) -> Result<Arc<hotplane_tables::objects::RegisterArray>, String> {
+) -> Result<Arc<hotplane_tables::objects::RegisterArray>, StfLineError> {
     match p.objects.instance_index(&p.program, name).map(|i| &p.objects.instances[i]) {
         Some(InstanceRt::Register(r)) => Ok(Arc::clone(r)),
-        Some(_) => Err(format!("`{name}` is not a register")),
-        None => Err(format!("no register `{name}`")),
+        Some(_) => Err(StfLineError::NotARegister(name.to_string())),
+        None => Err(StfLineError::NoRegister(name.to_string())),
     }
 }
 
-fn compare(got: u128, op: &str, want: u128) -> Result<bool, String> {
+fn compare(got: u128, op: &str, want: u128) -> Result<bool, StfLineError> {
     Ok(match op {
         "==" => got == want,
         "!=" => got != want,
@@ -603,16 +699,16 @@ fn compare(got: u128, op: &str, want: u128) -> Result<bool, String> {
         "<=" => got <= want,
         ">" => got > want,
         ">=" => got >= want,
-        _ => return Err(format!("unknown comparison `{op}`")),
+        _ => return Err(StfLineError::UnknownComparison(op.to_string())),
     })
 }
 
 /// `NAME(INDEX) [packets|bytes] [OP VALUE]`: `None` when the check holds.
-fn check_counter(p: &Pipeline, text: &str) -> Result<Option<String>, String> {
-    let (head, rest) = text
-        .split_once(')')
-        .ok_or("usage: check_counter NAME(INDEX) [packets|bytes] [OP VALUE]")?;
-    let (name, index) = head.split_once('(').ok_or("usage: check_counter NAME(INDEX) ...")?;
+fn check_counter(p: &Pipeline, text: &str) -> Result<Option<String>, StfLineError> {
+    const USAGE: &str = "usage: check_counter NAME(INDEX) [packets|bytes] [OP VALUE]";
+    let (head, rest) = text.split_once(')').ok_or(StfLineError::Syntax(USAGE))?;
+    let (name, index) =
+        head.split_once('(').ok_or(StfLineError::Syntax("usage: check_counter NAME(INDEX) ..."))?;
     let (name, index) = (name.trim(), parse_number(index)? as usize);
     let words: Vec<&str> = rest.split_whitespace().collect();
     let (what, op, value) = match words[..] {
@@ -620,22 +716,26 @@ fn check_counter(p: &Pipeline, text: &str) -> Result<Option<String>, String> {
         [w] if w == "packets" || w == "bytes" => (w, ">", "0"),
         [op, v] => ("packets", op, v),
         [w, op, v] => (w, op, v),
-        _ => return Err("usage: check_counter NAME(INDEX) [packets|bytes] [OP VALUE]".into()),
+        _ => return Err(StfLineError::Syntax(USAGE)),
     };
     let counter = match p.objects.instance_index(&p.program, name).map(|i| &p.objects.instances[i])
     {
         Some(InstanceRt::Counter(c)) => Arc::clone(c),
-        Some(_) => return Err(format!("`{name}` is not an indirect counter")),
-        None => return Err(format!("no counter `{name}`")),
+        Some(_) => return Err(StfLineError::NotACounter(name.to_string())),
+        None => return Err(StfLineError::NoCounter(name.to_string())),
     };
     if index >= counter.len() {
-        return Err(format!("counter {name} has {} cells; index {index}", counter.len()));
+        return Err(StfLineError::CounterIndex {
+            name: name.to_string(),
+            cells: counter.len(),
+            index,
+        });
     }
     let (packets, bytes) = counter.read(index);
     let got = match what {
         "packets" => packets,
         "bytes" => bytes,
-        other => return Err(format!("`{other}`: expected packets or bytes")),
+        other => return Err(StfLineError::NotACounterField(other.to_string())),
     } as u128;
     let want = parse_number(value)?;
     Ok((!compare(got, op, want)?)

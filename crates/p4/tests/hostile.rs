@@ -245,7 +245,8 @@ fn with_decl(decl: &str) -> String {
 fn child_compile(program: &str) -> Result<String, String> {
     if let Some(path) = program.strip_prefix("bundle:") {
         // `hotplane push --p4` inlines a program's includes on the operator's machine.
-        let text = hotplane_p4::preprocess::bundle(std::path::Path::new(path), &[])?;
+        let text = hotplane_p4::preprocess::bundle(std::path::Path::new(path), &[])
+            .map_err(|e| e.to_string())?;
         return Ok(format!("bundled: {} bytes", text.len()));
     }
     let ir = match program.strip_prefix("file:") {
@@ -258,8 +259,9 @@ fn child_compile(program: &str) -> Result<String, String> {
     // The closures too (a worker runs them, recursing on the program's nesting), not only
     // the engine the program gets by default.
     let closures = Objects::new(&ir, &qsbr)
-        .and_then(|objects| Pipeline::with_engine(ir.clone(), objects, Engine::Closures))?;
-    let p = Pipeline::new(ir, &qsbr)?;
+        .and_then(|objects| Pipeline::with_engine(ir.clone(), objects, Engine::Closures))
+        .map_err(|e| e.to_string())?;
+    let p = Pipeline::new(ir, &qsbr).map_err(|e| e.to_string())?;
     let engine = p.native_error().map_or("native".into(), |e| format!("closures ({e})"));
     let (tables, states) = (p.program.tables.len(), p.program.states.len());
     // One packet through each, on this thread (a worker's stack is as small as this one).

@@ -133,8 +133,44 @@ fn mistakes_name_the_entry_and_the_reason() {
     ];
     for (entry, want) in cases {
         let doc = format!(r#"{{"table_entries": [{entry}]}}"#);
-        let err = load(&p, &doc).expect_err(entry);
+        let err = load(&p, &doc).expect_err(entry).to_string();
         assert!(err.starts_with("table_entries[0]: "), "{err}");
         assert!(err.contains(want), "{entry}: {err}");
     }
+}
+
+/// A caller (the control socket, a P4Runtime server) can tell refusals apart by their type,
+/// not by parsing the message: the entry's index and the reason are fields.
+#[test]
+fn mistakes_are_typed() {
+    use hotplane_p4::exec::{EntryError, KeyError};
+    use hotplane_p4::runtime::RuntimeJsonError;
+    let qsbr = Qsbr::new();
+    let p = tables_p4(&qsbr);
+    let doc = r#"{"table_entries": [
+        {"table": "Ing.by_kind", "match": {"hdr.probe.kind": 5}, "action_name": "Ing.nop"},
+        {"table": "Ing.fixed", "match": {"hdr.probe.a": 1}, "action_name": "Ing.nop"}
+    ]}"#;
+    let err = load(&p, doc).expect_err("const entries");
+    assert!(
+        matches!(
+            &err,
+            RuntimeJsonError::TableEntry { index: 1, source: EntryError::ConstEntriesChanged { table } }
+                if table == "Ing.fixed"
+        ),
+        "{err:?}"
+    );
+    let table = p.objects.table("by_kind").expect("by_kind");
+    let wide = hotplane_p4::ir::KeyMatch::Prefix { value: 0x1ff, len: 9 };
+    let err = table.delete(&[wide], None).expect_err("too wide");
+    assert!(
+        matches!(&err, EntryError::BadKey { problem: KeyError::PrefixTooWide { len: 9, .. }, .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "table Ing.by_kind key hdr.probe.kind: 0x1ff/9 does not fit in bit<8>"
+    );
+    let err = load(&p, "{").expect_err("not JSON");
+    assert!(matches!(err, RuntimeJsonError::Json(_)), "{err:?}");
 }

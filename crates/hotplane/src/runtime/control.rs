@@ -463,7 +463,10 @@ impl Control {
             }
             Request::P4Dump { target, table } => {
                 let r = crate::p4_control::locate(&self.registry, target.as_deref()).and_then(
-                    |(_, p)| Ok(hotplane_p4::runtime::dump(p.objects.table(&table)?)),
+                    |(_, p)| {
+                        let t = p.objects.table(&table).map_err(|e| e.to_string())?;
+                        Ok(hotplane_p4::runtime::dump(t))
+                    },
                 );
                 match r {
                     Ok(v) => Response::ok(v),

@@ -4,6 +4,7 @@
 //! the IR. [`crate::v1model`] drives a pipeline through the v1model architecture.
 
 pub mod bits;
+mod entry_error;
 mod expr;
 mod externs;
 pub mod jit;
@@ -13,8 +14,10 @@ pub mod table;
 use std::sync::Arc;
 
 use crate::ir::{self, CloneKind, KeyMatch, Target, Transition};
+pub use entry_error::{EntryError, KeyError};
 use hotplane_core::{Guard, Qsbr};
 use hotplane_tables::objects::{CounterArray, CounterKind, DigestRing, MeterArray, RegisterArray};
+pub use jit::NativeError;
 use jit::{Jit, NativeCode};
 pub use table::{Carried, P4Entry, P4Table};
 
@@ -189,11 +192,12 @@ pub struct StdSlots {
 }
 
 impl StdSlots {
-    fn new(p: &ir::Program) -> Result<Self, String> {
-        let f = |name: &str| {
-            p.std_meta.slot(name).map(|s| s as usize).ok_or_else(|| {
-                format!("standard_metadata_t has no field `{name}` (use hotplane's v1model.p4)")
-            })
+    fn new(p: &ir::Program) -> Result<Self, PipelineError> {
+        let f = |name: &'static str| {
+            p.std_meta
+                .slot(name)
+                .map(|s| s as usize)
+                .ok_or(PipelineError::NoStandardField { field: name })
         };
         Ok(StdSlots {
             ingress_port: f("ingress_port")?,
@@ -226,6 +230,21 @@ pub enum InstanceRt {
     },
     /// Direct counters and meters live in their table's entries; extern slots in the host.
     Direct,
+}
+
+/// Why a program could not be made into a [`Pipeline`] (its state or its code).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PipelineError {
+    #[error("standard_metadata_t has no field `{field}` (use hotplane's v1model.p4)")]
+    NoStandardField { field: &'static str },
+    #[error("register {name}: {width}-bit cells are not supported (at most 64)")]
+    WideRegister { name: String, width: u32 },
+    #[error(transparent)]
+    Table(#[from] EntryError),
+    #[error(transparent)]
+    Native(#[from] NativeError),
+    #[error(transparent)]
+    Thread(#[from] crate::CompileThreadError),
 }
 
 /// What a replacement program took over from the one before it.
@@ -269,7 +288,7 @@ pub struct Objects {
 impl Objects {
     /// Fresh state for `prog`: empty tables (with their `const entries` and default actions),
     /// zeroed registers and counters, meters that pass everything until configured.
-    pub fn new(prog: &ir::Program, qsbr: &Qsbr) -> Result<Self, String> {
+    pub fn new(prog: &ir::Program, qsbr: &Qsbr) -> Result<Self, PipelineError> {
         Self::carry_over(prog, None, qsbr).map(|(o, _)| o)
     }
 
@@ -280,7 +299,7 @@ impl Objects {
         prog: &ir::Program,
         old: Option<&Pipeline>,
         qsbr: &Qsbr,
-    ) -> Result<(Self, CarryReport), String> {
+    ) -> Result<(Self, CarryReport), PipelineError> {
         let mut report = CarryReport::default();
         let mut tables = Vec::with_capacity(prog.tables.len());
         for t in &prog.tables {
@@ -309,10 +328,10 @@ impl Objects {
                 match i.kind {
                     ir::InstanceKind::Register { size, width } => {
                         if width > 64 {
-                            return Err(format!(
-                                "register {}: {width}-bit cells are not supported (at most 64)",
-                                i.name
-                            ));
+                            return Err(PipelineError::WideRegister {
+                                name: i.name.clone(),
+                                width,
+                            });
                         }
                         Ok(InstanceRt::Register(Arc::new(RegisterArray::new(size as usize, width))))
                     }
@@ -347,7 +366,7 @@ impl Objects {
 
     /// The table called `name`: fully qualified (`MyIngress.ipv4_lpm`) or by its own name when
     /// that is unambiguous. The error lists the tables there are.
-    pub fn table(&self, name: &str) -> Result<&Arc<P4Table>, String> {
+    pub fn table(&self, name: &str) -> Result<&Arc<P4Table>, EntryError> {
         if let Some(t) = self.tables.iter().find(|t| t.name == name) {
             return Ok(t);
         }
@@ -355,11 +374,11 @@ impl Objects {
         let found: Vec<_> = self.tables.iter().filter(|t| t.name.ends_with(&suffix)).collect();
         match found[..] {
             [t] => Ok(t),
-            [] => Err(format!(
-                "no table `{name}` (the program has {})",
-                self.tables.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")
-            )),
-            _ => Err(format!("table name `{name}` is ambiguous")),
+            [] => Err(EntryError::NoTable {
+                name: name.to_string(),
+                tables: self.tables.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "),
+            }),
+            _ => Err(EntryError::AmbiguousTable { name: name.to_string() }),
         }
     }
 
@@ -469,7 +488,7 @@ pub struct Pipeline {
     egress_empty: bool,
     parser_timeout: u128,
     no_match: u128,
-    native_error: Option<String>,
+    native_error: Option<NativeError>,
     /// The engine asked for (a replacement asks for the same).
     requested: Engine,
     /// The machine code `code` calls into. Declared last: it is freed after every closure.
@@ -502,7 +521,7 @@ impl Code {
         objects: &Objects,
         std: StdSlots,
         mut jit: Option<&mut Jit>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, NativeError> {
         let actions = {
             let c = Compiler { prog: program, objects, std, actions: Arc::new(Vec::new()) };
             let (bodies, pending) =
@@ -618,7 +637,7 @@ fn blocks<'s>(
     jit: &mut Option<&mut Jit>,
     c: &Compiler<'_>,
     blocks: impl Iterator<Item = &'s [ir::Stmt]>,
-) -> Result<(Vec<StmtFn>, Vec<Option<jit::Pending>>), String> {
+) -> Result<(Vec<StmtFn>, Vec<Option<jit::Pending>>), NativeError> {
     let Some(jit) = jit else { return Ok((blocks.map(|b| c.block(b)).collect(), Vec::new())) };
     let pending = blocks
         .map(|b| if is_noop(b) { Ok(None) } else { jit.compile(c, b).map(Some) })
@@ -636,7 +655,7 @@ fn blocks<'s>(
 
 impl Pipeline {
     /// Compile `program` with fresh objects.
-    pub fn new(program: ir::Program, qsbr: &Qsbr) -> Result<Self, String> {
+    pub fn new(program: ir::Program, qsbr: &Qsbr) -> Result<Self, PipelineError> {
         let objects = Objects::new(&program, qsbr)?;
         Self::with_objects(program, objects)
     }
@@ -648,14 +667,14 @@ impl Pipeline {
         program: ir::Program,
         old: &Pipeline,
         qsbr: &Qsbr,
-    ) -> Result<(Self, CarryReport), String> {
+    ) -> Result<(Self, CarryReport), PipelineError> {
         let (objects, report) = Objects::carry_over(&program, Some(old), qsbr)?;
         Ok((Self::with_engine(program, objects, old.requested)?, report))
     }
 
     /// Compile `program` against existing objects, natively unless the environment says
     /// otherwise (see [`Engine::from_env`]).
-    pub fn with_objects(program: ir::Program, objects: Objects) -> Result<Self, String> {
+    pub fn with_objects(program: ir::Program, objects: Objects) -> Result<Self, PipelineError> {
         Self::with_engine(program, objects, Engine::from_env())
     }
 
@@ -669,7 +688,7 @@ impl Pipeline {
         program: ir::Program,
         objects: Objects,
         engine: Engine,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, PipelineError> {
         crate::on_compile_stack(move || Self::with_engine_here(program, objects, engine))?
     }
 
@@ -677,7 +696,7 @@ impl Pipeline {
         program: ir::Program,
         objects: Objects,
         engine: Engine,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, PipelineError> {
         let std = StdSlots::new(&program)?;
         let jit = match engine {
             Engine::Native => Some(Jit::new()),
@@ -720,8 +739,8 @@ impl Pipeline {
 
     /// Why native code was asked for but not generated (an unsupported machine, or a code
     /// generator error).
-    pub fn native_error(&self) -> Option<&str> {
-        self.native_error.as_deref()
+    pub fn native_error(&self) -> Option<&NativeError> {
+        self.native_error.as_ref()
     }
 
     /// Storage for one packet of this program (one per worker, reused).

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use super::bits::{copy_bytes, read_be, write_be};
+use super::entry_error::{EntryError, KeyError};
 use super::{Compiler, Ctx, ExprFn, Flow, StmtFn};
 use crate::ir::{self, KeyMatch, MatchKind, SlotId};
 use crate::types::mask;
@@ -16,7 +17,7 @@ use hotplane_core::Qsbr;
 use hotplane_tables::key::MAX_KEY_BYTES;
 use hotplane_tables::{
     expand_range, ActionSpec, EntryStats, MatchKind as Kind, MatchSpec, ParamSpec, Table,
-    TableConfig,
+    TableConfig, TableError,
 };
 
 /// A key field and where it sits in the packed key.
@@ -96,8 +97,10 @@ impl P4Table {
         t: &ir::Table,
         qsbr: &Qsbr,
         old: Option<&P4Table>,
-    ) -> Result<(Self, Carried), String> {
-        let err = |m: String| format!("table {}: {m}", t.name);
+    ) -> Result<(Self, Carried), EntryError> {
+        let err =
+            |e: EntryError| EntryError::InTable { table: t.name.clone(), source: Box::new(e) };
+        let store = |e: TableError| EntryError::Store { table: t.name.clone(), source: e };
         let lpm = t.keys.iter().filter(|k| k.kind == MatchKind::Lpm).count();
         let layout = if t.keys.is_empty() {
             Layout::Keyless
@@ -127,7 +130,7 @@ impl P4Table {
         let keys: Vec<KeyField> = keys.into_iter().flatten().collect();
         let key_bytes = at;
         if key_bytes > MAX_KEY_BYTES {
-            return Err(err(format!("the key is {key_bytes} bytes; at most {MAX_KEY_BYTES}")));
+            return Err(err(EntryError::KeyTooWide { bytes: key_bytes, max: MAX_KEY_BYTES }));
         }
         let kind = match layout {
             Layout::Keyless | Layout::Exact => Kind::Exact,
@@ -159,7 +162,7 @@ impl P4Table {
             .with_actions(specs);
         cfg.counters = t.direct_counter.is_some();
         if let Some(text) = &t.tableconfig {
-            cfg.apply_annotation(text).map_err(|e| err(e.to_string()))?;
+            cfg.apply_annotation(text).map_err(|e| store(e.into()))?;
         }
         let (locked, counters) = (cfg.locked, cfg.counters);
         let action_names: Vec<String> =
@@ -172,13 +175,11 @@ impl P4Table {
         let (table, carried) = match old {
             Some(o) if *o.table.config() == cfg => (Arc::clone(&o.table), Carried::Shared),
             Some(o) => {
-                let table = Table::new(cfg, qsbr).map_err(|e| err(e.to_string()))?;
-                let n = copy_entries(&o.table, &table).map_err(&err)?;
+                let table = Table::new(cfg, qsbr).map_err(store)?;
+                let n = copy_entries(&o.table, &table).map_err(err)?;
                 (Arc::new(table), Carried::Copied(n))
             }
-            None => {
-                (Arc::new(Table::new(cfg, qsbr).map_err(|e| err(e.to_string()))?), Carried::Fresh)
-            }
+            None => (Arc::new(Table::new(cfg, qsbr).map_err(store)?), Carried::Fresh),
         };
         let this = P4Table {
             name: t.name.clone(),
@@ -210,7 +211,7 @@ impl P4Table {
                 action: prog.actions[e.action as usize].name.clone(),
                 args: e.args.clone(),
             };
-            this.write(&entry, Op::Insert, true).map_err(&err)?;
+            this.write(&entry, Op::Insert, true).map_err(err)?;
         }
         Ok((this, carried))
     }
@@ -223,14 +224,15 @@ impl P4Table {
         (signature(&self.keys), &self.action_names, &self.params)
     }
 
-    fn table_action(&self, prog_action: u32) -> Result<usize, String> {
-        self.actions.iter().position(|&a| a == prog_action).ok_or_else(|| {
-            format!("table {}: its default action is not in its action list", self.name)
-        })
+    fn table_action(&self, prog_action: u32) -> Result<usize, EntryError> {
+        self.actions
+            .iter()
+            .position(|&a| a == prog_action)
+            .ok_or_else(|| EntryError::DefaultNotInList { table: self.name.clone() })
     }
 
     /// The table action called `name`: fully qualified (`MyIngress.drop`) or by its own name.
-    pub fn action_id(&self, name: &str) -> Result<usize, String> {
+    pub fn action_id(&self, name: &str) -> Result<usize, EntryError> {
         if let Some(i) = self.action_names.iter().position(|n| n == name) {
             return Ok(i);
         }
@@ -240,11 +242,11 @@ impl P4Table {
             .collect();
         match found[..] {
             [i] => Ok(i),
-            _ => Err(format!(
-                "table {} has no action `{name}` (it has {})",
-                self.name,
-                self.action_names.join(", ")
-            )),
+            _ => Err(EntryError::NoAction {
+                table: self.name.clone(),
+                action: name.to_string(),
+                actions: self.action_names.join(", "),
+            }),
         }
     }
 
@@ -263,24 +265,25 @@ impl P4Table {
     }
 
     /// Action data words from argument values, checked against the parameters.
-    pub fn data_words(&self, action: usize, args: &[u128]) -> Result<Vec<u64>, String> {
+    pub fn data_words(&self, action: usize, args: &[u128]) -> Result<Vec<u64>, EntryError> {
         let ps = &self.params[action];
         if ps.len() != args.len() {
-            return Err(format!(
-                "action {} takes {} parameter(s) ({}), {} given",
-                self.action_names[action],
-                ps.len(),
-                ps.iter().map(|p| p.0.as_str()).collect::<Vec<_>>().join(", "),
-                args.len()
-            ));
+            return Err(EntryError::ArgCount {
+                action: self.action_names[action].clone(),
+                expected: ps.len(),
+                params: ps.iter().map(|p| p.0.as_str()).collect::<Vec<_>>().join(", "),
+                given: args.len(),
+            });
         }
         let mut words = Vec::new();
         for ((name, width, _), &v) in ps.iter().zip(args) {
             if v & !mask(*width) != 0 {
-                return Err(format!(
-                    "action {} parameter {name}: {v:#x} does not fit in bit<{width}>",
-                    self.action_names[action]
-                ));
+                return Err(EntryError::ArgTooWide {
+                    action: self.action_names[action].clone(),
+                    param: name.clone(),
+                    value: v,
+                    width: *width,
+                });
             }
             words.push(v as u64);
             if *width > 64 {
@@ -290,26 +293,24 @@ impl P4Table {
         Ok(words)
     }
 
-    fn check_keys(&self, keys: &[KeyMatch]) -> Result<(), String> {
+    fn check_keys(&self, keys: &[KeyMatch]) -> Result<(), EntryError> {
         if keys.len() != self.keys.len() {
-            return Err(format!(
-                "table {} has {} key field(s) ({}), the entry gives {}",
-                self.name,
-                self.keys.len(),
-                self.keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", "),
-                keys.len()
-            ));
+            return Err(EntryError::KeyCount {
+                table: self.name.clone(),
+                expected: self.keys.len(),
+                fields: self.keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", "),
+                given: keys.len(),
+            });
         }
         for (k, m) in self.keys.iter().zip(keys) {
             let full = mask(k.width);
-            let bad = |what: String| Err(format!("table {} key {}: {what}", self.name, k.name));
+            let bad = |problem: KeyError| {
+                Err(EntryError::BadKey { table: self.name.clone(), key: k.name.clone(), problem })
+            };
             match *m {
                 KeyMatch::Mask { value, mask } => {
                     if value & !full != 0 || mask & !full != 0 {
-                        return bad(format!(
-                            "{value:#x} &&& {mask:#x} does not fit in bit<{}>",
-                            k.width
-                        ));
+                        return bad(KeyError::MaskTooWide { value, mask, width: k.width });
                     }
                     let ok = match k.kind {
                         MatchKind::Exact => mask == full,
@@ -318,35 +319,28 @@ impl P4Table {
                         MatchKind::Ternary | MatchKind::Range => true,
                     };
                     if !ok {
-                        return bad(format!(
-                            "a mask of {mask:#x} is not valid for a {:?} key",
-                            k.kind
-                        )
-                        .to_lowercase());
+                        return bad(KeyError::MaskForKind { mask, kind: k.kind });
                     }
                 }
                 KeyMatch::Prefix { value, len } => {
                     if len > k.width || value & !full != 0 {
-                        return bad(format!("{value:#x}/{len} does not fit in bit<{}>", k.width));
+                        return bad(KeyError::PrefixTooWide { value, len, width: k.width });
                     }
                     if matches!(k.kind, MatchKind::Exact | MatchKind::Range | MatchKind::Optional)
                         && len != k.width
                     {
-                        return bad(format!("a /{len} prefix on a {:?} key", k.kind).to_lowercase());
+                        return bad(KeyError::PrefixForKind { len, kind: k.kind });
                     }
                 }
                 KeyMatch::Range { lo, hi } => {
                     if k.kind != MatchKind::Range && !(lo == 0 && hi == full) && lo != hi {
-                        return bad("a range on a key that is not a range key".into());
+                        return bad(KeyError::RangeOnNonRange);
                     }
                     if hi & !full != 0 || lo > hi {
-                        return bad(format!(
-                            "range {lo:#x}..{hi:#x} does not fit in bit<{}>",
-                            k.width
-                        ));
+                        return bad(KeyError::RangeTooWide { lo, hi, width: k.width });
                     }
                     if k.width > 64 {
-                        return bad("ranges on keys wider than 64 bits are not supported".into());
+                        return bad(KeyError::WideRange);
                     }
                 }
             }
@@ -356,7 +350,7 @@ impl P4Table {
 
     /// The table-level matches an entry becomes (several when ranges expand to prefixes),
     /// and its priority.
-    fn encode(&self, e: &P4Entry) -> Result<(Vec<MatchSpec>, u32), String> {
+    fn encode(&self, e: &P4Entry) -> Result<(Vec<MatchSpec>, u32), EntryError> {
         self.check_keys(&e.keys)?;
         let n = self.key_bytes.max(1);
         match self.layout {
@@ -408,10 +402,7 @@ impl P4Table {
                         }
                     }
                     if next.len() > 4096 {
-                        return Err(format!(
-                            "table {}: the entry's ranges expand to more than 4096 ternary entries",
-                            self.name
-                        ));
+                        return Err(EntryError::TooManyExpansions { table: self.name.clone() });
                     }
                     rows = next;
                 }
@@ -426,43 +417,40 @@ impl P4Table {
         }
     }
 
-    pub fn insert(&self, e: &P4Entry) -> Result<(), String> {
+    pub fn insert(&self, e: &P4Entry) -> Result<(), EntryError> {
         self.write(e, Op::Insert, false)
     }
 
-    pub fn modify(&self, e: &P4Entry) -> Result<(), String> {
+    pub fn modify(&self, e: &P4Entry) -> Result<(), EntryError> {
         self.write(e, Op::Modify, false)
     }
 
     /// Delete the entry with these matches (action and arguments are ignored).
-    pub fn delete(&self, keys: &[KeyMatch], priority: Option<u32>) -> Result<(), String> {
+    pub fn delete(&self, keys: &[KeyMatch], priority: Option<u32>) -> Result<(), EntryError> {
         if self.entries_const {
-            return Err(format!("table {} has const entries", self.name));
+            return Err(EntryError::ConstEntries { table: self.name.clone() });
         }
         let e = P4Entry { keys: keys.to_vec(), priority, action: String::new(), args: vec![] };
         let (specs, prio) = self.encode(&e)?;
         for s in &specs {
-            self.table.delete(s, prio).map_err(|x| x.to_string())?;
+            self.table.delete(s, prio)?;
         }
         Ok(())
     }
 
-    fn write(&self, e: &P4Entry, op: Op, initial: bool) -> Result<(), String> {
+    fn write(&self, e: &P4Entry, op: Op, initial: bool) -> Result<(), EntryError> {
         if self.entries_const && !initial {
-            return Err(format!("table {} has const entries; they cannot be changed", self.name));
+            return Err(EntryError::ConstEntriesChanged { table: self.name.clone() });
         }
         if self.layout == Layout::Keyless {
-            return Err(format!(
-                "table {} has no key; only its default action can be set",
-                self.name
-            ));
+            return Err(EntryError::Keyless { table: self.name.clone() });
         }
         let a = self.action_id(&e.action)?;
         if self.default_only.get(a) == Some(&true) {
-            return Err(format!(
-                "action {} is @defaultonly in table {}",
-                self.action_names[a], self.name
-            ));
+            return Err(EntryError::DefaultOnly {
+                action: self.action_names[a].clone(),
+                table: self.name.clone(),
+            });
         }
         let words = self.data_words(a, &e.args)?;
         let (specs, prio) = self.encode(e)?;
@@ -471,7 +459,7 @@ impl P4Table {
                 Op::Insert => self.table.insert(s, prio, &self.action_names[a], &words),
                 Op::Modify => self.table.modify(s, prio, &self.action_names[a], &words),
             };
-            r.map_err(|x| format!("table {}: {x}", self.name))?;
+            r.map_err(|source| EntryError::Store { table: self.name.clone(), source })?;
         }
         Ok(())
     }
@@ -542,23 +530,23 @@ impl P4Table {
     }
 
     /// Set the action a miss runs.
-    pub fn set_default(&self, action: &str, args: &[u128]) -> Result<(), String> {
+    pub fn set_default(&self, action: &str, args: &[u128]) -> Result<(), EntryError> {
         if self.default_const {
-            return Err(format!("table {} has a const default action", self.name));
+            return Err(EntryError::ConstDefault { table: self.name.clone() });
         }
         self.set_default_unchecked(action, args)
     }
 
-    fn set_default_unchecked(&self, action: &str, args: &[u128]) -> Result<(), String> {
+    fn set_default_unchecked(&self, action: &str, args: &[u128]) -> Result<(), EntryError> {
         let a = self.action_id(action)?;
         if self.table_only.get(a) == Some(&true) {
-            return Err(format!(
-                "action {} is @tableonly in table {}",
-                self.action_names[a], self.name
-            ));
+            return Err(EntryError::TableOnly {
+                action: self.action_names[a].clone(),
+                table: self.name.clone(),
+            });
         }
         let words = self.data_words(a, args)?;
-        self.table.set_default(&self.action_names[a], &words).map_err(|x| x.to_string())
+        Ok(self.table.set_default(&self.action_names[a], &words)?)
     }
 }
 
@@ -567,14 +555,13 @@ fn signature(keys: &[KeyField]) -> Vec<(&str, u32, MatchKind)> {
 }
 
 /// Copy every entry and the default action of `from` into `to` (same kind and key width).
-fn copy_entries(from: &Table, to: &Table) -> Result<usize, String> {
+fn copy_entries(from: &Table, to: &Table) -> Result<usize, EntryError> {
     let entries = from.entries();
     for e in &entries {
-        to.insert(&e.matches, e.priority, &e.action, &e.data)
-            .map_err(|x| format!("carrying an entry over: {x}"))?;
+        to.insert(&e.matches, e.priority, &e.action, &e.data).map_err(EntryError::CarryEntry)?;
     }
     let (action, data) = from.default_data();
-    to.set_default(&action, &data).map_err(|x| format!("carrying the default action: {x}"))?;
+    to.set_default(&action, &data).map_err(EntryError::CarryDefault)?;
     Ok(entries.len())
 }
 

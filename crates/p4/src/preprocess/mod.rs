@@ -37,7 +37,35 @@ pub trait SourceLoader: Send {
         name: &str,
         from: &str,
         max_bytes: usize,
-    ) -> Result<(String, String), String>;
+    ) -> Result<(String, String), IncludeError>;
+}
+
+/// Why a [`SourceLoader`] could not give an included file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IncludeError {
+    #[error("cannot find include file {name:?}")]
+    NotFound { name: String },
+    #[error("cannot find include file {name:?} (only built-in includes are available)")]
+    NotBuiltIn { name: String },
+    #[error(
+        "include file {path} is larger than the {left} bytes left of the `include_bytes` budget"
+    )]
+    TooLarge { path: String, left: usize },
+}
+
+/// Why [`bundle`] could not make one self-contained source.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path}: larger than the `source_bytes` budget ({limit})")]
+    TooLarge { path: String, limit: usize },
+    #[error("{from}: includes nested too deeply (a cycle?)")]
+    TooDeep { from: String },
+    #[error("{from}: more includes than the `includes` budget allows")]
+    TooManyIncludes { from: String },
+    #[error("{from}: the bundled program is larger than the `source_bytes` budget")]
+    BundleTooLarge { from: String },
 }
 
 /// Read at most `max_bytes` of the file at `path` as UTF-8; `Ok(None)` if there is more.
@@ -66,7 +94,7 @@ impl SourceLoader for FsLoader {
         name: &str,
         from: &str,
         max_bytes: usize,
-    ) -> Result<(String, String), String> {
+    ) -> Result<(String, String), IncludeError> {
         let mut candidates = Vec::new();
         if let Some(dir) = Path::new(from).parent() {
             candidates.push(dir.join(name));
@@ -76,16 +104,15 @@ impl SourceLoader for FsLoader {
             match read_bounded(&path, max_bytes) {
                 Ok(Some(text)) => return Ok((path.display().to_string(), text)),
                 Ok(None) => {
-                    return Err(format!(
-                        "include file {} is larger than the {max_bytes} bytes left of the \
-                         `include_bytes` budget",
-                        path.display()
-                    ))
+                    return Err(IncludeError::TooLarge {
+                        path: path.display().to_string(),
+                        left: max_bytes,
+                    })
                 }
                 Err(_) => {}
             }
         }
-        Err(format!("cannot find include file {name:?}"))
+        Err(IncludeError::NotFound { name: name.to_string() })
     }
 }
 
@@ -100,8 +127,8 @@ impl SourceLoader for BuiltinOnly {
         name: &str,
         _from: &str,
         _max_bytes: usize,
-    ) -> Result<(String, String), String> {
-        Err(format!("cannot find include file {name:?} (only built-in includes are available)"))
+    ) -> Result<(String, String), IncludeError> {
+        Err(IncludeError::NotBuiltIn { name: name.to_string() })
     }
 }
 
@@ -111,16 +138,13 @@ impl SourceLoader for BuiltinOnly {
 /// includes of files that do not exist (perhaps in an inactive `#if`) stay as they are.
 ///
 /// The result is bounded by the default [`Limits`]: what a node would refuse is not built.
-pub fn bundle(path: &Path, include_dirs: &[std::path::PathBuf]) -> Result<String, String> {
+pub fn bundle(path: &Path, include_dirs: &[std::path::PathBuf]) -> Result<String, BundleError> {
     let limits = Limits::default();
     let text = read_bounded(path, limits.source_bytes)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?
-        .ok_or_else(|| {
-            format!(
-                "{}: larger than the `source_bytes` budget ({})",
-                path.display(),
-                limits.source_bytes
-            )
+        .map_err(|source| BundleError::Read { path: path.display().to_string(), source })?
+        .ok_or_else(|| BundleError::TooLarge {
+            path: path.display().to_string(),
+            limit: limits.source_bytes,
         })?;
     let mut loader = FsLoader { include_dirs: include_dirs.to_vec() };
     let mut out = String::with_capacity(text.len());
@@ -137,9 +161,9 @@ fn bundle_into(
     loader: &mut FsLoader,
     depth: usize,
     left: &mut (usize, usize),
-) -> Result<(), String> {
+) -> Result<(), BundleError> {
     if depth >= MAX_INCLUDE_DEPTH {
-        return Err(format!("{from}: includes nested too deeply (a cycle?)"));
+        return Err(BundleError::TooDeep { from: from.to_string() });
     }
     for line in text.lines() {
         let directive = line.trim_start().strip_prefix('#').map(str::trim_start);
@@ -154,9 +178,10 @@ fn bundle_into(
         });
         match target.map(|name| loader.load(name, from, left.1)) {
             Some(Ok((resolved, included))) => {
-                left.0 = left.0.checked_sub(1).ok_or_else(|| {
-                    format!("{from}: more includes than the `includes` budget allows")
-                })?;
+                left.0 = left
+                    .0
+                    .checked_sub(1)
+                    .ok_or_else(|| BundleError::TooManyIncludes { from: from.to_string() })?;
                 bundle_into(out, &included, &resolved, loader, depth + 1, left)?;
             }
             _ => {
@@ -165,9 +190,7 @@ fn bundle_into(
             }
         }
         if out.len() > left.1 {
-            return Err(format!(
-                "{from}: the bundled program is larger than the `source_bytes` budget"
-            ));
+            return Err(BundleError::BundleTooLarge { from: from.to_string() });
         }
     }
     Ok(())
@@ -389,7 +412,7 @@ impl Preprocessor<'_> {
                 (Err(e), None) => Err(e),
             },
         };
-        let (resolved, text) = loaded.map_err(|e| Diagnostic::new(span, e))?;
+        let (resolved, text) = loaded.map_err(|e| Diagnostic::new(span, e.to_string()))?;
         self.include_bytes += text.len();
         let used = self.include_bytes as u64;
         if let Err(exceeded) = self.limits.check(Budget::IncludeBytes, used) {
@@ -620,8 +643,10 @@ fn macro_args(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diag::CompileError;
 
-    fn run(src: &str) -> Result<Vec<String>, String> {
+    /// The tokens of `src` as text, or the diagnostic rendered with its source.
+    fn run(src: &str) -> Result<Vec<String>, CompileError> {
         let mut sources = SourceMap::default();
         match preprocess(&mut sources, &mut BuiltinOnly, "t.p4", src, &[]) {
             Ok(toks) => Ok(toks
@@ -629,7 +654,7 @@ mod tests {
                 .filter(|t| t.tok != Tok::Eof)
                 .map(|t| sources.snippet(t.span).to_string())
                 .collect()),
-            Err(d) => Err(sources.render(&d)),
+            Err(d) => Err(CompileError::new(&sources, vec![d])),
         }
     }
 
@@ -646,13 +671,22 @@ mod tests {
     #[test]
     fn recursion_and_errors_are_bounded() {
         assert_eq!(run("#define A A + 1\nA").unwrap().join(" "), "A + 1");
-        assert!(run("#if 1\nx").unwrap_err().contains("#if without #endif"));
-        assert!(run("#endif").unwrap_err().contains("#endif without #if"));
-        assert!(run("#include \"nope.p4\"").unwrap_err().contains("cannot find include file"));
-        assert!(run("#error stop here").unwrap_err().contains("t.p4:1:1: error: #error stop here"));
-        assert!(run("#frobnicate").unwrap_err().contains("unsupported preprocessor directive"));
-        assert!(run("#if 1/0\n#endif").unwrap_err().contains("division by zero"));
-        assert!(run("#define X(a) #a\n").unwrap_err().contains("not supported"));
+        assert!(run("#if 1\nx").unwrap_err().rendered.contains("#if without #endif"));
+        assert!(run("#endif").unwrap_err().rendered.contains("#endif without #if"));
+        assert!(run("#include \"nope.p4\"")
+            .unwrap_err()
+            .rendered
+            .contains("cannot find include file"));
+        assert!(run("#error stop here")
+            .unwrap_err()
+            .rendered
+            .contains("t.p4:1:1: error: #error stop here"));
+        assert!(run("#frobnicate")
+            .unwrap_err()
+            .rendered
+            .contains("unsupported preprocessor directive"));
+        assert!(run("#if 1/0\n#endif").unwrap_err().rendered.contains("division by zero"));
+        assert!(run("#define X(a) #a\n").unwrap_err().rendered.contains("not supported"));
     }
 
     #[test]
@@ -662,7 +696,7 @@ mod tests {
             src.push_str(&format!("#define A{i}(x) A{}(A{}(x))\n", i - 1, i - 1));
         }
         src.push_str("A11(1)\n");
-        assert!(run(&src).unwrap_err().contains("too many tokens"));
+        assert!(run(&src).unwrap_err().rendered.contains("too many tokens"));
     }
 
     #[test]

@@ -33,6 +33,34 @@ use super::table::ApplySite;
 use super::{Compiler, Ctx, Flow, StmtFn};
 use crate::ir::{statements, Stmt};
 
+/// Why native code could not be generated; the program then runs on closures.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NativeError {
+    #[error("native code needs a little-endian machine")]
+    BigEndian,
+    #[error("code generator setting {name}: {message}")]
+    Setting { name: &'static str, message: String },
+    #[error("Cranelift does not support this machine: {0}")]
+    UnsupportedMachine(String),
+    #[error("code generator: {0}")]
+    Isa(String),
+    #[error("the code generator panicked while starting")]
+    PanickedStarting,
+    /// A panic in the code generator: a bug in it, contained.
+    #[error("code generation: the code generator panicked")]
+    Panicked,
+    #[error("code generation: a block could not be lowered")]
+    NotLowered,
+    #[error(
+        "one function would hold {size} statements and select cases, more than the {max} \
+         native code takes"
+    )]
+    TooLarge { size: usize, max: usize },
+    /// The code generator refused a function or could not make it executable.
+    #[error("code generation: {0}")]
+    Codegen(String),
+}
+
 /// The most statements and select cases (parser states count one each) one native function
 /// may hold; about a second of code generation at most.
 pub const NATIVE_MAX_SIZE: usize = 4096;
@@ -473,25 +501,27 @@ pub(crate) struct Jit {
 
 impl Jit {
     /// A code generator for this machine, or why there is none.
-    pub fn new() -> Result<Self, String> {
+    pub fn new() -> Result<Self, NativeError> {
         if cfg!(target_endian = "big") {
             // Slots are read as their low 64 bits in memory order.
-            return Err("native code needs a little-endian machine".into());
+            return Err(NativeError::BigEndian);
         }
         let mut flags = settings::builder();
         for (name, value) in
             [("opt_level", "speed"), ("use_colocated_libcalls", "false"), ("is_pic", "false")]
         {
-            flags.set(name, value).map_err(|e| format!("code generator setting {name}: {e}"))?;
+            flags
+                .set(name, value)
+                .map_err(|e| NativeError::Setting { name, message: e.to_string() })?;
         }
         let isa = cranelift_native::builder()
-            .map_err(|e| format!("Cranelift does not support this machine: {e}"))?
+            .map_err(|e| NativeError::UnsupportedMachine(e.to_string()))?
             .finish(settings::Flags::new(flags))
-            .map_err(|e| format!("code generator: {e}"))?;
+            .map_err(|e| NativeError::Isa(e.to_string()))?;
         let module = catch_unwind(AssertUnwindSafe(|| {
             JITModule::new(JITBuilder::with_isa(isa, cranelift_module::default_libcall_names()))
         }))
-        .map_err(|_| "the code generator panicked while starting".to_string())?;
+        .map_err(|_| NativeError::PanickedStarting)?;
         let ctx = module.make_context();
         Ok(Jit {
             module,
@@ -503,9 +533,8 @@ impl Jit {
     }
 
     /// Generate a function for `stmts`.
-    pub fn compile(&mut self, c: &Compiler<'_>, stmts: &[Stmt]) -> Result<Pending, String> {
-        self.compile_body(c, Body::Block(stmts))?
-            .ok_or_else(|| "code generation: a block could not be lowered".to_string())
+    pub fn compile(&mut self, c: &Compiler<'_>, stmts: &[Stmt]) -> Result<Pending, NativeError> {
+        self.compile_body(c, Body::Block(stmts))?.ok_or(NativeError::NotLowered)
     }
 
     /// Generate a function for `body`; `None` if some part (a parser transition) cannot be
@@ -514,16 +543,13 @@ impl Jit {
         &mut self,
         c: &Compiler<'_>,
         body: Body<'_>,
-    ) -> Result<Option<Pending>, String> {
+    ) -> Result<Option<Pending>, NativeError> {
         // Cranelift's time grows faster than linearly with one function's blocks (its
         // dominator tree and verifier walk chains of them), so a huge body is refused here and
         // the program runs on closures, whose compile time is linear.
         let size = native_size(c, &body);
         if size > NATIVE_MAX_SIZE {
-            return Err(format!(
-                "one function would hold {size} statements and select cases, more than the \
-                 {NATIVE_MAX_SIZE} native code takes"
-            ));
+            return Err(NativeError::TooLarge { size, max: NATIVE_MAX_SIZE });
         }
         self.module.clear_context(&mut self.ctx);
         let ptr = self.module.target_config().pointer_type();
@@ -546,29 +572,28 @@ impl Jit {
                 self.module.clear_context(&mut self.ctx);
                 return Ok(None);
             }
-            Err(_) => return Err("code generation: the code generator panicked".into()),
+            Err(_) => return Err(NativeError::Panicked),
         }
         let id = self
             .module
             .declare_anonymous_function(&signature)
-            .map_err(|e| format!("code generation: {e}"))?;
+            .map_err(|e| NativeError::Codegen(e.to_string()))?;
         catch_unwind(AssertUnwindSafe(|| {
-            self.module.define_function(id, &mut self.ctx).map_err(|e| format!("{e:?}"))
+            self.module
+                .define_function(id, &mut self.ctx)
+                .map_err(|e| NativeError::Codegen(format!("{e:?}")))
         }))
-        .map_err(|_| "code generation: the code generator panicked".to_string())?
-        .map_err(|e| format!("code generation: {e}"))?;
+        .map_err(|_| NativeError::Panicked)??;
         Ok(Some(Pending { id }))
     }
 
     /// Make the functions generated so far executable.
-    pub fn finalize(&mut self) -> Result<(), String> {
+    pub fn finalize(&mut self) -> Result<(), NativeError> {
         // Making memory executable can fail (a system that forbids it); never panic for that.
         catch_unwind(AssertUnwindSafe(|| {
-            self.module.finalize_definitions().map_err(|e| e.to_string())
+            self.module.finalize_definitions().map_err(|e| NativeError::Codegen(e.to_string()))
         }))
-        .map_err(|_| "the code generator panicked".to_string())
-        .and_then(|r| r)
-        .map_err(|e| format!("code generation: {e}"))
+        .map_err(|_| NativeError::Panicked)?
     }
 
     /// A finalised block as a statement closure.
