@@ -201,14 +201,25 @@ impl core::fmt::Display for Target {
     }
 }
 
+/// Text that does not name a [`Target`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetParseError {
+    #[error("extern name must be 1 to 64 bytes")]
+    ExternName,
+    #[error("{0}")]
+    Flow(hotplane_core::flowtable::SelectorError),
+    #[error("`{0}` is not a target (pre, mid, post, extern:NAME, flow:SELECTOR, flow:default)")]
+    Unknown(String),
+}
+
 impl core::str::FromStr for Target {
-    type Err = String;
+    type Err = TargetParseError;
 
     /// `pre`, `mid`, `post`, `extern:NAME`, `flow:SELECTOR` or `flow:default`.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, TargetParseError> {
         if let Some(name) = s.strip_prefix("extern:") {
             if name.is_empty() || name.len() > MAX_EXTERN_NAME {
-                return Err("extern name must be 1 to 64 bytes".into());
+                return Err(TargetParseError::ExternName);
             }
             return Ok(Target::Extern(name.into()));
         }
@@ -216,13 +227,9 @@ impl core::str::FromStr for Target {
             if sel == "default" {
                 return Ok(Target::FlowDefault);
             }
-            return sel.parse().map(Target::Flow).map_err(|e| e.to_string());
+            return sel.parse().map(Target::Flow).map_err(TargetParseError::Flow);
         }
-        s.parse().map(Target::Position).map_err(|_| {
-            format!(
-                "`{s}` is not a target (pre, mid, post, extern:NAME, flow:SELECTOR, flow:default)"
-            )
-        })
+        s.parse().map(Target::Position).map_err(|_| TargetParseError::Unknown(s.to_string()))
     }
 }
 

@@ -12,7 +12,7 @@ pub mod envelope;
 pub mod receiver;
 
 pub use ack::{Ack, AckStatus};
-pub use envelope::{Flags, Kind, Target, UpdateHeader, WorkerScope};
+pub use envelope::{Flags, Kind, Target, TargetParseError, UpdateHeader, WorkerScope};
 pub use receiver::{Reason, Received, Receiver, ReceiverConfig, Refusal, Update};
 
 /// Parse a 32-byte key given as 64 hex digits.

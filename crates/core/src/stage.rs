@@ -72,14 +72,19 @@ impl Position {
     }
 }
 
+/// A name that is not a [`Position`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a position (pre, mid, post)")]
+pub struct UnknownPosition(pub String);
+
 impl core::str::FromStr for Position {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownPosition;
+    fn from_str(s: &str) -> Result<Self, UnknownPosition> {
         match s {
             "pre" => Ok(Position::Pre),
             "mid" => Ok(Position::Mid),
             "post" => Ok(Position::Post),
-            other => Err(format!("`{other}` is not a position (pre, mid, post)")),
+            other => Err(UnknownPosition(other.to_string())),
         }
     }
 }

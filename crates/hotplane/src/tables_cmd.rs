@@ -82,8 +82,8 @@ pub fn handle(set: &TableSet, req: &Request) -> Option<Result<Value, String>> {
             let modify = matches!(req, Request::TableModify(_));
             let name = &e.table;
             table(name).and_then(|t| {
-                let m = parse_match(&t, &e.matches)?;
-                let data = parse_params(&t, &e.action, &e.params)?;
+                let m = parse_match(&t, &e.matches).map_err(|e| e.to_string())?;
+                let data = parse_params(&t, &e.action, &e.params).map_err(|e| e.to_string())?;
                 let r = if modify {
                     t.modify(&m, e.priority, &e.action, &data)
                 } else {
@@ -94,7 +94,7 @@ pub fn handle(set: &TableSet, req: &Request) -> Option<Result<Value, String>> {
             })
         }
         Request::TableDel { table: name, matches, priority } => table(name).and_then(|t| {
-            let m = parse_match(&t, matches)?;
+            let m = parse_match(&t, matches).map_err(|e| e.to_string())?;
             t.delete(&m, *priority)
                 .map_err(|e| format!("table `{name}`, {}: {e}", match_text(&m)))?;
             Ok(json!("deleted"))
@@ -104,7 +104,7 @@ pub fn handle(set: &TableSet, req: &Request) -> Option<Result<Value, String>> {
             json!("cleared")
         }),
         Request::TableDefault { table: name, action, params } => table(name).and_then(|t| {
-            let data = parse_params(&t, action, params)?;
+            let data = parse_params(&t, action, params).map_err(|e| e.to_string())?;
             t.set_default(action, &data).map_err(|e| e.to_string())?;
             Ok(json!("default set"))
         }),

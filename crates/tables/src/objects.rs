@@ -170,6 +170,19 @@ pub struct MeterArray {
     meters: Box<[CachePadded<Meter>]>,
 }
 
+/// Meter rates that RFC 2698 or the meter array does not allow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MeterError {
+    #[error("meter index {0} out of range")]
+    Index(usize),
+    #[error("PIR {pir} must be at least CIR {cir} (RFC 2698)")]
+    PirBelowCir { pir: u64, cir: u64 },
+    #[error("burst sizes must be positive (RFC 2698)")]
+    ZeroBurst,
+    #[error("burst size too large")]
+    BurstTooLarge,
+}
+
 impl MeterArray {
     pub fn new(size: usize) -> Self {
         Self {
@@ -200,16 +213,16 @@ impl MeterArray {
     }
 
     /// Configure meter `i` (control plane). Both buckets start full (RFC 2698 section 3).
-    pub fn set_rates(&self, i: usize, r: MeterRates) -> Result<(), String> {
-        let m = self.meters.get(i).ok_or_else(|| format!("meter index {i} out of range"))?;
+    pub fn set_rates(&self, i: usize, r: MeterRates) -> Result<(), MeterError> {
+        let m = self.meters.get(i).ok_or(MeterError::Index(i))?;
         if r.pir < r.cir {
-            return Err(format!("PIR {} must be at least CIR {} (RFC 2698)", r.pir, r.cir));
+            return Err(MeterError::PirBelowCir { pir: r.pir, cir: r.cir });
         }
         if r.cbs == 0 || r.pbs == 0 {
-            return Err("burst sizes must be positive (RFC 2698)".into());
+            return Err(MeterError::ZeroBurst);
         }
         if r.cbs as u128 * SCALE > u64::MAX as u128 || r.pbs as u128 * SCALE > u64::MAX as u128 {
-            return Err("burst size too large".into());
+            return Err(MeterError::BurstTooLarge);
         }
         m.cir.store(r.cir, Ordering::Relaxed);
         m.cbs.store(r.cbs, Ordering::Relaxed);

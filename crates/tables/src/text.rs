@@ -6,8 +6,29 @@ use crate::config::MatchKind;
 use crate::set::{MatchSpec, Table};
 use std::net::IpAddr;
 
+/// Text that is not a key, match or parameter of the table.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TextError {
+    #[error("`{0}` is not hex")]
+    NotHex(String),
+    #[error("`{0}` is not a number, address or 0x hex")]
+    NotANumber(String),
+    #[error("`{text}` does not fit in {width} bytes")]
+    TooWide { text: String, width: usize },
+    #[error("`{0}` is not a prefix length")]
+    PrefixLength(String),
+    #[error("`{action}` is not an action of table `{table}`")]
+    NoSuchAction { action: String, table: String },
+    #[error("action `{action}` takes {} parameter(s) ({}), got {got}", params.len(), params.join(", "))]
+    ParamCount { action: String, params: Vec<String>, got: usize },
+    #[error("parameter `{param}`: {source}")]
+    Param { param: String, source: Box<TextError> },
+    #[error("parameter `{param}`: `{text}` is wider than {bits} bits")]
+    ParamBits { param: String, text: String, bits: u32 },
+}
+
 /// A number or address as big-endian bytes of exactly `width` bytes.
-pub fn value_bytes(text: &str, width: usize) -> Result<Vec<u8>, String> {
+pub fn value_bytes(text: &str, width: usize) -> Result<Vec<u8>, TextError> {
     let t = text.trim();
     let bytes = if let Ok(ip) = t.parse::<IpAddr>() {
         match ip {
@@ -16,9 +37,9 @@ pub fn value_bytes(text: &str, width: usize) -> Result<Vec<u8>, String> {
         }
     } else if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
         let h = if h.len() % 2 == 1 { format!("0{h}") } else { h.to_string() };
-        hex::decode(&h).map_err(|_| format!("`{t}` is not hex"))?
+        hex::decode(&h).map_err(|_| TextError::NotHex(t.to_string()))?
     } else {
-        let v: u128 = t.parse().map_err(|_| format!("`{t}` is not a number, address or 0x hex"))?;
+        let v: u128 = t.parse().map_err(|_| TextError::NotANumber(t.to_string()))?;
         let b = v.to_be_bytes();
         let first = b.iter().position(|&x| x != 0).unwrap_or(15);
         b[first..].to_vec()
@@ -26,7 +47,7 @@ pub fn value_bytes(text: &str, width: usize) -> Result<Vec<u8>, String> {
     if bytes.len() > width {
         let spare = bytes.len() - width;
         if bytes[..spare].iter().any(|&b| b != 0) {
-            return Err(format!("`{t}` does not fit in {width} bytes"));
+            return Err(TextError::TooWide { text: t.to_string(), width });
         }
         return Ok(bytes[spare..].to_vec());
     }
@@ -36,7 +57,7 @@ pub fn value_bytes(text: &str, width: usize) -> Result<Vec<u8>, String> {
 }
 
 /// Parse a match key for `table` (see `Request::TableAdd`).
-pub fn parse_match(table: &Table, text: &str) -> Result<MatchSpec, String> {
+pub fn parse_match(table: &Table, text: &str) -> Result<MatchSpec, TextError> {
     let cfg = table.config();
     let w = cfg.key_bytes();
     let t = text.trim();
@@ -44,14 +65,14 @@ pub fn parse_match(table: &Table, text: &str) -> Result<MatchSpec, String> {
         return Ok(MatchSpec::Ternary { value: value_bytes(v, w)?, mask: value_bytes(m, w)? });
     }
     if let Some((lo, hi)) = t.split_once("..") {
-        let n = |s: &str| -> Result<u64, String> {
+        let n = |s: &str| -> Result<u64, TextError> {
             let b = value_bytes(s, 8)?;
             Ok(u64::from_be_bytes(b.try_into().unwrap_or([0; 8])))
         };
         return Ok(MatchSpec::Range { lo: n(lo)?, hi: n(hi)? });
     }
     if let Some((v, len)) = t.rsplit_once('/') {
-        let len: u32 = len.trim().parse().map_err(|_| format!("`{len}` is not a prefix length"))?;
+        let len: u32 = len.trim().parse().map_err(|_| TextError::PrefixLength(len.to_string()))?;
         return Ok(MatchSpec::Lpm { prefix: value_bytes(v, w)?, len });
     }
     let v = value_bytes(t, w)?;
@@ -62,29 +83,29 @@ pub fn parse_match(table: &Table, text: &str) -> Result<MatchSpec, String> {
 }
 
 /// Action parameters (decimal or 0x hex, one per parameter) as data words.
-pub fn parse_params(table: &Table, action: &str, params: &[String]) -> Result<Vec<u64>, String> {
-    let spec = table
-        .config()
-        .actions
-        .iter()
-        .find(|a| a.name == action)
-        .ok_or_else(|| format!("`{action}` is not an action of table `{}`", table.name()))?;
+pub fn parse_params(table: &Table, action: &str, params: &[String]) -> Result<Vec<u64>, TextError> {
+    let spec = table.config().actions.iter().find(|a| a.name == action).ok_or_else(|| {
+        TextError::NoSuchAction { action: action.to_string(), table: table.name().to_string() }
+    })?;
     if params.len() != spec.params.len() {
-        return Err(format!(
-            "action `{action}` takes {} parameter(s) ({}), got {}",
-            spec.params.len(),
-            spec.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", "),
-            params.len()
-        ));
+        return Err(TextError::ParamCount {
+            action: action.to_string(),
+            params: spec.params.iter().map(|p| p.name.clone()).collect(),
+            got: params.len(),
+        });
     }
     let mut words = vec![];
     for (p, text) in spec.params.iter().zip(params) {
-        let b =
-            value_bytes(text, p.words() * 8).map_err(|e| format!("parameter `{}`: {e}", p.name))?;
+        let b = value_bytes(text, p.words() * 8)
+            .map_err(|e| TextError::Param { param: p.name.clone(), source: Box::new(e) })?;
         if p.bits < 64
             && u64::from_be_bytes(b[b.len() - 8..].try_into().unwrap_or([0; 8])) >> p.bits != 0
         {
-            return Err(format!("parameter `{}`: `{text}` is wider than {} bits", p.name, p.bits));
+            return Err(TextError::ParamBits {
+                param: p.name.clone(),
+                text: text.clone(),
+                bits: p.bits,
+            });
         }
         words.extend(b.chunks(8).map(|c| u64::from_be_bytes(c.try_into().unwrap_or([0; 8]))));
     }

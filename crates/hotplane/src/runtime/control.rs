@@ -373,7 +373,7 @@ impl Control {
             Request::Metrics {} => Response::ok(json!({ "text": self.obs.prometheus() })),
             Request::Install { target, worker, stage } => {
                 let r = (|| {
-                    let t: Target = target.parse()?;
+                    let t: Target = target.parse().map_err(|e: hotplane_control::TargetParseError| e.to_string())?;
                     let ws = workers_of(worker, n)?;
                     let spec: StageSpec = serde_json::from_value(stage).map_err(|e| format!("stage spec: {e}"))?;
                     let prog = self.registry.build(&spec)?;
@@ -386,7 +386,7 @@ impl Control {
             }
             Request::Switch { target, worker, id } => {
                 let r = (|| {
-                    let t: Target = target.parse()?;
+                    let t: Target = target.parse().map_err(|e: hotplane_control::TargetParseError| e.to_string())?;
                     let ws = workers_of(worker, n)?;
                     let prog = self.registry.predefined(id).ok_or(format!("no pre-defined program with id {id}"))?;
                     Ok::<_, String>((t, ws, prog))
@@ -397,7 +397,7 @@ impl Control {
                 }
             }
             Request::Remove { target, worker } => {
-                match target.parse::<Target>().and_then(|t| Ok((t, workers_of(worker, n)?))) {
+                match target.parse::<Target>().map_err(|e| e.to_string()).and_then(|t| Ok((t, workers_of(worker, n)?))) {
                     Ok((t, ws)) => installed(self.registry.install(&t, &ws, None), &self.registry, &target),
                     Err(e) => Response::err(e),
                 }

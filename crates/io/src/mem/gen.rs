@@ -133,51 +133,65 @@ impl GenSpec {
     }
 
     /// Check the spec; the message names the field at fault.
-    pub fn validate(&self, max_frame: usize) -> Result<(), String> {
+    pub fn validate(&self, max_frame: usize) -> Result<(), GenSpecError> {
         if self.flows == 0 || self.flows > 65536 {
-            return Err(format!("flows = {}: must be 1 to 65536", self.flows));
+            return Err(GenSpecError::Flows(self.flows));
         }
         let first = self.first_flow_id.unwrap_or(0) as u32;
         if first + self.flows > 65536 {
-            return Err(format!(
-                "first_flow_id = {first} with flows = {}: flow ids must fit 16 bits",
-                self.flows
-            ));
+            return Err(GenSpecError::FlowIds { first, flows: self.flows });
         }
         if self.src_ip.is_ipv4() != self.dst_ip.is_ipv4() {
-            return Err("src_ip and dst_ip: must both be IPv4 or both IPv6".into());
+            return Err(GenSpecError::MixedFamilies);
         }
         let hdr = self.frame(0).header_len();
         let min = hdr + if self.stamp { Stamp::<&[u8]>::LEN } else { 0 };
         for s in self.size_pattern() {
             if (s as usize) < min.max(60) {
-                return Err(format!(
-                    "size = {s}: below {} bytes (headers{} and the 60-byte Ethernet minimum)",
-                    min.max(60),
-                    if self.stamp { " + 20-byte stamp" } else { "" }
-                ));
+                return Err(GenSpecError::TooSmall {
+                    size: s,
+                    min: min.max(60),
+                    stamp: self.stamp,
+                });
             }
             if s as usize > max_frame {
-                return Err(format!(
-                    "size = {s}: larger than the {max_frame} bytes a pool buffer holds"
-                ));
+                return Err(GenSpecError::TooLarge { size: s, max_frame });
             }
         }
         if let Some(r) = self.rate_pps {
             if !(r.is_finite() && r > 0.0) {
-                return Err(format!("rate_pps = {r}: must be a positive number"));
+                return Err(GenSpecError::Rate(r));
             }
         }
         if self.prebuilt && self.stamp {
-            return Err(
-                "prebuilt = true: pre-built frames carry no stamp; also set stamp = false".into()
-            );
+            return Err(GenSpecError::PrebuiltStamp);
         }
         if self.prebuilt && self.imix {
-            return Err("prebuilt = true: needs a fixed size, not imix".into());
+            return Err(GenSpecError::PrebuiltImix);
         }
         Ok(())
     }
+}
+
+/// A generator setting out of range; the message starts with the field at fault.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GenSpecError {
+    #[error("flows = {0}: must be 1 to 65536")]
+    Flows(u32),
+    #[error("first_flow_id = {first} with flows = {flows}: flow ids must fit 16 bits")]
+    FlowIds { first: u32, flows: u32 },
+    #[error("src_ip and dst_ip: must both be IPv4 or both IPv6")]
+    MixedFamilies,
+    #[error("size = {size}: below {min} bytes (headers{} and the 60-byte Ethernet minimum)", if *stamp { " + 20-byte stamp" } else { "" })]
+    TooSmall { size: u16, min: usize, stamp: bool },
+    #[error("size = {size}: larger than the {max_frame} bytes a pool buffer holds")]
+    TooLarge { size: u16, max_frame: usize },
+    #[error("rate_pps = {0}: must be a positive number")]
+    Rate(f64),
+    #[error("prebuilt = true: pre-built frames carry no stamp; also set stamp = false")]
+    PrebuiltStamp,
+    #[error("prebuilt = true: needs a fixed size, not imix")]
+    PrebuiltImix,
 }
 
 /// One generated flow on one queue.
@@ -389,17 +403,18 @@ mod tests {
     fn validation_names_the_field() {
         let ok = GenSpec::default();
         assert!(ok.validate(1920).is_ok());
-        let e = GenSpec { size: 50, ..ok.clone() }.validate(1920).unwrap_err();
+        let e = GenSpec { size: 50, ..ok.clone() }.validate(1920).unwrap_err().to_string();
         assert!(e.starts_with("size = 50"), "{e}");
-        let e = GenSpec { prebuilt: true, ..ok.clone() }.validate(1920).unwrap_err();
+        let e = GenSpec { prebuilt: true, ..ok.clone() }.validate(1920).unwrap_err().to_string();
         assert!(e.contains("stamp = false"), "{e}");
         let e = GenSpec { dst_ip: "fd00::1".parse().unwrap(), ..ok.clone() }
             .validate(1920)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("src_ip and dst_ip"), "{e}");
-        let e = GenSpec { size: 3000, ..ok.clone() }.validate(1920).unwrap_err();
+        let e = GenSpec { size: 3000, ..ok.clone() }.validate(1920).unwrap_err().to_string();
         assert!(e.contains("pool buffer"), "{e}");
-        let e = GenSpec { rate_pps: Some(-1.0), ..ok }.validate(1920).unwrap_err();
+        let e = GenSpec { rate_pps: Some(-1.0), ..ok }.validate(1920).unwrap_err().to_string();
         assert!(e.starts_with("rate_pps"), "{e}");
     }
 
