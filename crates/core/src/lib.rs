@@ -17,6 +17,7 @@ pub mod slot;
 pub mod stage;
 pub mod time;
 pub mod wire;
+pub mod xdp;
 
 pub use batch::{Batch, Mask, DEFAULT_BATCH, MAX_BATCH};
 pub use flow::{classify, FlowKey};

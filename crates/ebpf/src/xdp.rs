@@ -12,12 +12,8 @@ use hotplane_core::Packet;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// XDP return codes.
-pub const XDP_ABORTED: u64 = 0;
-pub const XDP_DROP: u64 = 1;
-pub const XDP_PASS: u64 = 2;
-pub const XDP_TX: u64 = 3;
-pub const XDP_REDIRECT: u64 = 4;
+/// XDP return codes (defined in `hotplane_core::xdp`, shared with every program kind).
+pub use hotplane_core::xdp::{XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
 
 /// Linux helper numbers.
 pub mod id {

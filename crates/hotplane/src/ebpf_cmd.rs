@@ -173,10 +173,7 @@ pub fn run(
     pkt.set_frame(&frame).map_err(|e| anyhow!("--packet: {e}"))?;
     xdp::take_redirect();
     let action = p.run_xdp(&mut pkt, 0);
-    let name = ["XDP_ABORTED", "XDP_DROP", "XDP_PASS", "XDP_TX", "XDP_REDIRECT"]
-        .get(action as usize)
-        .copied()
-        .unwrap_or("invalid");
+    let name = hotplane_core::xdp::action_name(action).unwrap_or("invalid");
     let redirect = xdp::take_redirect();
     if json_out {
         println!(

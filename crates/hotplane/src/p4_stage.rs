@@ -6,6 +6,7 @@
 //! and `hotplane_load_from_packet()` punts the packet to the control plane as an update.
 
 use crate::stages::Program;
+use hotplane_core::xdp::XDP_ABORTED;
 use hotplane_core::{
     Batch, FlowTable, Guard, Mask, Meta, Packet, Pool, PoolConfig, Slot, Stage, Verdict, WorkerCx,
     MAX_WORKERS,
@@ -164,11 +165,6 @@ impl Stage for P4Stage {
     }
 }
 
-const XDP_ABORTED: u64 = 0;
-const XDP_DROP: u64 = 1;
-const XDP_PASS: u64 = 2;
-const XDP_TX: u64 = 3;
-
 /// One worker's side of the program's hotplane externs.
 struct WorkerHost {
     worker: usize,
@@ -207,11 +203,7 @@ impl WorkerHost {
                 stage.run(&mut self.batch, Mask::single(0), &mut cx);
                 let Some(back) = self.batch.drain().next() else { return XDP_ABORTED };
                 p = back;
-                match p.meta.verdict {
-                    Verdict::Pass => XDP_PASS,
-                    Verdict::Tx => XDP_TX,
-                    Verdict::Drop | Verdict::Punt => XDP_DROP,
-                }
+                hotplane_core::xdp::action_of(p.meta.verdict)
             }
         };
         copy_back(&p, data);

@@ -7,8 +7,8 @@ use super::expr::StoreFn;
 use super::{Compiler, Ctx, ExprFn, Flow, InstanceRt, StmtFn};
 use crate::ir::{Expr, Extern, HashAlgo, HdrRef, HostTarget, ListItem, Place};
 
-/// What an empty extern slot or a flow without a function answers: let the packet pass.
-const XDP_PASS: u64 = 2;
+// What an empty extern slot or a flow without a function answers: let the packet pass.
+use hotplane_core::xdp::XDP_PASS;
 use hotplane_tables::objects::{Color, DigestRecord};
 
 /// Part of a field list: a run of header bytes copied as they are, or one value.
