@@ -56,8 +56,15 @@ pub fn serve_api(
 ) -> Result<JoinHandle<()>, SocketError> {
     socket_dir::prepare(path, group)?;
     let io = |source| SocketError::Io { path: path.display().to_string(), source };
-    let listener = UnixListener::bind(path).map_err(io)?;
-    socket_dir::restrict(path, group)?;
+    // Bound under a staging name, restricted, then renamed into place: the socket appears at
+    // `path` already listening and with its final permissions, so a client that sees the path
+    // can connect (no refusal between bind and listen) and nobody else ever could.
+    let staging = socket_dir::staging_path(path);
+    // A staging socket left by a crash; the directory is ours (`prepare` checked it).
+    let _ = std::fs::remove_file(&staging);
+    let listener = UnixListener::bind(&staging).map_err(io)?;
+    socket_dir::restrict(&staging, group)?;
+    std::fs::rename(&staging, path).map_err(io)?;
     listener.set_nonblocking(true).map_err(io)?;
     let path: PathBuf = path.into();
     let active = Arc::new(AtomicUsize::new(0));

@@ -192,6 +192,12 @@ pub fn prepare(path: &Path, group: Option<u32>) -> Result<(), SocketError> {
     std::fs::remove_file(path).map_err(io_err(path))
 }
 
+/// Where the socket for `path` is bound before it is renamed into place (same directory).
+pub fn staging_path(path: &Path) -> PathBuf {
+    let name = path.file_name().map_or_else(|| "hotplane.sock".into(), |n| n.to_string_lossy());
+    path.with_file_name(format!(".{name}.binding"))
+}
+
 /// Permissions of a freshly bound socket: the owner, and the group when one is configured.
 pub fn restrict(path: &Path, group: Option<u32>) -> Result<(), SocketError> {
     let mode = if group.is_some() { 0o660 } else { 0o600 };
