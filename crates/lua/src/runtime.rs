@@ -230,8 +230,14 @@ impl LuaRuntime {
         self.prepare_states_with(true);
     }
 
-    /// Periodic control-thread work: spare states, dropping dead ones, the watchdog.
+    /// Periodic work for a caller with one maintenance thread: `housekeeping`, then `watchdog`.
     pub fn maintain(&self, now_ns: u64) {
+        self.housekeeping();
+        self.watchdog(now_ns);
+    }
+
+    /// Periodic control-thread work: spare states, and freeing dead ones.
+    pub fn housekeeping(&self) {
         if !self.in_use.load(Ordering::Relaxed) {
             return;
         }
@@ -240,6 +246,15 @@ impl LuaRuntime {
         }
         if self.slots.iter().any(|s| s.spare.is_empty()) {
             self.prepare_states();
+        }
+    }
+
+    /// Stop every call into Lua that has run longer than `watchdog_ms`. Call it every few
+    /// milliseconds from one thread only (the arming handshake assumes a single watchdog), one
+    /// that nothing else keeps busy: the bound on a call is `watchdog_ms` plus this period.
+    pub fn watchdog(&self, now_ns: u64) {
+        if !self.in_use.load(Ordering::Relaxed) {
+            return;
         }
         let limit = self.cfg.watchdog_ms.saturating_mul(1_000_000);
         for slot in self.slots.iter() {
@@ -285,7 +300,6 @@ impl LuaRuntime {
         }
     }
 
-    /// Throw the worker's state away (after a runaway) and take the spare.
     /// Throw the worker's state away (after a runaway) and take the spare. The descriptors of
     /// the batch in flight move to the new state, so the rest of the batch can go on there.
     fn replace_state(&self, slot: &WorkerSlot, w: &mut Option<WorkerLua>) {

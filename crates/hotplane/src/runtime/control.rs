@@ -96,7 +96,9 @@ impl Control {
                 let _ = call.reply.send(resp);
                 did = true;
             }
-            self.registry.lua.maintain(hotplane_core::time::now_ns());
+            // The Lua watchdog runs on a thread of its own (`DataPlane::start`), so a long
+            // request here never delays it.
+            self.registry.lua.housekeeping();
             if last_expire.elapsed() > Duration::from_millis(50) {
                 // Every 50 ms, not every pass: reclaiming takes each table's writer lock, which
                 // a worker's insert on miss only tries.

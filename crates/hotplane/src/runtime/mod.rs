@@ -36,6 +36,9 @@ use worker::Worker;
 /// Depth of the rings between workers and the control thread.
 const RING_DEPTH: usize = 1024;
 
+/// How often the Lua watchdog looks at the workers.
+const LUA_WATCHDOG_PERIOD: Duration = Duration::from_millis(2);
+
 pub struct DataPlane {
     registry: Arc<Registry>,
     obs: Arc<Observability>,
@@ -218,6 +221,19 @@ impl DataPlane {
             servers: Vec::new(),
             mem,
         };
+        // The Lua watchdog on its own thread: the control thread can be busy for a while (a P4
+        // compile), and a call stuck in Lua must end within `watchdog_ms` and one period. It
+        // outlives the workers at stop, so a worker stuck in Lua is stopped and can be joined.
+        let lua = plane.registry.lua.clone();
+        let stop_watchdog = plane.stop_servers.clone();
+        plane.servers.push(
+            std::thread::Builder::new().name("hotplane-lua-watchdog".into()).spawn(move || {
+                while !stop_watchdog.load(Ordering::Relaxed) {
+                    lua.watchdog(hotplane_core::time::now_ns());
+                    std::thread::sleep(LUA_WATCHDOG_PERIOD);
+                }
+            })?,
+        );
         if let Some(path) = c.socket_path() {
             let group = c.socket_group.as_deref().map(socket_dir::resolve_group).transpose()?;
             let limits = servers::ApiLimits {
