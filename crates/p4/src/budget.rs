@@ -24,6 +24,9 @@ pub enum Budget {
     IncludeBytes,
     /// Tokens macro expansion may produce, intermediate ones included.
     ExpandedTokens,
+    /// Bytes of token text macro expansion may produce, intermediate tokens included: a few
+    /// tokens can each be a megabyte-long identifier.
+    ExpandedBytes,
     /// Nesting of expressions, statements, types and `#if` (conditions and directives).
     NestingDepth,
     /// Actions, functions and controls inlined inside one another.
@@ -38,6 +41,9 @@ pub enum Budget {
     ParserStates,
     /// Cases of all `select`s together.
     SelectCases,
+    /// `const entries` of all tables together (each is checked and stored when the program
+    /// is built, on the control thread).
+    ConstEntries,
     /// Entries of one table, or cells of one register, counter or meter.
     InstanceEntries,
     /// Bytes of all tables, registers, counters and meters together, as declared.
@@ -54,6 +60,7 @@ impl Budget {
             Budget::Includes => "includes",
             Budget::IncludeBytes => "include_bytes",
             Budget::ExpandedTokens => "expanded_tokens",
+            Budget::ExpandedBytes => "expanded_bytes",
             Budget::NestingDepth => "nesting_depth",
             Budget::CallDepth => "call_depth",
             Budget::CodeSize => "code_size",
@@ -61,6 +68,7 @@ impl Budget {
             Budget::Actions => "actions",
             Budget::ParserStates => "parser_states",
             Budget::SelectCases => "select_cases",
+            Budget::ConstEntries => "const_entries",
             Budget::InstanceEntries => "instance_entries",
             Budget::StateBytes => "state_bytes",
             Budget::PacketStateBytes => "packet_state_bytes",
@@ -92,6 +100,7 @@ pub struct Limits {
     pub includes: usize,
     pub include_bytes: usize,
     pub expanded_tokens: usize,
+    pub expanded_bytes: usize,
     pub nesting_depth: usize,
     pub call_depth: usize,
     pub code_size: usize,
@@ -99,6 +108,7 @@ pub struct Limits {
     pub actions: usize,
     pub parser_states: usize,
     pub select_cases: usize,
+    pub const_entries: usize,
     pub instance_entries: u64,
     pub state_bytes: u64,
     pub packet_state_bytes: usize,
@@ -111,6 +121,9 @@ impl Default for Limits {
             includes: 256,
             include_bytes: 16 << 20,
             expanded_tokens: 4_000_000,
+            // Four times the largest program: room for macros that repeat text, far below
+            // what the node can hold.
+            expanded_bytes: 16 << 20,
             nesting_depth: 128,
             call_depth: 32,
             code_size: 250_000,
@@ -118,6 +131,8 @@ impl Default for Limits {
             actions: 4096,
             parser_states: 1024,
             select_cases: 16_384,
+            // Ternary entries are inserted in one batch; 65,536 build in about a second.
+            const_entries: 65_536,
             instance_entries: 1 << 24,
             state_bytes: 1 << 30,
             packet_state_bytes: 1 << 20,
@@ -133,6 +148,7 @@ impl Limits {
             Budget::Includes => self.includes,
             Budget::IncludeBytes => self.include_bytes,
             Budget::ExpandedTokens => self.expanded_tokens,
+            Budget::ExpandedBytes => self.expanded_bytes,
             Budget::NestingDepth => self.nesting_depth,
             Budget::CallDepth => self.call_depth,
             Budget::CodeSize => self.code_size,
@@ -140,6 +156,7 @@ impl Limits {
             Budget::Actions => self.actions,
             Budget::ParserStates => self.parser_states,
             Budget::SelectCases => self.select_cases,
+            Budget::ConstEntries => self.const_entries,
             Budget::PacketStateBytes => self.packet_state_bytes,
             Budget::InstanceEntries => return self.instance_entries,
             Budget::StateBytes => return self.state_bytes,

@@ -236,6 +236,32 @@ fn tables(n: usize) -> String {
     Program { decls: &decls, body: &body, ..Default::default() }.text()
 }
 
+/// `#define A0` as one identifier of `bytes` bytes, then `A{i+1}` as `A{i} A{i}` `levels`
+/// times and `A{levels};` in the apply block: few tokens, but `2^levels` copies of the long
+/// identifier once expanded.
+fn long_token_macro_bomb(levels: usize, bytes: usize) -> String {
+    let mut top = format!("#define A0 {}\n", "x".repeat(bytes));
+    for i in 0..levels {
+        writeln!(top, "#define A{} A{i} A{i}", i + 1).unwrap();
+    }
+    Program { top: &top, body: &format!("A{levels};"), ..Default::default() }.text()
+}
+
+/// A ternary table with `n` const entries, each under a different mask (a tuple of its own).
+fn const_ternary_entries(n: usize) -> String {
+    let entries = chain(
+        n,
+        |i| format!("{i} &&& 0x{:08x} : set({i});", (i as u32).wrapping_mul(0x9e37_79b1)),
+        "\n",
+    );
+    let decls = format!(
+        "action set(bit<32> v) {{ hdr.h.b = v; }}\n\
+         table t {{ key = {{ hdr.h.a : ternary; }} actions = {{ set; }} \
+         const entries = {{\n{entries}\n}} }}"
+    );
+    Program { decls: &decls, body: "t.apply();", ..Default::default() }.text()
+}
+
 fn with_decl(decl: &str) -> String {
     Program { decls: decl, body: "hdr.h.a = 1;", ..Default::default() }.text()
 }
@@ -328,6 +354,8 @@ fn program_for(case: &str) -> String {
             with_decl(&chain(n, |i| format!("register<bit<64>>(32w1000000) r{i};"), "\n"))
         }
         "include_bomb" => include_bomb(n),
+        "long_token_macro_bomb" => long_token_macro_bomb(n, 1 << 20),
+        "const_ternary_entries" => const_ternary_entries(n),
         "bundle_bomb" => format!("bundle:{}", include_bomb(n).trim_start_matches("file:")),
         "seed" => std::fs::read_to_string(n_text).expect("read seed"),
         other => panic!("unknown hostile case {other}"),
@@ -506,6 +534,26 @@ fn include_bombs_are_refused() {
     refused("bundle_bomb:30", "more includes than the `includes` budget allows");
 }
 
+/// The red team's long-token bomb: a 1 MiB identifier doubled 12 times is 4 GiB of token
+/// text from a 1 MiB program, which the token count alone let through.
+#[test]
+fn long_token_macro_bombs_are_refused_by_the_byte_budget() {
+    refused("long_token_macro_bomb:12", "over the `expanded_bytes` budget (limit 16777216)");
+    // 16 copies of the identifier are the whole budget: one doubling fewer still compiles
+    // the expansion (the long name is then an unknown identifier, not a budget error).
+    let under =
+        run_child("long_token_macro_bomb:3", CONTROL_STACK).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!under.contains("expanded_bytes"), "{under}");
+}
+
+/// Const entries of a ternary table, each under a mask of its own, are built in one batch:
+/// one entry at a time rebuilt the index per entry (minutes for 20,000 in a debug build).
+#[test]
+fn many_const_ternary_entries_compile_and_too_many_are_refused() {
+    accepted("const_ternary_entries:20000");
+    refused("const_ternary_entries:65537", "over the `const_entries` budget (limit 65536)");
+}
+
 #[test]
 fn huge_parsers_are_refused() {
     refused("parser_state_chain:100000", "over the `parser_states` budget");
@@ -549,4 +597,15 @@ fn fuzz_seeds_end_in_a_result_or_an_error() {
         seen += 1;
     }
     assert!(seen >= 10, "only {seen} seeds in {}", dir.display());
+}
+
+/// The `const_entries` budget on both sides of a small limit, in this process.
+#[test]
+fn const_entries_budget_refuses_one_entry_over_its_limit() {
+    let limits = hotplane_p4::budget::Limits { const_entries: 10, ..Default::default() };
+    let compile =
+        |n| hotplane_p4::compile_source_with("c.p4", &const_ternary_entries(n), &[], &limits);
+    assert!(compile(10).is_ok());
+    let err = compile(11).unwrap_err().to_string();
+    assert!(err.contains("over the `const_entries` budget (limit 10)"), "{err}");
 }

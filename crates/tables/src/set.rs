@@ -186,6 +186,29 @@ impl Table {
         }
     }
 
+    /// Add `entries` (match, priority, action, data) at once. A ternary table checks them all
+    /// and rebuilds its index once (inserting one at a time rebuilds it per entry: quadratic),
+    /// and refuses the whole batch if one is bad; exact and LPM tables insert them in turn and
+    /// stop at the first refused.
+    pub fn insert_many(
+        &self,
+        entries: Vec<(MatchSpec, u32, &str, Vec<u64>)>,
+    ) -> Result<(), TableError> {
+        let Table::Ternary(t) = self else {
+            for (m, priority, action, data) in &entries {
+                self.insert(m, *priority, action, data)?;
+            }
+            return Ok(());
+        };
+        let mut batch = Vec::with_capacity(entries.len());
+        for (m, priority, action, data) in entries {
+            let a = self.action(action)?;
+            let tm = Self::ternary(&m).ok_or_else(|| self.kind_mismatch(&m))?;
+            batch.push((tm, priority, a, data));
+        }
+        t.insert_many(batch)
+    }
+
     pub fn modify(
         &self,
         m: &MatchSpec,

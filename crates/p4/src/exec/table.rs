@@ -203,6 +203,8 @@ impl P4Table {
         let default = this.action_names[this.table_action(t.default_action)?].clone();
         this.set_default_unchecked(&default, &t.default_args)?;
         let n = t.const_entries.len() as u32;
+        // All in one batch: a ternary table rebuilds its index once, not once per entry.
+        let mut batch = Vec::with_capacity(t.const_entries.len());
         for (i, e) in t.const_entries.iter().enumerate() {
             let entry = P4Entry {
                 keys: e.keys.clone(),
@@ -211,8 +213,12 @@ impl P4Table {
                 action: prog.actions[e.action as usize].name.clone(),
                 args: e.args.clone(),
             };
-            this.write(&entry, Op::Insert, true).map_err(err)?;
+            batch.extend(this.checked_specs(&entry).map_err(err)?);
         }
+        let batch = batch.into_iter().map(|(m, p, a, words)| (m, p, &*this.action_names[a], words));
+        this.table
+            .insert_many(batch.collect())
+            .map_err(|source| err(EntryError::Store { table: this.name.clone(), source }))?;
         Ok((this, carried))
     }
 
@@ -442,6 +448,23 @@ impl P4Table {
         if self.entries_const && !initial {
             return Err(EntryError::ConstEntriesChanged { table: self.name.clone() });
         }
+        for (s, prio, a, words) in self.checked_specs(e)? {
+            let r = match op {
+                Op::Insert => self.table.insert(&s, prio, &self.action_names[a], &words),
+                Op::Modify => self.table.modify(&s, prio, &self.action_names[a], &words),
+            };
+            r.map_err(|source| EntryError::Store { table: self.name.clone(), source })?;
+        }
+        Ok(())
+    }
+
+    /// The table-level matches `e` is stored as, each with its priority, the table action and
+    /// its data words, after checking that the entry may be written.
+    #[allow(clippy::type_complexity)]
+    fn checked_specs(
+        &self,
+        e: &P4Entry,
+    ) -> Result<Vec<(MatchSpec, u32, usize, Vec<u64>)>, EntryError> {
         if self.layout == Layout::Keyless {
             return Err(EntryError::Keyless { table: self.name.clone() });
         }
@@ -454,14 +477,7 @@ impl P4Table {
         }
         let words = self.data_words(a, &e.args)?;
         let (specs, prio) = self.encode(e)?;
-        for s in &specs {
-            let r = match op {
-                Op::Insert => self.table.insert(s, prio, &self.action_names[a], &words),
-                Op::Modify => self.table.modify(s, prio, &self.action_names[a], &words),
-            };
-            r.map_err(|source| EntryError::Store { table: self.name.clone(), source })?;
-        }
-        Ok(())
+        Ok(specs.into_iter().map(|s| (s, prio, a, words.clone())).collect())
     }
 
     /// Every entry in P4 terms, with its counters. A range that was expanded into prefixes

@@ -31,6 +31,7 @@ pub(crate) struct Spent {
     pub action_statements: Vec<usize>,
     pub inlined_statements: usize,
     pub select_cases: usize,
+    pub const_entries: usize,
     pub state_bytes: u64,
 }
 
@@ -120,6 +121,13 @@ impl Lowerer<'_> {
     pub(crate) fn count_select_cases(&mut self, n: usize, span: Span) -> DResult<()> {
         self.spent.select_cases += n;
         self.count(Budget::SelectCases, self.spent.select_cases, "select cases", span)
+    }
+
+    /// A table declares `n` const entries: all tables' together are bounded, each being
+    /// checked and stored when the program is built.
+    pub(crate) fn count_const_entries(&mut self, n: usize, span: Span) -> DResult<()> {
+        self.spent.const_entries = self.spent.const_entries.saturating_add(n);
+        self.count(Budget::ConstEntries, self.spent.const_entries, "const entries", span)
     }
 
     /// An instance or table `name` of `entries` entries of `entry_bytes` each, plus `fixed`.

@@ -349,6 +349,7 @@ impl<'a> Lowerer<'a> {
         };
         if let Some((es, is_const)) = entries_prop {
             table.entries_are_const = is_const;
+            self.count_const_entries(es.len(), d.span)?;
             for e in es {
                 table.const_entries.push(self.const_entry(&table, e)?);
             }

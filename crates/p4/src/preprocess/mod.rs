@@ -237,6 +237,7 @@ pub fn preprocess_with(
         macros: HashMap::new(),
         out: Vec::new(),
         budget: limits.expanded_tokens,
+        bytes_left: limits.expanded_bytes,
         limits: limits.clone(),
         includes: 0,
         include_bytes: 0,
@@ -261,6 +262,9 @@ struct Preprocessor<'a> {
     out: Vec<Token>,
     /// Tokens macro expansion may still produce.
     budget: usize,
+    /// Bytes of token text macro expansion may still produce: every token copied out of a
+    /// body copies its text, so one long identifier doubled a few times is gigabytes.
+    bytes_left: usize,
     limits: Limits,
     /// Includes followed so far, and the bytes they brought in.
     includes: usize,
@@ -476,13 +480,21 @@ impl Preprocessor<'_> {
                 out.push(tok.clone());
                 continue;
             };
-            let Some(mac) = self.macros.get(name).filter(|_| !active.contains(name)).cloned()
-            else {
+            let Some(mac) = self.macros.get(name).filter(|_| !active.contains(name)) else {
                 out.push(tok.clone());
                 continue;
             };
-            let body = match &mac.params {
-                None => mac.body.clone(),
+            // Charged before the body is copied, so a refused expansion allocates nothing.
+            let charge = mac
+                .params
+                .is_none()
+                .then(|| (mac.body.len(), mac.body.iter().map(token_bytes).sum::<usize>()));
+            if let Some((tokens, bytes)) = charge {
+                self.spend(tokens, bytes, tok.span)?;
+            }
+            let Some(mac) = self.macros.get(name).cloned() else { continue };
+            let body = match mac.params {
+                None => mac.body,
                 Some(params) => {
                     if !toks.get(i).is_some_and(|t| t.is_punct("(")) {
                         out.push(tok.clone());
@@ -509,19 +521,23 @@ impl Preprocessor<'_> {
                         expanded_args.push(e);
                     }
                     let mut body = Vec::new();
-                    let size: usize = mac
-                        .body
-                        .iter()
-                        .map(|t| match &t.tok {
+                    let (mut size, mut bytes) = (0usize, 0usize);
+                    for t in &mac.body {
+                        let arg = match &t.tok {
                             Tok::Ident(n) => params
                                 .iter()
                                 .position(|p| p == n)
-                                .and_then(|k| expanded_args.get(k))
-                                .map_or(1, Vec::len),
-                            _ => 1,
-                        })
-                        .sum();
-                    self.spend(size, tok.span)?;
+                                .and_then(|k| expanded_args.get(k)),
+                            _ => None,
+                        };
+                        let (n, b) = match arg {
+                            Some(arg) => (arg.len(), arg.iter().map(token_bytes).sum()),
+                            None => (1, token_bytes(t)),
+                        };
+                        size = size.saturating_add(n);
+                        bytes = bytes.saturating_add(b);
+                    }
+                    self.spend(size, bytes, tok.span)?;
                     for t in &mac.body {
                         match &t.tok {
                             Tok::Ident(n) => match params.iter().position(|p| p == n) {
@@ -536,9 +552,6 @@ impl Preprocessor<'_> {
                     body
                 }
             };
-            if mac.params.is_none() {
-                self.spend(body.len(), tok.span)?;
-            }
             active.push(name.clone());
             // Tokens from a macro body point at the body (the `#define` line) so that an error in
             // a macro's text is found where the text is; `>` adjacency survives that way too.
@@ -549,12 +562,20 @@ impl Preprocessor<'_> {
         Ok(())
     }
 
-    fn spend(&mut self, tokens: usize, span: Span) -> Result<(), Diagnostic> {
+    /// Charge `tokens` tokens of `bytes` bytes of text to the expansion budgets.
+    fn spend(&mut self, tokens: usize, bytes: usize, span: Span) -> Result<(), Diagnostic> {
         self.budget = self.budget.checked_sub(tokens).ok_or_else(|| {
             Diagnostic::over_budget(
                 span,
                 "macro expansion produces too many tokens",
                 self.limits.exceeded(Budget::ExpandedTokens),
+            )
+        })?;
+        self.bytes_left = self.bytes_left.checked_sub(bytes).ok_or_else(|| {
+            Diagnostic::over_budget(
+                span,
+                "macro expansion produces too much text",
+                self.limits.exceeded(Budget::ExpandedBytes),
             )
         })?;
         Ok(())
@@ -605,6 +626,11 @@ impl Preprocessor<'_> {
         }
         Ok(value)
     }
+}
+
+/// The bytes of text a token holds: its source text (a copied token copies its string).
+fn token_bytes(t: &Token) -> usize {
+    (t.span.hi as usize).saturating_sub(t.span.lo as usize)
 }
 
 fn split_word(s: &str) -> (&str, &str) {
