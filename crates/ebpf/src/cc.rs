@@ -8,12 +8,16 @@
 //! - the source is checked before clang sees it ([`check_source`]): `#include` only of a literal
 //!   relative header name without `..`, and only before any other line (so a header cannot be
 //!   redefined by the update's macros); no `#include_next`, `#import`, `#embed`, `__has_include`,
-//!   `_Pragma`, `#pragma GCC dependency` or digraph spellings of them;
+//!   `_Pragma`, `#pragma GCC dependency`, `#line` or `# N "FILE"` line markers, or digraph
+//!   spellings of them;
 //! - clang runs with `-nostdinc`, only clang's own and the system's header directories, no
 //!   environment, in a private directory (random name, mode 0700) that is removed afterwards;
-//! - the source is preprocessed first; every file that read must lie in those header
-//!   directories, and inline assembly on the update's own lines is refused (`.incbin` would
-//!   pull a node file into the object); the preprocessed text is what gets compiled;
+//! - the source is preprocessed first, and its include lines alone; inline assembly the update
+//!   has beyond its headers' is refused (`.incbin` would pull a node file into the object).
+//!   This counts, and trusts no line marker: markers once let `#line` pass the update's
+//!   assembly off as a header's. Then the source itself is compiled (not the preprocessed text,
+//!   where a macro-made `# include` would become a directive); every file any run read must lie
+//!   in those header directories;
 //! - only diagnostics located in the update's source (`prog.c:LINE:COL: ...`, without quoted
 //!   source lines) go back, at most a dozen.
 
@@ -334,7 +338,13 @@ pub fn check_source(source: &[u8]) -> Result<(), CompileError> {
             }
             b"" if operand.trim_ascii().is_empty() => {} // the null directive
             b"define" | b"undef" | b"if" | b"ifdef" | b"ifndef" | b"elif" | b"else" | b"endif"
-            | b"error" | b"warning" | b"line" => code_seen = true,
+            | b"error" | b"warning" => code_seen = true,
+            // `#line` and `# N "FILE"` rename the update's lines: they made its inline
+            // assembly look like a header's.
+            b"line" => return Err(refuse(n, "#line is not allowed")),
+            other if other.first().is_some_and(u8::is_ascii_digit) => {
+                return Err(refuse(n, "line markers (# N \"FILE\") are not allowed"))
+            }
             other => {
                 return Err(refuse(
                     n,
@@ -346,28 +356,60 @@ pub fn check_source(source: &[u8]) -> Result<(), CompileError> {
     Ok(())
 }
 
-/// Inline assembly on the update's own lines of preprocessed text (its `.incbin` and
-/// `.include` directives read files). Headers' own assembly is theirs: the update cannot
-/// change it, since its macros come after every include.
-fn assembly_in_source(preprocessed: &[u8]) -> Option<usize> {
-    let mut in_source = true;
+/// The update's `#include` lines alone: the headers it reads, preprocessed on their own, give
+/// exactly the text they give in the whole update, since [`check_source`] puts every include
+/// before any other line (no macro of the update can change a header).
+fn include_block(source: &[u8]) -> Vec<u8> {
+    let mut block = Vec::new();
+    for (_, line) in logical_lines(source) {
+        let text = line.trim_ascii();
+        let directive = text.strip_prefix(b"#").or_else(|| text.strip_prefix(b"%:"));
+        match directive.map(<[u8]>::trim_ascii_start) {
+            None if text.is_empty() => {}
+            Some([]) => {} // the null directive
+            Some(rest) if rest.starts_with(b"include") => {
+                block.extend_from_slice(text);
+                block.push(b'\n');
+            }
+            _ => break,
+        }
+    }
+    block
+}
+
+/// Is this identifier inline assembly (whose `.incbin` and `.include` read files)?
+fn is_assembly(id: &[u8]) -> bool {
+    matches!(id, b"asm" | b"__asm" | b"__asm__")
+}
+
+/// Where preprocessed text has more inline assembly than its headers alone: the update's own
+/// assembly, found by counting, not by the `# N "FILE"` markers (the update could forge
+/// those). `Some(line)` names the line as the markers tell it, for the message only.
+fn assembly_in_source(preprocessed: &[u8], headers_only: &[u8]) -> Option<usize> {
+    let count = |text: &[u8]| {
+        text.split(|c| *c == b'\n')
+            .map(|line| identifiers(line).into_iter().filter(|id| is_assembly(id)).count())
+            .sum::<usize>()
+    };
+    let mut allowed = count(headers_only);
     let mut source_line = 1usize;
     for line in preprocessed.split(|c| *c == b'\n') {
-        if let Some(marker) = line.strip_prefix(b"# ") {
-            // `# LINE "FILE" FLAGS`: where the following lines come from.
-            let mut parts = marker.splitn(3, |c| *c == b' ');
-            let number = parts.next().and_then(|p| std::str::from_utf8(p).ok()?.parse().ok());
-            let file = parts.next().unwrap_or_default();
-            in_source = file == b"\"prog.c\"";
-            source_line = number.unwrap_or(1);
-            continue;
+        // Every line counts, marker-shaped or not.
+        for _ in identifiers(line).into_iter().filter(|id| is_assembly(id)) {
+            if allowed == 0 {
+                return Some(source_line);
+            }
+            allowed -= 1;
         }
-        if in_source
-            && identifiers(line).iter().any(|id| matches!(*id, b"asm" | b"__asm" | b"__asm__"))
-        {
-            return Some(source_line);
+        match line.strip_prefix(b"# ") {
+            // `# LINE "FILE" FLAGS`: the line number of the next line.
+            Some(marker) => {
+                let number = marker.split(|c| *c == b' ').next();
+                source_line =
+                    number.and_then(|p| std::str::from_utf8(p).ok()?.parse().ok()).unwrap_or(1);
+            }
+            None => source_line += 1,
         }
-        source_line += 1;
     }
     None
 }
@@ -456,57 +498,68 @@ pub fn compile(source: &[u8]) -> Result<Vec<u8>, CompileError> {
     let dirs = header_dirs(&clang);
     let dir = PrivateDir::new()?;
     let private = |name: &str| dir.path().join(name);
-    let (src, pre, deps, obj) =
-        (private("prog.c"), private("prog.i"), private("prog.d"), private("prog.o"));
+    let (src, headers, obj) = (private("prog.c"), private("headers.c"), private("prog.o"));
     std::fs::write(&src, source).map_err(|e| io_error("writing the source", e))?;
+    std::fs::write(&headers, include_block(source))
+        .map_err(|e| io_error("writing the headers", e))?;
     let os = |s: &'static str| std::ffi::OsStr::new(s);
     let mut include_args: Vec<std::ffi::OsString> = Vec::new();
     for d in &dirs {
         include_args.push("-isystem".into());
         include_args.push(d.clone().into_os_string());
     }
-    let common = [
+    // The same flags for every run, so each preprocesses the same way (`-O2` defines
+    // `__OPTIMIZE__`, which a header may test).
+    let mut common = vec![
         os("-target"),
         os("bpf"),
+        os("-O2"),
+        os("-g"),
         os("-fno-caret-diagnostics"),
         os("-fno-color-diagnostics"),
         os("-fno-trigraphs"),
+        os("-nostdinc"),
     ];
-    // 1. Preprocess, recording every file read.
-    let mut args: Vec<&std::ffi::OsStr> = common.to_vec();
-    args.extend([os("-nostdinc"), os("-x"), os("c"), os("-E")]);
-    args.extend(include_args.iter().map(|a| a.as_os_str()));
-    args.extend([os("-MD"), os("-MF"), os("prog.d"), os("prog.c"), os("-o"), os("prog.i")]);
+    common.extend(include_args.iter().map(|a| a.as_os_str()));
+    common.extend([os("-x"), os("c")]);
     let failed = |status: std::process::ExitStatus, err: &str| CompileError::Failed {
         status,
         diagnostics: scrub(err).into_iter().map(str::to_string).collect(),
     };
-    let (status, err) = run_clang(&clang, dir.path(), &args)?;
-    if !status.success() {
-        return Err(failed(status, &err));
-    }
     let allowed: Vec<PathBuf> = dirs.iter().filter_map(|d| d.canonicalize().ok()).collect();
-    let deps_text = std::fs::read_to_string(&deps).map_err(|e| io_error("dependencies", e))?;
-    for path in depfile_paths(&deps_text) {
-        let full = dir.path().join(&path).canonicalize().map_err(|e| io_error(&path, e))?;
-        if full != src.canonicalize().unwrap_or_default()
-            && !allowed.iter().any(|a| full.starts_with(a))
-        {
-            return Err(CompileError::ReadOutside);
+    let own = [src.canonicalize().unwrap_or_default(), headers.canonicalize().unwrap_or_default()];
+    // Run clang with `common` and `step`, recording every file it reads in `depfile`; fails
+    // if it read anything but the update and the header directories.
+    let run = |step: &[&'static str], depfile: &'static str| {
+        let mut args = common.clone();
+        args.extend(step.iter().map(|a| os(a)));
+        args.extend([os("-MD"), os("-MF"), os(depfile)]);
+        let (status, err) = run_clang(&clang, dir.path(), &args)?;
+        if !status.success() {
+            return Err(failed(status, &err));
         }
-    }
-    let preprocessed = std::fs::read(&pre).map_err(|e| io_error("preprocessed source", e))?;
-    if let Some(line) = assembly_in_source(&preprocessed) {
+        let text =
+            std::fs::read_to_string(private(depfile)).map_err(|e| io_error("dependencies", e))?;
+        for path in depfile_paths(&text) {
+            let full = dir.path().join(&path).canonicalize().map_err(|e| io_error(&path, e))?;
+            if !own.contains(&full) && !allowed.iter().any(|a| full.starts_with(a)) {
+                return Err(CompileError::ReadOutside);
+            }
+        }
+        Ok(())
+    };
+    // 1. Preprocess the update, and its headers alone: the update's own inline assembly is
+    //    what the first has beyond the second.
+    run(&["-E", "prog.c", "-o", "prog.i"], "prog.i.d")?;
+    run(&["-E", "headers.c", "-o", "headers.i"], "headers.i.d")?;
+    let read = |name: &str| std::fs::read(private(name)).map_err(|e| io_error(name, e));
+    if let Some(line) = assembly_in_source(&read("prog.i")?, &read("headers.i")?) {
         return Err(refuse(line, "inline assembly is not allowed (it can read files)"));
     }
-    // 2. Compile exactly the text that was checked.
-    let mut args: Vec<&std::ffi::OsStr> = common.to_vec();
-    args.extend([os("-O2"), os("-g"), os("-x"), os("cpp-output"), os("-c"), os("prog.i")]);
-    args.extend([os("-o"), os("prog.o")]);
-    let (status, err) = run_clang(&clang, dir.path(), &args)?;
-    if !status.success() {
-        return Err(failed(status, &err));
-    }
+    // 2. Compile the source itself, not the preprocessed text: text a macro made (`#define H
+    //    #` then `H include "FILE"`) is a directive when preprocessed text is read back, and
+    //    never in a compile. Its reads are checked too.
+    run(&["-c", "prog.c", "-o", "prog.o"], "prog.o.d")?;
     let mut object = Vec::new();
     std::fs::File::open(&obj)
         .and_then(|f| f.take(MAX_OBJECT_BYTES).read_to_end(&mut object))
@@ -570,6 +623,61 @@ mod tests {
         std::fs::remove_dir_all(secret.parent().unwrap()).unwrap();
     }
 
+    /// Red team: `#line` made the update's inline assembly look like a header's, and its
+    /// `.incbin` put a node file into the object. A macro that expands to `#` made the compile
+    /// step (which re-read the preprocessed text) include a node file. Both are refused and
+    /// nothing of the file comes back.
+    #[test]
+    fn line_markers_and_macro_directives_cannot_read_node_files() {
+        if !have_clang() {
+            eprintln!("no clang: skipped");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("hotplane-cc-line-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let secret = dir.join("secret.txt");
+        std::fs::write(&secret, "hotplane_secret_token_5d1e the node secret\n").unwrap();
+        let number = dir.join("number.txt");
+        std::fs::write(&number, "0x5ec2e7\n").unwrap();
+        let (s, n) = (secret.display(), number.display());
+        let tail = "char _l[] SEC(\"license\") = \"GPL\";\n";
+        let attempts = [
+            // The red team's source (/tmp/redteam/cc_line_incbin.c), pointed at the temp file.
+            format!(
+                "{HEADERS}#line 1 \"hdr.h\"\nasm(\".pushsection .rodata\\n.globl leak\\nleak:\\n.incbin \\\"{s}\\\"\\n.popsection\");\n#line 5 \"prog.c\"\n{BODY}{tail}"
+            ),
+            format!("{HEADERS}%:line 1 \"hdr.h\"\nasm(\".incbin \\\"{s}\\\"\");\n{BODY}{tail}"),
+            format!("{HEADERS}#\\\nline 1 \"hdr.h\"\nasm(\".incbin \\\"{s}\\\"\");\n{BODY}{tail}"),
+            format!("{HEADERS}# 1 \"hdr.h\"\nasm(\".incbin \\\"{s}\\\"\");\n{BODY}{tail}"),
+            format!(
+                "{HEADERS}#define H #\nH 1 \"hdr.h\" 3\nasm(\".incbin \\\"{s}\\\"\");\n{BODY}{tail}"
+            ),
+            format!("{HEADERS}#define H #\nint leak =\nH include \"{n}\"\n;\n{BODY}{tail}"),
+            format!("{HEADERS}#define H %:\nint leak =\nH include \"{n}\"\n;\n{BODY}{tail}"),
+        ];
+        let mut compiled = Vec::new();
+        for a in &attempts {
+            match compile(a.as_bytes()) {
+                Ok(object) => {
+                    let leaked = object.windows(22).any(|w| w == b"hotplane_secret_token_");
+                    compiled.push(format!("{a}\n=> compiled (secret in object: {leaked})"));
+                }
+                Err(e) => {
+                    let e = e.to_string();
+                    assert!(!e.contains("hotplane_secret"), "{a}\n=> quotes the file: {e}");
+                    assert!(!e.contains("5ec2e7"), "{a}\n=> quotes the file: {e}");
+                    assert!(!e.contains(&dir.display().to_string()), "{a}\n=> path: {e}");
+                }
+            }
+        }
+        assert!(compiled.is_empty(), "{}", compiled.join("\n\n"));
+        for directive in ["#line 7\n", "%:line 7\n", "#\\\nline 7\n", "# /* */ line 7\n", "# 7\n"] {
+            let e = check_source(directive.as_bytes()).expect_err(directive);
+            assert!(matches!(e, CompileError::Refused { .. }), "{directive}: {e}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// Diagnostics come back only for the update's own source.
     #[test]
     fn diagnostics_quote_only_the_update() {
@@ -605,7 +713,9 @@ mod tests {
         if !have_clang() {
             return;
         }
-        let src = format!("{HEADERS}#include <bpf/bpf_endian.h>\n/* ok */\n{BODY}char _l[] SEC(\"license\") = \"GPL\";\n");
+        // linux/ip.h brings the x86 byte-swap helpers, written in inline assembly: headers'
+        // own assembly stays allowed.
+        let src = format!("{HEADERS}#include <bpf/bpf_endian.h>\n#include <linux/ip.h>\n%:include <linux/tcp.h>\n/* ok */\n{BODY}char _l[] SEC(\"license\") = \"GPL\";\n");
         let obj = compile(src.as_bytes()).unwrap();
         assert!(obj.starts_with(b"\x7fELF"));
     }
