@@ -424,11 +424,11 @@ impl P4Table {
     }
 
     pub fn insert(&self, e: &P4Entry) -> Result<(), EntryError> {
-        self.write(e, Op::Insert, false)
+        self.write(e, Op::Insert)
     }
 
     pub fn modify(&self, e: &P4Entry) -> Result<(), EntryError> {
-        self.write(e, Op::Modify, false)
+        self.write(e, Op::Modify)
     }
 
     /// Delete the entry with these matches (action and arguments are ignored).
@@ -444,8 +444,8 @@ impl P4Table {
         Ok(())
     }
 
-    fn write(&self, e: &P4Entry, op: Op, initial: bool) -> Result<(), EntryError> {
-        if self.entries_const && !initial {
+    fn write(&self, e: &P4Entry, op: Op) -> Result<(), EntryError> {
+        if self.entries_const {
             return Err(EntryError::ConstEntriesChanged { table: self.name.clone() });
         }
         for (s, prio, a, words) in self.checked_specs(e)? {
