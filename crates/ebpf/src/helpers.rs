@@ -15,6 +15,9 @@ pub enum Arg {
     Anything,
     /// A scalar.
     Scalar,
+    /// An optional value (a variadic argument the helper may not read): anything but a
+    /// pointer, so no address reaches the helper's output.
+    NoPointer,
     /// A map (from `lddw dst, map`).
     Map,
     /// A devmap (for `bpf_redirect_map`).

@@ -329,7 +329,14 @@ pub fn helpers() -> Helpers {
         h(id::MAP_DELETE_ELEM, "bpf_map_delete_elem", map_delete_elem, &[Map, MapKey], Ret::Scalar),
         h(id::KTIME_GET_NS, "bpf_ktime_get_ns", ktime_get_ns, &[], Ret::Scalar),
         h(id::KTIME_GET_BOOT_NS, "bpf_ktime_get_boot_ns", ktime_get_ns, &[], Ret::Scalar),
-        h(id::TRACE_PRINTK, "bpf_trace_printk", trace_printk, &[Mem, Size], Ret::Scalar),
+        h(
+            id::TRACE_PRINTK,
+            "bpf_trace_printk",
+            trace_printk,
+            // The values: never pointers (`%lx` would print an address).
+            &[Mem, Size, NoPointer, NoPointer, NoPointer],
+            Ret::Scalar,
+        ),
         h(id::GET_PRANDOM_U32, "bpf_get_prandom_u32", get_prandom_u32, &[], Ret::Scalar),
         h(
             id::GET_SMP_PROCESSOR_ID,

@@ -247,3 +247,125 @@ fn negative_packet_offset_after_a_variable_is_refused() {
     assert_eq!(pc, 8, "{msg}");
     assert!(msg.contains("packet access at offset -512"), "{msg}");
 }
+
+/// Verify `text` with a hash map (map 0: 4-byte keys, 8-byte values); the rejection if any.
+fn verify_with_a_map(text: &str) -> Result<(), (usize, String)> {
+    use hotplane_ebpf::maps::MapKind;
+    use hotplane_ebpf::program::MapSpec;
+    use hotplane_ebpf::verifier::{self, Env, MapInfo};
+    let insns = assemble(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let maps = [MapSpec::new("hash", MapKind::Hash, 4, 8, 16)];
+    let infos: Vec<MapInfo> = maps.iter().map(|m| m.def.into()).collect();
+    let helpers = xdp::helpers();
+    let env = Env {
+        helpers: &helpers,
+        ctx: Context::Xdp,
+        maps: &infos,
+        complexity: verifier::DEFAULT_COMPLEXITY,
+    };
+    verifier::verify(&insns, &env).map(|_| ()).map_err(|e| (e.pc, e.to_string()))
+}
+
+fn rejected_with_a_map(text: &str) -> (usize, String) {
+    verify_with_a_map(text).err().unwrap_or_else(|| panic!("the verifier accepted\n{text}"))
+}
+
+/// Red team: one path writes data to a stack slot, the other spills r10 there, both meet at a
+/// load of the slot. Pruning let the data slot of the first path "cover" the spilled pointer of
+/// the second, so the second was never explored and returned the stack address. A spilled
+/// pointer is covered only by a covering spill of a pointer; whichever path goes first, the
+/// pointer path is refused at its `exit`.
+#[test]
+fn pruning_never_turns_a_spilled_pointer_into_data() {
+    let data_first = "ldxw %r3, [%r1+16]
+        jeq %r3, 0, taken
+        stdw [%r10-8], 0
+        mov %r3, 0
+        ja join
+        taken:
+        stxdw [%r10-8], %r10
+        mov %r3, 0
+        join:
+        ldxdw %r0, [%r10-8]
+        exit";
+    let (pc, msg) = rejected(data_first);
+    assert_eq!(pc, 8, "{msg}");
+    assert!(msg.contains("must return a scalar"), "{msg}");
+    // Half a slot of data covers no more than a whole one: reading that half back must not
+    // read half of the pointer.
+    let half = data_first
+        .replace("stdw [%r10-8], 0", "stw [%r10-8], 0")
+        .replace("ldxdw %r0, [%r10-8]", "ldxw %r0, [%r10-8]");
+    let (pc, msg) = rejected(&half);
+    assert_eq!(pc, 7, "{msg}");
+    assert!(msg.contains("reading part of the pointer"), "{msg}");
+    let pointer_first = "ldxw %r3, [%r1+16]
+        jeq %r3, 0, taken
+        stxdw [%r10-8], %r10
+        mov %r3, 0
+        ja join
+        taken:
+        stdw [%r10-8], 0
+        mov %r3, 0
+        join:
+        ldxdw %r0, [%r10-8]
+        exit";
+    let (pc, msg) = rejected(pointer_first);
+    assert_eq!(pc, 8, "{msg}");
+    assert!(msg.contains("must return a scalar"), "{msg}");
+}
+
+/// Red team: a 32-bit null check of a map lookup (`jeq32 r0, 0`) refined the pointer as a 64-bit
+/// one would, but a value pointer whose low half is zero is not null: the "null" branch then
+/// held a live pointer the verifier called the constant 0. Pointers compare with 64-bit jumps
+/// only; with the 64-bit check the same program is accepted.
+#[test]
+fn jmp32_null_check_of_a_map_value_is_refused() {
+    let text = "stw [%r10-4], 0
+        mov %r2, %r10
+        add %r2, -4
+        lddw %r1, map 0
+        call 1
+        jeq32 %r0, 0, isnull
+        mov %r0, 1
+        exit
+        isnull:
+        mov %r0, 2
+        exit";
+    let (pc, msg) = rejected_with_a_map(text);
+    assert_eq!(pc, 6, "{msg}");
+    assert!(msg.contains("depends on where memory lies"), "{msg}");
+    let (pc, msg) = rejected_with_a_map(&text.replace("jeq32", "jne32"));
+    assert_eq!(pc, 6, "{msg}");
+    assert!(msg.contains("depends on where memory lies"), "{msg}");
+    // The 64-bit null check still refines the pointer: reading through it when not null.
+    let checked = text.replace("jeq32", "jeq").replace("mov %r0, 1\n", "ldxdw %r0, [%r0+0]\n");
+    assert_eq!(verify_with_a_map(&checked), Ok(()));
+}
+
+/// Red team: `bpf_trace_printk` checked only its format and size; a pointer in r3..r5 was
+/// printed with `%lx` (an address leak). Its value arguments must not be pointers. (Unset ones
+/// stay allowed, as in Linux: clang's `bpf_printk` with fewer than three values leaves them
+/// unset, see `c_source.rs`.)
+#[test]
+fn trace_printk_refuses_pointer_arguments() {
+    let text = "stdw [%r10-8], 0
+        lddw %r1, 0x0000000a786c25
+        stxdw [%r10-8], %r1
+        mov %r1, %r10
+        add %r1, -8
+        mov %r2, 8
+        mov %r3, %r10
+        call 6
+        mov %r0, 2
+        exit";
+    let (pc, msg) = rejected(text);
+    assert_eq!(pc, 8, "{msg}");
+    assert!(msg.contains("argument 3 (r3) must be"), "{msg}");
+    for (reg, arg) in [("%r4", 4), ("%r5", 5)] {
+        let (pc, msg) =
+            rejected(&text.replace("mov %r3, %r10", &format!("mov %r3, 0\nmov {reg}, %r10")));
+        assert_eq!(pc, 9, "{msg}");
+        assert!(msg.contains(&format!("argument {arg}")), "{msg}");
+    }
+}

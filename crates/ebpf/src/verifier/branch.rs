@@ -101,9 +101,12 @@ impl Explorer<'_> {
                 }
                 Ok((t_ok, f_ok))
             }
-            // Null checks of map lookups.
+            // Null checks of map lookups, with 64-bit jumps only: a pointer whose low half is
+            // zero is not null (a 32-bit check falls to the refusal below).
             (Reg::Ptr(p), Reg::Scalar(z))
-                if matches!(p.kind, PtrKind::MapValueOrNull { .. }) && z.as_const() == Some(0) =>
+                if wide
+                    && matches!(p.kind, PtrKind::MapValueOrNull { .. })
+                    && z.as_const() == Some(0) =>
             {
                 let PtrKind::MapValueOrNull { map } = p.kind else { unreachable!() };
                 let (null, nonnull) = match op {

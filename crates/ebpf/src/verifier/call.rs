@@ -113,6 +113,11 @@ impl Explorer<'_> {
                         return Err(need("initialised"));
                     }
                 }
+                Arg::NoPointer => {
+                    if matches!(v, Reg::Ptr(_)) {
+                        return Err(need("a scalar (a pointer would leak its address)"));
+                    }
+                }
                 Arg::Scalar | Arg::Size => {
                     if !matches!(v, Reg::Scalar(_)) {
                         return Err(need("a scalar"));

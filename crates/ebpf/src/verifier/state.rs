@@ -177,6 +177,20 @@ impl Stack {
         if self.spill & !new.spill != 0 {
             return false;
         }
+        // A pointer spilled there is covered only by a spill here: where this state has data
+        // (even one byte of the slot), a read of the slot is a scalar here and would be the
+        // pointer's bits there (an address leak once that path is pruned).
+        let data_over_pointer = new.spills.iter().any(|(slot, r)| {
+            matches!(r, Reg::Ptr(_))
+                && self.spill >> slot & 1 == 0
+                && (0..8).any(|b| {
+                    let i = *slot as usize * 8 + b;
+                    self.init[i / 64] >> (i % 64) & 1 != 0
+                })
+        });
+        if data_over_pointer {
+            return false;
+        }
         self.spills
             .iter()
             .all(|(slot, r)| new.spill_at(*slot).is_some_and(|n| reg_covers(r, n, ids)))
