@@ -46,6 +46,12 @@ impl Mask {
         self.0 &= !(1u64 << i);
     }
 
+    /// The packets of `self` that are not in `other`.
+    #[inline(always)]
+    pub fn without(self, other: Mask) -> Mask {
+        Mask(self.0 & !other.0)
+    }
+
     #[inline(always)]
     pub fn is_empty(self) -> bool {
         self.0 == 0

@@ -313,16 +313,15 @@ impl FlowMap {
     }
 
     /// Run each selected packet through its flow's function, calling each function once for
-    /// all of its packets in the batch.
+    /// all of its packets in the batch. Packets in `cx.flows_done` (a P4 program already ran
+    /// their function) are skipped.
     pub fn run(&self, batch: &mut Batch, sel: Mask, cx: &mut WorkerCx<'_>) {
+        let sel = sel.without(cx.flows_done);
         let mut groups: [(Option<&FlowFunction>, Mask); DISPATCH_GROUPS] =
             [(None, Mask::EMPTY); DISPATCH_GROUPS];
         let mut used = 0;
         for i in sel {
             let p = &batch.as_slice()[i];
-            if p.meta.layers & crate::packet::Layers::FLOW_RAN != 0 {
-                continue;
-            }
             let key = key_of(p.data(), &p.meta);
             let Some(f) = self.lookup(&key) else { continue };
             match groups[..used].iter_mut().find(|(g, _)| {

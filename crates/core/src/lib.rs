@@ -8,6 +8,7 @@
 pub mod batch;
 pub mod flow;
 pub mod flowtable;
+pub mod kind;
 pub mod metrics;
 pub mod native;
 pub mod packet;
@@ -22,6 +23,10 @@ pub mod xdp;
 pub use batch::{Batch, Mask, DEFAULT_BATCH, MAX_BATCH};
 pub use flow::{classify, FlowKey};
 pub use flowtable::{FlowChange, FlowSelector, FlowTable};
+pub use kind::{
+    BuildCx, Built, ExternSlots, KindError, KindMaker, KindSetup, Program, ProgramKind,
+    UpdateProgram,
+};
 pub use packet::{Layers, Meta, Packet, Verdict, NO_PORT};
 pub use pool::{Pool, PoolCache, PoolConfig};
 pub use qsbr::{Guard, Qsbr, Reader};

@@ -33,9 +33,6 @@ impl Layers {
     pub const UDP: u8 = 1 << 5;
     /// An IP fragment: no transport ports in its flow key.
     pub const FRAGMENT: u8 = 1 << 6;
-    /// Not a layer: the packet's flow function already ran (a P4 program called it), so the
-    /// flow step skips the packet rather than run the function twice.
-    pub const FLOW_RAN: u8 = 1 << 7;
 }
 
 /// Per-packet metadata, shared by every kind of program (DESIGN.md principle 4).

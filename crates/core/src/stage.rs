@@ -1,7 +1,10 @@
 //! The `Stage` trait every kind of program implements, and what a stage sees of its worker.
 
 use crate::batch::{Batch, Mask};
+use crate::packet::{Meta, Verdict};
+use crate::pool::{Pool, PoolConfig};
 use crate::qsbr::Guard;
+use std::cell::RefCell;
 use std::sync::Arc;
 
 /// Most workers a data plane runs; sizes per-worker counter arrays.
@@ -15,6 +18,15 @@ pub struct WorkerCx<'g> {
     pub now_ns: u64,
     /// Lets a stage load other slots (externs) for the rest of this batch.
     pub guard: &'g Guard<'g>,
+    /// Packets of this batch whose flow function already ran (a P4 program called it): the
+    /// flow step skips them rather than run the function twice.
+    pub flows_done: Mask,
+}
+
+impl<'g> WorkerCx<'g> {
+    pub fn new(worker: usize, now_ns: u64, guard: &'g Guard<'g>) -> Self {
+        WorkerCx { worker, now_ns, guard, flows_done: Mask::EMPTY }
+    }
 }
 
 /// A program in the pipeline. `run` processes the packets of `batch` selected by `sel`, setting
@@ -25,16 +37,62 @@ pub trait Stage: Send + Sync + 'static {
 
     fn run(&self, batch: &mut Batch, sel: Mask, cx: &mut WorkerCx<'_>);
 
+    /// The calling convention between kinds: run on one frame that another program hands
+    /// over (a P4 extern calling an extern slot, P4 asking for the packet's flow function).
+    /// `frame` is changed in place and keeps its length; `meta` is the frame's classification
+    /// (`flow::classify`). The answer is an eBPF program's r0, and for every other kind its
+    /// verdict as an XDP action ([`crate::xdp::action_of`]).
+    ///
+    /// The default runs [`Stage::run`] on a copy of the frame in a one-packet batch: correct
+    /// for every stage, at the price of two copies. Kinds called per packet override it.
+    fn run_one(&self, frame: &mut [u8], meta: &mut Meta, cx: &mut WorkerCx<'_>) -> u64 {
+        run_one_through_batch(self, frame, meta, cx)
+    }
+
     /// A one-line description of the configuration, for `hotplane` listings.
     fn describe(&self) -> String {
         self.name().to_string()
     }
+}
 
-    /// The concrete stage, for the control plane to recognise its own kinds (a Lua function
-    /// records where it is installed). `None` for stages that need no such thing.
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        None
-    }
+thread_local! {
+    /// One packet buffer and batch per thread for [`run_one_through_batch`]; `None` until
+    /// first used (and if the pool could not be made).
+    static SCRATCH: RefCell<Option<(Pool, Batch)>> = const { RefCell::new(None) };
+}
+
+/// [`Stage::run_one`] for stages that only run batches: copy the frame into a packet, run a
+/// batch of one, copy back what fits. A nested call on the same thread (a called stage that
+/// itself calls through a copy) finds the scratch busy and answers `XDP_ABORTED`.
+pub fn run_one_through_batch<S: Stage + ?Sized>(
+    stage: &S,
+    frame: &mut [u8],
+    meta: &mut Meta,
+    cx: &mut WorkerCx<'_>,
+) -> u64 {
+    SCRATCH.with(|cell| {
+        let Ok(mut scratch) = cell.try_borrow_mut() else { return crate::xdp::XDP_ABORTED };
+        if scratch.is_none() {
+            let config = PoolConfig { buffers: 2, buffer_size: 10240, headroom: 128 };
+            *scratch = Pool::new(config).ok().map(|pool| (pool, Batch::new(1)));
+        }
+        let Some((pool, batch)) = scratch.as_mut() else { return crate::xdp::XDP_ABORTED };
+        let Some(mut p) = pool.alloc() else { return crate::xdp::XDP_ABORTED };
+        if p.set_frame(frame).is_err() {
+            return crate::xdp::XDP_ABORTED;
+        }
+        p.meta = *meta;
+        p.meta.verdict = Verdict::Pass;
+        if batch.push(p).is_err() {
+            return crate::xdp::XDP_ABORTED;
+        }
+        stage.run(batch, Mask::single(0), cx);
+        let Some(back) = batch.drain().next() else { return crate::xdp::XDP_ABORTED };
+        let n = frame.len().min(back.len());
+        frame[..n].copy_from_slice(&back.data()[..n]);
+        *meta = back.meta;
+        crate::xdp::action_of(back.meta.verdict)
+    })
 }
 
 /// Stages are shared between slots and workers by reference count.
