@@ -13,7 +13,8 @@ pub struct XdpCtx {
     pub rx_queue_index: u32,
     pub egress_ifindex: u32,
     pub _pad: u32,
-    /// The packet being processed (`*mut hotplane_core::Packet`), for helpers that change it.
+    /// The packet being processed (`*mut hotplane_core::Packet`), for helpers that change it;
+    /// 0 for a bare frame, whose bounds cannot move.
     pub packet: u64,
 }
 

@@ -461,30 +461,66 @@ impl XdpRunner<'_> {
         let in_port = pkt.meta.in_port;
         let packet = std::ptr::addr_of_mut!(*pkt) as u64;
         let data = pkt.data_mut();
-        let start = data.as_mut_ptr() as u64;
+        let (start, len) = (data.as_mut_ptr() as u64, data.len() as u64);
+        self.enter(start, len, in_port, packet, || {
+            // SAFETY: `packet` is `pkt`, borrowed mutably by this call; reading its room is
+            // fine.
+            let p = unsafe { &*(packet as *const Packet) };
+            let (headroom, tailroom) = (p.headroom() as u64, p.tailroom() as u64);
+            Region { start: start - headroom, len: headroom + len + tailroom, writable: true }
+        })
+    }
+
+    /// Run on a frame that is not a pool packet (the bytes another program hands over, such
+    /// as a P4 extern calling an extern slot), received on port `in_port`; returns r0.
+    /// The frame is changed in place but cannot grow or shrink: `bpf_xdp_adjust_head` and
+    /// `bpf_xdp_adjust_tail` fail with `-EINVAL` and leave it as it was.
+    #[inline(always)]
+    pub fn run_frame(&mut self, frame: &mut [u8], in_port: u16) -> u64 {
+        self.try_run_frame(frame, in_port).unwrap_or(crate::xdp::XDP_ABORTED)
+    }
+
+    /// [`XdpRunner::run_frame`], reporting interpreter errors.
+    #[inline(always)]
+    pub fn try_run_frame(&mut self, frame: &mut [u8], in_port: u16) -> Result<u64, RunError> {
+        let (start, len) = (frame.as_mut_ptr() as u64, frame.len() as u64);
+        // No packet behind the context (`packet` 0): the helpers that move the packet's
+        // bounds find none to move.
+        self.enter(start, len, in_port, 0, || Region { start, len, writable: true })
+    }
+
+    /// Run with the context describing `len` bytes at `start`, the data of `packet` (a
+    /// `*mut Packet`, or 0 for a bare frame); `buffer` is the memory around the data the
+    /// interpreter may touch (asked only when the interpreter runs).
+    #[inline(always)]
+    fn enter(
+        &mut self,
+        start: u64,
+        len: u64,
+        in_port: u16,
+        packet: u64,
+        buffer: impl FnOnce() -> Region,
+    ) -> Result<u64, RunError> {
         let ctx = &mut self.ctx;
         ctx.data = start;
-        ctx.data_end = start + data.len() as u64;
+        ctx.data_end = start + len;
         ctx.data_meta = start;
         ctx.ingress_ifindex = in_port as u32 + 1;
         ctx.packet = packet;
         let ctx_ptr = ctx as *mut XdpCtx as u64;
         if let Some(entry) = self.entry {
-            // SAFETY: the program passed the verifier for the XDP context, so it only touches
-            // the packet between data and data_end, the context, its stack and its maps
-            // (which `self.program` keeps alive); helpers it calls get `ctx`, whose `packet`
-            // is `pkt`. The second argument is the per-CPU copy for inlined lookups (XDP
-            // programs never read r2 at entry: the verifier has it uninitialised).
+            // SAFETY: the callers borrow the `len` bytes at `start` mutably for the call. The
+            // program passed the verifier for the XDP context, so it only touches the data
+            // between data and data_end, the context, its stack and its maps (which
+            // `self.program` keeps alive); helpers it calls get `ctx`, whose `packet` is the
+            // caller's packet or 0 (then no helper moves the data). The second argument is the
+            // per-CPU copy for inlined lookups (XDP programs never read r2 at entry: the
+            // verifier has it uninitialised).
             return Ok(unsafe { entry(ctx_ptr, self.cpu) });
         }
-        // SAFETY: `packet` is `pkt`, borrowed mutably by this call; reading its room is fine.
-        let p = unsafe { &*(packet as *const Packet) };
-        let (headroom, tailroom, len) = (p.headroom() as u64, p.tailroom() as u64, p.len() as u64);
-        let buffer =
-            Region { start: start - headroom, len: headroom + len + tailroom, writable: true };
         let ctx_region =
             Region { start: ctx_ptr, len: std::mem::size_of::<XdpCtx>() as u64, writable: false };
-        self.program.interpret(ctx_ptr, 0, [buffer, ctx_region])
+        self.program.interpret(ctx_ptr, 0, [buffer(), ctx_region])
     }
 }
 

@@ -14,7 +14,7 @@ use crate::program::Program;
 use crate::xdp::{self, XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
 use hotplane_core::batch::{Batch, Mask};
 use hotplane_core::metrics::LocalCounter;
-use hotplane_core::{Stage, Verdict, WorkerCx};
+use hotplane_core::{Meta, Stage, Verdict, WorkerCx};
 use std::sync::Arc;
 
 /// The counters of one worker, on a cache line of their own.
@@ -91,25 +91,15 @@ impl XdpStage {
     }
 }
 
-impl XdpStage {
-    /// Run the program once on `pkt` as worker `worker` and return r0 unchanged (for callers
-    /// that want the value, such as a P4 extern); the action is counted like a pipeline run.
-    pub fn run_one(&self, pkt: &mut hotplane_core::Packet, worker: usize) -> u64 {
-        set_current_cpu(worker as u32);
-        if self.redirects {
-            xdp::take_redirect();
-        }
-        let r0 = self.program.xdp_runner(worker as u32).run(pkt);
-        let action = match r0 {
-            XDP_ABORTED => ABORTED,
-            XDP_DROP => DROP,
-            XDP_PASS => PASS,
-            XDP_TX => TX,
-            XDP_REDIRECT => REDIRECT,
-            _ => INVALID,
-        };
-        self.counters.add(worker, action, 1);
-        r0
+/// The counter an XDP program's return value is counted under.
+fn action_counter(r0: u64) -> usize {
+    match r0 {
+        XDP_ABORTED => ABORTED,
+        XDP_DROP => DROP,
+        XDP_PASS => PASS,
+        XDP_TX => TX,
+        XDP_REDIRECT => REDIRECT,
+        _ => INVALID,
     }
 }
 
@@ -168,6 +158,21 @@ impl Stage for XdpStage {
         self.counters.add(w, TX, tx);
     }
 
+    /// Runs the program on the caller's bytes themselves (no copy into a packet) and returns
+    /// r0 unchanged; the action is counted like a pipeline run. The frame cannot grow or
+    /// shrink: `bpf_xdp_adjust_head`/`_tail` fail cleanly on it.
+    fn run_one(&self, frame: &mut [u8], meta: &mut Meta, cx: &mut WorkerCx<'_>) -> u64 {
+        let w = cx.worker;
+        set_current_cpu(w as u32);
+        if self.redirects {
+            // A target set by an earlier run must not leak into this one.
+            xdp::take_redirect();
+        }
+        let r0 = self.program.xdp_runner(w as u32).run_frame(frame, meta.in_port);
+        self.counters.add(w, action_counter(r0), 1);
+        r0
+    }
+
     fn describe(&self) -> String {
         let c = &self.counters;
         format!(
@@ -183,9 +188,5 @@ impl Stage for XdpStage {
             c.aborted(),
             c.invalid()
         )
-    }
-
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
     }
 }

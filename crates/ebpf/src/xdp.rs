@@ -183,12 +183,17 @@ unsafe extern "C" fn csum_diff(from: u64, from_size: u64, to: u64, to_size: u64,
 }
 
 /// The packet behind an XDP context, and the context refreshed after the packet changed.
+/// A context without a packet (a bare frame another program handed over, which cannot grow or
+/// shrink) fails with `-EINVAL` and stays as it was.
 ///
 /// # Safety
-/// `ctx` must be the `XdpCtx` the runtime passed to the program, whose `packet` is live.
+/// `ctx` must be the `XdpCtx` the runtime passed to the program, whose `packet` is live or 0.
 unsafe fn with_packet(ctx: u64, f: impl FnOnce(&mut Packet) -> bool) -> u64 {
     // SAFETY: per the contract.
     let c = unsafe { &mut *(ctx as *mut XdpCtx) };
+    if c.packet == 0 {
+        return (-errno::EINVAL) as u64;
+    }
     // SAFETY: per the contract, `packet` points to the packet being processed, borrowed
     // exclusively by this run.
     let p = unsafe { &mut *(c.packet as *mut Packet) };
