@@ -152,6 +152,14 @@ impl Response {
     pub fn err(msg: impl Into<String>) -> Self {
         Self { ok: false, result: None, error: Some(msg.into()) }
     }
+
+    /// The result, or the error as [`ClientError::Refused`].
+    pub fn into_result(self) -> Result<Value, ClientError> {
+        match self {
+            Response { ok: true, result, .. } => Ok(result.unwrap_or(Value::Null)),
+            Response { error, .. } => Err(ClientError::Refused(error.unwrap_or_default())),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -9,6 +9,7 @@
 pub mod ack;
 pub mod api;
 pub mod envelope;
+pub mod inband;
 pub mod receiver;
 
 pub use ack::{Ack, AckStatus};

@@ -3,8 +3,8 @@
 //! connection is bounded (count, line length, idle time). The Prometheus endpoint is in
 //! `metrics_http`.
 
-use super::control::ApiCall;
-use super::socket_dir::{self, SocketError};
+use crate::control::ApiCall;
+use crate::socket_dir::{self, SocketError};
 use hotplane_control::api::{Request, Response};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};

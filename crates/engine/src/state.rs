@@ -59,7 +59,7 @@ pub fn load(path: &Path) -> Result<Option<Vec<u8>>, StateError> {
     if !meta.file_type().is_file() {
         return Err(StateError::NotRegular { path: shown() });
     }
-    let me = super::socket_dir::effective_uid();
+    let me = crate::socket_dir::effective_uid();
     if meta.uid() != me {
         return Err(StateError::NotOwned { path: shown(), owner: meta.uid(), me });
     }

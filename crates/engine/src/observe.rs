@@ -2,8 +2,8 @@
 //! outcomes by reason, and update latency (HdrHistogram), as JSON for the control API and as
 //! Prometheus text.
 
-use super::registry::Registry;
-use super::worker::{WorkerStats, TRACKED};
+use crate::registry::Registry;
+use crate::worker::{WorkerStats, TRACKED};
 use hdrhistogram::Histogram;
 use hotplane_control::receiver::UpdateCounters;
 use hotplane_control::Reason;
@@ -319,6 +319,9 @@ impl Observability {
                 ("_count".into(), n.to_string()),
             ],
         );
+        for kind in self.registry.kinds.all() {
+            kind.prometheus(&mut s);
+        }
         s
     }
 }

@@ -2,8 +2,8 @@
 //! Per batch it loads each slot once (one atomic load), announces one quiescent state, and
 //! never waits for anything.
 
-use super::registry::WorkerSlots;
 use crate::config::IdlePolicy;
+use crate::registry::WorkerSlots;
 use crossbeam_queue::ArrayQueue;
 use hotplane_core::metrics::LocalCounter;
 use hotplane_core::qsbr::Guard;
@@ -55,7 +55,7 @@ pub(crate) struct Worker {
     /// UDP destination port of in-band updates; 0 = disabled.
     pub update_port: u16,
     /// Only datagrams to one of these (per port) are updates; the rest is traffic.
-    pub own_addresses: Arc<crate::inband::NodeAddresses>,
+    pub own_addresses: Arc<crate::addresses::NodeAddresses>,
     pub burst: usize,
     pub stop: Arc<AtomicBool>,
     pub idle: IdlePolicy,
@@ -160,7 +160,7 @@ impl Worker {
         }
         self.stats.batches.add(1);
         self.stats.packets.add(batch.len() as u64);
-        let mut cx = WorkerCx { worker: self.id, now_ns: now, guard };
+        let mut cx = WorkerCx::new(self.id, now, guard);
         let slots = &*self.slots;
         let mut live = batch.live();
         let track = |i: usize, v: u64, seen: &mut [u64; 4]| {

@@ -2,16 +2,16 @@
 //! punted in-band update packets, serves control API requests, authenticates, reassembles and
 //! applies updates, and queues acknowledgements back to the worker that received the update.
 
-use super::observe::Observability;
-use super::registry::{InstallError, Installed, Registry};
-use crate::ebpf::{parse_bytes, Code};
-use crate::stages::{Program, StageSpec};
+use crate::native::StageSpec;
+use crate::observe::Observability;
+use crate::registry::{InstallError, Installed, Registry};
 use crossbeam_queue::ArrayQueue;
 use hotplane_control::api::{Request, Response};
 use hotplane_control::{
     Ack, AckStatus, Kind, Reason, Received, Receiver, Refusal, Target, Update, WorkerScope,
 };
 use hotplane_core::wire::{EthernetFrame, UdpFrame};
+use hotplane_core::{KindError, Program, UpdateProgram};
 use hotplane_core::{Layers, Packet, Pool};
 use serde_json::{json, Value};
 use std::net::IpAddr;
@@ -96,13 +96,12 @@ impl Control {
                 let _ = call.reply.send(resp);
                 did = true;
             }
-            // The Lua watchdog runs on a thread of its own (`DataPlane::start`), so a long
-            // request here never delays it.
-            self.registry.lua.housekeeping();
+            // Watchdogs run on a thread of their own (`Engine::start`), so a long request here
+            // never delays them.
+            for kind in self.registry.kinds.all() {
+                kind.housekeeping();
+            }
             if last_expire.elapsed() > Duration::from_millis(50) {
-                // Every 50 ms, not every pass: reclaiming takes each table's writer lock, which
-                // a worker's insert on miss only tries.
-                self.registry.tables.maintain();
                 for r in self.receiver.expire(Instant::now()) {
                     tracing::warn!(reason = %r.reason, "{}", r.message);
                 }
@@ -233,11 +232,16 @@ impl Control {
             }
         };
         let mut note = None;
+        let refuse = |e: KindError| match e {
+            KindError::Rejected(m) => Refusal::of(h, Reason::Rejected, m),
+            KindError::Invalid(m) => Refusal::of(h, Reason::ApplyFailed, m),
+            KindError::BadTarget(m) => Refusal::of(h, Reason::BadTarget, m),
+        };
         let program: Program = match h.kind {
             Kind::NativeStage => {
                 let spec: StageSpec = serde_json::from_slice(&u.payload)
                     .map_err(|e| Refusal::of(h, Reason::ApplyFailed, format!("stage spec: {e}")))?;
-                if let Some(fields) = names_node_files(&spec) {
+                if let Some(fields) = self.registry.node_files(&spec) {
                     return Err(Refusal::of(
                         h,
                         Reason::ApplyFailed,
@@ -247,7 +251,9 @@ impl Control {
                         ),
                     ));
                 }
-                self.registry.build(&spec).map_err(|e| Refusal::of(h, Reason::ApplyFailed, e))?
+                self.registry
+                    .build(&spec)
+                    .map_err(|e| Refusal::of(h, Reason::ApplyFailed, e.to_string()))?
             }
             Kind::SelectPredefined => {
                 let id: [u8; 4] = u.payload.as_slice().try_into().map_err(|_| {
@@ -267,51 +273,28 @@ impl Control {
                 })?)
             }
             Kind::Remove => None,
-            Kind::EbpfBytecode | Kind::EbpfElf | Kind::EbpfC => {
-                let code = Code::from_update(h.kind, &u.payload)
-                    .ok_or_else(|| Refusal::of(h, Reason::UnsupportedKind, "not an eBPF update"))?;
-                let origin = format!("{} update seq {}", code.form(), h.seq);
-                // The NO_JIT flag asks for the interpreter (reference semantics, debugging).
-                let engine = h.flags.no_jit().then_some(hotplane_ebpf::program::Engine::Interp);
-                Some(
-                    self.registry
-                        .ebpf
-                        .stage(&code, None, engine, &origin)
-                        .map_err(|e| Refusal::of(h, Reason::Rejected, e))?,
-                )
-            }
-            Kind::Lua => {
-                let opts = hotplane_lua::FunctionOpts {
-                    jit: !h.flags.no_jit(),
-                    opt_level: h.flags.opt_level().unwrap_or(3),
+            other => {
+                let Some(kind) = self.registry.kinds.for_update(other.code()) else {
+                    return Err(Refusal::of(
+                        h,
+                        Reason::UnsupportedKind,
+                        format!("{} updates are not supported by this build", other.name()),
+                    ));
                 };
                 let target = h.target.to_string();
-                let name = format!("lua-seq{}", h.seq);
-                let def = self
-                    .registry
-                    .lua
-                    .compile(&u.payload, &name, opts, Some(&target))
-                    .map_err(|e| Refusal::of(h, Reason::Rejected, e.to_string()))?;
-                Some(self.registry.lua.stage(def))
-            }
-            Kind::P4 => {
-                let (program, carried) = crate::p4_control::replacement(
-                    &self.registry,
-                    &h.target.to_string(),
-                    workers.first().copied().unwrap_or(0),
-                    &u.payload,
-                    format!("p4-seq{}", h.seq),
-                )
-                .map_err(|e| Refusal::of(h, Reason::Rejected, e))?;
-                note = Some(carried);
-                program
-            }
-            other => {
-                return Err(Refusal::of(
-                    h,
-                    Reason::UnsupportedKind,
-                    format!("{} updates are not supported by this build yet", other.name()),
-                ))
+                let update = UpdateProgram {
+                    kind: other.code(),
+                    payload: &u.payload,
+                    seq: h.seq,
+                    target: &target,
+                    workers: &workers,
+                    no_jit: h.flags.no_jit(),
+                    opt_level: h.flags.opt_level(),
+                };
+                let built =
+                    kind.build_update(&update, &self.registry.build_cx()).map_err(refuse)?;
+                note = built.note;
+                built.program
             }
         };
         let installed =
@@ -329,7 +312,7 @@ impl Control {
         let text = serde_json::to_string_pretty(&json!({ "last_seq": seqs })).unwrap_or_default();
         // No-follow, exclusive temporary file and an atomic rename: a planted link is replaced,
         // never written through (see `state`).
-        if let Err(e) = super::state::store(path, text.as_bytes()) {
+        if let Err(e) = crate::state::store(path, text.as_bytes()) {
             tracing::error!(error = %e, "cannot persist replay state");
         }
     }
@@ -356,8 +339,11 @@ impl Control {
         match req {
             Request::Stats {} => {
                 let mut v = self.obs.stats_json();
-                v["ebpf"] = self.registry.ebpf.stats_json();
-                v["lua"] = crate::lua_cmd::stats_json(&self.registry.lua);
+                for kind in self.registry.kinds.all() {
+                    if let Some(stats) = kind.stats() {
+                        v[kind.name()] = stats;
+                    }
+                }
                 Response::ok(v)
             }
             Request::Slots {} => Response::ok(json!(self.registry.slots())),
@@ -378,7 +364,7 @@ impl Control {
                     let t: Target = target.parse().map_err(|e: hotplane_control::TargetParseError| e.to_string())?;
                     let ws = workers_of(worker, n)?;
                     let spec: StageSpec = serde_json::from_value(stage).map_err(|e| format!("stage spec: {e}"))?;
-                    let prog = self.registry.build(&spec)?;
+                    let prog = self.registry.build(&spec).map_err(|e| e.to_string())?;
                     Ok::<_, String>((t, ws, prog))
                 })();
                 match r {
@@ -428,80 +414,28 @@ impl Control {
                 }
                 Response::ok(Value::Array(acks))
             }
-            Request::EbpfMaps {} => Response::ok(self.registry.ebpf.maps_json()),
-            Request::EbpfMapDump { map } => match self.registry.ebpf.dump_json(&map) {
-                Ok(v) => Response::ok(v),
-                Err(e) => Response::err(e),
-            },
-            Request::EbpfMapUpdate { map, key, value, flags } => {
-                let r = self.registry.ebpf.map(&map).and_then(|m| {
-                    let k = parse_bytes(&key, m.def.key_size as usize)?;
-                    let v = parse_bytes(&value, m.def.value_size as usize)?;
-                    m.update_copy(&k, &v, flags).map_err(|e| e.to_string())
-                });
-                match r {
-                    Ok(()) => Response::ok(json!("updated")),
-                    Err(e) => Response::err(e),
-                }
-            }
-            Request::EbpfMapDelete { map, key } => {
-                let r = self.registry.ebpf.map(&map).and_then(|m| {
-                    m.delete_copy(&parse_bytes(&key, m.def.key_size as usize)?)
-                        .map_err(|e| e.to_string())
-                });
-                match r {
-                    Ok(()) => Response::ok(json!("deleted")),
-                    Err(e) => Response::err(e),
-                }
-            }
-            Request::LuaFunctions {} => Response::ok(crate::lua_cmd::functions_json(&self.registry.lua)),
-            Request::P4Tables { target } => {
-                match crate::p4_control::locate(&self.registry, target.as_deref()) {
-                    Ok((t, p)) => Response::ok(
-                        json!({"target": t, "tables": crate::p4_control::tables_json(&p)}),
-                    ),
-                    Err(e) => Response::err(e),
-                }
-            }
-            Request::P4Dump { target, table } => {
-                let r = crate::p4_control::locate(&self.registry, target.as_deref()).and_then(
-                    |(_, p)| {
-                        let t = p.objects.table(&table).map_err(|e| e.to_string())?;
-                        Ok(hotplane_p4::runtime::dump(t))
-                    },
-                );
-                match r {
-                    Ok(v) => Response::ok(v),
-                    Err(e) => Response::err(e),
-                }
-            }
-            Request::P4Entries { target, doc } => {
-                let r = crate::p4_control::locate(&self.registry, target.as_deref())
-                    .and_then(|(_, p)| crate::p4_control::write_entries(&p, &doc));
-                match r {
-                    Ok(v) => Response::ok(v),
-                    Err(e) => Response::err(e),
-                }
-            }
-            r @ (Request::TableList {}
-            | Request::TableDump { .. }
-            | Request::TableAdd { .. }
-            | Request::TableModify { .. }
-            | Request::TableDel { .. }
-            | Request::TableClear { .. }
-            | Request::TableDefault { .. }) => match crate::tables_cmd::handle(&self.registry.tables, &r) {
-                Some(Ok(v)) => Response::ok(v),
-                Some(Err(e)) => Response::err(e),
-                None => Response::err("not a table request"),
-            },
             Request::Shutdown {} => {
                 self.shutdown.store(true, Ordering::Release);
                 Response::ok(json!("stopping"))
             }
+            // Everything else is a program kind's operation.
+            other => {
+                let request = match serde_json::to_value(&other) {
+                    Ok(v) => v,
+                    Err(e) => return Response::err(format!("request: {e}")),
+                };
+                let op = request["op"].as_str().unwrap_or_default().to_string();
+                match self.registry.kinds.for_op(&op) {
+                    Some(kind) => match kind.request(&op, &request) {
+                        Ok(v) => Response::ok(v),
+                        Err(e) => Response::err(e.to_string()),
+                    },
+                    None => Response::err(format!("`{op}` is not available in this build (no program kind answers it)")),
+                }
+            }
         }
     }
 }
-
 /// Run `apply`, turning a panic into a refusal of the update `h` names.
 fn guarded(
     h: &hotplane_control::UpdateHeader,
@@ -527,29 +461,6 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
         .copied()
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("a panic without a message")
-}
-
-/// The fields of a stage spec that name files of the node, if it has any. Only the local
-/// config file (and the local control socket's `install`) may name files; a spec that arrives
-/// in an update is remote input and is refused before anything is opened, so an update can
-/// neither read a node's files into an acknowledgement nor block the control thread on a FIFO.
-/// Exhaustive on purpose: a new stage kind has to say here whether it reads files.
-fn names_node_files(spec: &StageSpec) -> Option<&'static str> {
-    match spec {
-        StageSpec::Ebpf { .. } => Some("`file`"),
-        StageSpec::P4 { .. } => Some("`program`, `entries`, `include`"),
-        StageSpec::Lua { file: Some(_), .. } => Some("`file`"),
-        StageSpec::Lua { file: None, .. }
-        | StageSpec::None {}
-        | StageSpec::Forward { .. }
-        | StageSpec::L2fwd { .. }
-        | StageSpec::Drop {}
-        | StageSpec::Count {}
-        | StageSpec::SetField { .. }
-        | StageSpec::Call { .. }
-        | StageSpec::Predefined { .. }
-        | StageSpec::Table { .. } => None,
-    }
 }
 
 fn partial_ack(h: &hotplane_control::UpdateHeader, received: u32) -> Ack {

@@ -1,45 +1,84 @@
-//! A running data plane: workers, the control thread, and the listeners, built from a
-//! [`Config`]. Used by `hotplane run`, the demo, the benchmarks and the tests alike.
+//! A running data plane: ports, workers, the control thread and the listeners, built from a
+//! [`Config`] and the program kinds registered with [`EngineBuilder`]. The control socket, the
+//! CLI, the demo, the benchmarks and the tests all drive it through the same API.
 
-mod control;
-pub mod metrics_http;
-pub mod observe;
-pub mod registry;
-pub mod servers;
-pub mod socket_dir;
-mod state;
-mod worker;
-
-pub use control::ack_json;
-pub use observe::Observability;
-pub use registry::{Installed, Registry, SlotInfo};
-pub use servers::ControlLink;
-pub use worker::{online_cores, pin_to_core, pin_to_cores, spare_cores, WorkerStats, TRACKED};
-
-use crate::config::{Config, PortKind};
-use anyhow::{bail, Context};
-use control::Control;
+use crate::config::{Config, ConfigError, PortKind};
+use crate::control::Control;
+use crate::kinds::{Kinds, KindsError};
+use crate::observe::{Observability, PortObs};
+use crate::registry::Registry;
+use crate::servers::{self, ControlLink};
+use crate::worker::{pin_to_cores, spare_cores, Worker, WorkerStats};
+use crate::{metrics_http, socket_dir, state};
 use crossbeam_queue::ArrayQueue;
-use hotplane_control::api::{Request, Response};
+use hotplane_control::api::{ClientError, Request, Response};
 use hotplane_control::{Receiver, ReceiverConfig};
-use hotplane_core::{Packet, Pool, Qsbr};
+use hotplane_core::{KindError, KindMaker, KindSetup, Packet, Pool, Qsbr};
 use hotplane_io::mem::MemHandle;
 use hotplane_io::{OpenCtx, Port, PortStats};
-use observe::PortObs;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use worker::Worker;
 
 /// Depth of the rings between workers and the control thread.
 const RING_DEPTH: usize = 1024;
 
-/// How often the Lua watchdog looks at the workers.
-const LUA_WATCHDOG_PERIOD: Duration = Duration::from_millis(2);
+/// Why a data plane could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Kinds(#[from] KindsError),
+    #[error(transparent)]
+    Program(#[from] KindError),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what}: {msg}")]
+    Setup { what: String, msg: String },
+}
 
-pub struct DataPlane {
+fn setup(what: impl Into<String>, e: impl std::fmt::Display) -> EngineError {
+    EngineError::Setup { what: what.into(), msg: e.to_string() }
+}
+
+fn spawn<T: Send + 'static>(
+    name: String,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<JoinHandle<T>, EngineError> {
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(f)
+        .map_err(|source| EngineError::Io { what: format!("thread {name}"), source })
+}
+
+/// The program kinds a data plane is started with.
+#[derive(Clone, Default)]
+pub struct EngineBuilder {
+    kinds: Vec<KindMaker>,
+}
+
+impl EngineBuilder {
+    /// Register a program kind (`hotplane_ebpf::kind::make`, ...).
+    pub fn kind(mut self, make: KindMaker) -> Self {
+        self.kinds.push(make);
+        self
+    }
+
+    /// Start a data plane with the registered kinds.
+    pub fn start(&self, cfg: Config) -> Result<Engine, EngineError> {
+        Engine::start(cfg, &self.kinds)
+    }
+}
+
+/// A running data plane.
+pub struct Engine {
     registry: Arc<Registry>,
     obs: Arc<Observability>,
     link: ControlLink,
@@ -68,33 +107,53 @@ pub struct RunSummary {
     pub panics: usize,
 }
 
-impl DataPlane {
-    pub fn start(cfg: Config) -> anyhow::Result<Self> {
+impl Engine {
+    /// No kinds yet: add them with [`EngineBuilder::kind`].
+    pub fn builder() -> EngineBuilder {
+        EngineBuilder::default()
+    }
+
+    /// Start a data plane running `cfg` with the program kinds `kinds`.
+    pub fn start(cfg: Config, kinds: &[KindMaker]) -> Result<Self, EngineError> {
         cfg.validate()?;
         let keys = cfg.keys()?;
         let d = &cfg.dataplane;
         let n = d.workers;
         let qsbr = Qsbr::new();
+        let kinds = Kinds::start(
+            kinds,
+            &KindSetup {
+                workers: n,
+                qsbr: &qsbr,
+                base_dir: cfg.base_dir.as_deref(),
+                sections: &cfg.sections,
+            },
+        )?;
         let pools: Vec<Pool> = (0..n)
-            .map(|_| Pool::new(d.pool).context("dataplane.pool"))
-            .collect::<anyhow::Result<_>>()?;
+            .map(|_| Pool::new(d.pool).map_err(|e| setup("dataplane.pool", e)))
+            .collect::<Result<_, _>>()?;
         let mut per_worker: Vec<Vec<Box<dyn Port>>> = (0..n).map(|_| Vec::new()).collect();
         let mut port_obs = Vec::new();
         let mut mem = BTreeMap::new();
         for (i, pc) in cfg.ports.iter().enumerate() {
             let cx = OpenCtx { id: i as u16, name: pc.name(), pools: &pools, burst: d.batch };
+            let what = || format!("port `{}`", pc.name());
             let queues = match &pc.kind {
                 PortKind::Mem(spec) => {
-                    let (q, h) = hotplane_io::mem::open(spec, &cx)?;
+                    let (q, h) = hotplane_io::mem::open(spec, &cx).map_err(|e| setup(what(), e))?;
                     mem.insert(pc.name.clone(), h);
-                    q
+                    Ok(q)
                 }
-                PortKind::Pcap(spec) => hotplane_io::pcap::open(spec, &cx)?,
-                PortKind::Afpacket(spec) => hotplane_io::afpacket::open(spec, &cx)?,
-                PortKind::Afxdp(spec) => hotplane_io::afxdp::open(spec, &cx)?,
-            };
+                PortKind::Pcap(spec) => hotplane_io::pcap::open(spec, &cx),
+                PortKind::Afpacket(spec) => hotplane_io::afpacket::open(spec, &cx),
+                PortKind::Afxdp(spec) => hotplane_io::afxdp::open(spec, &cx),
+            }
+            .map_err(|e| setup(what(), e))?;
             if queues.len() != n {
-                bail!("port `{}` opened {} queues for {n} workers", pc.name(), queues.len());
+                return Err(setup(
+                    what(),
+                    format!("opened {} queues for {n} workers", queues.len()),
+                ));
             }
             port_obs.push(PortObs {
                 name: pc.name().to_string(),
@@ -111,7 +170,7 @@ impl DataPlane {
             .enumerate()
             .map(|(i, p)| p.peer().and_then(|peer| cfg.port_id(peer)).unwrap_or(i as u16))
             .collect();
-        let registry = Arc::new(Registry::new(&cfg, &qsbr).map_err(anyhow::Error::msg)?);
+        let registry = Arc::new(Registry::new(&cfg, &qsbr, kinds)?);
         let c = &cfg.control;
         let mut receiver = Receiver::new(
             ReceiverConfig {
@@ -124,19 +183,17 @@ impl DataPlane {
         );
         // Read without following links, from a small regular file only (see `state`).
         let saved = match c.state_file.as_ref() {
-            Some(path) => {
-                state::load(path).context("control.state_file")?.map(|bytes| (path, bytes))
-            }
+            Some(path) => state::load(path)
+                .map_err(|e| setup("control.state_file", e))?
+                .map(|bytes| (path, bytes)),
             None => None,
         };
         if let Some((path, bytes)) = saved {
-            let v: serde_json::Value = serde_json::from_slice(&bytes).with_context(|| {
-                format!("control.state_file {}: not the JSON hotplane writes", path.display())
-            })?;
+            let what = || format!("control.state_file {}", path.display());
+            let v: serde_json::Value = serde_json::from_slice(&bytes)
+                .map_err(|e| setup(what(), format!("not the JSON hotplane writes: {e}")))?;
             let seqs: BTreeMap<u32, u64> = serde_json::from_value(v["last_seq"].clone())
-                .with_context(|| {
-                    format!("control.state_file {}: no `last_seq` map", path.display())
-                })?;
+                .map_err(|e| setup(what(), format!("no `last_seq` map: {e}")))?;
             receiver.restore_sequences(&seqs);
         }
         let worker_stats: Vec<Arc<WorkerStats>> =
@@ -169,15 +226,14 @@ impl DataPlane {
             state_file: c.state_file.clone(),
         };
         let spare = spare_cores(d.cores.as_deref());
-        let control =
-            std::thread::Builder::new().name("hotplane-control".into()).spawn(move || {
-                if let Some(cores) = spare {
-                    pin_to_cores(&cores);
-                }
-                control.run()
-            })?;
+        let control = spawn("hotplane-control".into(), move || {
+            if let Some(cores) = spare {
+                pin_to_cores(&cores);
+            }
+            control.run()
+        })?;
         let link = ControlLink { tx, thread: control.thread().clone() };
-        let own_addresses = Arc::new(crate::inband::NodeAddresses::of_config(&cfg));
+        let own_addresses = Arc::new(crate::addresses::NodeAddresses::of_config(&cfg));
         let mut workers = Vec::with_capacity(n);
         for (w, ports) in per_worker.into_iter().enumerate() {
             let worker = Worker {
@@ -198,11 +254,7 @@ impl DataPlane {
                 control: Some(control.thread().clone()),
                 qsbr: qsbr.clone(),
             };
-            workers.push(
-                std::thread::Builder::new()
-                    .name(format!("hotplane-w{w}"))
-                    .spawn(move || worker.run())?,
-            );
+            workers.push(spawn(format!("hotplane-w{w}"), move || worker.run())?);
         }
         let mut plane = Self {
             registry,
@@ -221,21 +273,35 @@ impl DataPlane {
             servers: Vec::new(),
             mem,
         };
-        // The Lua watchdog on its own thread: the control thread can be busy for a while (a P4
-        // compile), and a call stuck in Lua must end within `watchdog_ms` and one period. It
-        // outlives the workers at stop, so a worker stuck in Lua is stopped and can be joined.
-        let lua = plane.registry.lua.clone();
-        let stop_watchdog = plane.stop_servers.clone();
-        plane.servers.push(
-            std::thread::Builder::new().name("hotplane-lua-watchdog".into()).spawn(move || {
+        // The kinds' watchdogs on a thread of their own: the control thread can be busy for a
+        // while (a P4 compile), and a call stuck in Lua must end within its watchdog time and
+        // one period. It outlives the workers at stop, so a stuck worker is stopped and joined.
+        let watched: Vec<_> = plane
+            .registry
+            .kinds
+            .all()
+            .iter()
+            .filter_map(|k| Some((k.clone(), k.watchdog_period()?)))
+            .collect();
+        if let Some(period) = watched.iter().map(|(_, p)| *p).min() {
+            let stop_watchdog = plane.stop_servers.clone();
+            plane.servers.push(spawn("hotplane-watchdog".into(), move || {
                 while !stop_watchdog.load(Ordering::Relaxed) {
-                    lua.watchdog(hotplane_core::time::now_ns());
-                    std::thread::sleep(LUA_WATCHDOG_PERIOD);
+                    let now = hotplane_core::time::now_ns();
+                    for (kind, _) in &watched {
+                        kind.watchdog(now);
+                    }
+                    std::thread::sleep(period);
                 }
-            })?,
-        );
+            })?);
+        }
         if let Some(path) = c.socket_path() {
-            let group = c.socket_group.as_deref().map(socket_dir::resolve_group).transpose()?;
+            let group = c
+                .socket_group
+                .as_deref()
+                .map(socket_dir::resolve_group)
+                .transpose()
+                .map_err(|e| setup("control.socket_group", e))?;
             let limits = servers::ApiLimits {
                 max_connections: c.max_connections,
                 max_request_bytes: c.request_limit(),
@@ -248,7 +314,7 @@ impl DataPlane {
                 plane.link.clone(),
                 plane.stop_servers.clone(),
             )
-            .context("control.socket")?;
+            .map_err(|e| setup("control.socket", e))?;
             plane.servers.push(h);
         }
         if let Some(addr) = &cfg.metrics.prometheus {
@@ -258,14 +324,17 @@ impl DataPlane {
                 plane.obs.clone(),
                 plane.stop_servers.clone(),
             )
-            .with_context(|| format!("metrics.prometheus {addr}"))?;
+            .map_err(|source| EngineError::Io {
+                what: format!("metrics.prometheus {addr}"),
+                source,
+            })?;
             plane.servers.push(h);
         }
         // Workers are up once each has registered with QSBR and started polling.
         let deadline = Instant::now() + Duration::from_secs(10);
         while !plane.worker_stats.iter().all(|s| s.running.load(Ordering::Acquire)) {
             if Instant::now() > deadline {
-                bail!("workers did not start within 10 s");
+                return Err(setup("dataplane.workers", "the workers did not start within 10 s"));
             }
             std::thread::sleep(Duration::from_micros(200));
         }
@@ -289,9 +358,32 @@ impl DataPlane {
         &self.link
     }
 
-    /// Submit a control request in-process.
+    /// Submit a control request in-process: exactly what the control socket offers (see
+    /// `hotplane_control::api::Request`), answered by the control thread.
     pub fn request(&self, req: Request) -> Response {
         self.link.call(req, Duration::from_secs(30))
+    }
+
+    /// Install the program `stage` describes at `target` (`pre`, `extern:fw`, `flow:...`) on
+    /// every worker, replacing what is there; returns the new slot version.
+    pub fn install(&self, target: &str, stage: &crate::StageSpec) -> Result<u64, ClientError> {
+        let r = self.request(Request::Install {
+            target: target.into(),
+            worker: None,
+            stage: stage.json().clone(),
+        });
+        r.into_result().map(|v| v["version"].as_u64().unwrap_or(0))
+    }
+
+    /// Empty `target` on every worker.
+    pub fn remove(&self, target: &str) -> Result<u64, ClientError> {
+        let r = self.request(Request::Remove { target: target.into(), worker: None });
+        r.into_result().map(|v| v["version"].as_u64().unwrap_or(0))
+    }
+
+    /// Counters of ports, workers, slots, updates and every kind, as the `stats` request.
+    pub fn stats(&self) -> Result<serde_json::Value, ClientError> {
+        self.request(Request::Stats {}).into_result()
     }
 
     /// The handle of a `mem` port, to inject frames and read its report after `stop`.
@@ -387,7 +479,7 @@ impl DataPlane {
     }
 }
 
-impl Drop for DataPlane {
+impl Drop for Engine {
     fn drop(&mut self) {
         // `stop` consumed the handles; a plane dropped without it still shuts down cleanly.
         self.stop_workers.store(true, Ordering::Release);

@@ -3,14 +3,16 @@
 //! benchmark standing in for it); workers only load.
 
 use crate::config::Config;
-use crate::ebpf::EbpfEnv;
-use crate::stages::{BuildCx, CallExtern, Program, StageSpec};
+use crate::kinds::Kinds;
+use crate::native::{CallExtern, StageSpec, NATIVE_STAGES};
 use hotplane_control::Target;
 use hotplane_core::flowtable::{FlowChange, FlowEntryInfo, FlowTableError};
+use hotplane_core::kind::context;
 use hotplane_core::qsbr::GraceError;
 use hotplane_core::slot::{Retired, DEFAULT_GRACE_TIMEOUT};
-use hotplane_core::{FlowTable, Position, Qsbr, Slot, StageRef};
-use hotplane_lua::{LuaFunction, LuaRuntime};
+use hotplane_core::{
+    BuildCx, ExternSlots, FlowTable, KindError, Position, Program, Qsbr, Slot, StageRef,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -50,6 +52,15 @@ pub enum InstallError {
     Called(GraceError),
 }
 
+impl From<InstallError> for KindError {
+    fn from(e: InstallError) -> Self {
+        match e {
+            InstallError::BadTarget(m) => KindError::BadTarget(m),
+            other => KindError::Invalid(other.to_string()),
+        }
+    }
+}
+
 /// A slot as listed by the control API.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct SlotInfo {
@@ -70,15 +81,13 @@ pub struct Registry {
     pub qsbr: Qsbr,
     pub workers: Vec<Arc<WorkerSlots>>,
     pub port_names: Vec<String>,
-    externs: BTreeMap<String, Vec<Arc<Slot<Program>>>>,
+    externs: ExternSlots,
+    /// Each worker's flow table (the same as in `workers`, for build contexts).
+    flows: Vec<Arc<FlowTable>>,
     predefined: BTreeMap<u32, (String, StageRef)>,
-    pub ebpf: Arc<EbpfEnv>,
-    pub lua: Arc<LuaRuntime>,
-    /// Match-action tables by name; stages hold their tables directly.
-    pub tables: Arc<hotplane_tables::TableSet>,
+    /// The program kinds: they build every program that is not native.
+    pub kinds: Kinds,
     base_dir: Option<std::path::PathBuf>,
-    /// Budgets every P4 program compiled here runs under (`[p4.limits]`).
-    pub p4_limits: hotplane_p4::budget::Limits,
     /// What each (worker, position/extern) holds, as the control plane knows it.
     installed: Mutex<BTreeMap<(usize, String), Program>>,
     target_stats: Mutex<BTreeMap<String, TargetStats>>,
@@ -86,13 +95,13 @@ pub struct Registry {
 
 impl Registry {
     /// Build the slots for `workers` workers and install the configured programs.
-    pub fn new(cfg: &Config, qsbr: &Qsbr) -> Result<Self, String> {
+    pub fn new(cfg: &Config, qsbr: &Qsbr, kinds: Kinds) -> Result<Self, KindError> {
         let n = cfg.dataplane.workers;
-        let mut externs: BTreeMap<String, Vec<Arc<Slot<Program>>>> = BTreeMap::new();
+        let mut externs = ExternSlots::new();
         for name in cfg.pipeline.externs.keys() {
             externs.insert(name.clone(), (0..n).map(|_| Arc::new(Slot::new(qsbr, None))).collect());
         }
-        let workers = (0..n)
+        let workers: Vec<Arc<WorkerSlots>> = (0..n)
             .map(|w| {
                 Arc::new(WorkerSlots {
                     positions: [
@@ -107,34 +116,24 @@ impl Registry {
             .collect();
         let mut reg = Self {
             qsbr: qsbr.clone(),
+            flows: workers.iter().map(|w| Arc::clone(&w.flows)).collect(),
             workers,
             port_names: cfg.ports.iter().map(|p| p.name().to_string()).collect(),
             externs,
             predefined: BTreeMap::new(),
-            ebpf: Arc::new(EbpfEnv::new(n, cfg.ebpf_engine().map_err(|e| e.to_string())?)),
-            lua: LuaRuntime::new(n, cfg.lua_config().map_err(|e| e.to_string())?),
-            tables: Arc::new(hotplane_tables::TableSet::new()),
+            kinds,
             base_dir: cfg.base_dir.clone(),
-            p4_limits: cfg.p4.limits.clone(),
             installed: Mutex::new(BTreeMap::new()),
             target_stats: Mutex::new(BTreeMap::new()),
         };
-        for (i, t) in cfg.tables.iter().enumerate() {
-            reg.tables.create(t.clone(), qsbr).map_err(|e| format!("table[{i}]: {e}"))?;
-        }
-        for (i, e) in cfg.table_entries.iter().enumerate() {
-            let req = hotplane_control::api::Request::TableAdd(e.clone());
-            if let Some(Err(err)) = crate::tables_cmd::handle(&reg.tables, &req) {
-                return Err(format!("table_entry[{i}]: {err}"));
-            }
-        }
         for (i, p) in cfg.predefined.iter().enumerate() {
-            let stage = reg
-                .build(&p.stage)
-                .map_err(|e| format!("predefined[{i}].stage: {e}"))?
-                .ok_or_else(|| {
-                    format!("predefined[{i}].stage: a pre-defined program cannot be `none`")
-                })?;
+            let stage =
+                reg.build(&p.stage).map_err(|e| context(e, format!("predefined[{i}].stage")))?;
+            let stage = stage.ok_or_else(|| {
+                KindError::Invalid(format!(
+                    "predefined[{i}].stage: a pre-defined program cannot be `none`"
+                ))
+            })?;
             let name = p.name.clone().unwrap_or_else(|| stage.describe());
             reg.predefined.insert(p.id, (name, stage));
         }
@@ -146,56 +145,65 @@ impl Registry {
             if let Some(spec) = spec {
                 let key = format!("pipeline.{pos}");
                 // `none` leaves the slot as created: empty, version 1.
-                if let Some(prog) = reg.build(spec).map_err(|e| format!("{key}: {e}"))? {
+                if let Some(prog) = reg.build(spec).map_err(|e| context(e, &key))? {
                     reg.install(&Target::Position(pos), &all, Some(prog))
-                        .map_err(|e| format!("{key}: {e}"))?;
+                        .map_err(|e| context(e.into(), &key))?;
                 }
             }
         }
         for (name, spec) in &pl.externs {
             let key = format!("pipeline.externs.{name}");
-            if let Some(prog) = reg.build(spec).map_err(|e| format!("{key}: {e}"))? {
+            if let Some(prog) = reg.build(spec).map_err(|e| context(e, &key))? {
                 reg.install(&Target::Extern(name.clone()), &all, Some(prog))
-                    .map_err(|e| format!("{key}: {e}"))?;
+                    .map_err(|e| context(e.into(), &key))?;
             }
         }
         for (i, f) in pl.flows.iter().enumerate() {
             let key = format!("pipeline.flows[{i}]");
-            let sel = f.selector.parse().map_err(|e| format!("{key}.match: {e}"))?;
-            let prog = reg.build(&f.stage).map_err(|e| format!("{key}.stage: {e}"))?;
-            reg.install(&Target::Flow(sel), &all, prog).map_err(|e| format!("{key}: {e}"))?;
+            let sel =
+                f.selector.parse().map_err(|e| KindError::Invalid(format!("{key}.match: {e}")))?;
+            let prog = reg.build(&f.stage).map_err(|e| context(e, format!("{key}.stage")))?;
+            reg.install(&Target::Flow(sel), &all, prog).map_err(|e| context(e.into(), &key))?;
         }
         if let Some(spec) = &pl.flow_default {
-            let prog = reg.build(spec).map_err(|e| format!("pipeline.flow_default: {e}"))?;
-            reg.install(&Target::FlowDefault, &all, prog)
-                .map_err(|e| format!("pipeline.flow_default: {e}"))?;
+            let key = "pipeline.flow_default";
+            let prog = reg.build(spec).map_err(|e| context(e, key))?;
+            reg.install(&Target::FlowDefault, &all, prog).map_err(|e| context(e.into(), key))?;
         }
         Ok(reg)
     }
 
-    /// Build a native program from its spec.
-    pub fn build(&self, spec: &StageSpec) -> Result<Program, String> {
-        spec.build(&BuildCx {
+    /// What a kind may refer to while it builds a program.
+    pub fn build_cx(&self) -> BuildCx<'_> {
+        BuildCx {
+            workers: self.workers.len(),
             port_names: &self.port_names,
             externs: &self.externs,
-            predefined: &self.predefined,
-            ebpf: &self.ebpf,
-            lua: &self.lua,
-            tables: &self.tables,
+            flows: &self.flows,
             qsbr: &self.qsbr,
             base_dir: self.base_dir.as_deref(),
-            p4_limits: &self.p4_limits,
-            flows: self.workers.iter().map(|w| Arc::clone(&w.flows)).collect(),
-        })
+        }
     }
 
-    /// The extern slots and flow tables a P4 program's hotplane externs use.
-    pub fn extern_wiring(
-        &self,
-        program: &hotplane_p4::ir::Program,
-    ) -> Result<crate::p4_stage::ExternWiring, String> {
-        let flows: Vec<_> = self.workers.iter().map(|w| Arc::clone(&w.flows)).collect();
-        crate::p4_stage::ExternWiring::resolve(program, &self.externs, &flows)
+    /// Build a program from its spec: natively, or by the kind that owns its `stage` name.
+    pub fn build(&self, spec: &StageSpec) -> Result<Program, KindError> {
+        let cx = self.build_cx();
+        let stage = spec.kind();
+        if NATIVE_STAGES.contains(&stage) {
+            return crate::native::build(spec, &cx, &self.predefined);
+        }
+        match self.kinds.for_stage(stage) {
+            Some(kind) => kind.build(spec.json(), &cx),
+            None => Err(KindError::Invalid(format!(
+                "unknown stage `{stage}` (stages: {})",
+                self.kinds.stage_names().join(", ")
+            ))),
+        }
+    }
+
+    /// The fields of `spec` that name files of the node, if any (refused in updates).
+    pub fn node_files(&self, spec: &StageSpec) -> Option<&'static str> {
+        self.kinds.for_stage(spec.kind()).and_then(|k| k.node_files(spec.json()))
     }
 
     /// A pre-defined program by id.
@@ -289,16 +297,11 @@ impl Registry {
                 }
             }
         }
-        // A Lua function learns where it runs (its error reports name it, and the next function
-        // installed there falls back to it if that one runs away).
+        // Every kind learns what now runs where (a Lua function's error reports name its
+        // target; a P4 program's tables are found by target), whoever built it.
         let target_name = target.to_string();
-        match program
-            .as_ref()
-            .and_then(|p| p.as_any())
-            .and_then(|a| a.downcast_ref::<LuaFunction>())
-        {
-            Some(f) => self.lua.installed(&target_name, f.def(), version),
-            None => self.lua.removed(&target_name),
+        for kind in self.kinds.all() {
+            kind.installed(&target_name, workers, &program, version);
         }
         // Epochs grow with each publish: waiting for the newest covers the others.
         let mut warning = None;

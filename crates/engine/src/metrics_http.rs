@@ -5,7 +5,7 @@
 //! `metrics.max_connections` are closed at once. It reads counters only; it never touches a
 //! worker or the control thread.
 
-use super::observe::Observability;
+use crate::observe::Observability;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;

@@ -1,5 +1,9 @@
 //! The TOML configuration of a data plane, and its validation. Errors name the key at fault
 //! (`port[1].peer: no port named "p9"`).
+//!
+//! The engine's own sections are typed here; every other top-level section (`[ebpf]`, `[lua]`,
+//! `[[table]]`, ...) belongs to a program kind, is kept as parsed, and is checked by that kind
+//! when the data plane starts (an unknown section is refused then, with the known ones named).
 
 use hotplane_io::afpacket::AfPacketSpec;
 use hotplane_io::afxdp::AfXdpSpec;
@@ -9,13 +13,12 @@ use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use crate::stages::StageSpec;
+use crate::native::StageSpec;
 
 /// Default UDP port for in-band updates.
 pub const DEFAULT_UPDATE_PORT: u16 = 47474;
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Config {
     #[serde(default)]
     pub dataplane: DataplaneConfig,
@@ -29,66 +32,12 @@ pub struct Config {
     pub control: ControlConfig,
     #[serde(default)]
     pub metrics: MetricsConfig,
-    #[serde(default)]
-    pub ebpf: EbpfConfig,
-    #[serde(default)]
-    pub lua: LuaSection,
-    #[serde(default)]
-    pub p4: P4Section,
-    /// Match-action tables (`[[table]]`), see docs/tables.md.
-    #[serde(default, rename = "table")]
-    pub tables: Vec<hotplane_tables::TableConfig>,
-    /// Entries loaded into them at start (`[[table_entry]]`).
-    #[serde(default, rename = "table_entry")]
-    pub table_entries: Vec<hotplane_control::api::TableEntrySpec>,
+    /// The program kinds' sections (`[ebpf]`, `[lua]`, `[p4]`, `[[table]]`, ...), as parsed.
+    #[serde(flatten)]
+    pub sections: BTreeMap<String, serde_json::Value>,
     /// Directory of the config file: relative program paths resolve against it first.
     #[serde(skip)]
     pub base_dir: Option<PathBuf>,
-}
-
-/// eBPF settings.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct EbpfConfig {
-    /// Engine for programs that do not name one: "jit" (default) or "interp".
-    pub engine: Option<String>,
-}
-
-/// Lua settings (`[lua]`): limits for flow functions.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct LuaSection {
-    /// Memory each worker's Lua state may allocate, in MiB.
-    pub memory_mb: usize,
-    /// Steps (loop iterations plus function calls) a function may take for one packet.
-    pub max_steps: u32,
-    /// A call into Lua running longer than this many milliseconds is interrupted (interpreted
-    /// code; compiled code is bounded by `max_steps`).
-    pub watchdog_ms: u64,
-    /// Verdict for a packet whose function failed: "drop" (default) or "pass".
-    pub on_error: String,
-}
-
-impl Default for LuaSection {
-    fn default() -> Self {
-        let d = hotplane_lua::LuaConfig::default();
-        Self {
-            memory_mb: d.memory_limit >> 20,
-            max_steps: d.max_steps,
-            watchdog_ms: d.watchdog_ms,
-            on_error: "drop".into(),
-        }
-    }
-}
-
-/// P4 settings (`[p4]`).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct P4Section {
-    /// Budgets every P4 program this node compiles runs under (`[p4.limits]`, the fields of
-    /// `hotplane_p4::budget::Limits`, each defaulting to its default): programs from this
-    /// config at start and programs arriving in updates alike.
-    pub limits: hotplane_p4::budget::Limits,
 }
 
 /// What a worker does when a poll finds no packet.
@@ -353,7 +302,7 @@ impl Default for ControlConfig {
             max_request_bytes: None,
             idle_timeout_s: 300,
             update_port: DEFAULT_UPDATE_PORT,
-            update_addresses: vec![crate::inband::DEFAULT_NODE_ADDRESS],
+            update_addresses: vec![hotplane_control::inband::DEFAULT_NODE_ADDRESS],
             allow_unauthenticated: false,
             max_update_bytes: 1 << 20,
             max_pending: 16,
@@ -368,7 +317,7 @@ impl ControlConfig {
     /// The socket path, resolved (`true` means the default place), or `None` when off.
     pub fn socket_path(&self) -> Option<PathBuf> {
         match self.socket.as_ref()? {
-            SocketSetting::Default => Some(crate::runtime::socket_dir::default_socket()),
+            SocketSetting::Default => Some(crate::socket_dir::default_socket()),
             SocketSetting::Path(p) => Some(p.clone()),
         }
     }
@@ -448,41 +397,6 @@ impl Config {
         }
     }
 
-    /// The default eBPF engine.
-    pub fn ebpf_engine(&self) -> Result<hotplane_ebpf::program::Engine, ConfigError> {
-        match &self.ebpf.engine {
-            None => Ok(Default::default()),
-            Some(e) => e.parse().map_err(|m: hotplane_ebpf::program::UnknownEngine| {
-                invalid("ebpf.engine", m.to_string())
-            }),
-        }
-    }
-
-    /// The Lua runtime settings.
-    pub fn lua_config(&self) -> Result<hotplane_lua::LuaConfig, ConfigError> {
-        let l = &self.lua;
-        let on_error = match l.on_error.as_str() {
-            "drop" => hotplane_core::Verdict::Drop,
-            "pass" => hotplane_core::Verdict::Pass,
-            other => return Err(invalid("lua.on_error", format!("`{other}` is not drop or pass"))),
-        };
-        if !(1..=4096).contains(&l.memory_mb) {
-            return Err(invalid("lua.memory_mb", format!("{} is not 1..4096", l.memory_mb)));
-        }
-        if l.max_steps == 0 || l.max_steps > i32::MAX as u32 {
-            return Err(invalid("lua.max_steps", format!("{} is not 1..2^31-1", l.max_steps)));
-        }
-        if l.watchdog_ms == 0 {
-            return Err(invalid("lua.watchdog_ms", "must be at least 1".to_string()));
-        }
-        Ok(hotplane_lua::LuaConfig {
-            memory_limit: l.memory_mb << 20,
-            max_steps: l.max_steps,
-            watchdog_ms: l.watchdog_ms,
-            on_error,
-        })
-    }
-
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
         let cfg: Config = toml::from_str(text)
             .map_err(|e| ConfigError::Parse { path: origin.into(), msg: e.to_string() })?;
@@ -492,8 +406,6 @@ impl Config {
 
     /// Checks that need more than one field; the error names the key at fault.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.ebpf_engine()?;
-        self.lua_config()?;
         let d = &self.dataplane;
         if d.workers == 0 || d.workers > hotplane_core::MAX_WORKERS {
             return Err(invalid(
@@ -514,7 +426,7 @@ impl Config {
                     format!("lists {} cores for {} workers", cores.len(), d.workers),
                 ));
             }
-            let online = crate::runtime::online_cores();
+            let online = crate::online_cores();
             if let Some(c) = cores.iter().find(|c| **c >= online) {
                 return Err(invalid(
                     "dataplane.cores",
@@ -644,7 +556,7 @@ impl Config {
             }
         }
         if let Some(g) = &c.socket_group {
-            crate::runtime::socket_dir::resolve_group(g)
+            crate::socket_dir::resolve_group(g)
                 .map_err(|e| invalid("control.socket_group", e.to_string()))?;
         }
         if self.metrics.max_connections == 0 {
@@ -717,8 +629,10 @@ mod tests {
         );
         let e = err("[[port]]\nname=\"a\"\nkind=\"mem\"\n[[pipeline.flows]]\nmatch=\"sport=x\"\nstage={stage=\"drop\"}");
         assert!(e.starts_with("pipeline.flows[0].match"), "{e}");
-        let e = err("[[port]]\nname=\"a\"\nkind=\"mem\"\n[pipeline]\npre={stage=\"teleport\"}");
-        assert!(e.contains("teleport"), "{e}");
+        let e = err("[[port]]\nname=\"a\"\nkind=\"mem\"\n[pipeline]\npre=\"teleport\"");
+        assert!(e.contains("a stage is a table"), "{e}");
+        let e = err("[[port]]\nname=\"a\"\nkind=\"mem\"\n[pipeline]\npre={file=\"x.o\"}");
+        assert!(e.contains("`stage`"), "{e}");
     }
 
     fn control(text: &str) -> Result<ControlConfig, String> {
@@ -740,24 +654,6 @@ mod tests {
         assert!(control("socket_group = \"no-such-group-here\"")
             .unwrap_err()
             .contains("socket_group"));
-    }
-
-    #[test]
-    fn p4_limits_default_and_refuse_unknown_keys_by_name() {
-        let base = "[[port]]\nname=\"a\"\nkind=\"mem\"\n";
-        let c = Config::parse(base, "t").unwrap();
-        assert_eq!(c.p4.limits, hotplane_p4::budget::Limits::default());
-        let c = Config::parse(&format!("{base}[p4.limits]\ntables = 2\nstate_bytes = 4096"), "t")
-            .unwrap();
-        let want =
-            hotplane_p4::budget::Limits { tables: 2, state_bytes: 4096, ..Default::default() };
-        assert_eq!(c.p4.limits, want);
-        let e = err(&format!("{base}[p4.limits]\ntabels = 2"));
-        assert!(e.contains("unknown field `tabels`"), "{e}");
-        let e = err(&format!("{base}[p4]\nlimit = {{ tables = 2 }}"));
-        assert!(e.contains("unknown field `limit`"), "{e}");
-        let e = err(&format!("{base}[p4.limits]\ntables = -1"));
-        assert!(e.contains("tables"), "{e}");
     }
 
     #[test]
