@@ -10,22 +10,29 @@
 //!   without ever making a worker wait; packet/byte counters and idle timestamps.
 //! * [`raw`]: addresses and encodings of LPM levels and entry bodies, for generated code.
 //! * [`RegisterArray`], [`CounterArray`], [`MeterArray`] (RFC 2698), [`DigestRing`].
+//! * [`stage::TableStage`]: `stage = "table"`, a table run natively with built-in actions;
+//!   [`requests`]: the control API's table operations; [`kind`]: tables as a program kind of
+//!   the engine (`[[table]]`, `[[table_entry]]`, the stage, the operations, reclaiming).
 //!
 //! Memory is reclaimed with `hotplane-core`'s QSBR: lookups take a [`hotplane_core::Guard`],
 //! and nothing a worker can still reference is reused before a grace period.
 //!
 //! This crate depends only on `hotplane-core`; program kinds (P4, eBPF maps, Lua) build on it and
-//! it must never depend on them, on I/O, or on the control protocol.
+//! it must never depend on them, on I/O, or on the control protocol (the request shapes in
+//! [`requests`] mirror the protocol's, they do not import it).
 
 pub mod arena;
 pub mod config;
 pub mod entry;
 pub mod exact;
 pub mod key;
+pub mod kind;
 pub mod lpm;
 pub mod objects;
 pub mod raw;
+pub mod requests;
 pub mod set;
+pub mod stage;
 pub mod ternary;
 pub mod text;
 pub mod words;
@@ -33,12 +40,15 @@ pub mod words;
 pub use config::{ActionSpec, InsertOnMiss, MatchKind, ParamSpec, Store, TableConfig};
 pub use entry::{DefaultEntry, EntryData, EntryRef, EntryStats};
 pub use exact::{ExactEntry, ExactTable, Lookup};
+pub use kind::TablesKind;
 pub use lpm::{LpmEntry, LpmTable};
 pub use objects::{
     Color, CounterArray, CounterKind, DigestRecord, DigestRing, MeterArray, MeterRates,
     RegisterArray,
 };
+pub use requests::{TableEntrySpec, TableRequest};
 pub use set::{MatchSpec, Table, TableEntry, TableSet};
+pub use stage::TableStage;
 pub use ternary::{expand_range, TernaryEntry, TernaryMatch, TernaryTable};
 
 /// Why a table operation was refused. The table is unchanged after any error.
