@@ -12,7 +12,9 @@
 //!   watchdog;
 //! - `prelude.lua`: the packet API over LuaJIT FFI (`pkt:getUdp4Packet().udp:setDstPort(53)`,
 //!   `pkt.payload.uint32[0]`) and the sandbox user code runs in;
-//! - [`instrument`]: the step budget that bounds a runaway function, in JIT-compiled code too.
+//! - [`instrument`]: the step budget that bounds a runaway function, in JIT-compiled code too;
+//! - [`kind`]: Lua as a program kind of the engine (`[lua]`, `stage = "lua"`, Lua updates, the
+//!   `lua-functions` operation, the watchdog), and [`report`]: the JSON the control API shows.
 //!
 //! Depends on `hotplane-core` only (and on `mlua` with a vendored LuaJIT: no system Lua). It
 //! must not depend on the other program kinds, the control plane or the binary.
@@ -20,10 +22,13 @@
 pub mod anchor;
 pub mod compile;
 pub mod instrument;
+pub mod kind;
 pub mod lexer;
+pub mod report;
 pub mod runtime;
 mod state;
 
 pub use compile::{CompileError, FunctionDef, FunctionOpts, MAX_SOURCE};
+pub use kind::{LuaKind, LuaSection};
 pub use runtime::{LuaConfig, LuaFunction, LuaRuntime, LuaStats};
 pub use state::MAX_BATCH;

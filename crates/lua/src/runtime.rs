@@ -12,7 +12,7 @@ use hotplane_core::{Stage, StageRef, Verdict, WorkerCx};
 use mlua::RegistryKey;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 /// Runtime settings (`[lua]` in the config).
@@ -119,6 +119,11 @@ pub struct LuaRuntime {
     graveyard: ArrayQueue<LuaState>,
     /// Newest function per target, the fallback for the next one installed there.
     latest: Mutex<HashMap<String, Arc<FunctionDef>>>,
+    /// Every live stage this runtime built, by the address of its data: how the runtime
+    /// recognises its own functions among the stages installed anywhere, without a downcast.
+    /// The `Weak` keeps the allocation (not the stage), so while an entry is here no other
+    /// stage can have its address.
+    functions: Mutex<HashMap<usize, Weak<LuaFunction>>>,
     in_use: AtomicBool,
     pub stats: LuaStats,
 }
@@ -131,6 +136,7 @@ impl LuaRuntime {
             compiler: Mutex::new(None),
             graveyard: ArrayQueue::new(64),
             latest: Mutex::new(HashMap::new()),
+            functions: Mutex::new(HashMap::new()),
             in_use: AtomicBool::new(false),
             stats: LuaStats::default(),
         })
@@ -180,7 +186,31 @@ impl LuaRuntime {
 
     /// The stage that runs `def` on whichever worker calls it.
     pub fn stage(self: &Arc<Self>, def: Arc<FunctionDef>) -> StageRef {
-        Arc::new(LuaFunction { rt: self.clone(), def })
+        let function = Arc::new(LuaFunction { rt: self.clone(), def });
+        let mut known = self.functions.lock().unwrap_or_else(|e| e.into_inner());
+        // Stages are built on the control thread, a few at a time: forgetting the dropped ones
+        // here keeps the map as small as the set of live functions.
+        known.retain(|_, f| f.strong_count() > 0);
+        known.insert(address_of(&*function), Arc::downgrade(&function));
+        function
+    }
+
+    /// The definition behind `stage` if it is a function this runtime built, else `None`.
+    pub fn function_of(&self, stage: &StageRef) -> Option<Arc<FunctionDef>> {
+        let known = self.functions.lock().unwrap_or_else(|e| e.into_inner());
+        let function = known.get(&address_of(&**stage))?.upgrade()?;
+        Some(function.def.clone())
+    }
+
+    /// Record what a publish put at `target`: a function of this runtime learns where it runs
+    /// (its error reports name it, and the next function installed there falls back to it if
+    /// that one runs away); anything else there (another kind's program, or nothing) makes
+    /// the target forget its Lua function.
+    pub fn published(&self, target: &str, program: Option<&StageRef>, version: u64) {
+        match program.and_then(|p| self.function_of(p)) {
+            Some(def) => self.installed(target, &def, version),
+            None => self.removed(target),
+        }
     }
 
     /// Record that `def` now runs at `target` as slot version `version`.
@@ -560,10 +590,12 @@ impl Stage for LuaFunction {
     fn describe(&self) -> String {
         self.def.describe()
     }
+}
 
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
-    }
+/// A stage's identity: the address of its data (the same through `Arc<LuaFunction>` and
+/// `Arc<dyn Stage>`, whose vtable part is dropped here).
+fn address_of<S: Stage + ?Sized>(stage: &S) -> usize {
+    stage as *const S as *const () as usize
 }
 
 impl Drop for LuaFunction {

@@ -471,7 +471,7 @@ fn hot_functions_run_compiled() {
         }
         let reader = w.qsbr.register("t");
         let guard = reader.guard();
-        let mut cx = hotplane_core::WorkerCx { worker: 0, now_ns: 1, guard: &guard };
+        let mut cx = hotplane_core::WorkerCx::new(0, 1, &guard);
         let all = batch.all();
         for _ in 0..20_000 {
             f.as_ref().run(&mut batch, all, &mut cx);

@@ -40,7 +40,7 @@ impl Worker {
         }
         let reader = self.qsbr.register("test");
         let guard = reader.guard();
-        let mut cx = WorkerCx { worker, now_ns: hotplane_core::time::now_ns(), guard: &guard };
+        let mut cx = WorkerCx::new(worker, hotplane_core::time::now_ns(), &guard);
         let all = batch.all();
         stage.run(&mut batch, all, &mut cx);
         batch
