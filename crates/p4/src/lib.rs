@@ -12,19 +12,25 @@
 //!
 //! This crate builds on `hotplane-core` (packets, stages) and `hotplane-tables` (the match-action
 //! tables behind P4 tables). It must never depend on I/O, on the control protocol, or on another
-//! program kind (eBPF, Lua): P4 externs reach those through slots the binary wires in.
+//! program kind (eBPF, Lua): P4 externs reach those through slots the engine wires in, by
+//! `hotplane_core`'s calling convention ([`hotplane_core::Stage::run_one`]). [`stage`] is the
+//! P4 program as a pipeline stage, [`kind`] the P4 kind the engine registers, [`control`] the
+//! replacement of a running program and its tables' control operations.
 
 pub mod ast;
 pub mod budget;
+pub mod control;
 pub mod diag;
 pub mod exec;
 pub mod ir;
+pub mod kind;
 pub mod lexer;
 pub mod lower;
 pub mod p4info;
 pub mod parser;
 pub mod preprocess;
 pub mod runtime;
+pub mod stage;
 pub mod stf;
 pub mod types;
 pub mod v1model;

@@ -12,7 +12,7 @@ use crate::exec::jit::Whole;
 use crate::exec::{Ctx, Effects, Host, NoHost, PacketState, Pipeline, DROP_PORT};
 use crate::ir::CloneKind;
 use hotplane_core::batch::MaskIter;
-use hotplane_core::{Batch, Guard, Layers, Mask, Packet, Verdict};
+use hotplane_core::{Batch, Guard, Mask, Packet, Verdict};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// `standard_metadata.instance_type` values.
@@ -125,7 +125,7 @@ impl V1Switch {
     }
 
     /// A flag the host raises when it runs a packet's flow function: `process_batch` then
-    /// marks the packet [`Layers::FLOW_RAN`] and lowers the flag.
+    /// counts the packet among those whose flow function ran (its answer) and lowers the flag.
     pub fn flow_ran_flag(mut self, flag: Arc<AtomicBool>) -> Self {
         self.flow_ran = Some(flag);
         self
@@ -275,6 +275,9 @@ impl V1Switch {
     /// as it was and `copies(i, pkt, out)` gets it with the copies in `out`. A program with
     /// native code for whole packets runs them one after another in one frame, which spares
     /// each packet the frame's set-up.
+    ///
+    /// Answers the packets whose flow function a `hotplane_flow_function()` call ran (known
+    /// only with a [`V1Switch::flow_ran_flag`]), so the caller's flow step can skip them.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub fn process_batch(
@@ -286,34 +289,39 @@ impl V1Switch {
         now_ns: u64,
         out: &mut Vec<Output>,
         mut copies: impl FnMut(usize, &mut Packet, &mut Vec<Output>),
-    ) {
+    ) -> Mask {
+        let mut flows_ran = Mask::EMPTY;
         let mut todo = sel.iter();
         if self.pipeline.whole_code().is_some() {
-            while let Some((i, payload)) = self.run_whole(batch, &mut todo, guard, now_ns) {
+            while let Some((i, payload)) =
+                self.run_whole(batch, &mut todo, guard, now_ns, &mut flows_ran)
+            {
                 let Some(pkt) = batch.get_mut(i) else { continue };
                 let fx = self.st.fx.take();
                 let port = pkt.meta.in_port as u32;
                 let r = self.finish_in_place(pkt, port, payload, fx, pre, guard, now_ns, out);
-                if self.mark(pkt, r) {
+                if self.mark(pkt, i, r, &mut flows_ran) {
                     copies(i, pkt, out);
                 }
             }
-            return;
+            return flows_ran;
         }
         for i in todo {
             let Some(pkt) = batch.get_mut(i) else { continue };
             let port = pkt.meta.in_port as u32;
             let r = self.process_in_place(pkt, port, pre, guard, now_ns, out);
-            if self.mark(pkt, r) {
+            if self.mark(pkt, i, r, &mut flows_ran) {
                 copies(i, pkt, out);
             }
         }
+        flows_ran
     }
 
-    /// Record `r` in the packet's metadata (see [`V1Switch::process_batch`]); true for copies.
+    /// Record `r` in the packet's metadata and packet `i` in `flows_ran` if its flow function
+    /// ran (see [`V1Switch::process_batch`]); true for copies.
     #[inline(always)]
-    fn mark(&self, pkt: &mut Packet, r: InPlace) -> bool {
-        mark_packet(pkt, r, self.flow_ran.as_deref())
+    fn mark(&self, pkt: &mut Packet, i: usize, r: InPlace, flows_ran: &mut Mask) -> bool {
+        mark_packet(pkt, i, r, self.flow_ran.as_deref(), flows_ran)
     }
 
     /// Whole packets of `todo` in native code, one after another, until `todo` ends (`None`)
@@ -326,6 +334,7 @@ impl V1Switch {
         todo: &mut MaskIter,
         guard: &Guard<'_>,
         now_ns: u64,
+        flows_ran: &mut Mask,
     ) -> Option<(usize, usize)> {
         let V1Switch { pipeline, st, stats, host, flow_ran } = self;
         let p = &**pipeline;
@@ -359,7 +368,7 @@ impl V1Switch {
                 Whole::AfterIngress => return Some((i, run.payload())),
             };
             // Never copies: those left the loop above.
-            mark_packet(pkt, r, flow_ran);
+            mark_packet(pkt, i, r, flow_ran, flows_ran);
         }
         None
     }
@@ -586,15 +595,22 @@ impl V1Switch {
     }
 }
 
-/// Record what became of a packet in its metadata (see [`V1Switch::process_batch`]); true
-/// if it became copies. `flow_ran`: the host's flag that the packet's flow function ran.
+/// Record what became of packet `i` in its metadata (see [`V1Switch::process_batch`]); true
+/// if it became copies. `flow_ran`: the host's flag that the packet's flow function ran; if it
+/// is up, `i` goes into `flows_ran` and the flag comes down.
 #[inline(always)]
-fn mark_packet(pkt: &mut Packet, r: InPlace, flow_ran: Option<&AtomicBool>) -> bool {
+fn mark_packet(
+    pkt: &mut Packet,
+    i: usize,
+    r: InPlace,
+    flow_ran: Option<&AtomicBool>,
+    flows_ran: &mut Mask,
+) -> bool {
     if let Some(flag) = flow_ran {
         // A plain load on the common path: an atomic swap per packet would cost more.
         if flag.load(Ordering::Relaxed) {
             flag.store(false, Ordering::Relaxed);
-            pkt.meta.layers |= Layers::FLOW_RAN;
+            flows_ran.insert(i);
         }
     }
     match r {

@@ -1,0 +1,260 @@
+//! P4 as a program kind of the engine: the `[p4]` section, `{"stage": "p4"}` specs, P4 updates
+//! (kind code 64, replacing the program at their target with its tables' state carried over),
+//! and the `p4-tables`, `p4-dump` and `p4-entries` operations.
+//!
+//! The kind finds the P4 programs of a running data plane without looking inside the engine's
+//! slots: it keeps a weak reference to every stage it built and, as the engine reports each
+//! publication ([`ProgramKind::installed`]), recognises its own stages by identity.
+
+use crate::budget::Limits;
+use crate::control::{self, LocateError};
+use crate::exec::{Engine, Objects, Pipeline};
+use crate::stage::{ExternWiring, P4Stage};
+use hotplane_core::kind::{context, read_local_file};
+use hotplane_core::{
+    BuildCx, Built, KindError, KindSetup, Program, ProgramKind, Stage, UpdateProgram,
+};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+/// The update envelope's kind code for a P4 program (`hotplane_control::Kind::P4`).
+pub const UPDATE_KIND_P4: u8 = 64;
+
+/// P4 settings (`[p4]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct P4Section {
+    /// Budgets every P4 program this node compiles runs under (`[p4.limits]`, the fields of
+    /// [`Limits`], each defaulting to its default): programs from this config at start and
+    /// programs arriving in updates alike.
+    pub limits: Limits,
+}
+
+/// A `{"stage": "p4", ...}` spec: a P4_16 v1model program compiled at load time; `entries` is
+/// a runtime JSON file of table entries (p4lang tutorials' format); `include` adds #include
+/// directories. A one-variant tagged enum, so that serde's messages (unknown fields and the
+/// fields expected) read as they did when every spec was one enum.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(tag = "stage", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum P4Spec {
+    P4 {
+        program: String,
+        #[serde(default)]
+        entries: Option<String>,
+        #[serde(default)]
+        include: Vec<String>,
+        /// `"native"` (machine code, the default) or `"closures"`; see docs/p4.md.
+        #[serde(default)]
+        engine: Option<String>,
+    },
+}
+
+/// The control requests this kind answers (`hotplane_control::api::Request`'s P4 variants).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "op", deny_unknown_fields)]
+enum P4Request {
+    #[serde(rename = "p4-tables")]
+    Tables {
+        #[serde(default)]
+        target: Option<String>,
+    },
+    #[serde(rename = "p4-dump")]
+    Dump {
+        #[serde(default)]
+        target: Option<String>,
+        table: String,
+    },
+    #[serde(rename = "p4-entries")]
+    Entries {
+        #[serde(default)]
+        target: Option<String>,
+        doc: Value,
+    },
+}
+
+/// Make the P4 kind for one data plane (what the binary registers).
+pub fn make(setup: &KindSetup<'_>) -> Result<Arc<dyn ProgramKind>, KindError> {
+    let section: P4Section = setup.section("p4")?.unwrap_or_default();
+    Ok(Arc::new(P4Kind::new(section.limits)))
+}
+
+/// The P4 program kind.
+pub struct P4Kind {
+    limits: Limits,
+    /// Every stage this kind built that may still be alive: how it recognises its own.
+    built: Mutex<Vec<Weak<P4Stage>>>,
+    /// Which of its stages is installed at each (worker, target).
+    installed: Mutex<BTreeMap<(usize, String), Weak<P4Stage>>>,
+}
+
+/// Lock `m`; a panic elsewhere while it was held leaves consistent data (every update is one
+/// insert or remove), so a poisoned lock is used as it is.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The address an `Arc` points at, without its vtable: the same for a `P4Stage` and the
+/// `dyn Stage` made from it.
+fn address<T: ?Sized>(p: *const T) -> *const () {
+    p as *const ()
+}
+
+impl P4Kind {
+    /// A kind compiling every program under `limits`.
+    pub fn new(limits: Limits) -> Self {
+        P4Kind { limits, built: Mutex::default(), installed: Mutex::default() }
+    }
+
+    /// The budgets every program is compiled under.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Remember `stage` as one of this kind's, and hand it out as a program.
+    fn adopt(&self, stage: Arc<P4Stage>) -> Program {
+        let mut built = lock(&self.built);
+        built.retain(|w| w.strong_count() > 0);
+        built.push(Arc::downgrade(&stage));
+        Some(stage as Arc<dyn Stage>)
+    }
+
+    /// The P4 stage installed at `target` on `worker`, if the program there is one of ours.
+    pub fn stage_at(&self, worker: usize, target: &str) -> Option<Arc<P4Stage>> {
+        lock(&self.installed).get(&(worker, target.to_string()))?.upgrade()
+    }
+
+    /// The P4 pipeline the control API means: the one at `target` (worker 0), or the only one.
+    pub fn locate(&self, target: Option<&str>) -> Result<(String, Arc<Pipeline>), LocateError> {
+        let found = lock(&self.installed)
+            .iter()
+            .filter(|((w, _), _)| *w == 0)
+            .filter_map(|((_, t), s)| Some((t.clone(), Arc::clone(s.upgrade()?.pipeline()))))
+            .collect();
+        control::locate(found, target)
+    }
+
+    /// Build the stage a `{"stage": "p4"}` spec describes.
+    fn build_spec(&self, spec: &P4Spec, cx: &BuildCx<'_>) -> Result<Arc<P4Stage>, KindError> {
+        let P4Spec::P4 { program, entries, include, engine } = spec;
+        let engine = match engine.as_deref() {
+            None => Engine::from_env(),
+            Some("native") => Engine::Native,
+            Some("closures") => Engine::Closures,
+            Some(other) => {
+                return Err(KindError::Invalid(format!(
+                    "engine = \"{other}\": use \"native\" or \"closures\""
+                )))
+            }
+        };
+        let path = cx.resolve(program);
+        // The compiler reads the file itself: check it is a bounded regular file first.
+        read_local_file(&path)?;
+        let include: Vec<_> = include.iter().map(|d| cx.resolve(d)).collect();
+        let ir = crate::compile_file_with(&path, &include, &[], &self.limits)
+            .map_err(|e| KindError::Rejected(e.to_string()))?;
+        let pipeline = Objects::new(&ir, cx.qsbr)
+            .and_then(|objects| Pipeline::with_engine(ir, objects, engine))
+            .map_err(|e| KindError::Rejected(format!("{}: {e}", path.display())))?;
+        let mut replication = Default::default();
+        if let Some(f) = entries {
+            let f = cx.resolve(f);
+            let text = String::from_utf8(read_local_file(&f)?)
+                .map_err(|_| KindError::Invalid(format!("{}: not UTF-8 text", f.display())))?;
+            replication = crate::runtime::load(&pipeline, &text)
+                .map_err(|e| KindError::Invalid(format!("{}: {e}", f.display())))?
+                .replication;
+        }
+        let name =
+            path.file_name().map_or_else(|| program.clone(), |n| n.to_string_lossy().into_owned());
+        let wiring = ExternWiring::resolve(&pipeline.program, cx.externs, cx.flows)
+            .map_err(|e| context(e, path.display()))?;
+        Ok(Arc::new(P4Stage::new(name, Arc::new(pipeline), replication, wiring)))
+    }
+}
+
+impl ProgramKind for P4Kind {
+    fn name(&self) -> &'static str {
+        "p4"
+    }
+
+    fn sections(&self) -> &'static [&'static str] {
+        &["p4"]
+    }
+
+    fn stages(&self) -> &'static [&'static str] {
+        &["p4"]
+    }
+
+    fn build(&self, spec: &Value, cx: &BuildCx<'_>) -> Result<Program, KindError> {
+        let spec = P4Spec::deserialize(spec).map_err(|e| KindError::Invalid(e.to_string()))?;
+        let stage = self.build_spec(&spec, cx)?;
+        Ok(self.adopt(stage))
+    }
+
+    fn node_files(&self, spec: &Value) -> Option<&'static str> {
+        let _ = spec;
+        Some("`program`, `entries`, `include`")
+    }
+
+    fn update_kinds(&self) -> &'static [u8] {
+        &[UPDATE_KIND_P4]
+    }
+
+    fn build_update(
+        &self,
+        update: &UpdateProgram<'_>,
+        cx: &BuildCx<'_>,
+    ) -> Result<Built, KindError> {
+        let worker = update.workers.first().copied().unwrap_or(0);
+        let old = self.stage_at(worker, update.target);
+        let name = format!("p4-seq{}", update.seq);
+        let (stage, carried) =
+            control::replacement(old.as_deref(), update.payload, name, &self.limits, cx)?;
+        Ok(Built { program: self.adopt(stage), note: Some(carried) })
+    }
+
+    fn installed(&self, target: &str, workers: &[usize], program: &Program, version: u64) {
+        let _ = version;
+        let ours = program.as_ref().and_then(|stage| {
+            let at = address(Arc::as_ptr(stage));
+            lock(&self.built).iter().find(|w| address(Weak::as_ptr(w)) == at).map(Weak::clone)
+        });
+        let mut installed = lock(&self.installed);
+        for &w in workers {
+            let key = (w, target.to_string());
+            match &ours {
+                Some(stage) => installed.insert(key, Weak::clone(stage)),
+                None => installed.remove(&key),
+            };
+        }
+    }
+
+    fn ops(&self) -> &'static [&'static str] {
+        &["p4-tables", "p4-dump", "p4-entries"]
+    }
+
+    fn request(&self, op: &str, request: &Value) -> Result<Value, KindError> {
+        let request = P4Request::deserialize(request)
+            .map_err(|e| KindError::Invalid(format!("{op}: {e}")))?;
+        let invalid = |e: &dyn std::fmt::Display| KindError::Invalid(e.to_string());
+        match request {
+            P4Request::Tables { target } => {
+                let (t, p) = self.locate(target.as_deref()).map_err(|e| invalid(&e))?;
+                Ok(serde_json::json!({"target": t, "tables": control::tables_json(&p)}))
+            }
+            P4Request::Dump { target, table } => {
+                let (_, p) = self.locate(target.as_deref()).map_err(|e| invalid(&e))?;
+                control::dump_table(&p, &table).map_err(|e| invalid(&e))
+            }
+            P4Request::Entries { target, doc } => {
+                let (_, p) = self.locate(target.as_deref()).map_err(|e| invalid(&e))?;
+                control::write_entries(&p, &doc).map_err(|e| invalid(&e))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

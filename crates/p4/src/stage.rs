@@ -1,0 +1,382 @@
+//! A P4 program as a pipeline stage: each worker runs its own [`V1Switch`] over the shared
+//! compiled pipeline and tables. A packet's `egress_spec` becomes its output port index.
+//!
+//! The program's hotplane externs are wired here: `hotplane_ebpf("slot")` instances call the
+//! code in that extern slot of the worker, `hotplane_flow_function()` the packet's flow function,
+//! and `hotplane_load_from_packet()` punts the packet to the control plane as an update. Calls
+//! go through [`Stage::run_one`], the calling convention between kinds, on the buffer the
+//! extern assembled: whatever kind of program is in the slot, nothing is copied and nothing is
+//! downcast.
+
+use crate::exec::{Host, Pipeline};
+use crate::ir::{self, InstanceKind};
+use crate::v1model::{Output, Replication, V1Switch};
+use hotplane_core::{
+    Batch, ExternSlots, FlowTable, Guard, KindError, Mask, Meta, Program, Slot, Stage, Verdict,
+    WorkerCx, MAX_WORKERS,
+};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// What a program's hotplane externs are wired to.
+#[derive(Clone, Default)]
+pub struct ExternWiring {
+    /// By instance index: for a `hotplane_ebpf` instance, its extern slot on every worker.
+    slots: Vec<Option<Vec<Arc<Slot<Program>>>>>,
+    /// Each worker's flow table.
+    flows: Vec<Arc<FlowTable>>,
+}
+
+impl ExternWiring {
+    /// Find the extern slot each `hotplane_ebpf("name")` instance of `program` names.
+    pub fn resolve(
+        program: &ir::Program,
+        externs: &ExternSlots,
+        flows: &[Arc<FlowTable>],
+    ) -> Result<Self, KindError> {
+        let slots = program
+            .instances
+            .iter()
+            .map(|i| match &i.kind {
+                InstanceKind::ExternSlot { slot } => match externs.get(slot) {
+                    Some(s) => Ok(Some(s.clone())),
+                    None => Err(KindError::Invalid(format!(
+                        "{} uses extern slot `{slot}`; declare it in [pipeline.externs] (there {})",
+                        i.name,
+                        match externs.len() {
+                            0 => "are none".to_string(),
+                            _ => format!(
+                                "are {}",
+                                externs.keys().cloned().collect::<Vec<_>>().join(", ")
+                            ),
+                        }
+                    ))),
+                },
+                _ => Ok(None),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(ExternWiring { slots, flows: flows.to_vec() })
+    }
+}
+
+pub struct P4Stage {
+    name: String,
+    pipeline: Arc<Pipeline>,
+    replication: Replication,
+    wiring: ExternWiring,
+    /// Per worker: only worker `w` locks slot `w`, so the lock is never contended; it makes
+    /// the per-worker state safe to reach through `&self`.
+    workers: Box<[Mutex<Option<Worker>>]>,
+    /// Copies beyond the first of a clone or multicast (this stage cannot allocate packets).
+    pub extra_copies_dropped: AtomicU64,
+    pub busy: AtomicU64,
+}
+
+struct Worker {
+    switch: V1Switch,
+    out: Vec<Output>,
+}
+
+impl P4Stage {
+    pub fn new(
+        name: String,
+        pipeline: Arc<Pipeline>,
+        replication: Replication,
+        wiring: ExternWiring,
+    ) -> Self {
+        P4Stage {
+            name,
+            pipeline,
+            replication,
+            wiring,
+            workers: (0..MAX_WORKERS).map(|_| Mutex::new(None)).collect(),
+            extra_copies_dropped: AtomicU64::new(0),
+            busy: AtomicU64::new(0),
+        }
+    }
+
+    pub fn pipeline(&self) -> &Arc<Pipeline> {
+        &self.pipeline
+    }
+
+    pub fn replication(&self) -> &Replication {
+        &self.replication
+    }
+
+    fn new_worker(&self, worker: usize) -> Worker {
+        let flow_ran = Arc::new(AtomicBool::new(false));
+        let host = WorkerHost {
+            worker,
+            flow_ran: Arc::clone(&flow_ran),
+            slots: self
+                .wiring
+                .slots
+                .iter()
+                .map(|s| s.as_ref().and_then(|v| v.get(worker).cloned()))
+                .collect(),
+            flows: self.wiring.flows.get(worker).cloned(),
+        };
+        Worker {
+            switch: V1Switch::with_host(Arc::clone(&self.pipeline), Box::new(host))
+                .flow_ran_flag(flow_ran),
+            out: Vec::new(),
+        }
+    }
+}
+
+impl Stage for P4Stage {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn describe(&self) -> String {
+        format!("p4 {} ({} tables)", self.name, self.pipeline.objects.tables.len())
+    }
+
+    fn run(&self, batch: &mut Batch, sel: Mask, cx: &mut WorkerCx<'_>) {
+        let Some(slot) = self.workers.get(cx.worker) else { return };
+        let Ok(mut w) = slot.try_lock() else {
+            // Unreachable while workers are distinct threads; never wait on the fast path.
+            self.busy.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let Worker { switch, out } = w.get_or_insert_with(|| self.new_worker(cx.worker));
+        let (guard, now) = (cx.guard, cx.now_ns);
+        let flows_ran =
+            switch.process_batch(batch, sel, &self.replication, guard, now, out, |_, pkt, out| {
+                // This stage cannot allocate packets: the first copy takes the packet's place.
+                let mut outs = out.drain(..);
+                match outs.next() {
+                    Some(o) if pkt.set_frame(&o.data).is_ok() => pkt.meta.out_port = o.port as u16,
+                    _ => pkt.meta.verdict = Verdict::Drop,
+                }
+                let rest = outs.count() as u64;
+                if rest > 0 {
+                    self.extra_copies_dropped.fetch_add(rest, Ordering::Relaxed);
+                }
+            });
+        // The flow step after this stage must not run those packets' functions a second time.
+        cx.flows_done = Mask(cx.flows_done.0 | flows_ran.0);
+    }
+}
+
+/// One worker's side of the program's hotplane externs.
+struct WorkerHost {
+    worker: usize,
+    /// Raised when a packet's flow function ran; the switch lowers it as it records the packet.
+    flow_ran: Arc<AtomicBool>,
+    /// By instance index: this worker's extern slot.
+    slots: Vec<Option<Arc<Slot<Program>>>>,
+    flows: Option<Arc<FlowTable>>,
+}
+
+impl Host for WorkerHost {
+    fn call_slot(
+        &mut self,
+        instance: u32,
+        data: &mut [u8],
+        guard: &Guard<'_>,
+        now_ns: u64,
+    ) -> Option<u64> {
+        let slot = self.slots.get(instance as usize)?.as_ref()?;
+        let loaded = slot.load(guard);
+        let stage = loaded.value.as_ref()?;
+        let mut meta = Meta::default();
+        hotplane_core::flow::classify(data, &mut meta);
+        let mut cx = WorkerCx::new(self.worker, now_ns, guard);
+        Some(stage.run_one(data, &mut meta, &mut cx))
+    }
+
+    fn call_flow(
+        &mut self,
+        frame: &mut [u8],
+        in_port: u32,
+        guard: &Guard<'_>,
+        now_ns: u64,
+    ) -> Option<u64> {
+        let flows = self.flows.as_ref()?;
+        let map = flows.slot().load(guard);
+        let mut meta = Meta { in_port: in_port as u16, ..Default::default() };
+        let key = hotplane_core::flow::classify(frame, &mut meta);
+        let function = map.value.lookup(&key)?;
+        self.flow_ran.store(true, Ordering::Relaxed);
+        let mut cx = WorkerCx::new(self.worker, now_ns, guard);
+        Some(function.stage.run_one(frame, &mut meta, &mut cx))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::Engine;
+    use hotplane_core::native::DropAll;
+    use hotplane_core::xdp::XDP_TX;
+    use hotplane_core::{FlowChange, FlowSelector, Packet, Pool, PoolConfig, Qsbr};
+
+    /// Asks the flow function of every IPv4 packet; port 1 if it says drop, 2 if not (or if
+    /// the flow has none), 3 for packets that are not IPv4 (never asked). With `-DSLOT`, every
+    /// packet's Ethernet header first goes to the program in extern slot `tag`: port 4 if that
+    /// answers XDP_TX.
+    const PROGRAM: &str = r#"
+#include <core.p4>
+#include <v1model.p4>
+#include <hotplane.p4>
+header ethernet_t { bit<48> dstAddr; bit<48> srcAddr; bit<16> etherType; }
+header ipv4_t {
+    bit<4> version; bit<4> ihl; bit<8> diffserv; bit<16> totalLen; bit<16> identification;
+    bit<3> flags; bit<13> fragOffset; bit<8> ttl; bit<8> protocol; bit<16> hdrChecksum;
+    bit<32> srcAddr; bit<32> dstAddr;
+}
+struct headers { ethernet_t ethernet; ipv4_t ipv4; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.etherType) { 0x0800: parse_ipv4; default: accept; }
+    }
+    state parse_ipv4 { pkt.extract(hdr.ipv4); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+#ifdef SLOT
+    hotplane_ebpf("tag") tagger;
+#endif
+    apply {
+        sm.egress_spec = 3;
+        if (hdr.ipv4.isValid()) {
+            if (hotplane_flow_function() == HOTPLANE_XDP_DROP) {
+                sm.egress_spec = 1;
+            } else {
+                sm.egress_spec = 2;
+            }
+        }
+#ifdef SLOT
+        if (tagger.call(hdr.ethernet) == HOTPLANE_XDP_TX) {
+            sm.egress_spec = 4;
+        }
+#endif
+    }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.ethernet); pkt.emit(hdr.ipv4); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"#;
+
+    /// An Ethernet frame with an IPv4/UDP packet to `dport`, or an ARP frame for `None`.
+    fn frame(dport: Option<u16>) -> Vec<u8> {
+        let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2];
+        let Some(dport) = dport else {
+            f.extend(0x0806u16.to_be_bytes());
+            f.extend([0u8; 28]);
+            return f;
+        };
+        f.extend(0x0800u16.to_be_bytes());
+        f.extend([0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        f.extend(1234u16.to_be_bytes());
+        f.extend(dport.to_be_bytes());
+        f.extend([0, 8, 0, 0]);
+        f
+    }
+
+    /// A stage of another kind, as an extern slot holds it: it marks the frame it is handed
+    /// in place and answers XDP_TX. Only `run_one` does anything: were the P4 stage to call
+    /// `run` (through a copy into a batch), nothing would be marked.
+    struct Tagger;
+
+    impl Stage for Tagger {
+        fn name(&self) -> &str {
+            "tagger"
+        }
+        fn run(&self, _: &mut Batch, _: Mask, _: &mut WorkerCx<'_>) {}
+        fn run_one(&self, frame: &mut [u8], _: &mut Meta, _: &mut WorkerCx<'_>) -> u64 {
+            if let Some(b) = frame.first_mut() {
+                *b = 0x42;
+            }
+            XDP_TX
+        }
+    }
+
+    struct Setup {
+        qsbr: Qsbr,
+        flows: Arc<FlowTable>,
+        externs: ExternSlots,
+    }
+
+    impl Setup {
+        /// One worker; flows to UDP port 5000 have a function that drops.
+        fn new() -> Self {
+            let qsbr = Qsbr::new();
+            let flows = Arc::new(FlowTable::new(&qsbr));
+            let sel: FlowSelector = "dport=5000".parse().unwrap();
+            let _ = flows.publish(FlowChange::Set(sel, Arc::new(DropAll)), 1).unwrap();
+            let mut externs = ExternSlots::new();
+            let tagger: Program = Some(Arc::new(Tagger));
+            externs.insert("tag".into(), vec![Arc::new(Slot::new(&qsbr, tagger))]);
+            Setup { qsbr, flows, externs }
+        }
+
+        fn stage(&self, engine: Engine, defines: &[(&str, &str)]) -> P4Stage {
+            let ir = crate::compile_source("flows.p4", PROGRAM, defines).unwrap();
+            let objects = crate::exec::Objects::new(&ir, &self.qsbr).unwrap();
+            let pipeline = Pipeline::with_engine(ir, objects, engine).unwrap();
+            let wiring = ExternWiring::resolve(
+                &pipeline.program,
+                &self.externs,
+                std::slice::from_ref(&self.flows),
+            )
+            .unwrap();
+            P4Stage::new("flows".into(), Arc::new(pipeline), Replication::default(), wiring)
+        }
+
+        /// Run `frames` as one batch; the output ports, the first bytes and `flows_done`.
+        fn run(&self, stage: &P4Stage, frames: &[Vec<u8>]) -> (Vec<u16>, Vec<u8>, Mask) {
+            let pool =
+                Pool::new(PoolConfig { buffers: 16, buffer_size: 2048, headroom: 128 }).unwrap();
+            let mut batch = Batch::new(frames.len());
+            for f in frames {
+                let mut p: Packet = pool.alloc().unwrap();
+                p.set_frame(f).unwrap();
+                batch.push(p).unwrap();
+            }
+            let reader = self.qsbr.register("test");
+            let guard = reader.guard();
+            let mut cx = WorkerCx::new(0, 1, &guard);
+            stage.run(&mut batch, Mask::first(frames.len()), &mut cx);
+            let ports = batch.iter().map(|p| p.meta.out_port).collect();
+            let first = batch.iter().map(|p| p.data()[0]).collect();
+            (ports, first, cx.flows_done)
+        }
+    }
+
+    /// The flow step must skip exactly the packets whose flow function the P4 program ran:
+    /// not a packet the program never asked about (ARP), not one whose flow has no function.
+    #[test]
+    fn a_flow_function_called_from_p4_marks_exactly_its_packet() {
+        let setup = Setup::new();
+        let frames = [frame(None), frame(Some(5000)), frame(Some(6000)), frame(Some(5000))];
+        for engine in [Engine::Closures, Engine::Native] {
+            let stage = setup.stage(engine, &[]);
+            let (ports, _, done) = setup.run(&stage, &frames);
+            assert_eq!(ports, [3, 1, 2, 1], "{engine:?}");
+            assert_eq!(done, Mask(0b1010), "{engine:?}");
+            // Alone, the middle packet is not marked: the flag did not leak from a batch.
+            let (ports, _, done) = setup.run(&stage, &frames[2..3]);
+            assert_eq!((ports, done), (vec![2], Mask::EMPTY), "{engine:?}");
+        }
+    }
+
+    /// An extern slot's program runs through `run_one` on the header the P4 program hands it,
+    /// and what it writes there comes back into the P4 program.
+    #[test]
+    fn an_extern_slot_runs_its_program_through_run_one_in_place() {
+        let setup = Setup::new();
+        for engine in [Engine::Closures, Engine::Native] {
+            let stage = setup.stage(engine, &[("SLOT", "1")]);
+            let (ports, first, done) = setup.run(&stage, &[frame(None), frame(Some(5000))]);
+            assert_eq!(ports, [4, 4], "{engine:?}");
+            assert_eq!(first, [0x42, 0x42], "{engine:?}");
+            assert_eq!(done, Mask(0b10), "{engine:?}");
+        }
+    }
+}
