@@ -45,7 +45,8 @@ pub enum P4Spec {
         entries: Option<String>,
         #[serde(default)]
         include: Vec<String>,
-        /// `"native"` (machine code, the default) or `"closures"`; see docs/p4.md.
+        /// `"native"` (machine code, the default) or `"closures"`; see docs/p4.md. A build
+        /// without the `native` feature refuses `"native"` and runs on closures by default.
         #[serde(default)]
         engine: Option<String>,
     },
@@ -140,6 +141,13 @@ impl P4Kind {
         let P4Spec::P4 { program, entries, include, engine } = spec;
         let engine = match engine.as_deref() {
             None => Engine::from_env(),
+            Some("native") if !Engine::NATIVE_BUILT => {
+                return Err(KindError::Invalid(
+                    "engine = \"native\": this build has no native P4 engine (hotplane-p4 \
+                     without its `native` feature); use \"closures\" or leave `engine` out"
+                        .into(),
+                ))
+            }
             Some("native") => Engine::Native,
             Some("closures") => Engine::Closures,
             Some(other) => {

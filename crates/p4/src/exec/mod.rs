@@ -4,9 +4,16 @@
 //! the IR. [`crate::v1model`] drives a pipeline through the v1model architecture.
 
 pub mod bits;
+mod engine;
 mod entry_error;
 mod expr;
 mod externs;
+/// Native code with Cranelift (the `native` feature, on by default).
+#[cfg(feature = "native")]
+pub mod jit;
+/// No native code: the `native` feature is off, every program runs on closures.
+#[cfg(not(feature = "native"))]
+#[path = "jit_off.rs"]
 pub mod jit;
 mod stmt;
 pub mod table;

@@ -634,6 +634,7 @@ fn build_key(keys: &[KeySrc], c: &Ctx<'_>, key: &mut [u8]) {
     }
 }
 
+#[cfg(feature = "native")]
 /// Where generated code finds an apply's entry (see [`ApplySite::native`]).
 pub(crate) enum NativeLookup {
     /// Always the default entry.
@@ -641,6 +642,7 @@ pub(crate) enum NativeLookup {
     Lpm(hotplane_tables::raw::LpmView),
 }
 
+#[cfg(feature = "native")]
 /// An apply as generated code does it: find the entry, read it by the seqlock protocol of
 /// `hotplane_tables::raw`, count it, bind the parameters and run the action.
 pub(crate) struct NativeSite {
@@ -657,6 +659,7 @@ pub(crate) struct NativeSite {
     pub actions: Vec<(u32, Vec<ParamWords>)>,
 }
 
+#[cfg(feature = "native")]
 /// Where an action parameter's value is: its slot, first data word and number of words.
 pub(crate) type ParamWords = (usize, usize, usize);
 
@@ -673,16 +676,19 @@ pub(crate) struct ApplySite {
 }
 
 impl ApplySite {
+    #[cfg(feature = "native")]
     /// Some action of the table writes `@ref` parameters back (it must run under the entry).
     pub(crate) fn writes_entries(&self) -> bool {
         self.t.actions.iter().any(|&a| self.actions.get(a as usize).is_some_and(|f| f.writable))
     }
 
+    #[cfg(feature = "native")]
     /// The program's indices of the actions the table can run.
     pub(crate) fn action_indices(&self) -> &[u32] {
         &self.t.actions
     }
 
+    #[cfg(feature = "native")]
     /// What generated code needs to do this apply without calling into Rust, when it can:
     /// the table is keyless or LPM over a key of at most 8 bytes, keeps no idle time, and no
     /// action writes its entry. The addresses stay valid while this site (which holds the
@@ -776,6 +782,7 @@ impl ApplySite {
         }
     }
 
+    #[cfg(feature = "native")]
     /// The apply up to the action: its parameters are bound; returns the program's index of
     /// the action to run, if any. Only for tables whose actions do not write their entries.
     pub(crate) fn bind(&self, c: &mut Ctx<'_>) -> Option<u32> {

@@ -103,6 +103,15 @@ fn bad_specs_say_what_is_wrong() {
     assert!(e.contains("unknown field `extra`"), "{e}");
     let e = build(json!({"stage": "p4", "program": program_file(), "engine": "warp"}));
     assert_eq!(e, "engine = \"warp\": use \"native\" or \"closures\"");
+    // Asking for the native engine: granted, or refused by a build without it.
+    let spec = json!({"stage": "p4", "program": program_file(), "engine": "native"});
+    let refused = kind.build(&spec, &env.cx()).err().map(|e| e.to_string());
+    if Engine::NATIVE_BUILT {
+        assert_eq!(refused, None);
+    } else {
+        let e = refused.expect("refused");
+        assert!(e.contains("without its `native` feature"), "{e}");
+    }
     let e = build(json!({"stage": "p4", "program": "missing.p4"}));
     assert!(e.contains("cannot read missing.p4"), "{e}");
     let bad = env.write("bad.p4", "control C() { apply { x = ; } }");

@@ -15,10 +15,13 @@
 //! only each packet's own fields between calls.
 //!
 //! `HOTPLANE_P4_ENGINE=closures` turns code generation off (closures only), for comparison.
+//! This module is the crate's `native` feature (on by default); without it, `jit_off.rs`
+//! stands in and every program runs on closures.
 
 mod lower;
 
-pub(crate) use lower::Body;
+pub(crate) use super::engine::{Body, Whole};
+pub use super::engine::{Engine, NativeError, NATIVE_MAX_SIZE};
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -32,38 +35,6 @@ use cranelift_module::{FuncId, Module};
 use super::table::ApplySite;
 use super::{Compiler, Ctx, Flow, StmtFn};
 use crate::ir::{statements, Stmt};
-
-/// Why native code could not be generated; the program then runs on closures.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NativeError {
-    #[error("native code needs a little-endian machine")]
-    BigEndian,
-    #[error("code generator setting {name}: {message}")]
-    Setting { name: &'static str, message: String },
-    #[error("Cranelift does not support this machine: {0}")]
-    UnsupportedMachine(String),
-    #[error("code generator: {0}")]
-    Isa(String),
-    #[error("the code generator panicked while starting")]
-    PanickedStarting,
-    /// A panic in the code generator: a bug in it, contained.
-    #[error("code generation: the code generator panicked")]
-    Panicked,
-    #[error("code generation: a block could not be lowered")]
-    NotLowered,
-    #[error(
-        "one function would hold {size} statements and select cases, more than the {max} \
-         native code takes"
-    )]
-    TooLarge { size: usize, max: usize },
-    /// The code generator refused a function or could not make it executable.
-    #[error("code generation: {0}")]
-    Codegen(String),
-}
-
-/// The most statements and select cases (parser states count one each) one native function
-/// may hold; about a second of code generation at most.
-pub const NATIVE_MAX_SIZE: usize = 4096;
 
 /// The statements (nested ones included) and select cases of `body`, with the parser's if
 /// it is part of it.
@@ -88,25 +59,6 @@ fn native_size(c: &Compiler<'_>, body: &Body<'_>) -> usize {
         Body::Back(cs) => controls(cs),
         Body::Whole { front, checksum, deparser } => {
             parser() + controls(front) + statements(checksum) + statements(deparser)
-        }
-    }
-}
-
-/// How a pipeline runs its blocks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Engine {
-    /// Closures only (see [`crate::exec`]).
-    Closures,
-    /// Native code from Cranelift, with closures for what it does not cover.
-    Native,
-}
-
-impl Engine {
-    /// `Native` unless the environment says `HOTPLANE_P4_ENGINE=closures`.
-    pub fn from_env() -> Self {
-        match std::env::var("HOTPLANE_P4_ENGINE").as_deref() {
-            Ok("closures") => Engine::Closures,
-            _ => Engine::Native,
         }
     }
 }
@@ -355,18 +307,6 @@ impl NativeBlock {
         }
         r
     }
-}
-
-/// How a whole packet's native code ([`Body::Whole`]) ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Whole {
-    /// Multicast or drop: carry on as after ingress.
-    AfterIngress,
-    /// Deparsed into `st.out`.
-    Deparsed,
-    /// This many bytes of headers were written into the packet, ending where the payload
-    /// starts.
-    Placed(usize),
 }
 
 fn whole_of(r: i64, placed: usize) -> Whole {

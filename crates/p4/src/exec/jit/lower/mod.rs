@@ -10,7 +10,7 @@ use cranelift_codegen::ir::{
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, Variable};
 
-use super::{code, frame, run_fallback, Kept};
+use super::{code, frame, run_fallback, Body, Kept};
 use crate::exec::{Compiler, StmtFn, DROP_PORT};
 use crate::ir::{Extern, HashAlgo, HdrRef, Place, Stmt};
 
@@ -21,21 +21,6 @@ mod value;
 
 /// Header copies longer than this stay closures (they would unroll into long code).
 const MAX_INLINE_COPY: u32 = 128;
-
-/// What one generated function runs.
-pub(crate) enum Body<'s> {
-    /// A block: its flow is the function's result.
-    Block(&'s [Stmt]),
-    /// The parser, then these controls, each to its end.
-    Front(&'s [&'s [Stmt]]),
-    /// These controls, each to its end; the deparser's output is cleared before the last.
-    Back(&'s [&'s [Stmt]]),
-    /// A whole unicast packet of a program whose egress is empty: `front` as [`Body::Front`];
-    /// then, unless the packet is to be multicast or dropped (the function returns
-    /// [`code::AFTER_INGRESS`] and Rust carries on from there), the checksum update and the
-    /// deparser (in place when it can, see `deparse_in_place`).
-    Whole { front: &'s [&'s [Stmt]], checksum: &'s [Stmt], deparser: &'s [Stmt] },
-}
 
 /// Generate a function's body into `b`; false if some part cannot be lowered (the function
 /// is then not to be defined). `actions` holds the native entry of each action (by program
