@@ -8,7 +8,7 @@
 //! node do is bounded by [`budget::Limits`]: a program over a budget is refused with an error
 //! naming it, never a crash, a hang or unbounded memory. Nothing here needs p4c installed.
 //! [`exec`] compiles the IR to machine code with Cranelift (a library, linked in; no compiler
-//! is run) and to closures where it does not reach.
+//! is run; the `native` feature, on by default) and to closures where it does not reach.
 //!
 //! This crate builds on `hotplane-core` (packets, stages) and `hotplane-tables` (the match-action
 //! tables behind P4 tables). It must never depend on I/O, on the control protocol, or on another

@@ -5,8 +5,8 @@
 //! code in that extern slot of the worker, `hotplane_flow_function()` the packet's flow function,
 //! and `hotplane_load_from_packet()` punts the packet to the control plane as an update. Calls
 //! go through [`Stage::run_one`], the calling convention between kinds, on the buffer the
-//! extern assembled: whatever kind of program is in the slot, nothing is copied and nothing is
-//! downcast.
+//! extern assembled: whatever kind of program is in the slot, nothing is copied and the P4
+//! stage never needs to know which kind it is.
 
 use crate::exec::{Host, Pipeline};
 use crate::ir::{self, InstanceKind};
