@@ -78,10 +78,7 @@ impl UpdateSender {
 }
 
 /// The acknowledgement inside a frame, if the frame is one (UDP whose payload starts "HPAK").
-pub fn ack_of(
-    frame: &[u8],
-    key: Option<&[u8; 32]>,
-) -> Option<Result<Ack, crate::ack::AckError>> {
+pub fn ack_of(frame: &[u8], key: Option<&[u8; 32]>) -> Option<Result<Ack, crate::ack::AckError>> {
     let mut m = Meta::default();
     classify(frame, &mut m);
     if m.layers & Layers::UDP == 0 {
@@ -95,4 +92,3 @@ pub fn ack_of(
     }
     Some(Ack::decode(payload, key))
 }
-

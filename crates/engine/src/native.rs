@@ -31,6 +31,19 @@ impl StageSpec {
         }
     }
 
+    /// A spec with only its stage name: `StageSpec::stage("l2fwd")`.
+    pub fn stage(name: &str) -> Self {
+        StageSpec(serde_json::json!({ "stage": name }))
+    }
+
+    /// The spec with one more field: `StageSpec::stage("forward").with("to", "p1")`.
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
+        if let Value::Object(m) = &mut self.0 {
+            m.insert(key.to_string(), value.into());
+        }
+        self
+    }
+
     /// The stage name (`"ebpf"`, `"set-field"`).
     pub fn kind(&self) -> &str {
         self.0.get("stage").and_then(Value::as_str).unwrap_or_default()

@@ -195,7 +195,7 @@ impl Registry {
         match self.kinds.for_stage(stage) {
             Some(kind) => kind.build(spec.json(), &cx),
             None => Err(KindError::Invalid(format!(
-                "unknown stage `{stage}` (stages: {})",
+                "stage spec: unknown stage `{stage}` (stages: {})",
                 self.kinds.stage_names().join(", ")
             ))),
         }

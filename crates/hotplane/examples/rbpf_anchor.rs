@@ -100,7 +100,7 @@ fn main() {
         std::process::exit(2);
     };
     if let Some(core) = args.get(3).and_then(|c| c.parse().ok()) {
-        hotplane::runtime::pin_to_core(core);
+        hotplane_engine::pin_to_core(core);
     }
     match measure(name, packets) {
         Ok(ns) => println!("{}", serde_json::json!({ "ns_per_packet": ns })),

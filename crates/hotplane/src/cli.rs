@@ -1,7 +1,7 @@
 //! `hotplane run`, `push` and `gen`: the commands that are thin layers over the library.
 
 use crate::config::Config;
-use crate::DataPlane;
+
 use anyhow::{bail, Context};
 use hotplane_control::api::{Client, Request};
 use hotplane_control::{Flags, Kind, Target, UpdateHeader, WorkerScope};
@@ -33,7 +33,7 @@ pub fn run(
             .context("installing signal handlers")?;
     }
     let socket = cfg.control.socket_path();
-    let plane = DataPlane::start(cfg.clone())?;
+    let plane = crate::start(cfg.clone())?;
     eprintln!(
         "hotplane: {} worker(s), ports: {}{}{}",
         cfg.dataplane.workers,
@@ -119,7 +119,7 @@ pub enum PushOp {
 /// `$HOTPLANE_SOCKET`, else where `socket = true` puts the server's socket (see
 /// `runtime::socket_dir`).
 pub fn default_socket() -> PathBuf {
-    crate::runtime::socket_dir::client_default_socket()
+    hotplane_engine::socket_dir::client_default_socket()
 }
 
 pub fn push(socket: &Path, op: PushOp) -> anyhow::Result<()> {

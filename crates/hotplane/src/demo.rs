@@ -12,8 +12,8 @@ use crate::config::{
 };
 use crate::inband::{ack_of, UpdateSender};
 use crate::plot::{latency_plot, thin, Marker, Series};
-use crate::stages::StageSpec;
-use crate::DataPlane;
+use crate::StageSpec;
+
 use anyhow::Context;
 use hotplane_control::{AckStatus, Flags, Kind, Target, UpdateHeader, WorkerScope};
 use hotplane_core::{time, FlowSelector};
@@ -81,7 +81,7 @@ fn quantiles(lat: &mut [f64]) -> (f64, f64) {
 }
 
 pub fn run(o: &Opts) -> anyhow::Result<()> {
-    let cores = crate::runtime::online_cores();
+    let cores = hotplane_engine::online_cores();
     let workers = cores.clamp(1, 2);
     let gen = GenSpec { flows: 2, rate_pps: Some(o.rate_pps), ..Default::default() };
     let key = random_key();
@@ -126,7 +126,7 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
             "  flow 1 function: mark 0x{MARK_FLOW1:02x}   flow 2 function: mark 0x{MARK_FLOW2:02x}"
         );
     }
-    let plane = DataPlane::start(cfg)?;
+    let plane = crate::start(cfg)?;
     let start_ns = time::now_ns();
     let p0 = plane.mem("p0").context("mem port p0")?.clone();
     let sender = UpdateSender::new(1, Some(key), update_port);

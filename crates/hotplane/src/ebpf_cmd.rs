@@ -2,12 +2,12 @@
 //! conformance suite; read and write the maps of a running data plane; send a program as an
 //! authenticated update.
 
-use crate::ebpf::Code;
 use anyhow::{anyhow, bail, Context as _};
 use hotplane_control::api::{Client, Request};
 use hotplane_control::UpdateHeader;
 use hotplane_core::{Pool, PoolConfig};
 use hotplane_ebpf::conformance::{find_suite, run_dir};
+use hotplane_ebpf::env::Code;
 use hotplane_ebpf::insn::encode_bytes;
 use hotplane_ebpf::program::{Engine, LoadOptions, Program, ProgramSpec};
 use hotplane_ebpf::verifier::Context;
@@ -28,7 +28,7 @@ pub fn assemble(file: &Path, out: Option<&Path>) -> anyhow::Result<()> {
 
 /// `hotplane ebpf disasm FILE`.
 pub fn disassemble(file: &Path, program: Option<&str>) -> anyhow::Result<()> {
-    let spec = Code::from_file(file).and_then(|c| c.spec(program)).map_err(anyhow::Error::msg)?;
+    let spec = Code::from_file(file).and_then(|c| c.spec(program))?;
     for (i, m) in spec.maps.iter().enumerate() {
         println!(
             "# map {i}: {} {} key {} value {} entries {}",
@@ -69,7 +69,7 @@ pub fn verify(
     jit_out: Option<&Path>,
 ) -> anyhow::Result<()> {
     let t = Instant::now();
-    let spec = Code::from_file(file).and_then(|c| c.spec(program)).map_err(anyhow::Error::msg)?;
+    let spec = Code::from_file(file).and_then(|c| c.spec(program))?;
     let parse_ns = t.elapsed().as_nanos() as u64;
     let p = match load(&spec, ctx, Engine::Jit) {
         Ok(p) => p,
@@ -149,7 +149,7 @@ pub fn run(
     engine: Engine,
     json_out: bool,
 ) -> anyhow::Result<()> {
-    let spec = Code::from_file(file).and_then(|c| c.spec(program)).map_err(anyhow::Error::msg)?;
+    let spec = Code::from_file(file).and_then(|c| c.spec(program))?;
     if let Some(m) = mem {
         let mut bytes = hex::decode(m.trim().trim_start_matches("0x").replace([' ', ':'], ""))
             .map_err(|e| anyhow!("--mem: {e}"))?;
@@ -205,8 +205,7 @@ pub fn conformance(dir: Option<&Path>, engine: Engine, json_out: bool) -> anyhow
         let p = load(&spec, Ctx::Mem(t.mem.len() as u64), engine).map_err(|e| e.to_string())?;
         let mut mem = t.mem.clone();
         p.run_mem(&mut mem).map_err(|e| e.to_string())
-    })
-    .map_err(anyhow::Error::msg)?;
+    })?;
     let failures: Vec<_> = s.failures.iter().map(|(t, e)| json!({"test": t, "error": e})).collect();
     if json_out {
         println!(
@@ -265,14 +264,14 @@ pub struct UpdateOpts {
 }
 
 pub fn update(o: &UpdateOpts) -> anyhow::Result<()> {
-    let code = Code::from_file(&o.file).map_err(anyhow::Error::msg)?;
-    let payload = code.payload().map_err(anyhow::Error::msg)?;
+    let code = Code::from_file(&o.file)?;
+    let payload = code.payload()?;
     let header = UpdateHeader {
-        kind: code.kind(),
+        kind: hotplane_control::Kind::from_code(code.update_kind()),
         flags: Default::default(),
         key_id: o.key_id,
         seq: hotplane_core::time::unix_micros(),
-        target: o.target.parse().map_err(anyhow::Error::msg)?,
+        target: o.target.parse()?,
         worker: crate::cli::worker_scope(&o.worker)?,
     };
     crate::cli::submit_update(&o.socket, &header, &payload, &o.key)

@@ -6,7 +6,7 @@
 //! Timestamps are CLOCK_MONOTONIC read through the vDSO from the invariant TSC.
 
 use crate::config::{Config, DataplaneConfig, IdlePolicy, PortConfig, PortKind};
-use crate::DataPlane;
+
 use anyhow::bail;
 use hotplane_io::afpacket::AfPacketSpec;
 use hotplane_io::afxdp::AfXdpSpec;
@@ -161,7 +161,7 @@ pub fn run(o: &GenOpts) -> anyhow::Result<Value> {
         ..Default::default()
     };
     cfg.control.update_port = 0;
-    let plane = DataPlane::start(cfg)?;
+    let plane = crate::start(cfg)?;
     let gen = plane.mem("gen").cloned().ok_or_else(|| anyhow::anyhow!("no generator"))?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -243,7 +243,7 @@ fn read_capture(path: &std::path::Path, json_only: bool) -> anyhow::Result<Value
     ];
     let mut cfg = Config { ports, ..Default::default() };
     cfg.control.update_port = 0;
-    let plane = DataPlane::start(cfg)?;
+    let plane = crate::start(cfg)?;
     if !plane.wait_drained(Duration::from_secs(3600)) {
         bail!("reading the capture did not finish");
     }

@@ -1,28 +1,34 @@
-//! hotplane: the binary's library. Configuration, native stage specs, the runtime that wires
-//! ports, workers, slots and the control thread together, and the commands built on it (demo,
-//! benchmarks, generator, push client).
+//! hotplane: the binary's library. It registers the program kinds of this build with the
+//! engine and holds the commands built on it: command-line parsing and output, the demo, the
+//! generator, the push client and the benchmarks. The data plane itself is `hotplane-engine`.
 //!
 //! This is the only crate allowed to depend on every other hotplane crate.
 
 pub mod bench;
 pub mod cli;
-pub mod config;
 pub mod demo;
-pub mod ebpf;
 pub mod ebpf_cmd;
 pub mod gen;
-pub mod inband;
 pub mod lua_cmd;
 pub mod netlab;
 pub mod p4_cmd;
-pub mod p4_control;
-pub mod p4_stage;
 pub mod plot;
 pub mod push_cmd;
-pub mod runtime;
-pub mod stages;
-pub mod table_stage;
 pub mod tables_cmd;
 
-pub use config::Config;
-pub use runtime::DataPlane;
+pub use hotplane_control::inband;
+pub use hotplane_engine::{config, Config, Engine, EngineBuilder, EngineError, StageSpec};
+
+/// The engine with every program kind of this build: the one place kinds are registered.
+pub fn kinds() -> EngineBuilder {
+    Engine::builder()
+        .kind(hotplane_ebpf::kind::make)
+        .kind(hotplane_tables::kind::make)
+        .kind(hotplane_lua::kind::make)
+        .kind(hotplane_p4::kind::make)
+}
+
+/// Start a data plane running `cfg` with every program kind of this build.
+pub fn start(cfg: Config) -> Result<Engine, EngineError> {
+    kinds().start(cfg)
+}

@@ -7,55 +7,10 @@ use hotplane_control::api::{Client, Request};
 use hotplane_control::{Flags, Kind, UpdateHeader};
 use hotplane_core::{Batch, Pool, PoolConfig, Qsbr, WorkerCx};
 use hotplane_lua::{FunctionOpts, LuaConfig, LuaRuntime};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 
 /// Runtime-wide counters (`stats.lua` in the control API).
-pub fn stats_json(rt: &LuaRuntime) -> Value {
-    let s = &rt.stats;
-    let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    json!({
-        "compiled": g(&s.compiled),
-        "compile_errors": g(&s.compile_errors),
-        "runtime_errors": g(&s.runtime_errors),
-        "runaways": g(&s.runaways),
-        "watchdog_fired": g(&s.watchdog_fired),
-        "states_created": g(&s.states_created),
-        "states_replaced": g(&s.states_replaced),
-        "busy": g(&s.busy),
-    })
-}
-
-/// Installed functions with their counters (`lua-functions` in the control API).
-pub fn functions_json(rt: &LuaRuntime) -> Value {
-    let list = rt
-        .installed_functions()
-        .into_iter()
-        .map(|(target, d)| {
-            let effective = d.effective().map(|e| e.name.clone());
-            json!({
-                "target": target,
-                "name": d.name,
-                "version": d.placed().map(|p| p.1),
-                "jit": d.opts.jit,
-                "opt_level": d.opts.opt_level,
-                "source_bytes": d.source_len,
-                "bytecode_bytes": d.bytecode.len(),
-                "compile_us": d.compile_ns as f64 / 1000.0,
-                "load_us_max": d.load_ns_max.load(Ordering::Relaxed) as f64 / 1000.0,
-                "packets": d.packets(),
-                "errors": d.errors.load(Ordering::Relaxed),
-                "runaways": d.runaways.load(Ordering::Relaxed),
-                "condemned": d.is_condemned(),
-                "running": effective,
-                "last_error": d.last_error(),
-            })
-        })
-        .collect();
-    Value::Array(list)
-}
-
 fn read_source(file: &Path) -> anyhow::Result<Vec<u8>> {
     std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))
 }
@@ -117,7 +72,7 @@ pub fn run(file: &Path, opts: FunctionOpts, packet: Option<&str>) -> anyhow::Res
     let qsbr = Qsbr::new();
     let reader = qsbr.register("lua run");
     let guard = reader.guard();
-    let mut cx = WorkerCx { worker: 0, now_ns: hotplane_core::time::now_ns(), guard: &guard };
+    let mut cx = WorkerCx::new(0, hotplane_core::time::now_ns(), &guard);
     let all = batch.all();
     stage.run(&mut batch, all, &mut cx);
     let p = batch.get(0).ok_or_else(|| anyhow!("packet vanished"))?;

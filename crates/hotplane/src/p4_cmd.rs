@@ -82,7 +82,7 @@ pub fn check(
                 "headers": prog.headers.len(),
                 "parser_states": prog.states.len(),
                 "actions": prog.actions.len(),
-                "tables": crate::p4_control::tables_json(&p),
+                "tables": hotplane_p4::control::tables_json(&p),
                 "externs": prog.instances.iter().map(|i| i.name.clone()).collect::<Vec<_>>(),
                 "engine": engine(&p),
             })

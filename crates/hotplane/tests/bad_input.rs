@@ -3,7 +3,7 @@
 //! traffic keeps flowing.
 
 use hotplane::inband::UpdateSender;
-use hotplane::{Config, DataPlane};
+use hotplane::Config;
 use hotplane_core::wire::{EthernetAddress, UdpFrame};
 use std::time::{Duration, Instant};
 
@@ -67,7 +67,7 @@ key = "0000000000000000000000000000000000000000000000000000000000000001"
         "test",
     )
     .unwrap();
-    let plane = DataPlane::start(cfg).unwrap();
+    let plane = hotplane::start(cfg).unwrap();
     let p0 = plane.mem("p0").unwrap().clone();
     let sender = UpdateSender::new(1, None, 47474);
     let mut frames: Vec<Vec<u8>> = Vec::new();
@@ -169,7 +169,7 @@ fn a_panicking_program_costs_its_batch_not_the_worker() {
         "test",
     )
     .unwrap();
-    let plane = DataPlane::start(cfg).unwrap();
+    let plane = hotplane::start(cfg).unwrap();
     let reg = plane.registry().clone();
     let prev = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {})); // keep the test output readable

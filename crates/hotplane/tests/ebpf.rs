@@ -5,12 +5,12 @@
 //! is refused with the instruction and the reason while the old program keeps running; no
 //! packet is lost.
 
-use hotplane::ebpf::Code;
 use hotplane::inband::{ack_of, UpdateSender};
-use hotplane::{Config, DataPlane};
+use hotplane::Config;
 use hotplane_control::api::Request;
 use hotplane_control::{AckStatus, Flags, Kind, Reason, Target, UpdateHeader, WorkerScope};
 use hotplane_core::Position;
+use hotplane_ebpf::env::Code;
 use hotplane_io::mem::MemReport;
 use std::time::{Duration, Instant};
 
@@ -34,7 +34,7 @@ fn mark_bytecode(mark: u16) -> Vec<u8> {
     Code::Asm(mark_asm(mark)).payload().unwrap()
 }
 
-fn plane(extra: &str) -> DataPlane {
+fn plane(extra: &str) -> hotplane::Engine {
     let toml = format!(
         r#"
 [dataplane]
@@ -54,7 +54,7 @@ key = "{KEY_HEX}"
     );
     let mut cfg = Config::parse(&toml, "test").unwrap();
     cfg.base_dir = Some(EXAMPLES.into());
-    DataPlane::start(cfg).unwrap()
+    hotplane::start(cfg).unwrap()
 }
 
 fn header(kind: Kind, seq: u64, target: Target) -> UpdateHeader {
@@ -63,7 +63,7 @@ fn header(kind: Kind, seq: u64, target: Target) -> UpdateHeader {
 
 /// Submit an update through the control API; returns the final acknowledgement (JSON).
 fn api_update(
-    plane: &DataPlane,
+    plane: &hotplane::Engine,
     kind: Kind,
     seq: u64,
     target: Target,
@@ -79,7 +79,7 @@ fn api_update(
 
 /// Wait until every worker's `target` slot runs a program whose description contains
 /// `needle`, then let traffic flow through it for a while.
-fn wait_slot(plane: &DataPlane, target: &str, needle: &str) {
+fn wait_slot(plane: &hotplane::Engine, target: &str, needle: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let slots = plane.request(Request::Slots {}).result.unwrap();

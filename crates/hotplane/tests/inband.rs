@@ -3,7 +3,7 @@
 //! update packets are refused with a counter and a reason, and the running program keeps running.
 
 use hotplane::inband::{ack_of, UpdateSender};
-use hotplane::{Config, DataPlane};
+use hotplane::Config;
 use hotplane_control::{AckStatus, Flags, Kind, Reason, Target, UpdateHeader, WorkerScope};
 use hotplane_core::FlowSelector;
 use hotplane_io::mem::MemReport;
@@ -19,7 +19,7 @@ fn flow1() -> FlowSelector {
     "proto=udp,src=10.0.0.1,dst=10.1.0.1,sport=1024,dport=5000".parse().unwrap()
 }
 
-fn plane() -> DataPlane {
+fn plane() -> hotplane::Engine {
     let cfg = Config::parse(
         &format!(
             r#"
@@ -43,7 +43,7 @@ key = "{KEY_HEX}"
         "test",
     )
     .unwrap();
-    DataPlane::start(cfg).unwrap()
+    hotplane::start(cfg).unwrap()
 }
 
 fn header(seq: u64, key_id: u32) -> UpdateHeader {
@@ -59,7 +59,7 @@ fn header(seq: u64, key_id: u32) -> UpdateHeader {
 
 const MARK7: &[u8] = br#"{"stage":"set-field","base":"payload","offset":16,"value":7,"width":2}"#;
 
-fn wait_datagrams(plane: &DataPlane, n: u64) {
+fn wait_datagrams(plane: &hotplane::Engine, n: u64) {
     let u = &plane.observability().updates;
     let deadline = Instant::now() + Duration::from_secs(20);
     while u.datagrams.load(std::sync::atomic::Ordering::Relaxed) < n {

@@ -6,7 +6,7 @@
 mod common;
 use common::TmpDir;
 
-use hotplane::{Config, DataPlane};
+use hotplane::Config;
 use hotplane_control::api::{Client, Request};
 use hotplane_control::{Flags, Kind, Target, UpdateHeader, WorkerScope};
 use hotplane_io::pcap::format::CaptureWriter;
@@ -38,15 +38,15 @@ fn plane_config(extra_control: &str, extra: &str) -> String {
     )
 }
 
-fn start(cfg: &str) -> anyhow::Result<DataPlane> {
-    DataPlane::start(Config::parse(cfg, "test")?)
+fn start(cfg: &str) -> anyhow::Result<hotplane::Engine> {
+    Ok(hotplane::start(Config::parse(cfg, "test")?)?)
 }
 
-fn start_with_socket(sock: &Path, extra_control: &str) -> anyhow::Result<DataPlane> {
+fn start_with_socket(sock: &Path, extra_control: &str) -> anyhow::Result<hotplane::Engine> {
     start(&plane_config(&format!("socket = \"{}\"\n{extra_control}", sock.display()), ""))
 }
 
-fn error_text(r: anyhow::Result<DataPlane>) -> String {
+fn error_text(r: anyhow::Result<hotplane::Engine>) -> String {
     match r {
         Ok(p) => {
             p.stop();
@@ -284,7 +284,7 @@ fn apply_one_update(sock: &Path, seq: u64) {
     assert_eq!(acks[0]["status"], "applied", "{acks}");
 }
 
-fn state_plane(dir: &Path, state: &Path) -> anyhow::Result<(DataPlane, PathBuf)> {
+fn state_plane(dir: &Path, state: &Path) -> anyhow::Result<(hotplane::Engine, PathBuf)> {
     let sock = dir.join("ctl.sock");
     let p = start_with_socket(&sock, &format!("state_file = \"{}\"", state.display()))?;
     Ok((p, sock))
@@ -388,7 +388,7 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-fn metrics_plane(extra: &str) -> (DataPlane, u16) {
+fn metrics_plane(extra: &str) -> (hotplane::Engine, u16) {
     let port = free_port();
     let cfg = plane_config("", &format!("[metrics]\nprometheus = \"127.0.0.1:{port}\"\n{extra}"));
     (start(&cfg).unwrap(), port)

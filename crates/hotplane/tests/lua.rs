@@ -5,7 +5,7 @@
 
 use hotplane::bench::swap::flow_selector;
 use hotplane::inband::{ack_of, UpdateSender};
-use hotplane::{Config, DataPlane};
+use hotplane::Config;
 use hotplane_control::api::Request;
 use hotplane_control::{AckStatus, Flags, Kind, Reason, Target, UpdateHeader, WorkerScope};
 use hotplane_io::mem::MemReport;
@@ -25,7 +25,7 @@ fn mark_lua(mark: u16) -> String {
     format!("return function(pkt) local u = pkt:getUdp4Packet() if u then u.payload.be16[8] = {mark} end end")
 }
 
-fn plane(on_error: &str) -> DataPlane {
+fn plane(on_error: &str) -> hotplane::Engine {
     let toml = format!(
         r#"
 [dataplane]
@@ -46,20 +46,20 @@ flow_default = {{ stage = "lua", source = "{}" }}
 "#,
         mark_lua(0x0101)
     );
-    DataPlane::start(Config::parse(&toml, "test").unwrap()).unwrap()
+    hotplane::start(Config::parse(&toml, "test").unwrap()).unwrap()
 }
 
 fn header(seq: u64, target: Target, worker: WorkerScope) -> UpdateHeader {
     UpdateHeader { kind: Kind::Lua, flags: Flags::default(), key_id: 1, seq, target, worker }
 }
 
-fn flows(plane: &DataPlane, worker: u16) -> Value {
+fn flows(plane: &hotplane::Engine, worker: u16) -> Value {
     plane.request(Request::Flows { worker: Some(worker) }).result.unwrap()
 }
 
 /// Wait until `worker`'s flow table holds a function named `name` for `selector`, then let
 /// traffic run through it.
-fn wait_flow(plane: &DataPlane, worker: u16, selector: &str, name: &str) {
+fn wait_flow(plane: &hotplane::Engine, worker: u16, selector: &str, name: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let f = flows(plane, worker);
@@ -76,7 +76,7 @@ fn wait_flow(plane: &DataPlane, worker: u16, selector: &str, name: &str) {
     }
 }
 
-fn wait_refusals(plane: &DataPlane, reason: Reason, n: u64) {
+fn wait_refusals(plane: &hotplane::Engine, reason: Reason, n: u64) {
     let u = plane.observability().updates.clone();
     let deadline = Instant::now() + Duration::from_secs(10);
     while u.refused(reason) < n {
@@ -96,7 +96,7 @@ fn mark_runs(r: &MemReport, flow: u16) -> Vec<u16> {
     runs
 }
 
-fn lua_functions(plane: &DataPlane) -> Vec<Value> {
+fn lua_functions(plane: &hotplane::Engine) -> Vec<Value> {
     plane.request(Request::LuaFunctions {}).result.unwrap().as_array().unwrap().clone()
 }
 

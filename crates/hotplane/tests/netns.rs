@@ -3,10 +3,10 @@
 //!
 //! Topology: [gen ns] g0 <-> d0 [dut ns] d1 <-> r0 [rx ns]. The traffic generator (a mem port
 //! sending out of g0 and a sink behind r0) and the data plane under test (forwarding d0 <-> d1)
-//! are separate `DataPlane`s in this process; each port's socket lives in its namespace.
+//! are separate `hotplane::Engine`s in this process; each port's socket lives in its namespace.
 
 use hotplane::netlab::Lab;
-use hotplane::{Config, DataPlane};
+use hotplane::Config;
 use hotplane_io::mem::MemReport;
 use std::time::{Duration, Instant};
 
@@ -27,12 +27,12 @@ fn net(label: &str, queues: u32) -> Net {
     Net { lab, gen, dut, rx }
 }
 
-fn start(toml: &str) -> DataPlane {
-    DataPlane::start(Config::parse(toml, "test").unwrap()).unwrap()
+fn start(toml: &str) -> hotplane::Engine {
+    hotplane::start(Config::parse(toml, "test").unwrap()).unwrap()
 }
 
 /// The data plane under test: forwards d0 <-> d1 with `kind` ports.
-fn dut(n: &Net, kind: &str, workers: usize, extra: &str) -> DataPlane {
+fn dut(n: &Net, kind: &str, workers: usize, extra: &str) -> hotplane::Engine {
     start(&format!(
         r#"
 [dataplane]
@@ -56,7 +56,7 @@ peer = "d0"
 }
 
 /// The traffic generator: `gen` sends out of g0; whatever arrives on g0 or r0 goes to `sink`.
-fn tester(n: &Net, gen: &str) -> DataPlane {
+fn tester(n: &Net, gen: &str) -> hotplane::Engine {
     start(&format!(
         r#"
 [dataplane]
@@ -91,7 +91,7 @@ update_port = 0
 }
 
 /// Wait until the sink has transmitted (measured) `n` packets.
-fn wait_sink(t: &DataPlane, n: u64, within: Duration) -> u64 {
+fn wait_sink(t: &hotplane::Engine, n: u64, within: Duration) -> u64 {
     let sink = t.observability().ports.iter().find(|p| p.name == "sink").unwrap().queues.clone();
     let deadline = Instant::now() + within;
     loop {

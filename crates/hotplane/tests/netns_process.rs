@@ -6,7 +6,7 @@ mod common;
 use common::TmpDir;
 
 use hotplane::netlab::Lab;
-use hotplane::{Config, DataPlane};
+use hotplane::Config;
 use hotplane_io::mem::MemReport;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -35,7 +35,7 @@ fn spawn_dut(cfg: &std::path::Path, sock: &std::path::Path) -> Child {
 
 /// Send `count` stamped packets out of g0 and count what comes back on r0.
 fn send_and_count(gen: &str, rx: &str, count: u64) -> MemReport {
-    let t = DataPlane::start(
+    let t = hotplane::start(
         Config::parse(
             &format!(
                 r#"

@@ -2,7 +2,7 @@
 //! of four flows to p1 (rewritten: TTL one lower, checksum still valid) and drops the fourth,
 //! on native code and on closures alike.
 
-use hotplane::{Config, DataPlane};
+use hotplane::Config;
 use std::time::Duration;
 
 const PACKETS: u64 = 8000;
@@ -30,7 +30,7 @@ pre = {{ stage = "p4", program = "{dir}/basic.p4", engine = "fast" }}
 "#
     );
     let cfg = Config::parse(&toml, "test").unwrap();
-    let err = DataPlane::start(cfg).err().expect("refused").to_string();
+    let err = hotplane::start(cfg).err().expect("refused").to_string();
     assert!(err.contains("engine = \"fast\"") && err.contains("closures"), "{err}");
 }
 
@@ -65,7 +65,7 @@ pre = {{ stage = "p4", program = "{dir}/basic.p4", entries = "{}", engine = "{en
         entries.display()
     );
     let cfg = Config::parse(&toml, "test").unwrap();
-    let plane = DataPlane::start(cfg).unwrap();
+    let plane = hotplane::start(cfg).unwrap();
     assert!(plane.wait_drained(Duration::from_secs(30)), "did not drain");
     let handles = plane.mem_handles();
     let s = plane.stop();

@@ -10,11 +10,11 @@
 mod common;
 
 use common::TmpDir;
-use hotplane::ebpf::Code;
 use hotplane::inband::{ack_of, UpdateSender};
-use hotplane::{Config, DataPlane};
+use hotplane::Config;
 use hotplane_control::api::Request;
 use hotplane_control::{AckStatus, Flags, Kind, Target, UpdateHeader, WorkerScope};
+use hotplane_ebpf::env::Code;
 use hotplane_io::mem::MemReport;
 use hotplane_io::pcap::format::{CaptureReader, CaptureWriter};
 use std::time::Duration;
@@ -30,7 +30,7 @@ fn header(kind: Kind, seq: u64, target: Target) -> UpdateHeader {
     UpdateHeader { kind, flags: Flags::default(), key_id: 1, seq, target, worker: WorkerScope::All }
 }
 
-fn port_tx(s: &hotplane::runtime::RunSummary, name: &str) -> u64 {
+fn port_tx(s: &hotplane_engine::RunSummary, name: &str) -> u64 {
     s.ports.iter().find(|(n, _)| n == name).map_or(0, |p| p.1.tx_packets)
 }
 
@@ -67,7 +67,7 @@ file = "{EXAMPLES}/classify.s"
 "#,
         entries.display()
     );
-    let plane = DataPlane::start(Config::parse(&toml, "test").unwrap()).unwrap();
+    let plane = hotplane::start(Config::parse(&toml, "test").unwrap()).unwrap();
     let processed = || plane.worker_stats().iter().map(|w| w.packets.get()).sum::<u64>();
     while processed() < 2_000 {
         std::thread::sleep(Duration::from_millis(1));
@@ -139,7 +139,7 @@ stage = {{ stage = "lua", source = "return function(pkt) pkt:drop() end" }}
 "#,
         entries.display()
     );
-    let plane = DataPlane::start(Config::parse(&toml, "test").unwrap()).unwrap();
+    let plane = hotplane::start(Config::parse(&toml, "test").unwrap()).unwrap();
     assert!(plane.wait_drained(Duration::from_secs(60)), "did not drain");
     let s = plane.stop();
     assert_eq!(s.panics, 0);
@@ -209,7 +209,7 @@ pre = {{ stage = "p4", program = "{EXAMPLES}/load_from_packet.p4", entries = "{}
         output.display(),
         entries.display()
     );
-    let plane = DataPlane::start(Config::parse(&toml, "test").unwrap()).unwrap();
+    let plane = hotplane::start(Config::parse(&toml, "test").unwrap()).unwrap();
     assert!(plane.wait_drained(Duration::from_secs(30)));
     let slots = plane.registry().slots();
     let s = plane.stop();

@@ -3,7 +3,7 @@
 //! updates. A program over a configured budget is refused with the budget's name and limit;
 //! the same program passes under the defaults.
 
-use hotplane::{Config, DataPlane};
+use hotplane::Config;
 use hotplane_control::api::Request;
 use hotplane_control::{Flags, Kind, Target, UpdateHeader, WorkerScope};
 use hotplane_core::Position;
@@ -51,7 +51,7 @@ fn node_config(extra: &str) -> Config {
 }
 
 /// Send `program` as an authenticated P4 update for the `pre` position; the last ack.
-fn update(plane: &DataPlane, seq: u64, program: &str) -> serde_json::Value {
+fn update(plane: &hotplane::Engine, seq: u64, program: &str) -> serde_json::Value {
     let header = UpdateHeader {
         kind: Kind::P4,
         flags: Flags::default(),
@@ -70,7 +70,7 @@ fn update(plane: &DataPlane, seq: u64, program: &str) -> serde_json::Value {
 
 #[test]
 fn a_p4_update_over_a_configured_budget_is_refused_naming_it() {
-    let plane = DataPlane::start(node_config("[p4.limits]\ntables = 2\n")).unwrap();
+    let plane = hotplane::start(node_config("[p4.limits]\ntables = 2\n")).unwrap();
     let ack = update(&plane, 1, &program_with_tables(3));
     assert_eq!(ack["status"], "refused", "{ack}");
     let message = ack["message"].as_str().unwrap_or_default();
@@ -83,7 +83,7 @@ fn a_p4_update_over_a_configured_budget_is_refused_naming_it() {
 
 #[test]
 fn the_same_p4_update_passes_under_the_default_budgets() {
-    let plane = DataPlane::start(node_config("")).unwrap();
+    let plane = hotplane::start(node_config("")).unwrap();
     let ack = update(&plane, 1, &program_with_tables(3));
     assert_eq!(ack["status"], "applied", "{ack}");
     assert_eq!(plane.stop().panics, 0);
@@ -97,12 +97,12 @@ fn a_configured_p4_program_over_a_configured_budget_stops_start_up() {
     std::fs::write(&file, program_with_tables(3)).unwrap();
     let pre = format!("[pipeline]\npre = {{ stage = \"p4\", program = \"{}\" }}\n", file.display());
 
-    let refused = DataPlane::start(node_config(&format!("{pre}[p4.limits]\ntables = 2\n")));
+    let refused = hotplane::start(node_config(&format!("{pre}[p4.limits]\ntables = 2\n")));
     let error = format!("{:#}", refused.err().expect("a program over the budget started"));
     assert!(error.contains("pipeline.pre"), "{error}");
     assert!(error.contains("over the `tables` budget (limit 2)"), "{error}");
 
-    let plane = DataPlane::start(node_config(&pre)).unwrap();
+    let plane = hotplane::start(node_config(&pre)).unwrap();
     assert_eq!(plane.stop().panics, 0);
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -5,7 +5,7 @@
 //! the `@ref` counter the data plane writes carry over every swap, so the counter ends equal
 //! to the packets sent.
 
-use hotplane::{Config, DataPlane};
+use hotplane::Config;
 use hotplane_control::api::Request;
 use hotplane_control::{Flags, Kind, Target, UpdateHeader, WorkerScope};
 use hotplane_core::Position;
@@ -17,7 +17,7 @@ const PROGRAM: &str = include_str!("../../../tests/p4/versioned.p4");
 const PACKETS: u64 = 120_000;
 const SWAPS: u16 = 40;
 
-fn update(plane: &DataPlane, seq: u64, payload: &[u8]) -> serde_json::Value {
+fn update(plane: &hotplane::Engine, seq: u64, payload: &[u8]) -> serde_json::Value {
     let header = UpdateHeader {
         kind: Kind::P4,
         flags: Flags::default(),
@@ -70,7 +70,7 @@ pre = {{ stage = "p4", program = "{}", entries = "{}" }}
         dir.join("v1.p4").display(),
         dir.join("entries.json").display()
     );
-    let plane = DataPlane::start(Config::parse(&toml, "test").unwrap()).unwrap();
+    let plane = hotplane::start(Config::parse(&toml, "test").unwrap()).unwrap();
     let processed = || plane.worker_stats().iter().map(|w| w.packets.get()).sum::<u64>();
     while processed() < 5_000 {
         std::thread::sleep(Duration::from_millis(1));
@@ -148,8 +148,8 @@ pre = {{ stage = "p4", program = "{}" }}
 "#,
         dir.join("v1.p4").display()
     );
-    let plane = DataPlane::start(Config::parse(&toml, "test").unwrap()).unwrap();
-    let routes = |plane: &DataPlane| {
+    let plane = hotplane::start(Config::parse(&toml, "test").unwrap()).unwrap();
+    let routes = |plane: &hotplane::Engine| {
         let r = plane.request(Request::P4Dump { target: None, table: "routes".into() });
         assert!(r.ok, "{:?}", r.error);
         r.result.unwrap()["table_entries"].as_array().unwrap().len()

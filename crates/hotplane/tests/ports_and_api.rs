@@ -6,7 +6,7 @@ use common::TmpDir;
 
 use hotplane::gen::{run as gen_run, GenOpts};
 use hotplane::inband::{ack_of, UpdateSender};
-use hotplane::{Config, DataPlane};
+use hotplane::Config;
 use hotplane_control::api::{Client, Request};
 use hotplane_control::{AckStatus, Flags, Kind, Target, UpdateHeader, WorkerScope};
 use hotplane_io::mem::GenSpec;
@@ -68,7 +68,7 @@ pre = {{ stage = "l2fwd" }}
         "test",
     )
     .unwrap();
-    let plane = DataPlane::start(cfg).unwrap();
+    let plane = hotplane::start(cfg).unwrap();
     assert!(plane.wait_drained(Duration::from_secs(30)));
     let per_worker: Vec<u64> = plane.worker_stats().iter().map(|w| w.packets.get()).collect();
     let summary = plane.stop();
@@ -149,7 +149,7 @@ fn inband_update_from_a_capture_is_acknowledged_into_the_output() {
         "test",
     )
     .unwrap();
-    let plane = DataPlane::start(cfg).unwrap();
+    let plane = hotplane::start(cfg).unwrap();
     assert!(plane.wait_drained(Duration::from_secs(30)));
     let slots = plane.registry().slots();
     plane.stop();
@@ -168,7 +168,7 @@ fn inband_update_from_a_capture_is_acknowledged_into_the_output() {
     assert_eq!(ack.version, 2);
 }
 
-fn api_plane(dir: &Path, extra: &str) -> (DataPlane, PathBuf) {
+fn api_plane(dir: &Path, extra: &str) -> (hotplane::Engine, PathBuf) {
     let sock = dir.join("ctl.sock");
     let cfg = Config::parse(
         &format!(
@@ -195,7 +195,7 @@ key = "{KEY_HEX}"
         "test",
     )
     .unwrap();
-    (DataPlane::start(cfg).unwrap(), sock)
+    (hotplane::start(cfg).unwrap(), sock)
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! The runtime end to end on mem ports: everything generated comes out once.
 
-use hotplane::{Config, DataPlane};
+use hotplane::Config;
 use std::time::Duration;
 
 #[test]
@@ -21,7 +21,7 @@ kind = "mem"
         "test",
     )
     .unwrap();
-    let plane = DataPlane::start(cfg).unwrap();
+    let plane = hotplane::start(cfg).unwrap();
     assert!(plane.wait_drained(Duration::from_secs(30)), "did not drain");
     let handles = plane.mem_handles();
     let summary = plane.stop();

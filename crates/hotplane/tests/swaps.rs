@@ -1,8 +1,8 @@
 //! Hot swapping under load: nothing lost or duplicated, old programs never run after `replace`
 //! returns and are freed only after the grace period, and other flows are left alone.
 
-use hotplane::stages::StageSpec;
-use hotplane::{Config, DataPlane};
+use hotplane::Config;
+use hotplane::StageSpec;
 use hotplane_control::Target;
 use hotplane_core::batch::{Batch, Mask};
 use hotplane_core::wire::Stamp;
@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn two_worker_plane(extra: &str) -> DataPlane {
+fn two_worker_plane(extra: &str) -> hotplane::Engine {
     let cfg = Config::parse(
         &format!(
             r#"
@@ -29,7 +29,7 @@ sink = {{ record = 3000000 }}
         "test",
     )
     .unwrap();
-    DataPlane::start(cfg).unwrap()
+    hotplane::start(cfg).unwrap()
 }
 
 /// Generated flow `i` of the default generator, as the config writes it.
@@ -46,7 +46,7 @@ fn flow(i: u16) -> FlowSelector {
     .unwrap()
 }
 
-fn wait_for_traffic(plane: &DataPlane, packets: u64) {
+fn wait_for_traffic(plane: &hotplane::Engine, packets: u64) {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while plane.worker_stats().iter().any(|w| w.packets.get() < packets) {
         assert!(std::time::Instant::now() < deadline, "no traffic");

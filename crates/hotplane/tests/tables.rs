@@ -1,7 +1,7 @@
 //! Tables in a running data plane: configured in TOML, written by the data plane (insert on
 //! miss, `@ref` counting under the entry lock) and by the control API while packets flow.
 
-use hotplane::{Config, DataPlane};
+use hotplane::Config;
 use hotplane_control::api::Request;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 const PACKETS: u64 = 40_000;
 const FLOWS: u64 = 8;
 
-fn plane() -> DataPlane {
+fn plane() -> hotplane::Engine {
     let toml = format!(
         r#"
 [dataplane]
@@ -47,10 +47,10 @@ pre = {{ stage = "table", table = "seen", key = "l4.sport" }}
 mid = {{ stage = "table", table = "acl", key = "l4.sport" }}
 "#
     );
-    DataPlane::start(Config::parse(&toml, "test").unwrap()).unwrap()
+    hotplane::start(Config::parse(&toml, "test").unwrap()).unwrap()
 }
 
-fn call(p: &DataPlane, v: Value) -> Result<Value, String> {
+fn call(p: &hotplane::Engine, v: Value) -> Result<Value, String> {
     let r = p.request(serde_json::from_value::<Request>(v).unwrap());
     if r.ok {
         Ok(r.result.unwrap_or(Value::Null))
@@ -138,15 +138,15 @@ fn data_plane_and_control_plane_write_tables_while_packets_flow() {
 #[test]
 fn bad_table_config_is_refused_with_the_reason() {
     let base = "[[port]]\nname=\"p0\"\nkind=\"mem\"\n";
-    let err =
-        |extra: &str| match Config::parse(&format!("{base}{extra}"), "t").map(DataPlane::start) {
-            Ok(Ok(p)) => {
-                p.stop();
-                String::new()
-            }
-            Ok(Err(e)) => format!("{e:#}"),
-            Err(e) => format!("{e:#}"),
-        };
+    let err = |extra: &str| match Config::parse(&format!("{base}{extra}"), "t").map(hotplane::start)
+    {
+        Ok(Ok(p)) => {
+            p.stop();
+            String::new()
+        }
+        Ok(Err(e)) => format!("{e:#}"),
+        Err(e) => format!("{e:#}"),
+    };
     let e = err(
         "[[table]]\nname=\"t\"\nkind=\"lpm\"\nkey_bits=12\nsize=4\nactions=[{name=\"drop\"}]\n",
     );

@@ -4,7 +4,7 @@
 //! replays included, are rate-limited.
 
 use hotplane::inband::{ack_of, UpdateSender};
-use hotplane::{Config, DataPlane};
+use hotplane::Config;
 use hotplane_control::api::Request;
 use hotplane_control::{AckStatus, Flags, Kind, Reason, Target, UpdateHeader, WorkerScope};
 use hotplane_core::{classify, Layers, Meta, Position};
@@ -23,7 +23,7 @@ fn key() -> [u8; 32] {
 
 /// One worker, one `mem` port without a generator: packets are injected, and everything sent
 /// back out of the port is captured.
-fn plane(control_extra: &str) -> DataPlane {
+fn plane(control_extra: &str) -> hotplane::Engine {
     let cfg = Config::parse(
         &format!(
             r#"
@@ -43,7 +43,7 @@ key = "{KEY_HEX}"
         "test",
     )
     .unwrap();
-    DataPlane::start(cfg).unwrap()
+    hotplane::start(cfg).unwrap()
 }
 
 fn header(kind: Kind, seq: u64) -> UpdateHeader {
@@ -57,11 +57,11 @@ fn header(kind: Kind, seq: u64) -> UpdateHeader {
     }
 }
 
-fn datagrams_seen(plane: &DataPlane) -> u64 {
+fn datagrams_seen(plane: &hotplane::Engine) -> u64 {
     plane.observability().updates.datagrams.load(Ordering::Relaxed)
 }
 
-fn wait_datagrams(plane: &DataPlane, n: u64) {
+fn wait_datagrams(plane: &hotplane::Engine, n: u64) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while datagrams_seen(plane) < n {
         assert!(Instant::now() < deadline, "control thread did not see {n} datagrams");
@@ -69,7 +69,7 @@ fn wait_datagrams(plane: &DataPlane, n: u64) {
     }
 }
 
-fn inject(plane: &DataPlane, frame: Vec<u8>) {
+fn inject(plane: &hotplane::Engine, frame: Vec<u8>) {
     let port = plane.mem("p0").unwrap();
     let mut frame = frame;
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -81,7 +81,11 @@ fn inject(plane: &DataPlane, frame: Vec<u8>) {
 }
 
 /// Submit an update's datagrams over the control API; the acknowledgements as JSON.
-fn api_update(plane: &DataPlane, header: &UpdateHeader, payload: &[u8]) -> Vec<serde_json::Value> {
+fn api_update(
+    plane: &hotplane::Engine,
+    header: &UpdateHeader,
+    payload: &[u8],
+) -> Vec<serde_json::Value> {
     let fragments = UpdateSender::new(1, Some(key()), 47474)
         .datagrams(header, payload)
         .unwrap()

@@ -17,9 +17,9 @@
 use super::pipeline::round;
 use super::{emit, median, Progress};
 use crate::config::{Config, DataplaneConfig, IdlePolicy, PortConfig, PortKind};
-use crate::ebpf::Code;
-use crate::runtime::{pin_to_core, TRACKED};
-use crate::DataPlane;
+use hotplane_ebpf::env::Code;
+use hotplane_engine::{pin_to_core, TRACKED};
+
 use anyhow::{anyhow, Context as _};
 use hdrhistogram::Histogram;
 use hotplane_control::api::Request;
@@ -134,7 +134,7 @@ pub fn ours(name: &str, engine: Engine, packets: u64) -> anyhow::Result<f64> {
     let q = Qsbr::new();
     let reader = q.register("bench");
     let guard = reader.guard();
-    let mut cx = WorkerCx { worker: 0, now_ns: time::now_ns(), guard: &guard };
+    let mut cx = WorkerCx::new(0, time::now_ns(), &guard);
     let all = batch.all();
     let rounds = packets.div_ceil(32);
     for _ in 0..rounds / 10 + 1 {
@@ -289,7 +289,7 @@ fn execution(o: &Opts, progress: &mut Progress) -> anyhow::Result<Vec<Value>> {
 /// The update benchmark's plane: one busy-polling worker on core 1, one mem port looping back,
 /// stamped traffic; the control thread and the submitter share core 0.
 fn update_config() -> Config {
-    let cores = crate::runtime::online_cores();
+    let cores = hotplane_engine::online_cores();
     Config {
         dataplane: DataplaneConfig {
             workers: 1,
@@ -341,10 +341,10 @@ struct UpdateRow {
 fn updates(o: &Opts, progress: &mut Progress) -> anyhow::Result<(Vec<UpdateRow>, MemReport)> {
     let cfg = update_config();
     // The submitting thread stays off the worker's core, as the control thread does.
-    if let Some(spare) = crate::runtime::spare_cores(cfg.dataplane.cores.as_deref()) {
-        crate::runtime::pin_to_cores(&spare);
+    if let Some(spare) = hotplane_engine::spare_cores(cfg.dataplane.cores.as_deref()) {
+        hotplane_engine::pin_to_cores(&spare);
     }
-    let plane = DataPlane::start(cfg)?;
+    let plane = crate::start(cfg)?;
     let stats = plane.worker_stats().to_vec();
     while stats.iter().any(|s| s.packets.get() < 50_000) {
         std::thread::sleep(Duration::from_millis(1));
@@ -368,7 +368,7 @@ fn updates(o: &Opts, progress: &mut Progress) -> anyhow::Result<(Vec<UpdateRow>,
                     (Kind::EbpfElf, if i % 2 == 0 { elf_a.clone() } else { elf_b.clone() })
                 };
                 if i == 0 {
-                    insns = Code::from_update(kind, &payload)
+                    insns = Code::from_update(kind.code(), &payload)
                         .and_then(|c| c.spec(None).ok())
                         .map_or(0, |s| s.insns.len());
                 }

@@ -4,11 +4,11 @@
 
 use super::pipeline::round;
 use super::{emit, median, Progress};
-use crate::runtime::pin_to_core;
 use anyhow::anyhow;
 use hotplane_core::native::{FieldBase, SetField};
 use hotplane_core::wire::Stamp;
 use hotplane_core::{time, Batch, Pool, PoolConfig, Qsbr, Stage, WorkerCx};
+use hotplane_engine::pin_to_core;
 use hotplane_lua::{FunctionOpts, LuaConfig, LuaRuntime};
 use serde_json::json;
 use std::time::Instant;
@@ -49,7 +49,7 @@ pub fn stage_ns(stage: &dyn Stage, batch: usize, packets: u64) -> anyhow::Result
     let q = Qsbr::new();
     let reader = q.register("bench");
     let guard = reader.guard();
-    let mut cx = WorkerCx { worker: 0, now_ns: time::now_ns(), guard: &guard };
+    let mut cx = WorkerCx::new(0, time::now_ns(), &guard);
     let all = b.all();
     let rounds = packets.div_ceil(batch as u64);
     for _ in 0..rounds / 10 + 1 {

@@ -12,11 +12,12 @@ use super::pipeline::round;
 use super::{emit, Progress};
 use crate::inband::UpdateSender;
 use crate::plot::{panels_png, thin, Marker, Panel, Series};
-use crate::runtime::{online_cores, pin_to_core};
-use crate::{Config, DataPlane};
+use crate::Config;
 use anyhow::{anyhow, Context as _};
+use hotplane_control::api::Request;
 use hotplane_control::{Flags, Kind, Target, UpdateHeader, WorkerScope};
 use hotplane_core::time;
+use hotplane_engine::{online_cores, pin_to_core};
 use hotplane_io::mem::{MemReport, Sample};
 use plotters::style::RGBColor;
 use serde_json::{json, Value};
@@ -119,7 +120,7 @@ fn flow_json(r: &MemReport, samples: &[Sample], flow: u16, t_update: u64) -> (Va
 }
 
 fn one(workers: usize, jit: bool, o: &Opts) -> anyhow::Result<Run> {
-    let plane = DataPlane::start(config(workers, jit, o)?)?;
+    let plane = crate::start(config(workers, jit, o)?)?;
     let p0 = plane.mem("p0").ok_or_else(|| anyhow!("no port p0"))?.clone();
     let key = hotplane_control::parse_key(KEY_HEX).map_err(anyhow::Error::msg)?;
     let sender = UpdateSender::new(1, Some(key), crate::config::DEFAULT_UPDATE_PORT);
@@ -158,13 +159,10 @@ fn one(workers: usize, jit: bool, o: &Opts) -> anyhow::Result<Run> {
         std::thread::sleep(Duration::from_millis(5));
     }
     std::thread::sleep(Duration::from_millis(100));
-    let def = plane
-        .registry()
-        .lua
-        .installed_functions()
-        .into_iter()
-        .map(|(_, d)| d)
-        .find(|d| d.name == "lua-seq1");
+    // The function's compile and first-load times, as the `lua-functions` operation lists them.
+    let functions = plane.request(Request::LuaFunctions {}).into_result()?;
+    let def =
+        functions.as_array().and_then(|fs| fs.iter().find(|f| f["name"] == "lua-seq1")).cloned();
     let handles = plane.mem_handles();
     plane.stop();
     let r = MemReport::merge(&handles);
@@ -186,8 +184,8 @@ fn one(workers: usize, jit: bool, o: &Opts) -> anyhow::Result<Run> {
         "jit": jit,
         "update_after_packets": update_after,
         "update_to_first_us": first_new.map(|s| round(s.rx_ts.saturating_sub(t_update) as f64 / 1000.0, 1)),
-        "compile_us": def.as_ref().map(|d| round(d.compile_ns as f64 / 1000.0, 1)),
-        "load_us": def.as_ref().map(|d| round(d.load_ns_max.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1000.0, 1)),
+        "compile_us": def.as_ref().and_then(|d| d["compile_us"].as_f64()),
+        "load_us": def.as_ref().and_then(|d| d["load_us_max"].as_f64()),
         "lost": r.lost(),
         "duplicated": r.duplicates(),
         "lost_flow1": lost1,

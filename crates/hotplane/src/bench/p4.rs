@@ -6,7 +6,7 @@
 
 use super::pipeline::{config, measure_config, round};
 use super::{emit, Progress};
-use crate::stages::StageSpec;
+use crate::StageSpec;
 use hotplane_io::mem::{GenSpec, MemSpec, Vary};
 use serde_json::json;
 use std::net::IpAddr;
@@ -39,7 +39,7 @@ pub struct Opts {
 }
 
 pub fn run(o: &Opts) -> anyhow::Result<()> {
-    let cores = crate::runtime::online_cores();
+    let cores = hotplane_engine::online_cores();
     let core = o.core.min(cores - 1);
     let mut progress = Progress::new("p4", o.json);
     let mut cfg = config(o.batch, core);
@@ -56,11 +56,14 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
             *g = Some(gen.clone());
         }
     }
-    let p4_stage = |engine: &str| StageSpec::P4 {
-        program: o.program.display().to_string(),
-        entries: o.entries.as_ref().map(|e| e.display().to_string()),
-        include: Vec::new(),
-        engine: Some(engine.into()),
+    let p4_stage = |engine: &str| {
+        let spec = StageSpec::stage("p4")
+            .with("program", o.program.display().to_string())
+            .with("engine", engine);
+        match &o.entries {
+            Some(e) => spec.with("entries", e.display().to_string()),
+            None => spec,
+        }
     };
     let closures_cfg = {
         let mut c = cfg.clone();
@@ -70,7 +73,7 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
     cfg.pipeline.pre = Some(p4_stage("native"));
     let anchor_cfg = {
         let mut c = cfg.clone();
-        c.pipeline.pre = Some(StageSpec::L2fwd { to: None, map: Default::default() });
+        c.pipeline.pre = Some(StageSpec::stage("l2fwd"));
         c
     };
     // What "native" gets on this machine (closures if Cranelift cannot generate code here).

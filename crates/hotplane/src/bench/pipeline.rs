@@ -4,8 +4,8 @@
 
 use super::{emit, Progress};
 use crate::config::{Config, DataplaneConfig, IdlePolicy, PortConfig, PortKind};
-use crate::stages::StageSpec;
-use crate::DataPlane;
+use crate::StageSpec;
+
 use hotplane_io::mem::{GenSpec, MemSpec, SinkSpec};
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -35,7 +35,7 @@ pub fn config(batch: usize, core: usize) -> Config {
         ports: vec![port("p0", "p1"), port("p1", "p0")],
         ..Default::default()
     };
-    cfg.pipeline.pre = Some(StageSpec::L2fwd { to: None, map: Default::default() });
+    cfg.pipeline.pre = Some(StageSpec::stage("l2fwd"));
     cfg
 }
 
@@ -101,7 +101,7 @@ pub fn measure_config(
     packets: u64,
     progress: &mut Progress,
 ) -> anyhow::Result<Measured> {
-    let plane = DataPlane::start(cfg)?;
+    let plane = crate::start(cfg)?;
     let stats = plane.worker_stats()[0].clone();
     let count = || stats.packets.get();
     // Warm up: caches, branch predictors, frequency.
@@ -137,7 +137,7 @@ pub fn measure_config(
 }
 
 pub fn run(o: &Opts) -> anyhow::Result<()> {
-    let cores = crate::runtime::online_cores();
+    let cores = hotplane_engine::online_cores();
     let core = o.core.min(cores - 1);
     let mut progress = Progress::new("pipeline", o.json);
     let (mpps, ns) = measure(o.batch, core, o.packets, &mut progress)?;

@@ -7,9 +7,9 @@
 use super::pipeline::round;
 use super::{emit, Progress};
 use crate::config::{Config, DataplaneConfig, IdlePolicy, PortConfig, PortKind};
-use crate::runtime::TRACKED;
-use crate::stages::StageSpec;
-use crate::DataPlane;
+use crate::StageSpec;
+use hotplane_engine::TRACKED;
+
 use hdrhistogram::Histogram;
 use hotplane_control::Target;
 use hotplane_core::{time, FlowKey, FlowSelector, Position};
@@ -25,7 +25,7 @@ pub struct Opts {
 
 /// The config: one mem port looping back to itself, two flows (one per worker), stamped.
 pub fn config(workers: usize) -> Config {
-    let cores = crate::runtime::online_cores();
+    let cores = hotplane_engine::online_cores();
     let gen = GenSpec { flows: workers.max(2) as u32, ..Default::default() };
     Config {
         dataplane: DataplaneConfig {
@@ -58,7 +58,7 @@ pub struct SwapResult {
 
 /// Perform `swaps` flow-1 replacements and `swaps` pre replacements on a loaded plane.
 pub fn measure(workers: usize, swaps: u32, progress: &mut Progress) -> anyhow::Result<SwapResult> {
-    let plane = DataPlane::start(config(workers))?;
+    let plane = crate::start(config(workers))?;
     let reg = plane.registry().clone();
     let all: Vec<usize> = (0..workers).collect();
     let flow1 = Target::Flow(flow_selector(0));

@@ -10,10 +10,10 @@ use super::pipeline::round;
 use super::tables_methods::{lpm_bench, methods_bench, random_read_ns, ternary_bench};
 use super::{emit, Progress};
 use crate::plot::{lines_png, Line};
-use crate::runtime::pin_to_core;
-use crate::table_stage::TableStage;
 use anyhow::{anyhow, Context};
 use hotplane_core::{time, Batch, Pool, PoolConfig, Qsbr, Stage, WorkerCx};
+use hotplane_engine::pin_to_core;
+use hotplane_tables::stage::TableStage;
 use hotplane_tables::{ActionSpec, MatchKind, Store, Table, TableConfig};
 use plotters::style::RGBColor;
 use serde_json::{json, Value};
@@ -156,7 +156,7 @@ pub fn drive(
         }
         {
             let guard = reader.guard();
-            let mut cx = WorkerCx { worker, now_ns: time::now_ns(), guard: &guard };
+            let mut cx = WorkerCx::new(worker, time::now_ns(), &guard);
             stage.run(&mut b, all, &mut cx);
         }
         reader.quiescent();

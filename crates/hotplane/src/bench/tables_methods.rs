@@ -4,11 +4,11 @@
 
 use super::pipeline::round;
 use super::tables::{drive, filled, rmw_point, xorshift, VALUE_AT};
-use crate::runtime::pin_to_core;
 use anyhow::anyhow;
 use crossbeam_queue::ArrayQueue;
 use hotplane_core::batch::{Batch, Mask};
 use hotplane_core::{time, Qsbr, Stage, WorkerCx};
+use hotplane_engine::pin_to_core;
 use hotplane_tables::{
     ActionSpec, DigestRecord, DigestRing, LpmTable, MatchKind, Table, TableConfig, TernaryMatch,
     TernaryTable,

@@ -10,7 +10,7 @@ use super::{emit, Progress};
 use crate::config::{Config, DataplaneConfig, IdlePolicy, PortConfig, PortKind};
 use crate::gen::{self, GenOpts, IfKind, Iface};
 use crate::netlab::Lab;
-use crate::DataPlane;
+
 use anyhow::Context;
 use hotplane_io::afpacket::AfPacketSpec;
 use hotplane_io::afxdp::AfXdpSpec;
@@ -49,7 +49,7 @@ fn topology() -> anyhow::Result<Topology> {
 
 /// (generator core, data plane core): apart, when there are two.
 fn cores() -> (Option<usize>, Option<usize>) {
-    let n = crate::runtime::online_cores();
+    let n = hotplane_engine::online_cores();
     if n >= 2 {
         (Some(0), Some(1))
     } else {
@@ -255,7 +255,7 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
         _ => "one core: generator and data plane share it".to_string(),
     };
     progress.note(&format!("veth bench: hotplane on {port_name}; {placement}"));
-    let plane = DataPlane::start(dut_config(&t, o.port))?;
+    let plane = crate::start(dut_config(&t, o.port))?;
     let hot = repeated(&t, o, &format!("hotplane {port_name}"), &progress);
     let summary = plane.stop();
     let hot = hot?;
