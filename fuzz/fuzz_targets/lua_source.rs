@@ -88,7 +88,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let reader = e.qsbr.register("fuzz");
     let guard = reader.guard();
-    let mut cx = WorkerCx { worker: 0, now_ns: 1, guard: &guard };
+    let mut cx = WorkerCx::new(0, 1, &guard);
     let all = batch.all();
     stage.run(&mut batch, all, &mut cx);
     for p in batch.iter() {
