@@ -120,7 +120,7 @@ pub struct LuaRuntime {
     /// Newest function per target, the fallback for the next one installed there.
     latest: Mutex<HashMap<String, Arc<FunctionDef>>>,
     /// Every live stage this runtime built, by the address of its data: how the runtime
-    /// recognises its own functions among the stages installed anywhere, without a downcast.
+    /// recognises its own functions among the stages installed anywhere, by identity alone.
     /// The `Weak` keeps the allocation (not the stage), so while an entry is here no other
     /// stage can have its address.
     functions: Mutex<HashMap<usize, Weak<LuaFunction>>>,

@@ -143,19 +143,18 @@ struct Explorer<'a> {
 }
 
 /// Verify `prog` in `env`. Never panics: a panic inside the verifier (a bug) refuses the
-/// program with "internal verifier error" instead of taking the control thread down.
+/// program with "internal verifier error" instead of taking the control thread down. The
+/// panic's text goes to the node's log (the panic hook), not into the refusal: a refusal may
+/// travel back to a remote sender, who has no business reading the verifier's internals.
 pub fn verify(prog: &[Insn], env: &Env<'_>) -> Result<Verified, VerifyError> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| explore(prog, env))).unwrap_or_else(
-        |panic| {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
+        |_| {
             Err(VerifyError {
                 pc: 0,
                 text: String::new(),
-                msg: format!("internal verifier error ({what}); the program is refused"),
+                msg: "internal verifier error (a bug: the node's log has the details; please \
+                      report it); the program is refused"
+                    .into(),
             })
         },
     )
