@@ -9,8 +9,10 @@ pub mod cli;
 pub mod demo;
 pub mod ebpf_cmd;
 pub mod gen;
+#[cfg(feature = "lua")]
 pub mod lua_cmd;
 pub mod netlab;
+#[cfg(feature = "p4")]
 pub mod p4_cmd;
 pub mod plot;
 pub mod push_cmd;
@@ -21,11 +23,13 @@ pub use hotplane_engine::{config, Config, Engine, EngineBuilder, EngineError, St
 
 /// The engine with every program kind of this build: the one place kinds are registered.
 pub fn kinds() -> EngineBuilder {
-    Engine::builder()
-        .kind(hotplane_ebpf::kind::make)
-        .kind(hotplane_tables::kind::make)
-        .kind(hotplane_lua::kind::make)
-        .kind(hotplane_p4::kind::make)
+    let engine =
+        Engine::builder().kind(hotplane_ebpf::kind::make).kind(hotplane_tables::kind::make);
+    #[cfg(feature = "lua")]
+    let engine = engine.kind(hotplane_lua::kind::make);
+    #[cfg(feature = "p4")]
+    let engine = engine.kind(hotplane_p4::kind::make);
+    engine
 }
 
 /// Start a data plane running `cfg` with every program kind of this build.

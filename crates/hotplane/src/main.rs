@@ -121,11 +121,13 @@ enum Cmd {
         op: EbpfCmd,
     },
     /// Lua flow functions: check, run, list, send as updates.
+    #[cfg(feature = "lua")]
     Lua {
         #[command(subcommand)]
         op: LuaCmd,
     },
     /// P4_16 (v1model) programs: check, run STF tests.
+    #[cfg(feature = "p4")]
     P4 {
         #[command(subcommand)]
         op: P4Cmd,
@@ -238,6 +240,7 @@ enum EbpfCmd {
 }
 
 /// JIT switch and optimisation level of a Lua function.
+#[cfg(feature = "lua")]
 #[derive(clap::Args)]
 struct LuaOpts {
     /// Run in LuaJIT's interpreter only.
@@ -248,12 +251,14 @@ struct LuaOpts {
     opt: u8,
 }
 
+#[cfg(feature = "lua")]
 impl LuaOpts {
     fn get(&self) -> hotplane_lua::FunctionOpts {
         hotplane_lua::FunctionOpts { jit: !self.no_jit, opt_level: self.opt }
     }
 }
 
+#[cfg(feature = "p4")]
 #[derive(Subcommand)]
 enum P4Cmd {
     /// Compile a program; list its tables and externs.
@@ -289,6 +294,7 @@ enum P4Cmd {
     },
 }
 
+#[cfg(feature = "lua")]
 #[derive(Subcommand)]
 enum LuaCmd {
     /// Compile a function file as the data plane would; report errors, sizes and compile time.
@@ -406,6 +412,7 @@ enum BenchCmd {
     /// Lua dynamic update (libmoon's experiment): two flows, batch 1; after --before packets an
     /// in-band update replaces flow 1's function; 1 and 2 workers, JIT on and off. Writes
     /// lua-dyn.csv and lua-dyn.png to --out.
+    #[cfg(feature = "lua")]
     LuaDyn {
         #[arg(long)]
         json: bool,
@@ -422,6 +429,7 @@ enum BenchCmd {
     },
     /// A P4 program as the `pre` stage on mem ports (pre-built 64-byte frames), next to l2fwd
     /// on the same ports in the same run.
+    #[cfg(feature = "p4")]
     P4(hotplane::bench::p4::Opts),
     /// Writable tables: in-place read-modify-write (swap action) over table sizes, static and
     /// dynamic storage, locked and unlocked, 1 and 2 workers; digest / change / pointer update
@@ -429,6 +437,7 @@ enum BenchCmd {
     Tables(hotplane::bench::tables::Opts),
     /// Lua: per-packet time of a flow function writing a payload field, batch mode, next to
     /// the same function in native Rust and plain LuaJIT on raw pointers.
+    #[cfg(feature = "lua")]
     Lua {
         #[arg(long)]
         json: bool,
@@ -609,7 +618,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Ebpf { op } => ebpf(op),
+        #[cfg(feature = "lua")]
         Cmd::Lua { op } => lua(op),
+        #[cfg(feature = "p4")]
         Cmd::P4 { op } => match op {
             P4Cmd::Check { program, include, json, limits } => {
                 let limits = hotplane::p4_cmd::limits(&limits)?;
@@ -640,6 +651,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             hotplane::tables_cmd::call(&socket, &req)
         }
         Cmd::Bench { which } => match which {
+            #[cfg(feature = "lua")]
             BenchCmd::LuaDyn { json, before, after, rate, out } => {
                 hotplane::bench::lua_dyn::run(&hotplane::bench::lua_dyn::Opts {
                     before,
@@ -649,8 +661,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                     json,
                 })
             }
+            #[cfg(feature = "p4")]
             BenchCmd::P4(o) => hotplane::bench::p4::run(&o),
             BenchCmd::Tables(o) => hotplane::bench::tables::run(&o),
+            #[cfg(feature = "lua")]
             BenchCmd::Lua { json, packets, batch, repeat, core } => {
                 hotplane::bench::lua::run(&hotplane::bench::lua::Opts {
                     packets,
@@ -731,6 +745,7 @@ fn ebpf(op: EbpfCmd) -> anyhow::Result<()> {
     }
 }
 
+#[cfg(feature = "lua")]
 fn lua(op: LuaCmd) -> anyhow::Result<()> {
     use hotplane::lua_cmd as l;
     match op {

@@ -147,13 +147,7 @@ pub fn run(args: PushArgs) -> anyhow::Result<()> {
         (None, None) => bail!("give a subcommand (see --help) or --p4 FILE"),
         (None, Some(op)) => push_op(op)?,
         (Some(file), None) => {
-            // Compile here first: a mistake is reported against the user's own files, and
-            // the update is not sent.
-            hotplane_p4::compile_file(&file, &args.include, &[])
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            let mut payload = hotplane_p4::preprocess::bundle(&file, &args.include)
-                .map_err(|e| anyhow::anyhow!("--p4: {e}"))?
-                .into_bytes();
+            let mut payload = p4_payload(&file, &args.include)?;
             if let Some(e) = &args.entries {
                 let text = std::fs::read_to_string(e)
                     .with_context(|| format!("--entries {}", e.display()))?;
@@ -270,4 +264,19 @@ fn push_op(op: PushCmd) -> anyhow::Result<PushOp> {
             PushOp::Update { target, kind, payload, key_id, key, seq, worker, no_ack }
         }
     })
+}
+
+/// The P4 source of `--p4 FILE` with its includes bundled, compiled here first: a mistake is
+/// reported against the user's own files, and the update is not sent.
+#[cfg(feature = "p4")]
+fn p4_payload(file: &std::path::Path, include: &[PathBuf]) -> anyhow::Result<Vec<u8>> {
+    hotplane_p4::compile_file(file, include, &[]).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let bundled =
+        hotplane_p4::preprocess::bundle(file, include).map_err(|e| anyhow::anyhow!("--p4: {e}"))?;
+    Ok(bundled.into_bytes())
+}
+
+#[cfg(not(feature = "p4"))]
+fn p4_payload(_: &std::path::Path, _: &[PathBuf]) -> anyhow::Result<Vec<u8>> {
+    bail!("--p4: this hotplane was built without P4 (cargo feature `p4`)")
 }

@@ -2,6 +2,7 @@
 //! replacements carried in-band and through the API, to all workers or only the receiving one;
 //! compile errors, bad MACs and replays refused with the old function still running; runtime
 //! errors and runaways contained; other flows never touched; no packet lost.
+#![cfg(feature = "lua")]
 
 use hotplane::bench::swap::flow_selector;
 use hotplane::inband::{ack_of, UpdateSender};

@@ -3,6 +3,7 @@
 //! not charged to the step budget, and LuaJIT calls no hook from compiled code), under the
 //! largest step budget and a watchdog that would wait an hour. Stopping joins the worker, which
 //! would take weeks; the exit guard ends the process instead.
+#![cfg(feature = "lua")]
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -1,6 +1,7 @@
 //! A P4 program as a data-plane stage: `basic.p4` with entries from runtime JSON routes three
 //! of four flows to p1 (rewritten: TTL one lower, checksum still valid) and drops the fourth,
 //! on native code and on closures alike.
+#![cfg(feature = "p4")]
 
 use hotplane::Config;
 use std::time::Duration;

@@ -6,6 +6,7 @@
 //!   and runs once per packet (the flow step skips packets P4 already asked about);
 //! - `hotplane_load_from_packet()`: packets the P4 program selects are authenticated and
 //!   applied as updates, while others are routed.
+#![cfg(all(feature = "p4", feature = "lua"))]
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! where the node compiles P4: programs named by the config at start and programs arriving in
 //! updates. A program over a configured budget is refused with the budget's name and limit;
 //! the same program passes under the defaults.
+#![cfg(feature = "p4")]
 
 use hotplane::Config;
 use hotplane_control::api::Request;

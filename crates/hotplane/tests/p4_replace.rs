@@ -4,6 +4,7 @@
 //! both sign it with the same version); each flow sees versions only grow; and the routes and
 //! the `@ref` counter the data plane writes carry over every swap, so the counter ends equal
 //! to the packets sent.
+#![cfg(feature = "p4")]
 
 use hotplane::Config;
 use hotplane_control::api::Request;

@@ -116,14 +116,18 @@ fn update_payloads_naming_node_files_are_refused_without_reading_them() {
     let secret = dir.join("secret.txt");
     std::fs::write(&secret, "hotplane_secret_line_7f3a;\nsecond line\n").unwrap();
     let s = secret.display().to_string();
-    let specs = [
-        serde_json::json!({"stage": "p4", "program": s}),
-        serde_json::json!({"stage": "p4", "program": "basic.p4", "entries": s}),
-        serde_json::json!({"stage": "p4", "program": "basic.p4", "include": [dir]}),
-        serde_json::json!({"stage": "lua", "file": s}),
+    let mut specs = vec![
         serde_json::json!({"stage": "ebpf", "file": s}),
         serde_json::json!({"stage": "ebpf", "file": "relative.o"}),
     ];
+    if cfg!(feature = "p4") {
+        specs.push(serde_json::json!({"stage": "p4", "program": s}));
+        specs.push(serde_json::json!({"stage": "p4", "program": "basic.p4", "entries": s}));
+        specs.push(serde_json::json!({"stage": "p4", "program": "basic.p4", "include": [dir]}));
+    }
+    if cfg!(feature = "lua") {
+        specs.push(serde_json::json!({"stage": "lua", "file": s}));
+    }
     let plane = plane("");
     for (i, spec) in specs.iter().enumerate() {
         let payload = serde_json::to_vec(spec).unwrap();

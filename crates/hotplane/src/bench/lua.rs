@@ -14,7 +14,7 @@ use serde_json::json;
 use std::time::Instant;
 
 /// The experiment's function (examples/lua/mark.lua).
-pub const MARK_LUA: &str = include_str!("../../../../examples/lua/mark.lua");
+pub use super::MARK_LUA;
 
 pub struct Opts {
     pub packets: u64,

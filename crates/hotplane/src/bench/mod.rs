@@ -2,8 +2,11 @@
 //! invocation where one exists, and print one JSON object as their last line.
 
 pub mod ebpf;
+#[cfg(feature = "lua")]
 pub mod lua;
+#[cfg(feature = "lua")]
 pub mod lua_dyn;
+#[cfg(feature = "p4")]
 pub mod p4;
 pub mod perf;
 pub mod pipeline;
@@ -14,6 +17,10 @@ pub mod testpmd;
 pub mod veth;
 
 use std::io::{IsTerminal, Write};
+
+/// The Lua flow function the demo and the Lua benchmarks send: writes 0x0101 into the stamp's
+/// mark (they substitute their own constant).
+pub const MARK_LUA: &str = include_str!("../../../../examples/lua/mark.lua");
 use std::time::Instant;
 
 /// The middle of repeated measurements (the upper one of the two middles for even counts).
