@@ -55,9 +55,16 @@ done
 step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The crate graph in docs/architecture.md is drawn from the manifests: it must be current.
+python3 scripts/crate-graph.py --check
 
 step "rust tests"
 cargo test --workspace --quiet
+
+step "smallest build: engine, native stages, eBPF and tables (no LuaJIT, no P4, no Cranelift)"
+cargo clippy -p hotplane --no-default-features --all-targets --quiet -- -D warnings
+cargo test -p hotplane --no-default-features --quiet
+cargo test -p hotplane-p4 --no-default-features --lib --quiet
 
 step "table concurrency tests under the address sanitizer"
 # Deletes racing in-place writes, grace periods, dynamic entries freed by the control plane:
