@@ -35,21 +35,23 @@ def workspace_graph():
 
 
 def reduce(names, edges):
-    """Drop an edge a -> d when d is reachable from a through another dependency."""
+    """Drop an edge a -> d when d is reachable from a through another dependency (through
+    required ones only, for a required edge: an optional path does not imply it)."""
     deps = {n: {d for (a, d, _) in edges if a == n} for n in names}
+    required = {n: {d for (a, d, o) in edges if a == n and not o} for n in names}
 
-    def reaches(start, goal, skip):
-        stack, seen = [m for m in deps[start] if m != skip], set()
+    def reaches(start, goal, skip, graph):
+        stack, seen = [m for m in graph[start] if m != skip], set()
         while stack:
             m = stack.pop()
             if m == goal:
                 return True
             if m not in seen:
                 seen.add(m)
-                stack.extend(deps[m])
+                stack.extend(graph[m])
         return False
 
-    return [(a, d, o) for (a, d, o) in edges if not reaches(a, d, d)]
+    return [(a, d, o) for (a, d, o) in edges if not reaches(a, d, d, deps if o else required)]
 
 
 def mean(values):
@@ -97,7 +99,8 @@ def layout(names, edges):
     for _ in range(4):  # alternate the two passes until the picture settles
         for row in reversed(rows[:-1]):  # top down: under the neighbours above, in their order
             over = {n: mean(x[u] for u in up.get(n, [n])) for n in row}
-            row.sort(key=lambda n: (over[n], str(n)))
+            under = {n: mean(x[v] for v in down.get(n, [n])) for n in row}
+            row.sort(key=lambda n: (over[n], under[n], str(n)))
             place(row, over.get)
         for row in rows[1:]:  # bottom up: over the neighbours below
             place(row, lambda n: mean(x[v] for v in down.get(n, [n])))
