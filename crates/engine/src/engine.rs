@@ -386,6 +386,35 @@ impl Engine {
         self.request(Request::Stats {}).into_result()
     }
 
+    /// Switch `target` on every worker to the pre-defined program `id`; the new version.
+    pub fn switch(&self, target: &str, id: u32) -> Result<u64, ClientError> {
+        let r = self.request(Request::Switch { target: target.into(), worker: None, id });
+        r.into_result().map(|v| v["version"].as_u64().unwrap_or(0))
+    }
+
+    /// Submit update-envelope datagrams, authenticated exactly as in-band ones; one
+    /// acknowledgement (as JSON) per datagram.
+    pub fn update(&self, datagrams: &[Vec<u8>]) -> Result<serde_json::Value, ClientError> {
+        let fragments = datagrams.iter().map(hex::encode).collect();
+        self.request(Request::Update { fragments }).into_result()
+    }
+
+    /// Every slot of every worker: target, program, version.
+    pub fn slots(&self) -> Result<serde_json::Value, ClientError> {
+        self.request(Request::Slots {}).into_result()
+    }
+
+    /// The flow-table entries of `worker`.
+    pub fn flows(&self, worker: u16) -> Result<serde_json::Value, ClientError> {
+        self.request(Request::Flows { worker: Some(worker) }).into_result()
+    }
+
+    /// Ask the process to stop (what `shutdown` on the control socket does); see
+    /// [`Engine::shutdown_requested`]. [`Engine::stop`] stops the data plane itself.
+    pub fn shutdown(&self) -> Result<serde_json::Value, ClientError> {
+        self.request(Request::Shutdown {}).into_result()
+    }
+
     /// The handle of a `mem` port, to inject frames and read its report after `stop`.
     pub fn mem(&self, name: &str) -> Option<&MemHandle> {
         self.mem.get(name)

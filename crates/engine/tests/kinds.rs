@@ -173,10 +173,7 @@ fn the_engine_reaches_kinds_only_through_the_seam() {
             target: Target::Position(hotplane_core::Position::Mid),
             worker: WorkerScope::All,
         };
-        let fragments =
-            sender.datagrams(&header, payload).unwrap().iter().map(hex::encode).collect();
-        let r = engine.request(Request::Update { fragments }).into_result().unwrap();
-        r[0].clone()
+        engine.update(&sender.datagrams(&header, payload).unwrap()).unwrap()[0].clone()
     };
     let ack = update(Kind::Wasp, 1, &[5]);
     assert_eq!(ack["status"], "applied", "{ack}");
