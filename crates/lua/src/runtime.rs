@@ -8,7 +8,7 @@ use crate::state::{
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 use hotplane_core::batch::{Batch, Mask};
-use hotplane_core::{Stage, StageRef, Verdict, WorkerCx};
+use hotplane_core::{Meta, Stage, StageRef, Verdict, WorkerCx};
 use mlua::RegistryKey;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
@@ -323,13 +323,6 @@ impl LuaRuntime {
         }
     }
 
-    fn fail(&self, batch: &mut Batch, sel: Mask) {
-        let pkts = batch.as_mut_slice();
-        for i in sel {
-            pkts[i].meta.verdict = self.cfg.on_error;
-        }
-    }
-
     /// Throw the worker's state away (after a runaway) and take the spare. The descriptors of
     /// the batch in flight move to the new state, so the rest of the batch can go on there.
     fn replace_state(&self, slot: &WorkerSlot, w: &mut Option<WorkerLua>) {
@@ -370,18 +363,18 @@ impl LuaRuntime {
     }
 
     /// Run `def` over the packets of `batch` in `sel`.
-    fn run(&self, def: &Arc<FunctionDef>, batch: &mut Batch, sel: Mask, cx: &mut WorkerCx<'_>) {
-        let n = sel.count() as usize;
+    fn run<P: Packets>(&self, def: &Arc<FunctionDef>, packets: &mut P, cx: &mut WorkerCx<'_>) {
+        let n = packets.count();
         if n == 0 {
             return;
         }
         let Some(slot) = self.slots.get(cx.worker) else {
             self.stats.busy.fetch_add(1, Ordering::Relaxed);
-            return self.fail(batch, sel);
+            return packets.fail(self.cfg.on_error);
         };
         let Ok(mut cell) = slot.cell.try_lock() else {
             self.stats.busy.fetch_add(1, Ordering::Relaxed);
-            return self.fail(batch, sel);
+            return packets.fail(self.cfg.on_error);
         };
         while let Some(uid) = slot.retired.pop() {
             if let Some(w) = cell.as_mut() {
@@ -391,8 +384,8 @@ impl LuaRuntime {
         if cell.is_none() {
             self.install_spare(slot, &mut cell);
         }
-        let Some(w) = cell.as_mut() else { return self.fail(batch, sel) };
-        fill(&mut w.state.shared_mut().descs, batch, sel);
+        let Some(w) = cell.as_mut() else { return packets.fail(self.cfg.on_error) };
+        packets.fill(&mut w.state.shared_mut().descs);
         let mut start = 0;
         while start < n {
             let Some(d) = def.effective() else {
@@ -406,7 +399,7 @@ impl LuaRuntime {
             }
         }
         if let Some(w) = cell.as_ref() {
-            write_back(&w.state.shared().descs, batch, sel);
+            packets.write_back(&w.state.shared().descs);
         }
         let pw = &def.per_worker[cx.worker.min(def.per_worker.len() - 1)];
         pw.packets.store(pw.packets.load(Ordering::Relaxed) + n as u64, Ordering::Relaxed);
@@ -524,44 +517,103 @@ fn mark(cell: &mut Option<WorkerLua>, range: std::ops::Range<usize>, v: Verdict)
     }
 }
 
-/// Describe the selected packets to Lua.
-#[inline]
-fn fill(descs: &mut [Desc; MAX_BATCH], batch: &mut Batch, sel: Mask) {
-    let pkts = batch.as_mut_slice();
-    for (d, i) in descs.iter_mut().zip(sel) {
-        let p = &mut pkts[i];
-        let m = p.meta;
-        *d = Desc {
-            data: p.data_mut().as_mut_ptr(),
-            user: m.user,
-            len: p.len() as u32,
-            cap: p.max_len() as u32,
-            flow_hash: m.flow_hash,
-            in_port: m.in_port,
-            out_port: m.out_port,
-            l3: m.l3_off,
-            l4: m.l4_off,
-            payload: m.payload_off,
-            layers: m.layers,
-            verdict: m.verdict as u8,
-        };
+/// The packets one call into Lua describes: the selected packets of a batch, or one frame
+/// another program hands over (`Stage::run_one`).
+trait Packets {
+    fn count(&self) -> usize;
+    /// Describe the packets to Lua.
+    fn fill(&mut self, descs: &mut [Desc; MAX_BATCH]);
+    /// Apply what Lua decided.
+    fn write_back(&mut self, descs: &[Desc; MAX_BATCH]);
+    /// Give every packet `verdict` (the function could not run).
+    fn fail(&mut self, verdict: Verdict);
+}
+
+fn desc(data: &mut [u8], cap: usize, m: &Meta) -> Desc {
+    Desc {
+        data: data.as_mut_ptr(),
+        user: m.user,
+        len: data.len() as u32,
+        cap: cap as u32,
+        flow_hash: m.flow_hash,
+        in_port: m.in_port,
+        out_port: m.out_port,
+        l3: m.l3_off,
+        l4: m.l4_off,
+        payload: m.payload_off,
+        layers: m.layers,
+        verdict: m.verdict as u8,
     }
 }
 
-/// Apply what Lua decided.
-#[inline]
-fn write_back(descs: &[Desc; MAX_BATCH], batch: &mut Batch, sel: Mask) {
-    let pkts = batch.as_mut_slice();
-    for (d, i) in descs.iter().zip(sel) {
-        let p = &mut pkts[i];
-        p.meta.verdict =
-            if d.verdict == Verdict::Drop as u8 { Verdict::Drop } else { Verdict::Pass };
-        p.meta.out_port = d.out_port;
-        p.meta.user = d.user;
-        if d.len as usize != p.len() {
-            // setSize checked len <= cap; set_len checks again.
-            let _ = p.set_len(d.len as usize);
+fn decided(d: &Desc, m: &mut Meta) {
+    m.verdict = if d.verdict == Verdict::Drop as u8 { Verdict::Drop } else { Verdict::Pass };
+    m.out_port = d.out_port;
+    m.user = d.user;
+}
+
+impl Packets for (&mut Batch, Mask) {
+    fn count(&self) -> usize {
+        self.1.count() as usize
+    }
+
+    #[inline]
+    fn fill(&mut self, descs: &mut [Desc; MAX_BATCH]) {
+        let (batch, sel) = (&mut *self.0, self.1);
+        let pkts = batch.as_mut_slice();
+        for (d, i) in descs.iter_mut().zip(sel) {
+            let p = &mut pkts[i];
+            let (m, cap) = (p.meta, p.max_len());
+            *d = desc(p.data_mut(), cap, &m);
         }
+    }
+
+    #[inline]
+    fn write_back(&mut self, descs: &[Desc; MAX_BATCH]) {
+        let (batch, sel) = (&mut *self.0, self.1);
+        let pkts = batch.as_mut_slice();
+        for (d, i) in descs.iter().zip(sel) {
+            let p = &mut pkts[i];
+            decided(d, &mut p.meta);
+            if d.len as usize != p.len() {
+                // setSize checked len <= cap; set_len checks again.
+                let _ = p.set_len(d.len as usize);
+            }
+        }
+    }
+
+    fn fail(&mut self, verdict: Verdict) {
+        let pkts = self.0.as_mut_slice();
+        for i in self.1 {
+            pkts[i].meta.verdict = verdict;
+        }
+    }
+}
+
+/// A caller's frame: Lua works on it in place. Its capacity is its length (the caller's
+/// buffer cannot grow), so `setSize` may only shrink the packet Lua sees; the frame keeps
+/// its length.
+struct Frame<'a> {
+    data: &'a mut [u8],
+    meta: &'a mut Meta,
+}
+
+impl Packets for Frame<'_> {
+    fn count(&self) -> usize {
+        1
+    }
+
+    fn fill(&mut self, descs: &mut [Desc; MAX_BATCH]) {
+        let cap = self.data.len();
+        descs[0] = desc(self.data, cap, self.meta);
+    }
+
+    fn write_back(&mut self, descs: &[Desc; MAX_BATCH]) {
+        decided(&descs[0], self.meta);
+    }
+
+    fn fail(&mut self, verdict: Verdict) {
+        self.meta.verdict = verdict;
     }
 }
 
@@ -584,7 +636,14 @@ impl Stage for LuaFunction {
     }
 
     fn run(&self, batch: &mut Batch, sel: Mask, cx: &mut WorkerCx<'_>) {
-        self.rt.run(&self.def, batch, sel, cx);
+        self.rt.run(&self.def, &mut (batch, sel), cx);
+    }
+
+    /// On the caller's frame in place (a P4 program asking for the flow function): no copy.
+    fn run_one(&self, frame: &mut [u8], meta: &mut Meta, cx: &mut WorkerCx<'_>) -> u64 {
+        meta.verdict = Verdict::Pass;
+        self.rt.run(&self.def, &mut Frame { data: frame, meta }, cx);
+        hotplane_core::xdp::action_of(meta.verdict)
     }
 
     fn describe(&self) -> String {

@@ -480,3 +480,47 @@ fn hot_functions_run_compiled() {
         assert_eq!(f.def.errors.load(Ordering::Relaxed), 0, "{body}");
     }
 }
+
+/// The calling convention between kinds: a P4 program asking for the flow function hands over
+/// its own buffer; the function reads and writes it in place, and its verdict comes back as an
+/// XDP action. The frame cannot grow: `setSize` past its length is refused by the packet API.
+#[test]
+fn run_one_works_on_the_callers_frame_in_place() {
+    let rt = runtime();
+    let w = Worker::new();
+    let f = compile(
+        &rt,
+        r#"
+        return function(pkt)
+          local u = pkt:getUdp4Packet()
+          if not u then return pkt:drop() end
+          u.payload.be16[0] = 0xbeef
+          pkt:setMark(7)
+          if u.udp:getDstPort() == 9 then pkt:drop() end
+        end
+        "#,
+    );
+    let reader = w.qsbr.register("test");
+    let guard = reader.guard();
+    let mut cx = hotplane_core::WorkerCx::new(0, hotplane_core::time::now_ns(), &guard);
+    for (dport, action) in
+        [(2000u16, hotplane_core::xdp::XDP_PASS), (9, hotplane_core::xdp::XDP_DROP)]
+    {
+        let mut frame = udp("10.0.0.1", "192.168.1.2", 1000, dport, &[0; 8]);
+        let len = frame.len();
+        let mut meta = hotplane_core::Meta::default();
+        hotplane_core::classify(&frame, &mut meta);
+        let at = meta.payload_off as usize;
+        let answer = f.as_ref().run_one(&mut frame, &mut meta, &mut cx);
+        assert_eq!(answer, action, "dport {dport}: {}", f.error());
+        assert_eq!(&frame[at..at + 2], &[0xbe, 0xef], "written in the caller's buffer");
+        assert_eq!((frame.len(), meta.user), (len, 7));
+    }
+    let grow = compile(&rt, "return function(pkt) pkt:setSize(pkt:getSize() + 64) end");
+    let mut frame = udp("10.0.0.1", "192.168.1.2", 1000, 2000, &[0; 8]);
+    let mut meta = hotplane_core::Meta::default();
+    hotplane_core::classify(&frame, &mut meta);
+    grow.as_ref().run_one(&mut frame, &mut meta, &mut cx);
+    let e = grow.error();
+    assert!(e.contains("from 0 to 50"), "growing the caller's frame is an error: {e}");
+}
