@@ -4,9 +4,10 @@
 
 use crate::batch::{Batch, Mask};
 use crate::metrics::PerWorker;
-use crate::packet::{Verdict, NO_PORT};
+use crate::packet::{Meta, Verdict, NO_PORT};
 use crate::stage::{Stage, WorkerCx};
 use crate::wire::EthernetFrame;
+use crate::xdp::action_of;
 
 /// Send packets to a fixed port, or map input ports to output ports. Entries of `NO_PORT` (and
 /// ports beyond the map) leave the packet's `out_port` as it was (the port's configured peer).
@@ -64,6 +65,11 @@ impl Stage for Forward {
         }
     }
 
+    fn run_one(&self, _frame: &mut [u8], meta: &mut Meta, _cx: &mut WorkerCx<'_>) -> u64 {
+        meta.out_port = self.out_for(meta.in_port, meta.out_port);
+        action_of(meta.verdict)
+    }
+
     fn describe(&self) -> String {
         format!("forward {}", self.describe_map())
     }
@@ -80,6 +86,18 @@ impl L2Fwd {
     pub fn new(forward: Forward) -> Self {
         Self { forward }
     }
+
+    #[inline(always)]
+    fn one(&self, frame: &mut [u8], meta: &mut Meta) {
+        match EthernetFrame::new_checked(frame) {
+            Ok(mut eth) => eth.swap_addrs(),
+            Err(_) => {
+                meta.verdict = Verdict::Drop;
+                return;
+            }
+        }
+        meta.out_port = self.forward.out_for(meta.in_port, meta.out_port);
+    }
 }
 
 impl Stage for L2Fwd {
@@ -92,15 +110,15 @@ impl Stage for L2Fwd {
         let pkts = batch.as_mut_slice();
         for i in sel {
             let p = &mut pkts[i];
-            match EthernetFrame::new_checked(p.data_mut()) {
-                Ok(mut eth) => eth.swap_addrs(),
-                Err(_) => {
-                    p.meta.verdict = Verdict::Drop;
-                    continue;
-                }
-            }
-            p.meta.out_port = self.forward.out_for(p.meta.in_port, p.meta.out_port);
+            let mut meta = p.meta;
+            self.one(p.data_mut(), &mut meta);
+            p.meta = meta;
         }
+    }
+
+    fn run_one(&self, frame: &mut [u8], meta: &mut Meta, _cx: &mut WorkerCx<'_>) -> u64 {
+        self.one(frame, meta);
+        action_of(meta.verdict)
     }
 
     fn describe(&self) -> String {
@@ -122,6 +140,11 @@ impl Stage for DropAll {
         for i in sel {
             pkts[i].meta.verdict = Verdict::Drop;
         }
+    }
+
+    fn run_one(&self, _frame: &mut [u8], meta: &mut Meta, _cx: &mut WorkerCx<'_>) -> u64 {
+        meta.verdict = Verdict::Drop;
+        crate::xdp::XDP_DROP
     }
 }
 
@@ -148,6 +171,12 @@ impl Stage for Count {
         let bytes: u64 = sel.iter().map(|i| pkts[i].len() as u64).sum();
         self.packets.add(cx.worker, sel.count() as u64);
         self.bytes.add(cx.worker, bytes);
+    }
+
+    fn run_one(&self, frame: &mut [u8], meta: &mut Meta, cx: &mut WorkerCx<'_>) -> u64 {
+        self.packets.add(cx.worker, 1);
+        self.bytes.add(cx.worker, frame.len() as u64);
+        action_of(meta.verdict)
     }
 
     fn describe(&self) -> String {
@@ -220,6 +249,26 @@ impl SetField {
     }
 }
 
+impl SetField {
+    /// Write the value into one frame; false if the frame is too short or lacks the layer.
+    #[inline(always)]
+    fn write(&self, data: &mut [u8], meta: &Meta) -> bool {
+        let w = self.width as usize;
+        let base = match self.base {
+            FieldBase::Frame => 0,
+            FieldBase::L3 => meta.l3_off as usize,
+            FieldBase::L4 => meta.l4_off as usize,
+            FieldBase::Payload => meta.payload_off as usize,
+        };
+        let at = base + self.offset as usize;
+        if (self.base != FieldBase::Frame && base == 0) || at + w > data.len() {
+            return false;
+        }
+        data[at..at + w].copy_from_slice(&self.value[..w]);
+        true
+    }
+}
+
 impl Stage for SetField {
     fn name(&self) -> &str {
         "set-field"
@@ -227,24 +276,12 @@ impl Stage for SetField {
 
     #[inline]
     fn run(&self, batch: &mut Batch, sel: Mask, cx: &mut WorkerCx<'_>) {
-        let w = self.width as usize;
         let mut skipped = 0;
         let pkts = batch.as_mut_slice();
         for i in sel {
             let p = &mut pkts[i];
-            let base = match self.base {
-                FieldBase::Frame => 0,
-                FieldBase::L3 => p.meta.l3_off as usize,
-                FieldBase::L4 => p.meta.l4_off as usize,
-                FieldBase::Payload => p.meta.payload_off as usize,
-            };
-            let at = base + self.offset as usize;
-            let data = p.data_mut();
-            if (self.base != FieldBase::Frame && base == 0) || at + w > data.len() {
-                skipped += 1;
-                continue;
-            }
-            data[at..at + w].copy_from_slice(&self.value[..w]);
+            let meta = p.meta;
+            skipped += u64::from(!self.write(p.data_mut(), &meta));
         }
         self.written.add(cx.worker, sel.count() as u64 - skipped);
         if skipped > 0 {
@@ -252,8 +289,76 @@ impl Stage for SetField {
         }
     }
 
+    fn run_one(&self, frame: &mut [u8], meta: &mut Meta, cx: &mut WorkerCx<'_>) -> u64 {
+        match self.write(frame, meta) {
+            true => self.written.add(cx.worker, 1),
+            false => self.skipped.add(cx.worker, 1),
+        }
+        action_of(meta.verdict)
+    }
+
     fn describe(&self) -> String {
         let hex: String = self.value().iter().map(|b| format!("{b:02x}")).collect();
         format!("set-field {}+{} = 0x{hex}", self.base.as_str(), self.offset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stage::Stage;
+    use crate::wire::{EthernetAddress, UdpFrame};
+    use crate::{Pool, PoolConfig, Qsbr};
+
+    fn frame() -> Vec<u8> {
+        let f = UdpFrame {
+            src_mac: EthernetAddress::local(1),
+            dst_mac: EthernetAddress::local(2),
+            vlan: None,
+            src_ip: "10.0.0.1".parse().unwrap(),
+            dst_ip: "10.0.0.2".parse().unwrap(),
+            src_port: 1000,
+            dst_port: 2000,
+        };
+        let mut buf = vec![0u8; f.header_len() + 20];
+        let n = f.emit(&[7; 20], &mut buf).unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    /// A native stage called by another kind (`run_one`, on the caller's bytes) does to the
+    /// frame and its metadata exactly what it does in a batch, and answers its verdict as an
+    /// XDP action.
+    #[test]
+    fn run_one_does_what_run_does() {
+        let stages: Vec<Box<dyn Stage>> = vec![
+            Box::new(Forward::to(3)),
+            Box::new(L2Fwd::new(Forward::with_map(vec![5]))),
+            Box::new(DropAll),
+            Box::new(Count::new()),
+            Box::new(SetField::new(FieldBase::Payload, 2, &[0xbe, 0xef]).unwrap()),
+            Box::new(SetField::new(FieldBase::Payload, 19, &[1, 2]).unwrap()),
+        ];
+        let pool = Pool::new(PoolConfig { buffers: 4, ..Default::default() }).unwrap();
+        let qsbr = Qsbr::new();
+        let reader = qsbr.register("test");
+        let guard = reader.guard();
+        let mut cx = WorkerCx::new(0, 0, &guard);
+        for stage in &stages {
+            let mut batch = Batch::new(1);
+            let mut p = pool.alloc().unwrap();
+            p.set_frame(&frame()).unwrap();
+            p.classify();
+            p.meta.out_port = 9;
+            let mut meta = p.meta;
+            assert!(batch.push(p).is_ok());
+            stage.run(&mut batch, Mask::single(0), &mut cx);
+            let by_batch = batch.get(0).unwrap();
+            let mut bytes = frame();
+            let answer = stage.run_one(&mut bytes, &mut meta, &mut cx);
+            assert_eq!(bytes, by_batch.data(), "{}", stage.describe());
+            assert_eq!(meta, by_batch.meta, "{}", stage.describe());
+            assert_eq!(answer, action_of(by_batch.meta.verdict), "{}", stage.describe());
+        }
     }
 }
