@@ -320,10 +320,26 @@ impl Observability {
             ],
         );
         for kind in self.registry.kinds.all() {
+            // Every number a kind reports in `stats` is a metric too (untyped: the kind's
+            // statistics mix counters and gauges), then whatever families it writes itself.
+            if let Some(Value::Object(stats)) = kind.stats() {
+                for (key, v) in stats.iter().filter(|(_, v)| v.is_number()) {
+                    let name = format!("hotplane_{}_{}", kind.name(), metric_name(key));
+                    let help = format!("`{key}` of the {} kind's statistics.", kind.name());
+                    family(&name, "untyped", &help, vec![(String::new(), v.to_string())]);
+                }
+            }
+        }
+        for kind in self.registry.kinds.all() {
             kind.prometheus(&mut s);
         }
         s
     }
+}
+
+/// A statistics key as a Prometheus metric name: letters, digits and underscores.
+fn metric_name(key: &str) -> String {
+    key.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
 }
 
 fn escape(s: &str) -> String {

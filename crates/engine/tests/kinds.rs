@@ -139,6 +139,12 @@ fn the_engine_reaches_kinds_only_through_the_seam() {
     assert_eq!(kind.seen.load(Ordering::Relaxed), 1000, "every packet ran the kind's stage");
     let stats = engine.stats().unwrap();
     assert_eq!(stats["tally"]["packets"], 1000, "{stats}");
+    let metrics = engine.request(Request::Metrics {}).into_result().unwrap();
+    let text = metrics["text"].as_str().unwrap();
+    assert!(
+        text.contains("\nhotplane_tally_packets 1000\n"),
+        "the kind's numbers are metrics:\n{text}"
+    );
     assert_eq!(kind.installs.lock().unwrap().as_slice(), [("pre".to_string(), true, 2)]);
 
     // A spec for an unknown stage names the stages there are.
