@@ -5,7 +5,9 @@
 //! payload of an authenticated update, into a [`Stage`](crate::Stage) (parse, verify, compile:
 //! all off the fast path, on the control thread), answers its own control operations, and
 //! reports its counters. The engine keeps a registry of kinds and never names a concrete one:
-//! adding a kind is its crate plus one registration line in the binary.
+//! adding a kind is its crate plus one registration line in the binary (plus, for a kind with
+//! a control operation or an update kind that does not exist yet, its variant in the typed
+//! control API of `hotplane-control`).
 //!
 //! Kinds never see each other. A program of one kind calling a program of another (a P4 extern
 //! running the eBPF program in an extern slot, P4 asking the packet's flow function) goes
@@ -195,8 +197,11 @@ pub struct Built {
     pub note: Option<String>,
 }
 
-/// A program kind: everything the engine needs from it, nothing more. Every method runs on
-/// the control thread (or the thread starting the data plane), never on a worker.
+/// A program kind: everything the engine needs from it, nothing more. No method runs on a
+/// worker: they run on the control thread (or the thread starting the data plane, or one
+/// standing in for the control thread, such as a benchmark publishing directly), except
+/// `prometheus` and `stats` (also the metrics endpoint's thread) and `watchdog` (its own
+/// thread).
 pub trait ProgramKind: Send + Sync + 'static {
     /// The kind's name in listings and statistics (`ebpf`, `lua`, `p4`, `tables`).
     fn name(&self) -> &'static str;
@@ -220,10 +225,8 @@ pub trait ProgramKind: Send + Sync + 'static {
 
     /// The fields of `spec` that name files of the node, if it has any. A spec that arrives
     /// in an update is remote input: the engine refuses it before the kind opens anything.
-    fn node_files(&self, spec: &Value) -> Option<&'static str> {
-        let _ = spec;
-        None
-    }
+    /// No default on purpose: every kind says whether its specs read files.
+    fn node_files(&self, spec: &Value) -> Option<&'static str>;
 
     /// The update envelope kind codes this kind builds programs from.
     fn update_kinds(&self) -> &'static [u8] {

@@ -107,12 +107,19 @@ impl Stage for L2Fwd {
 
     #[inline]
     fn run(&self, batch: &mut Batch, sel: Mask, _cx: &mut WorkerCx<'_>) {
+        // The same steps as `one`, on the packet in place: copying its metadata out and back
+        // cost 13% of the forwarding rate in `bench pipeline`.
         let pkts = batch.as_mut_slice();
         for i in sel {
             let p = &mut pkts[i];
-            let mut meta = p.meta;
-            self.one(p.data_mut(), &mut meta);
-            p.meta = meta;
+            match EthernetFrame::new_checked(p.data_mut()) {
+                Ok(mut eth) => eth.swap_addrs(),
+                Err(_) => {
+                    p.meta.verdict = Verdict::Drop;
+                    continue;
+                }
+            }
+            p.meta.out_port = self.forward.out_for(p.meta.in_port, p.meta.out_port);
         }
     }
 
@@ -250,22 +257,30 @@ impl SetField {
 }
 
 impl SetField {
-    /// Write the value into one frame; false if the frame is too short or lacks the layer.
+    /// Where the field starts in a frame with metadata `meta`; `None` if the frame lacks the
+    /// layer the offset is based on.
     #[inline(always)]
-    fn write(&self, data: &mut [u8], meta: &Meta) -> bool {
-        let w = self.width as usize;
+    fn at(&self, meta: &Meta) -> Option<usize> {
         let base = match self.base {
-            FieldBase::Frame => 0,
-            FieldBase::L3 => meta.l3_off as usize,
-            FieldBase::L4 => meta.l4_off as usize,
-            FieldBase::Payload => meta.payload_off as usize,
+            FieldBase::Frame => return Some(self.offset as usize),
+            FieldBase::L3 => meta.l3_off,
+            FieldBase::L4 => meta.l4_off,
+            FieldBase::Payload => meta.payload_off,
         };
-        let at = base + self.offset as usize;
-        if (self.base != FieldBase::Frame && base == 0) || at + w > data.len() {
-            return false;
+        (base != 0).then(|| base as usize + self.offset as usize)
+    }
+
+    /// Write the value at `at` (from [`SetField::at`]); false if the frame is too short.
+    #[inline(always)]
+    fn write(&self, data: &mut [u8], at: Option<usize>) -> bool {
+        let w = self.width as usize;
+        match at {
+            Some(at) if at + w <= data.len() => {
+                data[at..at + w].copy_from_slice(&self.value[..w]);
+                true
+            }
+            _ => false,
         }
-        data[at..at + w].copy_from_slice(&self.value[..w]);
-        true
     }
 }
 
@@ -280,8 +295,8 @@ impl Stage for SetField {
         let pkts = batch.as_mut_slice();
         for i in sel {
             let p = &mut pkts[i];
-            let meta = p.meta;
-            skipped += u64::from(!self.write(p.data_mut(), &meta));
+            let at = self.at(&p.meta);
+            skipped += u64::from(!self.write(p.data_mut(), at));
         }
         self.written.add(cx.worker, sel.count() as u64 - skipped);
         if skipped > 0 {
@@ -290,7 +305,7 @@ impl Stage for SetField {
     }
 
     fn run_one(&self, frame: &mut [u8], meta: &mut Meta, cx: &mut WorkerCx<'_>) -> u64 {
-        match self.write(frame, meta) {
+        match self.write(frame, self.at(meta)) {
             true => self.written.add(cx.worker, 1),
             false => self.skipped.add(cx.worker, 1),
         }

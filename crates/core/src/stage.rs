@@ -55,39 +55,56 @@ pub trait Stage: Send + Sync + 'static {
     }
 }
 
+/// The scratch packet of [`run_one_through_batch`], one per thread.
+enum Scratch {
+    /// Not needed yet.
+    Unmade,
+    /// The pool could not be made: never tried again (not once per packet).
+    Failed,
+    Ready(Pool, Batch),
+}
+
 thread_local! {
-    /// One packet buffer and batch per thread for [`run_one_through_batch`]; `None` until
-    /// first used (and if the pool could not be made).
-    static SCRATCH: RefCell<Option<(Pool, Batch)>> = const { RefCell::new(None) };
+    static SCRATCH: RefCell<Scratch> = const { RefCell::new(Scratch::Unmade) };
 }
 
 /// [`Stage::run_one`] for stages that only run batches: copy the frame into a packet, run a
-/// batch of one, copy back what fits. A nested call on the same thread (a called stage that
-/// itself calls through a copy) finds the scratch busy and answers `XDP_ABORTED`.
+/// batch of one, copy back what fits. The stage runs with a context of its own, so nothing it
+/// records for its one-packet batch (`flows_done`) reaches the caller's. A nested call on the
+/// same thread (a called stage that itself calls through a copy) finds the scratch busy and
+/// answers `XDP_ABORTED`.
 pub fn run_one_through_batch<S: Stage + ?Sized>(
     stage: &S,
     frame: &mut [u8],
     meta: &mut Meta,
     cx: &mut WorkerCx<'_>,
 ) -> u64 {
+    use crate::xdp::XDP_ABORTED;
     SCRATCH.with(|cell| {
-        let Ok(mut scratch) = cell.try_borrow_mut() else { return crate::xdp::XDP_ABORTED };
-        if scratch.is_none() {
+        let Ok(mut scratch) = cell.try_borrow_mut() else { return XDP_ABORTED };
+        if let Scratch::Unmade = *scratch {
             let config = PoolConfig { buffers: 2, buffer_size: 10240, headroom: 128 };
-            *scratch = Pool::new(config).ok().map(|pool| (pool, Batch::new(1)));
+            *scratch = match Pool::new(config) {
+                Ok(pool) => Scratch::Ready(pool, Batch::new(1)),
+                Err(_) => Scratch::Failed,
+            };
         }
-        let Some((pool, batch)) = scratch.as_mut() else { return crate::xdp::XDP_ABORTED };
-        let Some(mut p) = pool.alloc() else { return crate::xdp::XDP_ABORTED };
+        let Scratch::Ready(pool, batch) = &mut *scratch else { return XDP_ABORTED };
+        // A stage that panicked on the last call left its packet here (the worker caught the
+        // panic): free it, or every later call would find the batch full.
+        batch.drain().for_each(drop);
+        let Some(mut p) = pool.alloc() else { return XDP_ABORTED };
         if p.set_frame(frame).is_err() {
-            return crate::xdp::XDP_ABORTED;
+            return XDP_ABORTED;
         }
         p.meta = *meta;
         p.meta.verdict = Verdict::Pass;
         if batch.push(p).is_err() {
-            return crate::xdp::XDP_ABORTED;
+            return XDP_ABORTED;
         }
-        stage.run(batch, Mask::single(0), cx);
-        let Some(back) = batch.drain().next() else { return crate::xdp::XDP_ABORTED };
+        let mut own = WorkerCx::new(cx.worker, cx.now_ns, cx.guard);
+        stage.run(batch, Mask::single(0), &mut own);
+        let Some(back) = batch.drain().next() else { return XDP_ABORTED };
         let n = frame.len().min(back.len());
         frame[..n].copy_from_slice(&back.data()[..n]);
         *meta = back.meta;

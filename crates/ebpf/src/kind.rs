@@ -107,8 +107,8 @@ impl ProgramKind for EbpfKind {
     }
 
     fn build(&self, spec: &Value, cx: &BuildCx<'_>) -> Result<Program, KindError> {
-        let EbpfSpec::Ebpf { file, program, engine } =
-            EbpfSpec::deserialize(spec).map_err(|e| KindError::Invalid(e.to_string()))?;
+        let EbpfSpec::Ebpf { file, program, engine } = EbpfSpec::deserialize(spec)
+            .map_err(|e| KindError::Invalid(format!("stage spec: {e}")))?;
         let engine = engine
             .as_deref()
             .map(str::parse::<Engine>)

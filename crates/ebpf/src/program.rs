@@ -462,7 +462,7 @@ impl XdpRunner<'_> {
         let packet = std::ptr::addr_of_mut!(*pkt) as u64;
         let data = pkt.data_mut();
         let (start, len) = (data.as_mut_ptr() as u64, data.len() as u64);
-        self.enter(start, len, in_port, packet, || {
+        self.enter(start, len, in_port, packet, move || {
             // SAFETY: `packet` is `pkt`, borrowed mutably by this call; reading its room is
             // fine.
             let p = unsafe { &*(packet as *const Packet) };
@@ -486,7 +486,7 @@ impl XdpRunner<'_> {
         let (start, len) = (frame.as_mut_ptr() as u64, frame.len() as u64);
         // No packet behind the context (`packet` 0): the helpers that move the packet's
         // bounds find none to move.
-        self.enter(start, len, in_port, 0, || Region { start, len, writable: true })
+        self.enter(start, len, in_port, 0, move || Region { start, len, writable: true })
     }
 
     /// Run with the context describing `len` bytes at `start`, the data of `packet` (a

@@ -10,6 +10,29 @@ use std::sync::Arc;
 pub const ENGINE_SECTIONS: [&str; 6] =
     ["dataplane", "port", "pipeline", "predefined", "control", "metrics"];
 
+/// Control operations the engine answers itself. The control API is typed
+/// (`hotplane_control::api::Request`): a kind answers operations that exist there, and a new
+/// operation is a new variant in that crate first.
+pub const ENGINE_OPS: [&str; 10] = [
+    "stats",
+    "slots",
+    "flows",
+    "predefined",
+    "metrics",
+    "install",
+    "switch",
+    "remove",
+    "update",
+    "shutdown",
+];
+
+/// Update kinds the engine builds itself: a native spec, a pre-defined program, a removal.
+pub const ENGINE_UPDATE_KINDS: [u8; 3] = [1, 2, 3];
+
+/// Keys of the `stats` response the engine fills; a kind's statistics go under its name.
+const ENGINE_STATS_KEYS: [&str; 6] =
+    ["uptime_s", "ports", "workers", "updates", "targets", "slots"];
+
 /// The running kinds of one data plane.
 #[derive(Clone, Default)]
 pub struct Kinds {
@@ -56,15 +79,36 @@ impl Kinds {
                     return Err(clash(o, format!("stage `{s}`")));
                 }
             }
+            let engine = |what: String| KindsError::Clash { first: "engine", second: name, what };
             for c in kind.update_kinds() {
+                if ENGINE_UPDATE_KINDS.contains(c) {
+                    return Err(engine(format!("update kind {c}")));
+                }
                 if let Some(&o) = kinds.by_update.get(c) {
                     return Err(clash(o, format!("update kind {c}")));
                 }
             }
             for op in kind.ops() {
+                if ENGINE_OPS.contains(op) {
+                    return Err(engine(format!("operation `{op}`")));
+                }
                 if let Some(&o) = kinds.by_op.get(op) {
                     return Err(clash(o, format!("operation `{op}`")));
                 }
+            }
+            for section in kind.sections() {
+                if ENGINE_SECTIONS.contains(section) {
+                    return Err(engine(format!("section `{section}`")));
+                }
+                if let Some(o) = kinds.kinds.iter().position(|k| k.sections().contains(section)) {
+                    return Err(clash(o, format!("section `{section}`")));
+                }
+            }
+            if ENGINE_STATS_KEYS.contains(&name) {
+                return Err(engine(format!("the name `{name}` in the stats response")));
+            }
+            if let Some(o) = kinds.kinds.iter().position(|k| k.name() == name) {
+                return Err(clash(o, format!("the name `{name}`")));
             }
             kinds.by_stage.extend(kind.stages().iter().map(|s| (*s, i)));
             kinds.by_update.extend(kind.update_kinds().iter().map(|c| (*c, i)));

@@ -199,3 +199,82 @@ fn the_engine_reaches_kinds_only_through_the_seam() {
     let summary = engine.stop();
     assert_eq!(summary.panics, 0);
 }
+
+/// A kind that claims what belongs to the engine or to another kind.
+struct Greedy {
+    name: &'static str,
+    ops: &'static [&'static str],
+    updates: &'static [u8],
+    sections: &'static [&'static str],
+    stages: &'static [&'static str],
+}
+
+impl ProgramKind for Greedy {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn ops(&self) -> &'static [&'static str] {
+        self.ops
+    }
+    fn update_kinds(&self) -> &'static [u8] {
+        self.updates
+    }
+    fn sections(&self) -> &'static [&'static str] {
+        self.sections
+    }
+    fn stages(&self) -> &'static [&'static str] {
+        self.stages
+    }
+    fn node_files(&self, _: &Value) -> Option<&'static str> {
+        None
+    }
+}
+
+macro_rules! greedy {
+    ($name:ident, $kind:expr) => {
+        fn $name(_: &KindSetup<'_>) -> Result<Arc<dyn ProgramKind>, KindError> {
+            Ok(Arc::new($kind))
+        }
+    };
+}
+
+const NOTHING: Greedy =
+    Greedy { name: "greedy", ops: &[], updates: &[], sections: &[], stages: &[] };
+greedy!(takes_stats, Greedy { ops: &["stats"], ..NOTHING });
+greedy!(takes_removal, Greedy { updates: &[3], ..NOTHING });
+greedy!(takes_control, Greedy { sections: &["control"], ..NOTHING });
+greedy!(takes_drop, Greedy { stages: &["drop"], ..NOTHING });
+greedy!(takes_tally, Greedy { name: "other", sections: &["tally"], ..NOTHING });
+greedy!(takes_tally_too, Greedy { name: "another", sections: &["tally"], ..NOTHING });
+greedy!(named_workers, Greedy { name: "workers", ..NOTHING });
+greedy!(plain, NOTHING);
+
+/// What the engine answers itself, and what one kind claims, no other kind can take: the
+/// engine refuses to start and names both.
+#[test]
+fn claims_on_the_engine_or_another_kind_stop_the_start() {
+    let cfg = || Config::parse(PORTS, "test.toml").unwrap();
+    let refused = |kinds: &[hotplane_core::KindMaker]| match Engine::start(cfg(), kinds) {
+        Ok(e) => {
+            e.stop();
+            String::new()
+        }
+        Err(e) => e.to_string(),
+    };
+    for (kinds, want) in [
+        (
+            &[takes_stats as hotplane_core::KindMaker][..],
+            "engine and greedy kinds both claim operation `stats`",
+        ),
+        (&[takes_removal], "claim update kind 3"),
+        (&[takes_control], "claim section `control`"),
+        (&[takes_drop], "claim stage `drop`"),
+        (&[named_workers], "the name `workers`"),
+        (&[takes_tally, takes_tally_too], "other and another kinds both claim section `tally`"),
+        (&[plain, plain], "greedy and greedy kinds both claim the name `greedy`"),
+    ] {
+        let e = refused(kinds);
+        assert!(e.contains(want), "want `{want}`, got `{e}`");
+    }
+    assert_eq!(refused(&[plain]), "", "a kind claiming nothing starts");
+}

@@ -33,13 +33,23 @@ pub fn exit_guard() -> anyhow::Result<()> {
 }
 
 /// Workers survive a panicking program (the batch is dropped and counted); keep a program that
-/// panics on every packet from flooding stderr: at most one report per second.
+/// panics on every packet from flooding stderr: at most one report per second from workers.
+/// Panics elsewhere (the control thread refusing an update whose builder hit a bug) are always
+/// reported: the refusal sends the operator to this log.
 pub fn quiet_panics() {
     use std::sync::atomic::{AtomicU64, Ordering};
     static LAST: AtomicU64 = AtomicU64::new(0);
     static SUPPRESSED: AtomicU64 = AtomicU64::new(0);
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
+        // Workers are `hotplane-w0`, `hotplane-w1`, ... (not `hotplane-watchdog`).
+        let on_worker = std::thread::current().name().is_some_and(|n| {
+            n.strip_prefix("hotplane-w")
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        });
+        if !on_worker {
+            return default(info);
+        }
         let now = hotplane_core::time::now_ns();
         let last = LAST.load(Ordering::Relaxed);
         if last != 0 && now.saturating_sub(last) < 1_000_000_000 {

@@ -145,8 +145,8 @@ impl ProgramKind for LuaKind {
     }
 
     fn build(&self, spec: &Value, cx: &BuildCx<'_>) -> Result<Program, KindError> {
-        let LuaSpec::Lua { file, source, jit, opt } =
-            LuaSpec::deserialize(spec).map_err(|e| KindError::Invalid(e.to_string()))?;
+        let LuaSpec::Lua { file, source, jit, opt } = LuaSpec::deserialize(spec)
+            .map_err(|e| KindError::Invalid(format!("stage spec: {e}")))?;
         let (text, name) = match (file, source) {
             (Some(f), None) => {
                 let path = cx.resolve(&f);

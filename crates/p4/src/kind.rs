@@ -196,7 +196,8 @@ impl ProgramKind for P4Kind {
     }
 
     fn build(&self, spec: &Value, cx: &BuildCx<'_>) -> Result<Program, KindError> {
-        let spec = P4Spec::deserialize(spec).map_err(|e| KindError::Invalid(e.to_string()))?;
+        let spec = P4Spec::deserialize(spec)
+            .map_err(|e| KindError::Invalid(format!("stage spec: {e}")))?;
         let stage = self.build_spec(&spec, cx)?;
         Ok(self.adopt(stage))
     }
@@ -225,6 +226,13 @@ impl ProgramKind for P4Kind {
 
     fn installed(&self, target: &str, workers: &[usize], program: &Program, version: u64) {
         let _ = version;
+        // The P4 programs of the table operations and of replacements are those at positions
+        // and externs. One installed as a flow function is run, not addressed: `p4-tables`
+        // without a target keeps finding the pipeline's program, and a P4 update to a flow
+        // starts fresh.
+        if target.starts_with("flow") {
+            return;
+        }
         let ours = program.as_ref().and_then(|stage| {
             let at = address(Arc::as_ptr(stage));
             lock(&self.built).iter().find(|w| address(Weak::as_ptr(w)) == at).map(Weak::clone)

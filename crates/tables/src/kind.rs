@@ -83,9 +83,13 @@ impl ProgramKind for TablesKind {
         &["table"]
     }
 
+    fn node_files(&self, _spec: &Value) -> Option<&'static str> {
+        None // a table stage names a table of the node's config, never a file
+    }
+
     fn build(&self, spec: &Value, _cx: &BuildCx<'_>) -> Result<Program, KindError> {
-        let TableSpec::Table { table, key, value_at } =
-            TableSpec::deserialize(spec).map_err(|e| KindError::Invalid(e.to_string()))?;
+        let TableSpec::Table { table, key, value_at } = TableSpec::deserialize(spec)
+            .map_err(|e| KindError::Invalid(format!("stage spec: {e}")))?;
         let t = self.tables.get(&table).map_err(|e| KindError::Invalid(e.to_string()))?;
         let stage =
             TableStage::new(t, &key, value_at).map_err(|e| KindError::Invalid(e.to_string()))?;
