@@ -34,6 +34,9 @@ pub enum EngineError {
     Kinds(#[from] KindsError),
     #[error(transparent)]
     Program(#[from] KindError),
+    /// A port could not be opened (its message names the port).
+    #[error(transparent)]
+    Port(#[from] hotplane_io::PortError),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -140,15 +143,14 @@ impl Engine {
             let what = || format!("port `{}`", pc.name());
             let queues = match &pc.kind {
                 PortKind::Mem(spec) => {
-                    let (q, h) = hotplane_io::mem::open(spec, &cx).map_err(|e| setup(what(), e))?;
+                    let (q, h) = hotplane_io::mem::open(spec, &cx)?;
                     mem.insert(pc.name.clone(), h);
                     Ok(q)
                 }
                 PortKind::Pcap(spec) => hotplane_io::pcap::open(spec, &cx),
                 PortKind::Afpacket(spec) => hotplane_io::afpacket::open(spec, &cx),
                 PortKind::Afxdp(spec) => hotplane_io::afxdp::open(spec, &cx),
-            }
-            .map_err(|e| setup(what(), e))?;
+            }?;
             if queues.len() != n {
                 return Err(setup(
                     what(),

@@ -495,14 +495,38 @@ fn socket_with_fallback(
 ) -> Result<AfXdpQueue, std::io::Error> {
     match spec.zero_copy {
         ZeroCopy::On => socket(spec, cx, ifindex, queue, true),
-        ZeroCopy::Off => socket(spec, cx, ifindex, queue, false),
+        ZeroCopy::Off => socket_when_free(spec, cx, ifindex, queue, false),
         ZeroCopy::Auto => socket(spec, cx, ifindex, queue, true).or_else(|e| {
             if queue == 0 {
                 tracing::info!(port = cx.name, interface = %spec.interface, error = %e,
                     "zero-copy unavailable; using copy mode");
             }
-            socket(spec, cx, ifindex, queue, false)
+            socket_when_free(spec, cx, ifindex, queue, false)
         }),
+    }
+}
+
+/// [`socket`], waiting a little while the queue is busy: the kernel releases a closed socket's
+/// hold on a queue asynchronously, so right after the zero-copy attempt failed (or a process
+/// that used the interface exited) binding can fail with EBUSY for a few milliseconds. Only
+/// when a port opens, never on the fast path.
+fn socket_when_free(
+    spec: &AfXdpSpec,
+    cx: &OpenCtx<'_>,
+    ifindex: u32,
+    queue: u32,
+    zero_copy: bool,
+) -> Result<AfXdpQueue, std::io::Error> {
+    const TRIES: u32 = 50;
+    let mut tries = 0;
+    loop {
+        match socket(spec, cx, ifindex, queue, zero_copy) {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < TRIES => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
     }
 }
 
