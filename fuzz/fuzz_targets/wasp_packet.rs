@@ -15,6 +15,10 @@ use hotplane_wasp::{process, Env, Ess, FilterConfig};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
+    // The assembler reads text users type: any text assembles or is refused, never panics.
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = assemble(text);
+    }
     let Some((&options, shim)) = data.split_first() else { return };
     let mut bytes = shim.to_vec();
     if let Ok(mut packet) = WaspPacket::new_checked(&mut bytes[..]) {

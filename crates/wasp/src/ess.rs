@@ -31,6 +31,8 @@ pub const RECLAIM_PER_OP: usize = 4;
 /// Expired entries an operation that would otherwise be refused as full may reclaim first.
 const RECLAIM_WHEN_FULL: usize = 32;
 const EMPTY: u64 = u64::MAX;
+/// Most entries a store may hold (about 2.5 GB at today's per-entry cost).
+pub const MAX_CAPACITY: usize = 1 << 24;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EssConfig {
@@ -52,7 +54,7 @@ impl Default for EssConfig {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EssConfigError {
-    #[error("ESS capacity must be at least 1 entry and at most 2^31")]
+    #[error("ESS capacity must be at least one entry per shard and at most 2^24 entries")]
     Capacity,
     #[error("ESS lifetime must be above 0 ns")]
     Lifetime,
@@ -147,7 +149,7 @@ impl Shard {
     fn probe(&self, key: u64, home: usize, max_probe: usize, tau: u64, now: u64) -> Found {
         let mut found = Found { hit: None, free: None, probes: 0 };
         for step in 0..max_probe {
-            let slot = (home + step) & self.mask;
+            let slot = home.wrapping_add(step) & self.mask;
             found.probes = step + 1;
             let born = self.born[slot];
             if Self::alive(born, tau, now) {
@@ -200,7 +202,9 @@ impl Ess<RandomState> {
 impl<S: BuildHasher> Ess<S> {
     /// A store hashing with `hasher` (tests use a constant one to force collisions).
     pub fn with_hasher(config: &EssConfig, hasher: S) -> Result<Self, EssConfigError> {
-        if config.capacity == 0 || config.capacity > 1 << 31 {
+        // At least one entry per shard (fewer would round up past the configured figure), and
+        // at most 2^24 entries: a config never asks for more memory than a node can give.
+        if config.capacity < config.shards || config.capacity > MAX_CAPACITY {
             return Err(EssConfigError::Capacity);
         }
         if config.lifetime_ns == 0 {
@@ -212,9 +216,11 @@ impl<S: BuildHasher> Ess<S> {
         if !config.shards.is_power_of_two() || config.shards > 1024 {
             return Err(EssConfigError::Shards);
         }
-        let limit = config.capacity.div_ceil(config.shards);
-        let shards =
-            (0..config.shards).map(|_| Mutex::new(Shard::new(limit, config.max_probe))).collect();
+        // The capacity split exactly: the first `capacity % shards` shards hold one more.
+        let (each, extra) = (config.capacity / config.shards, config.capacity % config.shards);
+        let shards = (0..config.shards)
+            .map(|i| Mutex::new(Shard::new(each + usize::from(i < extra), config.max_probe)))
+            .collect();
         Ok(Ess {
             shards,
             hasher,
@@ -542,5 +548,8 @@ mod tests {
         assert_eq!(with(|c| c.lifetime_ns = 0), Some(EssConfigError::Lifetime));
         assert_eq!(with(|c| c.max_probe = 0), Some(EssConfigError::MaxProbe));
         assert_eq!(with(|c| c.shards = 3), Some(EssConfigError::Shards));
+        assert_eq!(with(|c| c.capacity = 63), Some(EssConfigError::Capacity), "< one per shard");
+        assert_eq!(with(|c| c.capacity = MAX_CAPACITY + 1), Some(EssConfigError::Capacity));
+        assert_eq!(with(|c| c.capacity = 64), None);
     }
 }

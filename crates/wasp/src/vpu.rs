@@ -290,6 +290,8 @@ impl<'e, S: BuildHasher> Machine<'e, S> {
                 let value = self.a;
                 write_be(&mut self.slots[slot].bank[..8], value);
                 self.slots[slot].dirty = true;
+                // Present from now on, for this run's later `lookup` and `map`.
+                self.slots[slot].present = true;
             }
             Insn::Map(slot) => {
                 let slot = self.touch(slot);
@@ -297,6 +299,7 @@ impl<'e, S: BuildHasher> Machine<'e, S> {
                 self.c = !self.slots[slot].present;
                 if !self.slots[slot].present {
                     self.slots[slot].dirty = true;
+                    self.slots[slot].present = true;
                 }
             }
         }
@@ -341,7 +344,13 @@ pub fn run<S: BuildHasher>(
         scratch: [0; MAX_SCRATCH],
         scratch_len,
         scratch_dirty: false,
-        env: env.to_bank(),
+        env: {
+            // A program sees whether its packet is on its way back (bit 1 of `e.flags`), so it
+            // can forward it rather than fault on a second RETURN.
+            let mut bank = env.to_bank();
+            bank[ENV_LEN - 1] |= u8::from(returned) << 1;
+            bank
+        },
         net,
         slots: [KeySlot { bank: [0; BANK_LEN], loaded: false, present: false, dirty: false };
             MAX_KEYS],
@@ -468,6 +477,30 @@ mod tests {
         assert_eq!((out.fate, out.fault), (Fate::Return, None));
         let out = run(&p, &[], &mut [], true, &Env::default(), &[], &ess);
         assert_eq!(out.fault, Some((Fault::SecondReturn, 0)));
+    }
+
+    /// A packet on its way back sees bit 1 of `e.flags` and can forward itself instead of
+    /// faulting on a second `return` (the path scan's reverse path).
+    #[test]
+    fn a_returned_packet_sees_its_flag_and_forwards() {
+        let ess = store();
+        let p = program("ld a, e.flags\nimm b, 2\nand\ncnz\njt back\nreturn\nback:\nfwd", 0);
+        let out = run(&p, &[], &mut [], false, &Env::default(), &[], &ess);
+        assert_eq!((out.fate, out.fault), (Fate::Return, None));
+        let out = run(&p, &[], &mut [], true, &Env::default(), &[], &ess);
+        assert_eq!((out.fate, out.fault), (Fate::Fwd, None), "forwarded on the way back");
+    }
+
+    /// `lookup` and `map` see what this run's own `insert` or `map` created.
+    #[test]
+    fn a_run_sees_the_entries_it_created() {
+        let ess = store();
+        let p = program("imm a, 9\ninsert k0\nlookup k0\nst s.64[0], a\nclr\njf no\ninc\nno:\nst s.64[1], a\nmap k1\nmap k1\nclr\njt yes\ninc\nyes:\nst s.64[2], a", 2);
+        let mut scratch = [0u8; 24];
+        let out = run(&p, &[1, 2], &mut scratch, false, &Env::default(), &[], &ess);
+        assert_eq!(out.fault, None);
+        let words: Vec<u64> = (0..3).map(|i| word(&scratch, i)).collect();
+        assert_eq!(words, [9, 1, 1], "lookup after insert: present; second map: not created");
     }
 
     #[test]
