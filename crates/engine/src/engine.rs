@@ -434,7 +434,6 @@ impl Engine {
     /// True when every finite input is exhausted and nothing is left in flight: no punted
     /// update, no queued acknowledgement, no request being handled.
     pub fn drained(&self) -> bool {
-        let idle_before: Vec<u64> = self.worker_stats.iter().map(|w| w.idle_polls.get()).collect();
         let quiet = || {
             self.worker_stats.iter().all(|w| w.inputs_done.load(Ordering::Acquire))
                 && self.punts.iter().all(|p| p.is_empty())
@@ -445,20 +444,30 @@ impl Engine {
         if !quiet() {
             return false;
         }
-        // Each worker must complete two more empty polls, so nothing it held is unsent.
-        let deadline = Instant::now() + Duration::from_millis(500);
-        while Instant::now() < deadline {
-            let moved = self
-                .worker_stats
-                .iter()
-                .zip(&idle_before)
-                .all(|(w, b)| w.idle_polls.get() >= b + 2);
-            if moved {
-                return quiet();
+        // Each worker must complete two more empty polls, so nothing it held is unsent; and
+        // that twice over: after the first round every worker has handed on what it held (a
+        // follower's transmit queued on a software-RSS ring for the port's owner), after the
+        // second the owner has polled twice since, so it sent it.
+        for _ in 0..2 {
+            let idle_before: Vec<u64> =
+                self.worker_stats.iter().map(|w| w.idle_polls.get()).collect();
+            let deadline = Instant::now() + Duration::from_millis(500);
+            loop {
+                let moved = self
+                    .worker_stats
+                    .iter()
+                    .zip(&idle_before)
+                    .all(|(w, b)| w.idle_polls.get() >= b + 2);
+                if moved {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    return false;
+                }
+                std::thread::sleep(Duration::from_micros(100));
             }
-            std::thread::sleep(Duration::from_micros(100));
         }
-        false
+        quiet()
     }
 
     /// Wait until `drained()` or the timeout; returns whether it drained.
