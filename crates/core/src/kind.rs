@@ -303,6 +303,44 @@ mod tests {
         assert_eq!(e.message(), "pipeline.pre: verifier: r1 invalid");
     }
 
+    /// A FIFO would block the control thread for good (the open does not wait) and an endless
+    /// or huge file would grow memory without end (the read stops at the limit).
+    #[test]
+    fn fifos_and_oversized_files_are_refused() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let dir = std::env::temp_dir().join(format!("hotplane-core-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `name` is a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        // Should the open block on the FIFO (the bug), open it for writing so the test ends
+        // with a wrong message instead of hanging.
+        let done = Arc::new(AtomicBool::new(false));
+        let unblocker = {
+            let (done, fifo) = (done.clone(), fifo.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(200));
+                    use std::os::unix::fs::OpenOptionsExt;
+                    let _ = std::fs::OpenOptions::new()
+                        .write(true)
+                        .custom_flags(libc::O_NONBLOCK)
+                        .open(&fifo);
+                }
+            })
+        };
+        let e = read_local_file(&fifo).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let big = dir.join("big");
+        std::fs::File::create(&big).unwrap().set_len(MAX_LOCAL_FILE_BYTES + 1).unwrap();
+        let e = read_local_file(&big).unwrap_err();
+        assert!(e.to_string().contains("larger than"), "{e}");
+        done.store(true, Ordering::Relaxed);
+        unblocker.join().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn local_files_must_exist_and_be_regular() {
         let e = read_local_file(Path::new("/nonexistent/hotplane-prog.o")).unwrap_err();

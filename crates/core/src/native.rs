@@ -107,19 +107,12 @@ impl Stage for L2Fwd {
 
     #[inline]
     fn run(&self, batch: &mut Batch, sel: Mask, _cx: &mut WorkerCx<'_>) {
-        // The same steps as `one`, on the packet in place: copying its metadata out and back
-        // cost 13% of the forwarding rate in `bench pipeline`.
+        // On the packet in place (`frame_mut`): copying its metadata out and back cost 13% of
+        // the forwarding rate in `bench pipeline`.
         let pkts = batch.as_mut_slice();
         for i in sel {
-            let p = &mut pkts[i];
-            match EthernetFrame::new_checked(p.data_mut()) {
-                Ok(mut eth) => eth.swap_addrs(),
-                Err(_) => {
-                    p.meta.verdict = Verdict::Drop;
-                    continue;
-                }
-            }
-            p.meta.out_port = self.forward.out_for(p.meta.in_port, p.meta.out_port);
+            let (frame, meta) = pkts[i].frame_mut();
+            self.one(frame, meta);
         }
     }
 
@@ -294,9 +287,8 @@ impl Stage for SetField {
         let mut skipped = 0;
         let pkts = batch.as_mut_slice();
         for i in sel {
-            let p = &mut pkts[i];
-            let at = self.at(&p.meta);
-            skipped += u64::from(!self.write(p.data_mut(), at));
+            let (frame, meta) = pkts[i].frame_mut();
+            skipped += u64::from(!self.write(frame, self.at(meta)));
         }
         self.written.add(cx.worker, sel.count() as u64 - skipped);
         if skipped > 0 {

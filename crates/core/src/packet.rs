@@ -125,6 +125,21 @@ impl Packet {
         }
     }
 
+    /// The frame bytes and the metadata, both writable at once: per-packet code shared with
+    /// [`crate::Stage::run_one`] (which gets the two apart) works on a packet in place, without
+    /// copying the metadata out and back.
+    #[inline(always)]
+    pub fn frame_mut(&mut self) -> (&mut [u8], &mut Meta) {
+        // SAFETY: as in `data_mut`; the buffer and the `meta` field do not overlap.
+        let data = unsafe {
+            core::slice::from_raw_parts_mut(
+                self.base.as_ptr().add(self.head as usize),
+                self.len as usize,
+            )
+        };
+        (data, &mut self.meta)
+    }
+
     #[inline(always)]
     pub fn len(&self) -> usize {
         self.len as usize

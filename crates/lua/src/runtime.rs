@@ -562,9 +562,9 @@ impl Packets for (&mut Batch, Mask) {
         let (batch, sel) = (&mut *self.0, self.1);
         let pkts = batch.as_mut_slice();
         for (d, i) in descs.iter_mut().zip(sel) {
-            let p = &mut pkts[i];
-            let (m, cap) = (p.meta, p.max_len());
-            *d = desc(p.data_mut(), cap, &m);
+            let cap = pkts[i].max_len();
+            let (data, meta) = pkts[i].frame_mut();
+            *d = desc(data, cap, meta);
         }
     }
 
