@@ -35,7 +35,13 @@ fuzz_target!(|data: &[u8]| {
     let ess = Ess::new(&config).expect("valid store config");
     let on_fault = if options & 2 != 0 { OnFault::ForwardFlagged } else { OnFault::Drop };
     let env = Env { time_ns: u64::from(options), ..Env::default() };
-    match process(&mut bytes, &env, shim, &ess, &FilterConfig { on_fault }) {
+    match process(
+        &mut bytes,
+        &env,
+        shim,
+        &ess,
+        &FilterConfig { on_fault, ..FilterConfig::default() },
+    ) {
         Ok(processed) => {
             if let Some(outcome) = processed.outcome {
                 assert!(

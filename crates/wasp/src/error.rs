@@ -36,11 +36,17 @@ pub enum Reject {
     JumpIntoInstruction,
     #[error("reference to an undeclared key")]
     UndeclaredKey,
+    #[error("admin packet under a key id this node does not hold")]
+    UnknownKey,
+    #[error("admin packet whose MAC does not verify")]
+    BadMac,
+    #[error("admin packet whose sequence number is not above the last accepted for its key")]
+    Replayed,
 }
 
 impl Reject {
     /// Every reason, in counter-index order.
-    pub const ALL: [Reject; 15] = [
+    pub const ALL: [Reject; 18] = [
         Reject::Truncated,
         Reject::BadVersion,
         Reject::ReservedBits,
@@ -56,6 +62,9 @@ impl Reject {
         Reject::JumpOutOfRange,
         Reject::JumpIntoInstruction,
         Reject::UndeclaredKey,
+        Reject::UnknownKey,
+        Reject::BadMac,
+        Reject::Replayed,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -82,6 +91,9 @@ impl Reject {
             Reject::JumpOutOfRange => "jump-out-of-range",
             Reject::JumpIntoInstruction => "jump-into-instruction",
             Reject::UndeclaredKey => "undeclared-key",
+            Reject::UnknownKey => "unknown-key",
+            Reject::BadMac => "bad-mac",
+            Reject::Replayed => "replayed",
         }
     }
 }
@@ -98,11 +110,18 @@ pub enum Fault {
     NotMapped,
     #[error("second return")]
     SecondReturn,
+    #[error("write to a protected entry by a packet that is not an authenticated admin packet")]
+    Protected,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 4] =
-        [Fault::ReadOnly, Fault::OutOfBounds, Fault::NotMapped, Fault::SecondReturn];
+    pub const ALL: [Fault; 5] = [
+        Fault::ReadOnly,
+        Fault::OutOfBounds,
+        Fault::NotMapped,
+        Fault::SecondReturn,
+        Fault::Protected,
+    ];
     pub const COUNT: usize = Self::ALL.len();
 
     pub fn index(self) -> usize {
@@ -124,6 +143,7 @@ impl Fault {
             Fault::OutOfBounds => "out-of-bounds",
             Fault::NotMapped => "not-mapped",
             Fault::SecondReturn => "second-return",
+            Fault::Protected => "protected",
         }
     }
 }

@@ -12,15 +12,20 @@
 //!   expired entry is invisible before it is reclaimed, so nothing ever scans the store;
 //! - workers share the store through 64 shards with one mutex each; a program's transaction
 //!   ([`Txn`]) locks the shards of its (at most four) declared keys in ascending order, which
-//!   cannot deadlock, and holds them for at most one bounded program run.
+//!   cannot deadlock, and holds them for at most one bounded program run;
+//! - every entry lives in the namespace of its [`Scope`] (the scope is part of the key the
+//!   index matches), so a public key can never name a protected or private entry;
+//! - above a fill threshold, a [`Quota`] limits the live entries each aggregate created (the
+//!   stage names the aggregate, e.g. the source /24): one counter per hashed aggregate bucket,
+//!   updated with one atomic add at creation and one subtraction when the entry is reclaimed.
 
 use std::collections::hash_map::RandomState;
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::wire::MAX_KEYS;
+use crate::wire::{Scope, MAX_KEYS};
 
 /// Bytes of one entry's bank (the seed's two adjacent 64-bit entries, or four words).
 pub const BANK_LEN: usize = 32;
@@ -33,6 +38,104 @@ const RECLAIM_WHEN_FULL: usize = 32;
 const EMPTY: u64 = u64::MAX;
 /// Most entries a store may hold (about 2.5 GB at today's per-entry cost).
 pub const MAX_CAPACITY: usize = 1 << 24;
+/// Aggregate buckets quotas count in (an aggregate is hashed, with a per-store secret, to one).
+pub const QUOTA_BUCKETS: usize = 1024;
+
+/// The address of an entry: its scope's namespace and a 64-bit key. For a private entry the
+/// key is already derived from the code ([`Ess::private_key`]); the filter does that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct StoreKey {
+    pub scope: Scope,
+    pub key: u64,
+}
+
+impl StoreKey {
+    pub const fn public(key: u64) -> StoreKey {
+        StoreKey { scope: Scope::Public, key }
+    }
+    pub const fn protected(key: u64) -> StoreKey {
+        StoreKey { scope: Scope::Protected, key }
+    }
+}
+
+/// Per-aggregate admission when demand exceeds memory (`docs/wasp.md` §8): once the store holds
+/// at least `above_percent` of its capacity, an aggregate that holds `share_percent` of the
+/// capacity (at least one entry) may create no more entries until some of its own expire.
+/// Updates of existing entries are never limited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    /// Fill level, percent of capacity, from which quotas apply; 100 or more turns them off.
+    pub above_percent: u8,
+    /// Entries one aggregate may hold above that level, percent of capacity.
+    pub share_percent: u8,
+}
+
+impl Default for Quota {
+    fn default() -> Self {
+        Quota { above_percent: 50, share_percent: 10 }
+    }
+}
+
+impl Quota {
+    /// No quota at any fill level.
+    pub const OFF: Quota = Quota { above_percent: 100, share_percent: 100 };
+
+    /// The most live entries one aggregate may hold while the store holds `live` of
+    /// `capacity`, or `None` while quotas do not apply.
+    pub fn limit(&self, live: usize, capacity: usize) -> Option<usize> {
+        let (above, share) = (usize::from(self.above_percent), usize::from(self.share_percent));
+        if above >= 100 || live.saturating_mul(100) < capacity.saturating_mul(above) {
+            return None;
+        }
+        Some((capacity.saturating_mul(share) / 100).max(1))
+    }
+}
+
+/// Who creates entries in a transaction, for quotas: an aggregate id (the filter derives it
+/// from the source address) and the quota that applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admission {
+    pub aggregate: u64,
+    pub quota: Quota,
+}
+
+/// The store-wide counts quotas read: live entries and live entries per aggregate bucket.
+struct AdmissionCounts {
+    live: AtomicUsize,
+    /// Live entries created per bucket; an entry's `owner` is its bucket + 1 (0: not counted).
+    per_bucket: Box<[AtomicU32]>,
+}
+
+impl AdmissionCounts {
+    fn new() -> Self {
+        AdmissionCounts {
+            live: AtomicUsize::new(0),
+            per_bucket: (0..QUOTA_BUCKETS).map(|_| AtomicU32::new(0)).collect(),
+        }
+    }
+
+    fn held(&self, owner: u16) -> usize {
+        match usize::from(owner).checked_sub(1).and_then(|b| self.per_bucket.get(b)) {
+            Some(count) => count.load(Ordering::Relaxed) as usize,
+            None => 0,
+        }
+    }
+
+    fn acquire(&self, owner: u16) {
+        if let Some(count) = usize::from(owner).checked_sub(1).and_then(|b| self.per_bucket.get(b))
+        {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn release(&self, owner: u16) {
+        if let Some(count) = usize::from(owner).checked_sub(1).and_then(|b| self.per_bucket.get(b))
+        {
+            // Never below 0: every release follows the acquire of the same entry.
+            let _ = count.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EssConfig {
@@ -71,6 +174,8 @@ pub enum Refusal {
     Full,
     #[error("probe window full")]
     ProbeLimit,
+    #[error("the creating aggregate is over its quota")]
+    Quota,
 }
 
 /// Counters (monotonic except `live`).
@@ -81,6 +186,8 @@ pub struct EssStats {
     pub updates: u64,
     pub refused_full: u64,
     pub refused_probe: u64,
+    /// Creations refused because their aggregate was over its quota.
+    pub refused_quota: u64,
     pub expired: u64,
     /// Longest probe (slots read before a hit or a placement) seen so far.
     pub max_probe_seen: u64,
@@ -92,6 +199,7 @@ struct Counters {
     updates: AtomicU64,
     refused_full: AtomicU64,
     refused_probe: AtomicU64,
+    refused_quota: AtomicU64,
     expired: AtomicU64,
     max_probe_seen: AtomicU64,
 }
@@ -100,12 +208,17 @@ struct Counters {
 #[derive(Clone, Copy)]
 struct Birth {
     slot: u32,
+    scope: Scope,
     key: u64,
     born: u64,
 }
 
 struct Shard {
     keys: Vec<u64>,
+    /// Namespace of each slot's key.
+    scopes: Vec<Scope>,
+    /// Aggregate bucket + 1 that created each slot's entry (0: not counted).
+    owners: Vec<u16>,
     /// Creation time per slot, `EMPTY` for a free slot.
     born: Vec<u64>,
     banks: Vec<BankBytes>,
@@ -132,6 +245,8 @@ impl Shard {
         let births_cap = limit * 2 + RECLAIM_WHEN_FULL;
         Shard {
             keys: vec![0; size],
+            scopes: vec![Scope::Public; size],
+            owners: vec![0; size],
             born: vec![EMPTY; size],
             banks: vec![[0; BANK_LEN]; size],
             mask: size - 1,
@@ -146,14 +261,14 @@ impl Shard {
         born != EMPTY && now < born.saturating_add(tau)
     }
 
-    fn probe(&self, key: u64, home: usize, max_probe: usize, tau: u64, now: u64) -> Found {
+    fn probe(&self, key: StoreKey, home: usize, max_probe: usize, tau: u64, now: u64) -> Found {
         let mut found = Found { hit: None, free: None, probes: 0 };
         for step in 0..max_probe {
             let slot = home.wrapping_add(step) & self.mask;
             found.probes = step + 1;
             let born = self.born[slot];
             if Self::alive(born, tau, now) {
-                if self.keys[slot] == key {
+                if self.keys[slot] == key.key && self.scopes[slot] == key.scope {
                     found.hit = Some(slot);
                     return found;
                 }
@@ -164,8 +279,9 @@ impl Shard {
         found
     }
 
-    /// Frees up to `budget` expired entries, oldest first. Returns how many were freed.
-    fn reclaim(&mut self, tau: u64, now: u64, budget: usize) -> usize {
+    /// Frees up to `budget` expired entries, oldest first, releasing their quota counts.
+    /// Returns how many were freed.
+    fn reclaim(&mut self, tau: u64, now: u64, budget: usize, counts: &AdmissionCounts) -> usize {
         let mut freed = 0;
         for _ in 0..budget {
             let Some(birth) = self.births.front().copied() else { break };
@@ -174,9 +290,17 @@ impl Shard {
             }
             self.births.pop_front();
             let slot = birth.slot as usize;
-            if self.born[slot] == birth.born && self.keys[slot] == birth.key {
+            if self.born[slot] == birth.born
+                && self.keys[slot] == birth.key
+                && self.scopes[slot] == birth.scope
+            {
                 self.born[slot] = EMPTY;
                 self.live = self.live.saturating_sub(1);
+                counts.release(self.owners[slot]);
+                self.owners[slot] = 0;
+                let _ = counts
+                    .live
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
                 freed += 1;
             }
         }
@@ -190,7 +314,25 @@ pub struct Ess<S = RandomState> {
     hasher: S,
     tau: u64,
     max_probe: usize,
+    capacity: usize,
     counters: Counters,
+    admission: AdmissionCounts,
+    /// Hashes aggregates to quota buckets (its own secret: a test's constant `hasher` must not
+    /// put every aggregate in one bucket).
+    bucket_hasher: RandomState,
+    /// Key of the keyed hash that derives private keys from code bytes.
+    secret: [u8; 32],
+}
+
+/// A per-store 256-bit secret: four outputs of a freshly keyed SipHash (`RandomState` draws
+/// its keys from the operating system's random source).
+fn random_secret() -> [u8; 32] {
+    let state = RandomState::new();
+    let mut secret = [0u8; 32];
+    for (i, chunk) in secret.chunks_mut(8).enumerate() {
+        chunk.copy_from_slice(&state.hash_one(i as u64).to_be_bytes());
+    }
+    secret
 }
 
 impl Ess<RandomState> {
@@ -226,13 +368,17 @@ impl<S: BuildHasher> Ess<S> {
             hasher,
             tau: config.lifetime_ns,
             max_probe: config.max_probe,
+            capacity: config.capacity,
             counters: Counters::default(),
+            admission: AdmissionCounts::new(),
+            bucket_hasher: RandomState::new(),
+            secret: random_secret(),
         })
     }
 
     /// (shard, home slot) of a key.
-    fn place(&self, key: u64) -> (usize, usize) {
-        let hash = self.hasher.hash_one(key);
+    fn place(&self, key: StoreKey) -> (usize, usize) {
+        let hash = self.hasher.hash_one((key.scope as u8, key.key));
         let shard = (hash as usize) & (self.shards.len() - 1);
         (shard, (hash >> 32) as usize)
     }
@@ -243,23 +389,62 @@ impl<S: BuildHasher> Ess<S> {
         self.shards[shard].lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The bank under `key`, if it is alive at `now`.
+    /// The public bank under `key`, if it is alive at `now`.
     pub fn get(&self, key: u64, now: u64) -> Option<BankBytes> {
+        self.get_scoped(StoreKey::public(key), now)
+    }
+
+    /// Stores `bank` under the public `key`: updates a live entry (its lifetime unchanged) or
+    /// creates one. Returns whether it was created.
+    pub fn put(&self, key: u64, bank: &BankBytes, now: u64) -> Result<bool, Refusal> {
+        self.put_scoped(StoreKey::public(key), bank, now)
+    }
+
+    /// The bank under `key` in its scope's namespace, if it is alive at `now`.
+    pub fn get_scoped(&self, key: StoreKey, now: u64) -> Option<BankBytes> {
         let (shard, home) = self.place(key);
         let mut guard = self.lock(shard);
         self.get_in(&mut guard, key, home, now)
     }
 
-    /// Stores `bank` under `key`: updates a live entry (its lifetime unchanged) or creates one.
-    /// Returns whether it was created.
-    pub fn put(&self, key: u64, bank: &BankBytes, now: u64) -> Result<bool, Refusal> {
+    /// [`Ess::put`] in any scope, outside quotas: the operator's way to install a protected
+    /// entry (packets write protected entries only as authenticated admin packets).
+    pub fn put_scoped(&self, key: StoreKey, bank: &BankBytes, now: u64) -> Result<bool, Refusal> {
         let (shard, home) = self.place(key);
         let mut guard = self.lock(shard);
-        self.put_in(&mut guard, key, home, bank, now)
+        self.put_in(&mut guard, key, home, bank, now, None)
     }
 
-    fn get_in(&self, shard: &mut Shard, key: u64, home: usize, now: u64) -> Option<BankBytes> {
-        self.note_expired(shard.reclaim(self.tau, now, RECLAIM_PER_OP));
+    /// The store key of a private entry: the first 8 bytes of a BLAKE3 hash keyed with this
+    /// store's secret over the code length, the code bytes and the declared key. Only a packet
+    /// carrying the same code reaches it, and nobody without the secret can compute it.
+    pub fn private_key(&self, code: &[u8], key: u64) -> u64 {
+        let mut hasher = blake3::Hasher::new_keyed(&self.secret);
+        hasher.update(&(code.len() as u64).to_be_bytes());
+        hasher.update(code);
+        hasher.update(&key.to_be_bytes());
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&hasher.finalize().as_bytes()[..8]);
+        u64::from_be_bytes(word)
+    }
+
+    /// Bucket + 1 of an aggregate (the `owner` recorded with the entries it creates).
+    fn owner_of(&self, aggregate: u64) -> u16 {
+        // QUOTA_BUCKETS fits in u16, so the bucket + 1 does too.
+        (self.bucket_hasher.hash_one(aggregate) % QUOTA_BUCKETS as u64) as u16 + 1
+    }
+
+    /// Live entries the aggregate's bucket holds (for tests and metrics).
+    pub fn aggregate_entries(&self, aggregate: u64) -> usize {
+        self.admission.held(self.owner_of(aggregate))
+    }
+
+    fn reclaim(&self, shard: &mut Shard, now: u64, budget: usize) {
+        self.note_expired(shard.reclaim(self.tau, now, budget, &self.admission));
+    }
+
+    fn get_in(&self, shard: &mut Shard, key: StoreKey, home: usize, now: u64) -> Option<BankBytes> {
+        self.reclaim(shard, now, RECLAIM_PER_OP);
         let found = shard.probe(key, home, self.max_probe, self.tau, now);
         self.counters.max_probe_seen.fetch_max(found.probes as u64, Ordering::Relaxed);
         found.hit.map(|slot| shard.banks[slot])
@@ -268,12 +453,13 @@ impl<S: BuildHasher> Ess<S> {
     fn put_in(
         &self,
         shard: &mut Shard,
-        key: u64,
+        key: StoreKey,
         home: usize,
         bank: &BankBytes,
         now: u64,
+        creator: Option<(u16, Quota)>,
     ) -> Result<bool, Refusal> {
-        self.note_expired(shard.reclaim(self.tau, now, RECLAIM_PER_OP));
+        self.reclaim(shard, now, RECLAIM_PER_OP);
         let found = shard.probe(key, home, self.max_probe, self.tau, now);
         self.counters.max_probe_seen.fetch_max(found.probes as u64, Ordering::Relaxed);
         if let Some(slot) = found.hit {
@@ -285,11 +471,20 @@ impl<S: BuildHasher> Ess<S> {
             self.counters.refused_probe.fetch_add(1, Ordering::Relaxed);
             return Err(Refusal::ProbeLimit);
         };
+        if let Some((owner, quota)) = creator {
+            let live = self.admission.live.load(Ordering::Relaxed);
+            if let Some(limit) = quota.limit(live, self.capacity) {
+                if self.admission.held(owner) >= limit {
+                    self.counters.refused_quota.fetch_add(1, Ordering::Relaxed);
+                    return Err(Refusal::Quota);
+                }
+            }
+        }
         // A free slot is either empty (a new live entry) or expired but not yet reclaimed (taken
         // over: the live count stays, its birth record goes stale and is skipped later).
         let takes_over = shard.born[slot] != EMPTY;
         if (!takes_over && shard.live >= shard.limit) || shard.births.len() >= shard.births_cap {
-            self.note_expired(shard.reclaim(self.tau, now, RECLAIM_WHEN_FULL));
+            self.reclaim(shard, now, RECLAIM_WHEN_FULL);
             let still_taken_over = shard.born[slot] != EMPTY;
             if (!still_taken_over && shard.live >= shard.limit)
                 || shard.births.len() >= shard.births_cap
@@ -300,11 +495,24 @@ impl<S: BuildHasher> Ess<S> {
         }
         if shard.born[slot] == EMPTY {
             shard.live += 1;
+            self.admission.live.fetch_add(1, Ordering::Relaxed);
+        } else {
+            // Taken over: the expired entry's quota count goes with it.
+            self.admission.release(shard.owners[slot]);
         }
-        shard.keys[slot] = key;
+        let owner = creator.map_or(0, |(owner, _)| owner);
+        self.admission.acquire(owner);
+        shard.owners[slot] = owner;
+        shard.keys[slot] = key.key;
+        shard.scopes[slot] = key.scope;
         shard.born[slot] = now;
         shard.banks[slot] = *bank;
-        shard.births.push_back(Birth { slot: slot as u32, key, born: now });
+        shard.births.push_back(Birth {
+            slot: slot as u32,
+            scope: key.scope,
+            key: key.key,
+            born: now,
+        });
         self.counters.inserts.fetch_add(1, Ordering::Relaxed);
         Ok(true)
     }
@@ -319,7 +527,7 @@ impl<S: BuildHasher> Ess<S> {
     pub fn housekeeping(&self, now: u64, budget_per_shard: usize) -> usize {
         let mut freed = 0;
         for shard in 0..self.shards.len() {
-            let n = self.lock(shard).reclaim(self.tau, now, budget_per_shard);
+            let n = self.lock(shard).reclaim(self.tau, now, budget_per_shard, &self.admission);
             self.note_expired(n);
             freed += n;
         }
@@ -335,6 +543,7 @@ impl<S: BuildHasher> Ess<S> {
             updates: c.updates.load(Ordering::Relaxed),
             refused_full: c.refused_full.load(Ordering::Relaxed),
             refused_probe: c.refused_probe.load(Ordering::Relaxed),
+            refused_quota: c.refused_quota.load(Ordering::Relaxed),
             expired: c.expired.load(Ordering::Relaxed),
             max_probe_seen: c.max_probe_seen.load(Ordering::Relaxed),
         }
@@ -344,17 +553,34 @@ impl<S: BuildHasher> Ess<S> {
         self.tau
     }
 
-    /// Starts a transaction over the declared `keys` (at most [`MAX_KEYS`]; extra keys are
-    /// ignored): locks their shards in ascending order until the transaction is dropped.
+    /// Starts a transaction over the declared public `keys` without quota (at most
+    /// [`MAX_KEYS`]; extra keys are ignored).
     pub fn begin(&self, keys: &[u64], now: u64) -> Txn<'_, S> {
+        let mut scoped = [StoreKey::default(); MAX_KEYS];
+        for (to, &key) in scoped.iter_mut().zip(keys) {
+            *to = StoreKey::public(key);
+        }
+        self.begin_scoped(&scoped[..keys.len().min(MAX_KEYS)], now, None)
+    }
+
+    /// Starts a transaction over the declared `keys` (at most [`MAX_KEYS`]; extra keys are
+    /// ignored): locks their shards in ascending order until the transaction is dropped. The
+    /// entries it creates count against `admission`'s aggregate (none: not counted, no quota).
+    pub fn begin_scoped(
+        &self,
+        keys: &[StoreKey],
+        now: u64,
+        admission: Option<Admission>,
+    ) -> Txn<'_, S> {
         let mut txn = Txn {
             ess: self,
             now,
-            keys: [0; MAX_KEYS],
+            keys: [StoreKey::default(); MAX_KEYS],
             homes: [0; MAX_KEYS],
             guard_of: [0; MAX_KEYS],
             guards: [None, None, None, None],
             key_count: keys.len().min(MAX_KEYS),
+            creator: admission.map(|a| (self.owner_of(a.aggregate), a.quota)),
         };
         let mut shard_ids = [usize::MAX; MAX_KEYS];
         for (slot, &key) in keys.iter().take(MAX_KEYS).enumerate() {
@@ -387,11 +613,12 @@ impl<S: BuildHasher> Ess<S> {
 pub struct Txn<'a, S: BuildHasher = RandomState> {
     ess: &'a Ess<S>,
     now: u64,
-    keys: [u64; MAX_KEYS],
+    keys: [StoreKey; MAX_KEYS],
     homes: [usize; MAX_KEYS],
     guard_of: [u8; MAX_KEYS],
     guards: [Option<(usize, MutexGuard<'a, Shard>)>; MAX_KEYS],
     key_count: usize,
+    creator: Option<(u16, Quota)>,
 }
 
 impl<S: BuildHasher> Txn<'_, S> {
@@ -414,7 +641,7 @@ impl<S: BuildHasher> Txn<'_, S> {
         let Some((_, guard)) = self.guards[usize::from(self.guard_of[slot])].as_mut() else {
             return Err(Refusal::ProbeLimit);
         };
-        ess.put_in(guard, key, home, bank, now)
+        ess.put_in(guard, key, home, bank, now, self.creator)
     }
 }
 
@@ -535,6 +762,84 @@ mod tests {
         });
         assert_eq!(ess.get(5, 0), Some(bank(4000)));
         assert_eq!(ess.get(6, 0), Some(bank(4000)));
+    }
+
+    #[test]
+    fn scopes_are_separate_namespaces() {
+        let ess = Ess::new(&EssConfig::default()).unwrap();
+        let private = StoreKey { scope: Scope::Private, key: 7 };
+        assert_eq!(ess.put(7, &bank(1), 0), Ok(true));
+        assert_eq!(ess.put_scoped(StoreKey::protected(7), &bank(2), 0), Ok(true));
+        assert_eq!(ess.put_scoped(private, &bank(3), 0), Ok(true));
+        assert_eq!(ess.get(7, 0), Some(bank(1)));
+        assert_eq!(ess.get_scoped(StoreKey::protected(7), 0), Some(bank(2)));
+        assert_eq!(ess.get_scoped(private, 0), Some(bank(3)));
+        assert_eq!(ess.stats().live, 3);
+        // Private keys depend on the code and the key, and on nothing a packet can see.
+        let (a, b) = (ess.private_key(&[0x01], 7), ess.private_key(&[0x02], 7));
+        assert_ne!(a, b);
+        assert_ne!(a, ess.private_key(&[0x01], 8));
+        assert_eq!(a, ess.private_key(&[0x01], 7));
+        let other = Ess::new(&EssConfig::default()).unwrap();
+        assert_ne!(a, other.private_key(&[0x01], 7), "a per-store secret");
+    }
+
+    #[test]
+    fn quota_limits_each_aggregate_above_the_fill_threshold() {
+        let config = EssConfig { shards: 1, capacity: 100, ..EssConfig::default() };
+        let ess = Ess::new(&config).unwrap();
+        let quota = Quota { above_percent: 50, share_percent: 10 };
+        let (greedy, modest) =
+            (Admission { aggregate: 1, quota }, Admission { aggregate: 2, quota });
+        let create = |who: Admission, key: u64, now: u64| {
+            let mut txn = ess.begin_scoped(&[StoreKey::public(key)], now, Some(who));
+            txn.put(0, &bank(key))
+        };
+        // Below half full nothing limits the greedy aggregate; from then on it is over its 10.
+        for key in 0..50 {
+            assert_eq!(create(greedy, key, 0), Ok(true));
+        }
+        assert_eq!(create(greedy, 50, 0), Err(Refusal::Quota));
+        assert_eq!(ess.aggregate_entries(1), 50);
+        // Updates are never limited; the modest aggregate gets its share.
+        assert_eq!(create(greedy, 3, 0), Ok(false));
+        for key in 100..110 {
+            assert_eq!(create(modest, key, 0), Ok(true));
+        }
+        assert_eq!(create(modest, 110, 0), Err(Refusal::Quota));
+        // Entries outside admissions (operator, admin packets) are not limited.
+        assert_eq!(ess.put(200, &bank(0), 0), Ok(true));
+        let stats = ess.stats();
+        assert_eq!((stats.live, stats.refused_quota, stats.refused_full), (61, 2, 0));
+        // When the greedy entries expire, their counts go with them.
+        assert_eq!(ess.housekeeping(10 * SECOND, 1000), 61);
+        assert_eq!((ess.aggregate_entries(1), ess.aggregate_entries(2)), (0, 0));
+        assert_eq!(create(greedy, 50, 10 * SECOND), Ok(true));
+    }
+
+    #[test]
+    fn a_taken_over_slot_releases_its_quota_count() {
+        let config = EssConfig { shards: 1, capacity: 4, max_probe: 8, ..EssConfig::default() };
+        let ess = Ess::with_hasher(&config, BuildHasherDefault::<Colliding>::default()).unwrap();
+        let quota = Quota { above_percent: 0, share_percent: 100 };
+        let who = Admission { aggregate: 9, quota };
+        ess.begin_scoped(&[StoreKey::public(1)], 0, Some(who)).put(0, &bank(1)).unwrap();
+        assert_eq!(ess.aggregate_entries(9), 1);
+        // Expired but not reclaimed (the births queue is not popped by a takeover).
+        let mut txn = ess.begin_scoped(&[StoreKey::public(2)], 10 * SECOND, None);
+        assert_eq!(txn.put(0, &bank(2)), Ok(true));
+        drop(txn);
+        assert_eq!(ess.aggregate_entries(9), 0);
+        assert_eq!(ess.stats().live, 1);
+    }
+
+    #[test]
+    fn quota_limits_follow_the_percentages() {
+        let quota = Quota { above_percent: 50, share_percent: 10 };
+        assert_eq!(quota.limit(49, 100), None);
+        assert_eq!(quota.limit(50, 100), Some(10));
+        assert_eq!(quota.limit(5, 8), Some(1), "at least one entry");
+        assert_eq!(Quota::OFF.limit(100, 100), None);
     }
 
     #[test]

@@ -1,16 +1,20 @@
 //! One packet through a WASP filter: shim bytes in, fate out (`docs/wasp.md` §2, §5).
 //!
-//! Order: check the shim (lengths, version, reserved bits), verify its checksum, decode and
-//! validate the program, run it, then rewrite the shim only if something changed (scratchpad,
-//! RETURNED, FAULT) and refill its checksum. Bytes after the shim are never touched.
+//! Order: check the shim (lengths, version, reserved bits, scopes), verify its checksum,
+//! authenticate an admin packet (key id, MAC, sequence number), decode and validate the
+//! program, derive the store keys of private slots and the packet's aggregate, run it, then
+//! rewrite the shim only if something changed (scratchpad, RETURNED, FAULT) and refill its
+//! checksum. Bytes after the shim are never touched.
 
 use std::hash::BuildHasher;
+use std::sync::Arc;
 
+use crate::admin::AdminKeys;
 use crate::decode::decode;
 use crate::error::Reject;
-use crate::ess::Ess;
-use crate::vpu::{run, Env, Fate, Outcome};
-use crate::wire::{flags, WaspPacket};
+use crate::ess::{Admission, Ess, Quota};
+use crate::vpu::{run_with_access, Access, Env, Fate, Outcome};
+use crate::wire::{flags, Scope, WaspPacket};
 
 /// What a node does with a packet whose program faulted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -23,9 +27,81 @@ pub enum OnFault {
     ForwardFlagged,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct FilterConfig {
     pub on_fault: OnFault,
+    /// The admin verifier (keys and replay state) of the store this filter runs against;
+    /// `None`: ADMIN packets are refused as `reserved-bits`.
+    pub admin: Option<Arc<AdminKeys>>,
+    /// Per-aggregate quota on creations when the store fills up.
+    pub quota: Quota,
+    /// What an aggregate is (source address prefixes).
+    pub aggregate: AggregateBy,
+}
+
+impl PartialEq for FilterConfig {
+    /// Admin verifiers compare by identity: two rings with the same keys keep separate replay
+    /// state.
+    fn eq(&self, other: &Self) -> bool {
+        let same_admin = match (&self.admin, &other.admin) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        same_admin
+            && self.on_fault == other.on_fault
+            && self.quota == other.quota
+            && self.aggregate == other.aggregate
+    }
+}
+
+impl Eq for FilterConfig {}
+
+/// The aggregate a packet's store creations count against: its IP source address cut to a
+/// prefix (the seed's §5.2 aggregates). A header that is neither IPv4 nor IPv6 has none (the
+/// stage always hands the IP header; only direct callers pass other bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AggregateBy {
+    /// IPv4 source prefix length (<= 32).
+    pub ipv4_prefix: u8,
+    /// IPv6 source prefix length (<= 64: the high 64 bits of the address).
+    pub ipv6_prefix: u8,
+}
+
+impl Default for AggregateBy {
+    fn default() -> Self {
+        AggregateBy { ipv4_prefix: 24, ipv6_prefix: 48 }
+    }
+}
+
+impl AggregateBy {
+    /// The aggregate id of the packet whose IP header starts `net`. IPv4 aggregates are
+    /// `0xffff_ffff` above the 32-bit prefix, which no IPv6 source prefix can equal (that is
+    /// multicast space), so the two families never share an aggregate.
+    pub fn of(&self, net: &[u8]) -> Option<u64> {
+        fn keep_high(value: u64, bits: u8, width: u32) -> u64 {
+            let bits = u32::from(bits).min(width);
+            if bits == 0 {
+                0
+            } else {
+                value & (u64::MAX << (width - bits)) & (u64::MAX >> (64 - width))
+            }
+        }
+        match net.first()? >> 4 {
+            4 => {
+                let src = net.get(12..16)?;
+                let addr = u64::from(u32::from_be_bytes([src[0], src[1], src[2], src[3]]));
+                Some(0xffff_ffff_0000_0000 | keep_high(addr, self.ipv4_prefix, 32))
+            }
+            6 => {
+                let src = net.get(8..16)?;
+                let mut high = [0u8; 8];
+                high.copy_from_slice(src);
+                Some(keep_high(u64::from_be_bytes(high), self.ipv6_prefix, 64))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// What happened to one packet.
@@ -56,10 +132,41 @@ pub fn process<S: BuildHasher>(
     if packet.faulted() {
         return Ok(Processed { fate: Fate::Fwd, outcome: None, rewritten: false });
     }
+    // An admin packet is authenticated before anything else of it is interpreted.
+    let admin = packet.admin();
+    if admin {
+        let keys = config.admin.as_deref().ok_or(Reject::ReservedBits)?;
+        keys.verify(&packet)?;
+    }
     let program = decode(packet.code(), packet.key_count()).map_err(|error| error.reason)?;
-    let (keys, key_count) = packet.keys();
+    let (mut keys, key_count) = packet.keys();
+    let scopes = packet.scopes();
+    for (key, _) in
+        keys.iter_mut().zip(scopes).take(key_count).filter(|(_, s)| *s == Scope::Private)
+    {
+        *key = ess.private_key(packet.code(), *key);
+    }
+    let access = Access {
+        scopes,
+        admin,
+        // The operator's packets are outside quotas.
+        admission: if admin {
+            None
+        } else {
+            config.aggregate.of(net).map(|aggregate| Admission { aggregate, quota: config.quota })
+        },
+    };
     let returned = packet.returned();
-    let outcome = run(&program, &keys[..key_count], packet.scratch_mut(), returned, env, net, ess);
+    let outcome = run_with_access(
+        &program,
+        &keys[..key_count],
+        packet.scratch_mut(),
+        returned,
+        env,
+        &access,
+        net,
+        ess,
+    );
 
     let mut rewritten = outcome.scratch_dirty && outcome.fault.is_none();
     let fate = match outcome.fault {
@@ -117,6 +224,29 @@ mod tests {
     }
 
     #[test]
+    fn aggregates_are_source_prefixes_per_family() {
+        let by = AggregateBy::default();
+        let mut v4 = [0u8; 20];
+        v4[0] = 0x45;
+        v4[12..16].copy_from_slice(&[10, 1, 2, 3]);
+        assert_eq!(by.of(&v4), Some(0xffff_ffff_0a01_0200));
+        v4[15] = 200;
+        assert_eq!(by.of(&v4), Some(0xffff_ffff_0a01_0200), "same /24");
+        let mut v6 = [0u8; 40];
+        v6[0] = 0x60;
+        v6[8..16].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0x00, 0x07, 0xff, 0xff]);
+        assert_eq!(by.of(&v6), Some(0x2001_0db8_0007_0000));
+        let host = AggregateBy { ipv4_prefix: 32, ipv6_prefix: 64 };
+        assert_eq!(host.of(&v4), Some(0xffff_ffff_0a01_02c8));
+        assert_eq!(host.of(&v6), Some(0x2001_0db8_0007_ffff));
+        let everyone = AggregateBy { ipv4_prefix: 0, ipv6_prefix: 0 };
+        assert_eq!(everyone.of(&v4), Some(0xffff_ffff_0000_0000));
+        assert_eq!(by.of(&v4[..15]), None, "too short for a source address");
+        assert_eq!(by.of(&[]), None);
+        assert_eq!(by.of(&[0x20; 40]), None, "neither IPv4 nor IPv6");
+    }
+
+    #[test]
     fn malformed_packets_are_refused_by_reason() {
         let ess = store();
         let env = Env::default();
@@ -137,14 +267,13 @@ mod tests {
         let env = Env::default();
         let source = "lookup k0\ninc\ninsert k0\nst s.64[0], a\nst e.64[0], a";
         let mut bytes = packet(source, vec![3], 1, 0);
-        let dropped =
-            process(&mut bytes, &env, &[], &ess, &FilterConfig { on_fault: OnFault::Drop })
-                .unwrap();
+        let config = FilterConfig { on_fault: OnFault::Drop, ..FilterConfig::default() };
+        let dropped = process(&mut bytes, &env, &[], &ess, &config).unwrap();
         assert_eq!(dropped.fate, Fate::Drop);
         assert!(!dropped.rewritten);
 
         let original = bytes.clone();
-        let config = FilterConfig { on_fault: OnFault::ForwardFlagged };
+        let config = FilterConfig { on_fault: OnFault::ForwardFlagged, ..FilterConfig::default() };
         let flagged = process(&mut bytes, &env, &[], &ess, &config).unwrap();
         assert_eq!((flagged.fate, flagged.rewritten), (Fate::Fwd, true));
         let after = parsed(&bytes);
@@ -166,7 +295,7 @@ mod tests {
     fn return_marks_the_packet_and_cannot_happen_twice() {
         let ess = store();
         let env = Env::default();
-        let config = FilterConfig { on_fault: OnFault::ForwardFlagged };
+        let config = FilterConfig { on_fault: OnFault::ForwardFlagged, ..FilterConfig::default() };
         let mut bytes = packet("return", vec![], 0, 0);
         let first = process(&mut bytes, &env, &[], &ess, &config).unwrap();
         assert_eq!(first.fate, Fate::Return);

@@ -14,6 +14,7 @@
 //! This crate must depend on no hotplane crate but `hotplane-core` (never on the engine, the
 //! binary or another program kind), and must never panic on packet bytes or program text.
 
+pub mod admin;
 pub mod asm;
 pub mod carriage;
 pub mod decode;

@@ -12,9 +12,9 @@ use std::hash::BuildHasher;
 
 use crate::decode::{Program, Step};
 use crate::error::Fault;
-use crate::ess::{BankBytes, Ess, Txn, BANK_LEN};
+use crate::ess::{Admission, BankBytes, Ess, StoreKey, Txn, BANK_LEN};
 use crate::isa::{AluOp, Bank, Insn, JumpWhen, Reg, Width};
-use crate::wire::{MAX_KEYS, MAX_SCRATCH};
+use crate::wire::{Scope, MAX_KEYS, MAX_SCRATCH};
 
 /// Bytes of the environment bank (nine 64-bit words).
 pub const ENV_LEN: usize = 72;
@@ -35,6 +35,30 @@ pub struct Env {
     pub queue_depth: u64,
     pub packet_len: u64,
     pub in_profile: bool,
+}
+
+/// A packet's rights over the store (`docs/wasp.md` §8), decided before its program runs:
+/// [`crate::filter::process`] derives them from the shim (scopes, a verified admin trailer) and
+/// the IP header (the aggregate). The default is what [`run`] grants: the public scope, no
+/// admin rights, no quota.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Access {
+    /// The scope of each key slot. The keys handed to [`run`] for private slots must already
+    /// be derived with [`Ess::private_key`] (the filter does it).
+    pub scopes: [Scope; MAX_KEYS],
+    /// The packet is an authenticated admin packet: it may write protected entries, its own
+    /// scratchpad is read-only (the MAC covers it), bit 2 of `e.flags` is set, and its
+    /// creations are outside quotas.
+    pub admin: bool,
+    /// The aggregate the run's creations count against, with its quota (`None`: no quota).
+    pub admission: Option<Admission>,
+}
+
+impl Access {
+    /// The slot's entry is read-only for this packet (protected, not admin).
+    pub fn read_only(&self, slot: usize) -> bool {
+        !self.admin && self.scopes.get(slot) == Some(&Scope::Protected)
+    }
 }
 
 impl Env {
@@ -118,10 +142,12 @@ struct Machine<'e, S: BuildHasher> {
     env: [u8; ENV_LEN],
     net: &'e [u8],
     slots: [KeySlot; MAX_KEYS],
-    /// Slot holding each slot's key first: two slots naming one key share one copy.
+    /// Slot holding each slot's key first: two slots naming one entry share one copy.
     canonical: [usize; MAX_KEYS],
     mapped: Option<usize>,
-    keys: &'e [u64],
+    keys: [StoreKey; MAX_KEYS],
+    key_count: usize,
+    access: Access,
     ess: &'e Ess<S>,
     txn: Option<Txn<'e, S>>,
     now: u64,
@@ -173,6 +199,9 @@ impl<'e, S: BuildHasher> Machine<'e, S> {
         match bank {
             Bank::Env | Bank::Net => Err(Fault::ReadOnly),
             Bank::Scratch => {
+                if self.access.admin {
+                    return Err(Fault::ReadOnly);
+                }
                 let bytes = range(index, width, self.scratch_len)?;
                 write_be(&mut self.scratch[bytes], value);
                 self.scratch_dirty = true;
@@ -181,6 +210,9 @@ impl<'e, S: BuildHasher> Machine<'e, S> {
             Bank::Map => {
                 let slot = self.mapped.ok_or(Fault::NotMapped)?;
                 let bytes = range(index, width, BANK_LEN)?;
+                if self.access.read_only(slot) {
+                    return Err(Fault::Protected);
+                }
                 let entry = &mut self.slots[slot];
                 write_be(&mut entry.bank[bytes], value);
                 entry.dirty = true;
@@ -194,7 +226,9 @@ impl<'e, S: BuildHasher> Machine<'e, S> {
         let slot = self.canonical[usize::from(slot) & (MAX_KEYS - 1)];
         if !self.slots[slot].loaded {
             let (ess, keys, now) = (self.ess, self.keys, self.now);
-            let txn = self.txn.get_or_insert_with(|| ess.begin(keys, now));
+            let (count, admission) = (self.key_count, self.access.admission);
+            let txn =
+                self.txn.get_or_insert_with(|| ess.begin_scoped(&keys[..count], now, admission));
             let entry = txn.get(slot);
             self.store_reads += 1;
             self.slots[slot] = KeySlot {
@@ -286,6 +320,9 @@ impl<'e, S: BuildHasher> Machine<'e, S> {
                 self.c = self.slots[slot].present;
             }
             Insn::Insert(slot) => {
+                if self.access.read_only(usize::from(slot)) {
+                    return Err(Fault::Protected);
+                }
                 let slot = self.touch(slot);
                 let value = self.a;
                 write_be(&mut self.slots[slot].bank[..8], value);
@@ -297,7 +334,9 @@ impl<'e, S: BuildHasher> Machine<'e, S> {
                 let slot = self.touch(slot);
                 self.mapped = Some(slot);
                 self.c = !self.slots[slot].present;
-                if !self.slots[slot].present {
+                // A read-only slot is mapped for reading: an absent entry reads as zeros and
+                // is not created.
+                if !self.slots[slot].present && !self.access.read_only(slot) {
                     self.slots[slot].dirty = true;
                     self.slots[slot].present = true;
                 }
@@ -311,7 +350,8 @@ impl<'e, S: BuildHasher> Machine<'e, S> {
         let (mut writes, mut refused) = (0, 0);
         if let Some(txn) = self.txn.as_mut() {
             for (slot, entry) in self.slots.iter().enumerate() {
-                if entry.dirty {
+                // Read-only slots are never dirty; the check keeps it so whatever changes.
+                if entry.dirty && !self.access.read_only(slot) {
                     writes += 1;
                     if txn.put(slot, &entry.bank).is_err() {
                         refused += 1;
@@ -323,15 +363,32 @@ impl<'e, S: BuildHasher> Machine<'e, S> {
     }
 }
 
-/// Runs `program` for one packet. `keys` are the packet's declared keys, `scratch` its
-/// scratchpad (written back only when the run ends without a fault), `returned` its RETURNED
-/// flag on arrival, `net` the bytes from its IP header on; the store's clock is `env.time_ns`.
+/// Runs `program` for one packet. `keys` are the packet's declared keys (private ones derived,
+/// see [`Access::scopes`]), `scratch` its scratchpad (written back only when the run ends
+/// without a fault), `returned` its RETURNED flag on arrival, `net` the bytes from its IP
+/// header on; the store's clock is `env.time_ns`, the packet's rights `env.access`.
 pub fn run<S: BuildHasher>(
     program: &Program,
     keys: &[u64],
     scratch: &mut [u8],
     returned: bool,
     env: &Env,
+    net: &[u8],
+    ess: &Ess<S>,
+) -> Outcome {
+    run_with_access(program, keys, scratch, returned, env, &Access::default(), net, ess)
+}
+
+/// [`run`] with the packet's rights over the store: the scope of each key slot, admin rights
+/// (bit 2 of `e.flags`), the aggregate its creations count against.
+#[allow(clippy::too_many_arguments)]
+pub fn run_with_access<S: BuildHasher>(
+    program: &Program,
+    keys: &[u64],
+    scratch: &mut [u8],
+    returned: bool,
+    env: &Env,
+    access: &Access,
     net: &[u8],
     ess: &Ess<S>,
 ) -> Outcome {
@@ -349,6 +406,8 @@ pub fn run<S: BuildHasher>(
             // can forward it rather than fault on a second RETURN.
             let mut bank = env.to_bank();
             bank[ENV_LEN - 1] |= u8::from(returned) << 1;
+            // An authenticated admin packet sees bit 2.
+            bank[ENV_LEN - 1] |= u8::from(access.admin) << 2;
             bank
         },
         net,
@@ -356,15 +415,21 @@ pub fn run<S: BuildHasher>(
             MAX_KEYS],
         canonical: [0, 1, 2, 3],
         mapped: None,
-        keys,
+        keys: [StoreKey::default(); MAX_KEYS],
+        key_count: keys.len(),
+        access: *access,
         ess,
         txn: None,
         now: env.time_ns,
         store_reads: 0,
     };
     m.scratch[..scratch_len].copy_from_slice(&scratch[..scratch_len]);
-    for (slot, key) in keys.iter().enumerate() {
-        m.canonical[slot] = keys.iter().position(|k| k == key).unwrap_or(slot);
+    for (slot, &key) in keys.iter().enumerate() {
+        m.keys[slot] = StoreKey { scope: access.scopes[slot], key };
+    }
+    for slot in 0..m.key_count {
+        let key = m.keys[slot];
+        m.canonical[slot] = m.keys[..m.key_count].iter().position(|k| *k == key).unwrap_or(slot);
     }
 
     let steps = program.steps();
@@ -555,6 +620,99 @@ mod tests {
         let out = run(&p, &[], &mut scratch, false, &Env::default(), &[], &ess);
         assert_eq!(out.fault, Some((Fault::OutOfBounds, 4)));
         assert_eq!(&scratch[..4], &[0, 0, 0, 3]);
+    }
+
+    fn protected_slot0() -> Access {
+        Access {
+            scopes: [Scope::Protected, Scope::Public, Scope::Public, Scope::Public],
+            ..Access::default()
+        }
+    }
+
+    fn run_as(
+        source: &str,
+        keys: &[u64],
+        scratch: &mut [u8],
+        access: &Access,
+        ess: &Ess,
+    ) -> Outcome {
+        let p = program(source, keys.len());
+        run_with_access(&p, keys, scratch, false, &Env::default(), access, &[], ess)
+    }
+
+    /// A packet without admin rights reads a protected entry but every way of writing it
+    /// faults `protected`, and the run's other writes are discarded with it.
+    #[test]
+    fn protected_slots_are_read_only_without_admin_rights() {
+        let ess = store();
+        ess.put_scoped(StoreKey::protected(4), &[7; BANK_LEN], 0).unwrap();
+        let access = protected_slot0();
+        let mut scratch = [0u8; 8];
+        let out = run_as("lookup k0\nst s.64[0], a", &[4], &mut scratch, &access, &ess);
+        assert_eq!(out.fault, None);
+        assert_eq!(scratch, [7; 8], "readable");
+        for (source, pc) in [
+            ("imm a, 1\ninsert k1\ninsert k0", 3),
+            ("imm a, 1\ninsert k1\nmap k0\nst m.64[0], a", 4),
+            ("imm a, 1\ninsert k1\nmap k0\nimm b, 1\nstx m.8[b+0], a", 6),
+        ] {
+            let out = run_as(source, &[4, 5], &mut [], &access, &ess);
+            assert_eq!(out.fault, Some((Fault::Protected, pc)), "{source}");
+            assert_eq!(ess.get_scoped(StoreKey::protected(4), 0), Some([7; BANK_LEN]));
+            assert_eq!(ess.get(5, 0), None, "{source}: the public write went with the fault");
+        }
+        // Mapping an absent protected entry reads zeros and creates nothing.
+        let mut scratch = [0xffu8; 16];
+        let out = run_as(
+            "map k0\nld a, m.64[0]\nst s.64[0], a\nclr\njf was\ninc\nwas:\nst s.64[1], a",
+            &[9],
+            &mut scratch,
+            &access,
+            &ess,
+        );
+        assert_eq!((out.fault, out.store_writes), (None, 0));
+        assert_eq!(scratch[..8], [0; 8]);
+        assert_eq!(scratch[15], 1, "C says absent");
+        assert_eq!(ess.get_scoped(StoreKey::protected(9), 0), None);
+    }
+
+    #[test]
+    fn admin_rights_write_protected_entries_but_not_the_scratchpad() {
+        let ess = store();
+        let admin = Access { admin: true, ..protected_slot0() };
+        let out = run_as("ld a, e.flags\ninsert k0", &[4], &mut [], &admin, &ess);
+        assert_eq!(out.fault, None);
+        assert_eq!(
+            ess.get_scoped(StoreKey::protected(4), 0).map(|b| word(&b, 0)),
+            Some(4),
+            "e.flags bit 2"
+        );
+        assert_eq!(ess.get(4, 0), None, "the public key 4 is another entry");
+        let mut scratch = [0u8; 8];
+        let out = run_as("imm a, 9\ninsert k0\nst s.64[0], a", &[4], &mut scratch, &admin, &ess);
+        assert_eq!(out.fault, Some((Fault::ReadOnly, 3)), "the MAC covers the scratchpad");
+        assert_eq!(ess.get_scoped(StoreKey::protected(4), 0).map(|b| word(&b, 0)), Some(4));
+    }
+
+    /// Two slots share one entry only when scope and key both match.
+    #[test]
+    fn slots_naming_one_key_in_two_scopes_are_two_entries() {
+        let ess = store();
+        let access = Access {
+            scopes: [Scope::Public, Scope::Private, Scope::Public, Scope::Public],
+            ..Access::default()
+        };
+        let out = run_as(
+            "imm a, 1\ninsert k0\nimm a, 2\ninsert k1\nlookup k0\nst s.64[0], a",
+            &[6, 6],
+            &mut [0; 8],
+            &access,
+            &ess,
+        );
+        assert_eq!((out.fault, out.store_writes, out.store_reads), (None, 2, 2));
+        assert_eq!(ess.get(6, 0).map(|b| word(&b, 0)), Some(1));
+        let private = StoreKey { scope: Scope::Private, key: 6 };
+        assert_eq!(ess.get_scoped(private, 0).map(|b| word(&b, 0)), Some(2));
     }
 
     proptest::proptest! {

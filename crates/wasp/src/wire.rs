@@ -18,8 +18,70 @@ pub const HEADER_LEN: usize = 16;
 pub const MAX_KEYS: usize = 4;
 pub const MAX_CODE: usize = 64;
 pub const MAX_SCRATCH: usize = 128;
-/// The longest shim: header, 4 keys, 128-byte scratchpad, 64-byte code.
-pub const MAX_SHIM: usize = HEADER_LEN + 8 * MAX_KEYS + MAX_SCRATCH + MAX_CODE;
+/// Bytes of the admin trailer (key id, sequence number, MAC) behind the code of an ADMIN packet.
+pub const ADMIN_TRAILER_LEN: usize = 4 + 8 + ADMIN_MAC_LEN;
+/// Bytes of the admin MAC (BLAKE3 keyed hash).
+pub const ADMIN_MAC_LEN: usize = 32;
+/// The longest shim: header, 4 keys, 128-byte scratchpad, 64-byte code, admin trailer.
+pub const MAX_SHIM: usize = HEADER_LEN + 8 * MAX_KEYS + MAX_SCRATCH + MAX_CODE + ADMIN_TRAILER_LEN;
+
+/// The access class of a declared key (`docs/wasp.md` §8), two bits per key slot in the
+/// header's `scopes` byte. Each scope is its own namespace in the store: the same 64-bit key
+/// names three unrelated entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(u8)]
+pub enum Scope {
+    /// Any packet that knows the key reads and writes the entry.
+    #[default]
+    Public = 0,
+    /// Every packet reads the entry; only authenticated admin packets write it.
+    Protected = 1,
+    /// Reachable only by packets carrying the same code bytes: the store addresses the entry by
+    /// a keyed hash of the code and the key.
+    Private = 2,
+}
+
+impl Scope {
+    pub const ALL: [Scope; 3] = [Scope::Public, Scope::Protected, Scope::Private];
+
+    /// The scope of a two-bit code (3 is reserved).
+    pub fn from_bits(bits: u8) -> Option<Scope> {
+        Self::ALL.get(usize::from(bits)).copied()
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::Public => "public",
+            Scope::Protected => "protected",
+            Scope::Private => "private",
+        }
+    }
+
+    /// The header's `scopes` byte for these per-slot scopes (slot i in bits 2i..2i+1).
+    pub fn pack(scopes: &[Scope; MAX_KEYS]) -> u8 {
+        scopes.iter().enumerate().fold(0, |byte, (slot, &scope)| byte | (scope as u8) << (2 * slot))
+    }
+
+    /// The per-slot scopes of a `scopes` byte; a reserved code reads as public (`check_len`
+    /// refuses such a byte before anything reads it).
+    pub fn unpack(byte: u8) -> [Scope; MAX_KEYS] {
+        let mut scopes = [Scope::Public; MAX_KEYS];
+        for (slot, scope) in scopes.iter_mut().enumerate() {
+            *scope = Scope::from_bits((byte >> (2 * slot)) & 3).unwrap_or(Scope::Public);
+        }
+        scopes
+    }
+}
+
+/// The admin trailer of an ADMIN packet (`docs/wasp.md` §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AdminTrailer {
+    /// Which shared key authenticates the packet (never 0).
+    pub key_id: u32,
+    /// Per key id, strictly increasing from one admin packet to the next.
+    pub seq: u64,
+    pub mac: [u8; ADMIN_MAC_LEN],
+}
 
 /// Bits of the `flags` byte.
 pub mod flags {
@@ -27,11 +89,12 @@ pub mod flags {
     pub const RETURNED: u8 = 0x01;
     /// A node faulted running the program and forwarded the packet flagged.
     pub const FAULT: u8 = 0x02;
-    /// Admin packet (protected scope). Reserved: refused as `reserved-bits` until that scope
-    /// exists, so no node ever treats an unauthenticated packet as admin.
+    /// Admin packet: an admin trailer follows the code, and a node that holds its key and
+    /// verifies its MAC and sequence number lets it write protected entries. A node without
+    /// admin keys refuses it as `reserved-bits`.
     pub const ADMIN: u8 = 0x04;
-    /// Bits a packet may carry today.
-    pub const KNOWN: u8 = RETURNED | FAULT;
+    /// Bits a packet may carry.
+    pub const KNOWN: u8 = RETURNED | FAULT | ADMIN;
 }
 
 mod field {
@@ -45,7 +108,8 @@ mod field {
     pub const FAULT_CODE: usize = 7;
     pub const CID: usize = 8;
     pub const CHECKSUM: usize = 12;
-    pub const RESERVED: usize = 14;
+    pub const SCOPES: usize = 14;
+    pub const RESERVED: usize = 15;
 }
 
 /// A read (and, over `AsMut`, write) view of a WASP shim at the start of `buffer`.
@@ -76,12 +140,18 @@ impl<T: AsRef<[u8]>> WaspPacket<T> {
         if b[field::VERSION] != VERSION {
             return Err(Reject::BadVersion);
         }
-        if b[field::FLAGS] & !flags::KNOWN != 0 || b[field::RESERVED..field::RESERVED + 2] != [0, 0]
-        {
+        if b[field::FLAGS] & !flags::KNOWN != 0 || b[field::RESERVED] != 0 {
             return Err(Reject::ReservedBits);
         }
-        if usize::from(b[field::NKEYS]) > MAX_KEYS {
+        let nkeys = usize::from(b[field::NKEYS]);
+        if nkeys > MAX_KEYS {
             return Err(Reject::TooManyKeys);
+        }
+        // Every declared slot names a scope (code 3 is reserved), undeclared slots are 0.
+        let scopes = b[field::SCOPES];
+        let declared_bits = if nkeys == MAX_KEYS { 0xff } else { (1u8 << (2 * nkeys)) - 1 };
+        if scopes & !declared_bits != 0 || (0..nkeys).any(|slot| (scopes >> (2 * slot)) & 3 == 3) {
+            return Err(Reject::ReservedBits);
         }
         if usize::from(b[field::CODE_LEN]) > MAX_CODE {
             return Err(Reject::CodeTooLong);
@@ -115,6 +185,11 @@ impl<T: AsRef<[u8]>> WaspPacket<T> {
     pub fn faulted(&self) -> bool {
         self.flags() & flags::FAULT != 0
     }
+    /// The packet claims to be an admin packet (a trailer follows the code); whether it is
+    /// authentic is [`crate::admin::AdminKeys::verify`]'s business.
+    pub fn admin(&self) -> bool {
+        self.flags() & flags::ADMIN != 0
+    }
     pub fn next_header(&self) -> u8 {
         self.buffer.as_ref()[field::NEXT_HEADER]
     }
@@ -141,6 +216,14 @@ impl<T: AsRef<[u8]>> WaspPacket<T> {
         let b = self.buffer.as_ref();
         u16::from_be_bytes([b[field::CHECKSUM], b[field::CHECKSUM + 1]])
     }
+    /// The raw `scopes` byte.
+    pub fn scopes_byte(&self) -> u8 {
+        self.buffer.as_ref()[field::SCOPES]
+    }
+    /// The scope of each key slot (undeclared slots public).
+    pub fn scopes(&self) -> [Scope; MAX_KEYS] {
+        Scope::unpack(self.scopes_byte())
+    }
 
     fn keys_off(&self) -> usize {
         HEADER_LEN
@@ -152,9 +235,33 @@ impl<T: AsRef<[u8]>> WaspPacket<T> {
         self.scratch_off() + self.scratch_len()
     }
 
-    /// Length of the whole shim (header, keys, scratchpad, code).
-    pub fn total_len(&self) -> usize {
+    fn trailer_off(&self) -> usize {
         self.code_off() + self.code_len()
+    }
+
+    /// Length of the whole shim (header, keys, scratchpad, code, admin trailer if ADMIN).
+    pub fn total_len(&self) -> usize {
+        self.trailer_off() + if self.admin() { ADMIN_TRAILER_LEN } else { 0 }
+    }
+
+    /// The shim's own bytes (what the checksum and, for an admin packet, the MAC cover).
+    pub fn shim(&self) -> &[u8] {
+        &self.buffer.as_ref()[..self.total_len()]
+    }
+
+    /// The admin trailer, or `None` when ADMIN is clear.
+    pub fn admin_trailer(&self) -> Option<AdminTrailer> {
+        if !self.admin() {
+            return None;
+        }
+        let t = &self.buffer.as_ref()[self.trailer_off()..self.total_len()];
+        let mut key_id = [0u8; 4];
+        let mut seq = [0u8; 8];
+        let mut mac = [0u8; ADMIN_MAC_LEN];
+        key_id.copy_from_slice(&t[..4]);
+        seq.copy_from_slice(&t[4..12]);
+        mac.copy_from_slice(&t[12..]);
+        Some(AdminTrailer { key_id: u32::from_be_bytes(key_id), seq: u64::from_be_bytes(seq), mac })
     }
 
     /// Declared key `slot`, or `None` beyond `key_count`.
@@ -182,7 +289,7 @@ impl<T: AsRef<[u8]>> WaspPacket<T> {
         &self.buffer.as_ref()[self.scratch_off()..self.code_off()]
     }
     pub fn code(&self) -> &[u8] {
-        &self.buffer.as_ref()[self.code_off()..self.total_len()]
+        &self.buffer.as_ref()[self.code_off()..self.trailer_off()]
     }
     /// The bytes after the shim (transport header and payload), never touched by WASP.
     pub fn payload(&self) -> &[u8] {
@@ -218,6 +325,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> WaspPacket<T> {
         let (from, to) = (self.scratch_off(), self.code_off());
         &mut self.buffer.as_mut()[from..to]
     }
+    /// Writes the admin trailer's MAC (ADMIN set; otherwise nothing to write).
+    pub fn set_admin_mac(&mut self, mac: &[u8; ADMIN_MAC_LEN]) {
+        if self.admin() {
+            let end = self.total_len();
+            self.buffer.as_mut()[end - ADMIN_MAC_LEN..end].copy_from_slice(mac);
+        }
+    }
     /// Recomputes the checksum over the shim.
     pub fn fill_checksum(&mut self) {
         self.set_checksum(0);
@@ -235,8 +349,12 @@ pub struct WaspRepr {
     pub fault_pc: u8,
     pub fault_code: u8,
     pub keys: Vec<u64>,
+    /// The scope of each key slot; slots beyond `keys` must stay public.
+    pub scopes: [Scope; MAX_KEYS],
     pub scratch: Vec<u8>,
     pub code: Vec<u8>,
+    /// The admin trailer; `Some` exactly when `flags` has ADMIN (emit sets the bit).
+    pub admin: Option<AdminTrailer>,
 }
 
 impl WaspRepr {
@@ -254,23 +372,43 @@ impl WaspRepr {
             fault_pc: packet.fault_pc(),
             fault_code: packet.fault_code(),
             keys: keys[..n].to_vec(),
+            scopes: packet.scopes(),
             scratch: packet.scratch().to_vec(),
             code: packet.code().to_vec(),
+            admin: packet.admin_trailer(),
         })
     }
 
     /// Bytes `emit` writes.
     pub fn buffer_len(&self) -> usize {
-        HEADER_LEN + 8 * self.keys.len() + self.scratch.len() + self.code.len()
+        HEADER_LEN
+            + 8 * self.keys.len()
+            + self.scratch.len()
+            + self.code.len()
+            + if self.admin.is_some() { ADMIN_TRAILER_LEN } else { 0 }
+    }
+
+    /// The `flags` byte `emit` writes: ADMIN follows `admin`.
+    fn wire_flags(&self) -> u8 {
+        if self.admin.is_some() {
+            self.flags | flags::ADMIN
+        } else {
+            self.flags
+        }
     }
 
     /// Checks the limits `new_checked` enforces, so that an emitted shim parses back.
     pub fn validate(&self) -> Result<(), Reject> {
-        if self.flags & !flags::KNOWN != 0 {
+        if self.flags & !flags::KNOWN != 0
+            || (self.flags & flags::ADMIN != 0 && self.admin.is_none())
+        {
             return Err(Reject::ReservedBits);
         }
         if self.keys.len() > MAX_KEYS {
             return Err(Reject::TooManyKeys);
+        }
+        if self.scopes[self.keys.len()..].iter().any(|&scope| scope != Scope::Public) {
+            return Err(Reject::ReservedBits);
         }
         if self.code.len() > MAX_CODE {
             return Err(Reject::CodeTooLong);
@@ -290,7 +428,7 @@ impl WaspRepr {
         let len = self.buffer_len();
         let b = buffer.get_mut(..len).ok_or(Reject::Truncated)?;
         b[field::VERSION] = VERSION;
-        b[field::FLAGS] = self.flags;
+        b[field::FLAGS] = self.wire_flags();
         b[field::NEXT_HEADER] = self.next_header;
         // The lengths fit in a byte: validate() bounded them.
         b[field::NKEYS] = self.keys.len() as u8;
@@ -299,7 +437,9 @@ impl WaspRepr {
         b[field::FAULT_PC] = self.fault_pc;
         b[field::FAULT_CODE] = self.fault_code;
         b[field::CID..field::CID + 4].copy_from_slice(&self.cid.to_be_bytes());
-        b[field::CHECKSUM..field::RESERVED + 2].fill(0);
+        b[field::CHECKSUM..field::CHECKSUM + 2].fill(0);
+        b[field::SCOPES] = Scope::pack(&self.scopes);
+        b[field::RESERVED] = 0;
         let mut at = HEADER_LEN;
         for key in &self.keys {
             b[at..at + 8].copy_from_slice(&key.to_be_bytes());
@@ -308,6 +448,12 @@ impl WaspRepr {
         b[at..at + self.scratch.len()].copy_from_slice(&self.scratch);
         at += self.scratch.len();
         b[at..at + self.code.len()].copy_from_slice(&self.code);
+        at += self.code.len();
+        if let Some(trailer) = &self.admin {
+            b[at..at + 4].copy_from_slice(&trailer.key_id.to_be_bytes());
+            b[at + 4..at + 12].copy_from_slice(&trailer.seq.to_be_bytes());
+            b[at + 12..at + ADMIN_TRAILER_LEN].copy_from_slice(&trailer.mac);
+        }
         WaspPacket::new_unchecked(b).fill_checksum();
         Ok(())
     }
@@ -332,8 +478,10 @@ mod tests {
             fault_pc: 0,
             fault_code: 0,
             keys: vec![0x0102_0304_0506_0708, 42],
+            scopes: [Scope::Protected, Scope::Private, Scope::Public, Scope::Public],
             scratch: vec![1, 2, 3, 4, 5, 6, 7, 8],
             code: vec![0x90, 0x18, 0x01],
+            admin: None,
         }
     }
 
@@ -344,6 +492,7 @@ mod tests {
         assert_eq!(bytes.len(), 16 + 16 + 8 + 3);
         assert_eq!(&bytes[..6], &[1, 0, 17, 2, 3, 8]);
         assert_eq!(&bytes[8..12], &[0xde, 0xad, 0xbe, 0xef]);
+        assert_eq!(&bytes[14..16], &[0b0000_1001, 0], "slot 0 protected, slot 1 private");
         assert_eq!(&bytes[16..24], &[1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(&bytes[40..43], &[0x90, 0x18, 0x01]);
         bytes.extend_from_slice(b"payload");
@@ -352,6 +501,31 @@ mod tests {
         assert_eq!(view.key(1), Some(42));
         assert_eq!(view.key(2), None);
         assert_eq!(WaspRepr::parse(&view).unwrap(), repr);
+    }
+
+    #[test]
+    fn the_admin_trailer_follows_the_code_and_sets_the_flag() {
+        let repr = WaspRepr {
+            admin: Some(AdminTrailer { key_id: 0x0a0b_0c0d, seq: 7, mac: [0x5a; ADMIN_MAC_LEN] }),
+            ..sample()
+        };
+        let bytes = repr.to_bytes().unwrap();
+        assert_eq!(bytes.len(), 16 + 16 + 8 + 3 + 44);
+        assert_eq!(bytes[1], flags::ADMIN);
+        assert_eq!(&bytes[43..47], &[0x0a, 0x0b, 0x0c, 0x0d]);
+        assert_eq!(&bytes[47..55], &7u64.to_be_bytes());
+        assert_eq!(&bytes[55..], &[0x5a; 32]);
+        let view = WaspPacket::new_checked(&bytes[..]).unwrap();
+        assert!(view.verify_checksum(), "the checksum covers the trailer");
+        assert_eq!(view.code(), &[0x90, 0x18, 0x01]);
+        let parsed = WaspRepr::parse(&view).unwrap();
+        assert_eq!(parsed.flags, flags::ADMIN);
+        assert_eq!(WaspRepr { flags: 0, ..parsed }, repr);
+        // ADMIN without a trailer would not parse back.
+        let flag_only = WaspRepr { flags: flags::ADMIN, ..sample() };
+        assert_eq!(flag_only.to_bytes(), Err(Reject::ReservedBits));
+        let scoped_beyond_keys = WaspRepr { scopes: [Scope::Protected; MAX_KEYS], ..sample() };
+        assert_eq!(scoped_beyond_keys.to_bytes(), Err(Reject::ReservedBits));
     }
 
     #[test]
@@ -378,8 +552,12 @@ mod tests {
         assert_eq!(WaspPacket::new_checked(&good[..good.len() - 1]).err(), Some(Reject::Truncated));
         assert_eq!(with(0, 2), Some(Reject::BadVersion));
         assert_eq!(with(1, 0x80), Some(Reject::ReservedBits));
-        assert_eq!(with(1, flags::ADMIN), Some(Reject::ReservedBits));
+        assert_eq!(with(1, flags::ADMIN), Some(Reject::Truncated), "no room for the trailer");
+        assert_eq!(with(1, 0x08), Some(Reject::ReservedBits));
         assert_eq!(with(15, 1), Some(Reject::ReservedBits));
+        assert_eq!(with(14, 0b0000_0011), Some(Reject::ReservedBits), "scope code 3");
+        assert_eq!(with(14, 0b0001_0000), Some(Reject::ReservedBits), "scope of slot 2 of 2");
+        assert_eq!(with(14, 0b0000_1010), None, "two private slots");
         assert_eq!(with(3, 5), Some(Reject::TooManyKeys));
         assert_eq!(with(4, 65), Some(Reject::CodeTooLong));
         assert_eq!(with(5, 136), Some(Reject::ScratchTooLong));

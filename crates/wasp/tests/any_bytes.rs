@@ -56,7 +56,7 @@ proptest! {
         let on_fault = if forward_flagged { OnFault::ForwardFlagged } else { OnFault::Drop };
         let code_len = WaspPacket::new_checked(&bytes[..]).unwrap().code_len();
         let mut packet = bytes.clone();
-        match process(&mut packet, &Env::default(), &[], &ess, &FilterConfig { on_fault }) {
+        match process(&mut packet, &Env::default(), &[], &ess, &FilterConfig { on_fault, ..FilterConfig::default() }) {
             Ok(processed) => {
                 if let Some(outcome) = processed.outcome {
                     prop_assert!(outcome.steps <= code_len);
@@ -87,8 +87,13 @@ fn run_seed(name: &str) -> (Vec<u8>, Result<hotplane_wasp::Processed, hotplane_w
     let seed = std::fs::read(path).unwrap();
     let on_fault = if seed[0] & 2 != 0 { OnFault::ForwardFlagged } else { OnFault::Drop };
     let mut packet = seed[1..].to_vec();
-    let result =
-        process(&mut packet, &Env::default(), &[], &small_store(), &FilterConfig { on_fault });
+    let result = process(
+        &mut packet,
+        &Env::default(),
+        &[],
+        &small_store(),
+        &FilterConfig { on_fault, ..FilterConfig::default() },
+    );
     (packet, result)
 }
 
@@ -112,7 +117,7 @@ fn return_happens_at_most_once_across_hops() {
     let routers = [small_store(), small_store(), small_store()];
     let code = assemble("return").unwrap().code;
     let mut packet = WaspRepr { code, ..WaspRepr::default() }.to_bytes().unwrap();
-    let config = FilterConfig { on_fault: OnFault::ForwardFlagged };
+    let config = FilterConfig { on_fault: OnFault::ForwardFlagged, ..FilterConfig::default() };
     let fates: Vec<Fate> = routers
         .iter()
         .map(|ess| process(&mut packet, &Env::default(), &[], ess, &config).unwrap().fate)
