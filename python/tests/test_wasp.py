@@ -2,6 +2,7 @@
 builder."""
 
 import pathlib
+import random
 import re
 import subprocess
 
@@ -79,8 +80,8 @@ def test_every_form_encodes_as_the_isa_table_says():
     assert out.keys_used == 2
 
 
-@pytest.mark.parametrize("source, line, col, message", [
-    # The cases of asm.rs's errors_say_where_and_why, with the same positions and words.
+# The cases of asm.rs's errors_say_where_and_why, with the same positions and words, and more.
+ERRORS = [
     ("  fwd\n  frob a", 2, 3, "unknown instruction 'frob'"),
     ("x: fwd\n   jmp x", 2, 8, "jump back to 'x': jumps go forward only"),
     ("jmp nowhere", 1, 5, "unknown label 'nowhere'"),
@@ -97,7 +98,10 @@ def test_every_form_encodes_as_the_isa_table_says():
     ("ld a, s.8[256]", 1, 7, "number s.8[256] out of range"),
     ("1x: fwd", 1, 1, "expected a label name, found '1x:'"),
     ("imm a, -1", 1, 8, "expected a number (0..65535), found '-1'"),
-])
+]
+
+
+@pytest.mark.parametrize("source, line, col, message", ERRORS)
 def test_errors_say_where_and_why(source, line, col, message):
     with pytest.raises(AsmError) as caught:
         assemble(source)
@@ -115,19 +119,93 @@ def test_numbers_and_names_parse_as_in_rust():
     assert assemble("jf done\r\ndrop\r\ndone:") == bytes.fromhex("3a01" "02")
 
 
-def rust_hex(binary: str, path: pathlib.Path) -> bytes:
+def rust_assemble(binary: str, path: pathlib.Path):
+    """`hotplane wasp asm FILE --hex`: the code bytes, or (line, col, message) of its error."""
     run = subprocess.run([binary, "wasp", "asm", str(path), "--hex"], capture_output=True, text=True, timeout=60)
     if run.returncode != 0 and re.search(r"unrecognized subcommand|unexpected argument", run.stderr):
         pytest.skip(f"`hotplane wasp asm FILE --hex` is not in this binary yet: {run.stderr.strip().splitlines()[0]}")
-    assert run.returncode == 0, f"{path.name}: {run.stderr}"
-    return bytes.fromhex(run.stdout.strip())
+    if run.returncode == 0:
+        return bytes.fromhex(run.stdout.strip())
+    found = re.search(rf"{re.escape(str(path))}:(\d+):(\d+): (.*)", run.stderr)
+    assert found, f"{path.name}: no line:col in the error: {run.stderr}"
+    return int(found.group(1)), int(found.group(2)), found.group(3).strip()
+
+
+def python_assemble(text: str):
+    try:
+        return assemble(text)
+    except AsmError as e:
+        return e.line, e.col, e.message
 
 
 def test_python_and_rust_assemble_every_example_alike(hotplane_bin, tmp_path):
     every_form = tmp_path / "every_form.s"
     every_form.write_text(EVERY_FORM)
     for path in EXAMPLES + [every_form]:
-        assert assemble(path.read_text()) == rust_hex(hotplane_bin, path), path.name
+        assert assemble(path.read_text()) == rust_assemble(hotplane_bin, path), path.name
+
+
+def test_python_and_rust_refuse_alike(hotplane_bin, tmp_path):
+    for i, (source, line, col, message) in enumerate(ERRORS):
+        path = tmp_path / f"error{i}.s"
+        path.write_text(source)
+        assert rust_assemble(hotplane_bin, path) == (line, col, message), source
+
+
+def random_program(rng: random.Random) -> str:
+    """Lines from the instruction forms with random operands, one in ten of them bent into a
+    near miss; labels, comments, blank and CRLF lines."""
+    number = lambda: str(rng.choice([0, 1, 7, 63, 64, 200, 255, 256, 300, 0xFFFF]))  # noqa: E731
+    reg = lambda: rng.choice("ab")  # noqa: E731
+    bank = lambda: rng.choice("smeh") + "." + rng.choice(["8", "16", "32", "64"])  # noqa: E731
+    mem = lambda: rng.choice([bank() + f"[{rng.randint(0, 20)}]", "e.time", "e.queue", "e.node_id"])  # noqa: E731
+    memx = lambda: bank() + rng.choice(["[b]", "[b+1]", "[b+0x10]"])  # noqa: E731
+    key = lambda: f"k{rng.randint(0, 3)}"  # noqa: E731
+    forms = [
+        lambda: rng.choice(["fwd", "drop", "nop", "return", "inc", "dec", "add", "sub", "and", "or", "xor", "min",
+                            "max", "not", "swap", "clr", "ceq", "cne", "clt", "cle", "cgt", "cge", "cnz"]),
+        lambda: f"{rng.choice(['shl', 'shr'])} {rng.randint(0, 63)}",
+        lambda: f"imm {reg()}, {number()}",
+        lambda: f"{rng.choice(['addi', 'subi'])} {rng.randint(0, 255)}",
+        lambda: f"ld {reg()}, {mem()}",
+        lambda: f"st {mem()}, a",
+        lambda: f"ldx a, {memx()}",
+        lambda: f"stx {memx()}, a",
+        lambda: rng.choice(["mov a, b", "mov b, a"]),
+        lambda: f"{rng.choice(['lookup', 'insert', 'map'])} {key()}",
+        lambda: f"{rng.choice(['jmp', 'jt', 'jf'])} {rng.choice(['L1', 'L2', 'end'])}",
+        lambda: ".byte " + ", ".join(str(rng.randint(0, 255)) for _ in range(rng.randint(1, 3))),
+    ]
+    near_misses = ["a", "b", "c", "k4", "k+1", "-1", "+2", "1_0", "0x", "65536", "e.bogus", "s.64[0",
+                   "s.32[b-1]", "q.64[0]", "h.8[300]", "s.64", "frob", "Fwd", "ld.", "L1:"]
+    lines, defined = [], set()
+    for _ in range(rng.randint(1, 7)):
+        line = rng.choice(forms)()
+        if rng.random() < 0.1:
+            words = line.replace(",", " ").split()
+            words[rng.randrange(len(words))] = rng.choice(near_misses)
+            line = " ".join(words)
+        if rng.random() < 0.3:
+            label = rng.choice(["L1", "L2"])
+            if label not in defined:
+                defined.add(label)
+                line = f"{label}: {line}"
+        lines.append(rng.choice(["", "    ", "\t"]) + line + rng.choice(["", "", "  ; note", " # x, y"]))
+    tail = rng.choice(["", "\nend:", "\nend:\n", "\r\nend:"])
+    return rng.choice(["\n", "\n", "\r\n"]).join(lines) + tail
+
+
+def test_python_and_rust_agree_on_random_programs(hotplane_bin, tmp_path):
+    rng = random.Random(20)
+    outcomes = {"ok": 0, "error": 0}
+    for i in range(200):
+        text = random_program(rng)
+        path = tmp_path / f"random{i}.s"
+        path.write_text(text)
+        ours = python_assemble(text)
+        assert ours == rust_assemble(hotplane_bin, path), text
+        outcomes["ok" if isinstance(ours, bytes) else "error"] += 1
+    assert min(outcomes.values()) >= 40, outcomes  # both paths exercised
 
 
 # --- the shim layer ---
