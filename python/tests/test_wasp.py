@@ -308,3 +308,25 @@ def test_builder_refuses_what_a_node_would_refuse():
         wasp_packet("fwd", flags=wasp.FLAG_ADMIN)
     with pytest.raises(AsmError, match="1:1: unknown instruction 'jump'"):
         wasp_packet("jump")
+
+
+def test_a_node_rewriting_a_udp_carried_shim_leaves_the_udp_checksum_valid():
+    # docs/wasp.md §2: the shim's own checksum keeps its one's-complement sum constant, and the
+    # shim starts at an even offset of the UDP datagram, so a node need not touch the UDP checksum.
+    pkt = IP(bytes(IP(src="192.0.2.1", dst="198.51.100.9") / UDP(sport=40000, dport=wasp.DEFAULT_UDP_PORT)
+                   / wasp_packet("imm a, 5\nst s.64[0], a", scratch=[0]) / b"application data"))
+    udp = bytearray(bytes(pkt[UDP]))
+
+    def udp_valid() -> bool:
+        pseudo = bytes(map(int, pkt.src.split("."))) + bytes(map(int, pkt.dst.split(".")))
+        return internet_checksum(pseudo + bytes([0, 17]) + len(udp).to_bytes(2, "big") + bytes(udp)) == 0
+
+    assert udp_valid()
+    shim = 8  # the shim right after the UDP header
+    scratch = shim + 16
+    udp[scratch:scratch + 8] = (5).to_bytes(8, "big")        # what the program writes
+    udp[shim + 12:shim + 14] = b"\x00\x00"
+    shim_len = WASP(bytes(udp[shim:])).shim_len()
+    udp[shim + 12:shim + 14] = internet_checksum(bytes(udp[shim:shim + shim_len])).to_bytes(2, "big")
+    assert WASP(bytes(udp[shim:])).verify_checksum() and WASP(bytes(udp[shim:])).scratch_words() == [5]
+    assert udp_valid(), "the UDP checksum still holds"
