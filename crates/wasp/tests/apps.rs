@@ -191,7 +191,7 @@ impl Router {
         Some(datagram)
     }
 
-    /// Word 0 of the bank under `key`, if alive at `now`.
+    /// Word `index` (64-bit) of the bank under `key`, if the entry is alive at `now`.
     fn word(&self, key: u64, index: usize, now: u64) -> Option<u64> {
         let bank = self.ess.get(key, now)?;
         Some(u64::from_be_bytes(bank[8 * index..8 * index + 8].try_into().unwrap()))
