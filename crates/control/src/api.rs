@@ -130,6 +130,9 @@ pub enum Request {
         target: Option<String>,
         doc: Value,
     },
+    /// One entry of a WASP store (`in:PORT`, `out:PORT` or `node`): its 32-byte bank as four
+    /// words, if the key is alive.
+    WaspGet { store: String, key: u64 },
     /// Stop the data plane.
     Shutdown {},
 }

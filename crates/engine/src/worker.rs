@@ -82,6 +82,7 @@ impl Worker {
         let mut seen = [0u64; 4];
         let mut empty_polls = 0u32;
         let mut next_housekeeping = time::now_ns() + HOUSEKEEPING_NS;
+        let mut inputs_done = false;
         while !self.stop.load(Ordering::Relaxed) {
             let mut got = self.send_injected(&mut tx);
             for q in 0..self.ports.len() {
@@ -124,8 +125,12 @@ impl Worker {
                 for p in &mut self.ports {
                     p.flush();
                 }
-                let done = self.ports.iter().all(|p| p.rx_done());
-                self.stats.inputs_done.store(done, Ordering::Release);
+            }
+            // Asked on every empty poll until it holds: a paced input finds its end on a poll
+            // that returns nothing, after the first empty one.
+            if empty_polls == 1 || !inputs_done {
+                inputs_done = self.ports.iter().all(|p| p.rx_done());
+                self.stats.inputs_done.store(inputs_done, Ordering::Release);
             }
             match self.idle {
                 IdlePolicy::Yield if empty_polls > YIELD_AFTER => std::thread::yield_now(),

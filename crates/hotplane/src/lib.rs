@@ -23,8 +23,10 @@ pub use hotplane_engine::{config, Config, Engine, EngineBuilder, EngineError, St
 
 /// The engine with every program kind of this build: the one place kinds are registered.
 pub fn kinds() -> EngineBuilder {
-    let engine =
-        Engine::builder().kind(hotplane_ebpf::kind::make).kind(hotplane_tables::kind::make);
+    let engine = Engine::builder()
+        .kind(hotplane_ebpf::kind::make)
+        .kind(hotplane_tables::kind::make)
+        .kind(hotplane_wasp::kind::make);
     #[cfg(feature = "lua")]
     let engine = engine.kind(hotplane_lua::kind::make);
     #[cfg(feature = "p4")]

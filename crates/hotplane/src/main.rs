@@ -115,6 +115,11 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Active packets (WASP): assemble, disassemble, check, run through simulated hops.
+    Wasp {
+        #[command(subcommand)]
+        op: hotplane_wasp::tool::WaspCmd,
+    },
     /// eBPF programs: assemble, disassemble, verify, run, conformance, maps, updates.
     Ebpf {
         #[command(subcommand)]
@@ -435,6 +440,9 @@ enum BenchCmd {
     /// dynamic storage, locked and unlocked, 1 and 2 workers; digest / change / pointer update
     /// methods; LPM and ternary lookup times. Writes tables.csv and tables.png to --out.
     Tables(hotplane::bench::tables::Opts),
+    /// Active packets (WASP): every application per packet next to native Rust and an eBPF
+    /// `count`; the store at scale; colliding keys; time against code length; added latency.
+    Wasp(hotplane::bench::wasp::Opts),
     /// Lua: per-packet time of a flow function writing a payload field, batch mode, next to
     /// the same function in native Rust and plain LuaJIT on raw pointers.
     #[cfg(feature = "lua")]
@@ -618,6 +626,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Ebpf { op } => ebpf(op),
+        Cmd::Wasp { op } => Ok(hotplane_wasp::tool::run(op)?),
         #[cfg(feature = "lua")]
         Cmd::Lua { op } => lua(op),
         #[cfg(feature = "p4")]
@@ -664,6 +673,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             #[cfg(feature = "p4")]
             BenchCmd::P4(o) => hotplane::bench::p4::run(&o),
             BenchCmd::Tables(o) => hotplane::bench::tables::run(&o),
+            BenchCmd::Wasp(o) => hotplane::bench::wasp::run(&o),
             #[cfg(feature = "lua")]
             BenchCmd::Lua { json, packets, batch, repeat, core } => {
                 hotplane::bench::lua::run(&hotplane::bench::lua::Opts {

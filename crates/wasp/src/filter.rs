@@ -10,7 +10,7 @@ use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use crate::admin::AdminKeys;
-use crate::decode::decode;
+use crate::cache::{Decoder, Fresh};
 use crate::error::Reject;
 use crate::ess::{Admission, Ess, Quota};
 use crate::vpu::{run_with_access, Access, Env, Fate, Outcome};
@@ -125,6 +125,19 @@ pub fn process<S: BuildHasher>(
     ess: &Ess<S>,
     config: &FilterConfig,
 ) -> Result<Processed, Reject> {
+    process_with(shim, env, net, ess, config, &mut Fresh::default())
+}
+
+/// [`process`] taking its decoded program from `decoder` (a worker's [`DecodeCache`]
+/// (crate::cache::DecodeCache) on the fast path). The result is the same whichever decoder.
+pub fn process_with<S: BuildHasher, D: Decoder>(
+    shim: &mut [u8],
+    env: &Env,
+    net: &[u8],
+    ess: &Ess<S>,
+    config: &FilterConfig,
+    decoder: &mut D,
+) -> Result<Processed, Reject> {
     let mut packet = WaspPacket::new_checked(shim)?;
     if !packet.verify_checksum() {
         return Err(Reject::BadChecksum);
@@ -138,7 +151,8 @@ pub fn process<S: BuildHasher>(
         let keys = config.admin.as_deref().ok_or(Reject::ReservedBits)?;
         keys.verify(&packet)?;
     }
-    let program = decode(packet.code(), packet.key_count()).map_err(|error| error.reason)?;
+    let program =
+        decoder.program(packet.code(), packet.key_count()).map_err(|error| error.reason)?;
     let (mut keys, key_count) = packet.keys();
     let scopes = packet.scopes();
     for (key, _) in
@@ -158,7 +172,7 @@ pub fn process<S: BuildHasher>(
     };
     let returned = packet.returned();
     let outcome = run_with_access(
-        &program,
+        program,
         &keys[..key_count],
         packet.scratch_mut(),
         returned,

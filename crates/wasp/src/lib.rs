@@ -16,12 +16,18 @@
 
 pub mod admin;
 pub mod asm;
+pub mod cache;
 pub mod carriage;
 pub mod decode;
 pub mod error;
 pub mod ess;
 pub mod filter;
+pub mod frame;
 pub mod isa;
+pub mod kind;
+pub mod stage;
+#[cfg(feature = "cli")]
+pub mod tool;
 pub mod vpu;
 pub mod wire;
 

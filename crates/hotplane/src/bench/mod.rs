@@ -15,6 +15,7 @@ pub mod tables;
 pub mod tables_methods;
 pub mod testpmd;
 pub mod veth;
+pub mod wasp;
 
 use std::io::{IsTerminal, Write};
 

@@ -1,0 +1,313 @@
+//! WASP as a program kind of the engine: the `[wasp]` section (the node and its stores), the
+//! `{"stage": "wasp"}` spec, the `wasp-get` control operation, statistics, and the stores'
+//! expiry on the control thread.
+//!
+//! The stores live here, not in a stage: a stage built again with other settings (another
+//! `on_fault`, another UDP port) finds the same stores, so replacing it while packets flow
+//! loses no entry.
+
+use crate::error::{Fault, Reject};
+use crate::ess::{Ess, EssConfig, EssStats};
+use crate::filter::{FilterConfig, OnFault};
+use crate::stage::{Counters, Node, StoreBy, WaspStage};
+use crate::wire::DEFAULT_UDP_PORT;
+use hotplane_core::{BuildCx, KindError, KindSetup, Program, ProgramKind};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+/// Expired entries each shard of each store may reclaim per housekeeping pass.
+const EXPIRE_BUDGET_PER_SHARD: usize = 256;
+
+/// `[wasp]`: who the node is and how big its stores are.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaspSection {
+    /// The node id programs read as `e.node_id` (default 0).
+    #[serde(default)]
+    pub node_id: u64,
+    /// The node address programs read (`e.addr_hi`, `e.addr_lo`; IPv4 is IPv4-mapped).
+    #[serde(default)]
+    pub address: Option<IpAddr>,
+    /// Entries per store (default 65536).
+    #[serde(default)]
+    pub capacity: Option<usize>,
+    /// Lifetime of an entry from its creation (the seed's tau; default 10 000 ms).
+    #[serde(default)]
+    pub lifetime_ms: Option<u64>,
+    /// Longest probe for a key (default 8).
+    #[serde(default)]
+    pub max_probe: Option<usize>,
+}
+
+impl WaspSection {
+    fn store_config(&self) -> Result<EssConfig, KindError> {
+        let defaults = EssConfig::default();
+        let config = EssConfig {
+            capacity: self.capacity.unwrap_or(defaults.capacity),
+            lifetime_ns: self.lifetime_ms.map_or(defaults.lifetime_ns, |ms| ms * 1_000_000),
+            max_probe: self.max_probe.unwrap_or(defaults.max_probe),
+            ..defaults
+        };
+        // Check it now, at start, rather than when the first stage needs a store.
+        Ess::new(&config).map_err(|e| KindError::Invalid(format!("[wasp]: {e}")))?;
+        Ok(config)
+    }
+
+    fn node(&self) -> Node {
+        let addr = match self.address {
+            None => [0; 16],
+            Some(IpAddr::V4(v4)) => crate::vpu::Env::ipv4_mapped(v4.octets()),
+            Some(IpAddr::V6(v6)) => v6.octets(),
+        };
+        Node { id: self.node_id, addr }
+    }
+}
+
+/// `{"stage": "wasp", ...}`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "stage", rename_all = "kebab-case", deny_unknown_fields)]
+enum WaspSpec {
+    Wasp {
+        /// `in-port` (default: an input filter, at `pre`), `out-port` (an output filter, at
+        /// `post`) or `node`.
+        #[serde(default)]
+        store: Option<String>,
+        /// `drop` (default) or `forward-flagged`.
+        #[serde(default)]
+        on_fault: Option<String>,
+        /// UDP destination port of the UDP carriage (default 9277; 0 turns it off).
+        #[serde(default)]
+        udp_port: Option<u16>,
+    },
+}
+
+/// The stores of one data plane, by name (`in:p0`, `out:p1`, `node`).
+type Stores = BTreeMap<String, Arc<Ess>>;
+
+/// WASP for one data plane.
+pub struct WaspKind {
+    store_config: EssConfig,
+    node: Node,
+    stores: Mutex<Stores>,
+    counters: Arc<Counters>,
+}
+
+/// Make the WASP kind from the `[wasp]` section (all of it optional).
+pub fn make(setup: &KindSetup<'_>) -> Result<Arc<dyn ProgramKind>, KindError> {
+    Ok(Arc::new(WaspKind::new(setup)?))
+}
+
+impl WaspKind {
+    pub fn new(setup: &KindSetup<'_>) -> Result<Self, KindError> {
+        let section: WaspSection = setup.section("wasp")?.unwrap_or(WaspSection {
+            node_id: 0,
+            address: None,
+            capacity: None,
+            lifetime_ms: None,
+            max_probe: None,
+        });
+        Ok(Self {
+            store_config: section.store_config()?,
+            node: section.node(),
+            stores: Mutex::new(BTreeMap::new()),
+            counters: Arc::default(),
+        })
+    }
+
+    /// The store named `name`, made on first use.
+    fn store(&self, stores: &mut Stores, name: String) -> Result<Arc<Ess>, KindError> {
+        if let Some(store) = stores.get(&name) {
+            return Ok(store.clone());
+        }
+        let store = Arc::new(
+            Ess::new(&self.store_config)
+                .map_err(|e| KindError::Invalid(format!("store {name}: {e}")))?,
+        );
+        stores.insert(name, store.clone());
+        Ok(store)
+    }
+
+    fn stores(&self) -> std::sync::MutexGuard<'_, Stores> {
+        self.stores.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counters of every stage and the stores' statistics, summed.
+    pub fn snapshot(&self) -> (crate::stage::CounterSnapshot, EssStats, usize) {
+        let stores = self.stores();
+        let mut sum = EssStats::default();
+        for store in stores.values() {
+            let s = store.stats();
+            sum.live += s.live;
+            sum.inserts += s.inserts;
+            sum.updates += s.updates;
+            sum.refused_full += s.refused_full;
+            sum.refused_probe += s.refused_probe;
+            sum.expired += s.expired;
+            sum.max_probe_seen = sum.max_probe_seen.max(s.max_probe_seen);
+        }
+        (self.counters.snapshot(), sum, stores.len())
+    }
+
+    fn get(&self, request: &Value) -> Result<Value, KindError> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Get {
+            #[allow(dead_code)]
+            op: String,
+            store: String,
+            key: u64,
+        }
+        let get = Get::deserialize(request).map_err(|e| KindError::Invalid(e.to_string()))?;
+        let stores = self.stores();
+        let store = stores.get(&get.store).ok_or_else(|| {
+            let names: Vec<&str> = stores.keys().map(String::as_str).collect();
+            KindError::Invalid(format!(
+                "no store `{}` (stores: {})",
+                get.store,
+                if names.is_empty() { "none yet".into() } else { names.join(", ") }
+            ))
+        })?;
+        let now = hotplane_core::time::now_ns();
+        Ok(match store.get(get.key, now) {
+            None => json!({"present": false}),
+            Some(bank) => {
+                let words: Vec<u64> = bank
+                    .chunks_exact(8)
+                    .map(|w| u64::from_be_bytes(w.try_into().unwrap_or_default()))
+                    .collect();
+                json!({"present": true, "words": words})
+            }
+        })
+    }
+}
+
+impl ProgramKind for WaspKind {
+    fn name(&self) -> &'static str {
+        "wasp"
+    }
+
+    fn sections(&self) -> &'static [&'static str] {
+        &["wasp"]
+    }
+
+    fn stages(&self) -> &'static [&'static str] {
+        &["wasp"]
+    }
+
+    fn node_files(&self, _spec: &Value) -> Option<&'static str> {
+        None // the programs come in the packets
+    }
+
+    fn build(&self, spec: &Value, cx: &BuildCx<'_>) -> Result<Program, KindError> {
+        let WaspSpec::Wasp { store, on_fault, udp_port } = WaspSpec::deserialize(spec)
+            .map_err(|e| KindError::Invalid(format!("stage spec: {e}")))?;
+        let store_by = match store.as_deref() {
+            None | Some("in-port") => StoreBy::InPort,
+            Some("out-port") => StoreBy::OutPort,
+            Some("node") => StoreBy::Node,
+            Some(other) => {
+                return Err(KindError::Invalid(format!(
+                    "store = \"{other}\": one of in-port, out-port, node"
+                )))
+            }
+        };
+        let on_fault = match on_fault.as_deref() {
+            None | Some("drop") => OnFault::Drop,
+            Some("forward-flagged") => OnFault::ForwardFlagged,
+            Some(other) => {
+                return Err(KindError::Invalid(format!(
+                    "on_fault = \"{other}\": one of drop, forward-flagged"
+                )))
+            }
+        };
+        let udp_port = match udp_port {
+            None => Some(DEFAULT_UDP_PORT),
+            Some(0) => None,
+            Some(port) => Some(port),
+        };
+        let names: Vec<String> = match store_by {
+            StoreBy::Node => vec!["node".into()],
+            StoreBy::InPort => cx.port_names.iter().map(|p| format!("in:{p}")).collect(),
+            StoreBy::OutPort => cx.port_names.iter().map(|p| format!("out:{p}")).collect(),
+        };
+        let mut stores = self.stores();
+        let stores: Vec<Arc<Ess>> =
+            names.iter().map(|n| self.store(&mut stores, n.clone())).collect::<Result<_, _>>()?;
+        let describe = format!(
+            "wasp (stores {}, on_fault {}, udp {})",
+            names.join(" "),
+            match on_fault {
+                OnFault::Drop => "drop",
+                OnFault::ForwardFlagged => "forward-flagged",
+            },
+            udp_port.map_or("off".into(), |p| p.to_string()),
+        );
+        Ok(Some(Arc::new(WaspStage {
+            store_by,
+            stores: stores.into(),
+            filter: FilterConfig { on_fault, ..FilterConfig::default() },
+            udp_port,
+            node: self.node,
+            counters: self.counters.clone(),
+            describe,
+        })))
+    }
+
+    fn ops(&self) -> &'static [&'static str] {
+        &["wasp-get"]
+    }
+
+    fn request(&self, _op: &str, request: &Value) -> Result<Value, KindError> {
+        self.get(request)
+    }
+
+    fn stats(&self) -> Option<Value> {
+        let (c, s, stores) = self.snapshot();
+        let mut out = Map::new();
+        let mut put = |k: &str, v: u64| {
+            out.insert(k.into(), json!(v));
+        };
+        put("packets", c.packets);
+        put("forwarded", c.forwarded);
+        put("dropped", c.dropped);
+        put("returned", c.returned);
+        put("passed_faulted", c.passed_faulted);
+        put("not_wasp", c.not_wasp);
+        put("no_store", c.no_store);
+        put("steps", c.steps);
+        put("cache_hits", c.cache_hits);
+        put("cache_misses", c.cache_misses);
+        put("stores", stores as u64);
+        put("live_entries", s.live);
+        put("inserts", s.inserts);
+        put("updates", s.updates);
+        put("refused_full", s.refused_full);
+        put("refused_probe", s.refused_probe);
+        put("expired", s.expired);
+        put("max_probe_seen", s.max_probe_seen);
+        put("rejected", c.rejected.iter().sum());
+        put("faulted", c.faults.iter().sum());
+        for (reason, n) in Reject::ALL.iter().zip(c.rejected) {
+            put(&format!("rejected_{}", reason.name()), n);
+        }
+        for (fault, n) in Fault::ALL.iter().zip(c.faults) {
+            put(&format!("fault_{}", fault.name()), n);
+        }
+        Some(Value::Object(out))
+    }
+
+    fn housekeeping(&self) {
+        let now = hotplane_core::time::now_ns();
+        let stores: Vec<Arc<Ess>> = self.stores().values().cloned().collect();
+        for store in stores {
+            store.housekeeping(now, EXPIRE_BUDGET_PER_SHARD);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "kind_tests.rs"]
+mod tests;

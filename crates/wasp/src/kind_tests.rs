@@ -1,0 +1,254 @@
+use super::*;
+use crate::asm::assemble;
+use crate::frame::{active_frame, Hosts, Send};
+use crate::wire::{WaspPacket, WaspRepr};
+use hotplane_core::batch::{Batch, Mask};
+use hotplane_core::packet::Verdict;
+use hotplane_core::pool::{Pool, PoolConfig};
+use hotplane_core::wire::{udp_checksum, UdpFrame, UdpPacket};
+use hotplane_core::{ExternSlots, Meta, Qsbr, WorkerCx};
+use std::collections::BTreeMap;
+
+const COUNT: &str = include_str!("../../../examples/wasp/count.s");
+const PAYLOAD: &[u8] = b"\x00\x35\x00\x35\x00\x0c\x00\x00data";
+
+fn qsbr() -> &'static Qsbr {
+    static Q: std::sync::OnceLock<Qsbr> = std::sync::OnceLock::new();
+    Q.get_or_init(Qsbr::new)
+}
+
+fn make_with(sections: Value) -> Result<Arc<dyn ProgramKind>, KindError> {
+    let sections: BTreeMap<String, Value> = serde_json::from_value(sections).unwrap();
+    make(&KindSetup { workers: 1, qsbr: qsbr(), base_dir: None, sections: &sections })
+}
+
+fn kind() -> Arc<dyn ProgramKind> {
+    make_with(json!({"wasp": {"node_id": 7, "address": "10.9.0.1"}})).unwrap()
+}
+
+fn build(kind: &dyn ProgramKind, spec: Value) -> Result<Program, KindError> {
+    let ports = vec!["p0".to_string(), "p1".to_string()];
+    let externs = ExternSlots::new();
+    let cx = BuildCx {
+        workers: 1,
+        port_names: &ports,
+        externs: &externs,
+        flows: &[],
+        qsbr: qsbr(),
+        base_dir: None,
+    };
+    kind.build(&spec, &cx)
+}
+
+fn repr(source: &str, keys: Vec<u64>, scratch_words: usize) -> WaspRepr {
+    WaspRepr {
+        next_header: 17,
+        keys,
+        // All ones: as `count`'s threshold, never reached.
+        scratch: vec![0xff; 8 * scratch_words],
+        code: assemble(source).unwrap().code,
+        ..WaspRepr::default()
+    }
+}
+
+/// Runs `frames` through `program` as one batch arriving on `in_port`; frames and metas after.
+fn run_batch(program: &Program, frames: &[Vec<u8>], in_port: u16) -> Vec<(Vec<u8>, Meta)> {
+    let stage = program.as_ref().unwrap();
+    let pool = Pool::new(PoolConfig { buffers: 64, buffer_size: 2048, headroom: 64 }).unwrap();
+    let mut batch = Batch::new(32);
+    for frame in frames {
+        let mut p = pool.alloc().unwrap();
+        p.set_frame(frame).unwrap();
+        p.classify();
+        p.meta.in_port = in_port;
+        p.meta.out_port = 1 - in_port;
+        batch.push(p).ok().unwrap();
+    }
+    let reader = qsbr().register("test");
+    let guard = reader.guard();
+    let mut cx = WorkerCx::new(0, hotplane_core::time::now_ns(), &guard);
+    let sel = Mask::first(batch.len());
+    stage.run(&mut batch, sel, &mut cx);
+    batch.drain().map(|p| (p.data().to_vec(), p.meta)).collect()
+}
+
+fn stored(kind: &dyn ProgramKind, store: &str, key: u64) -> Value {
+    kind.request("wasp-get", &json!({"op": "wasp-get", "store": store, "key": key})).unwrap()
+}
+
+fn stat(kind: &dyn ProgramKind, key: &str) -> u64 {
+    kind.stats().unwrap()[key].as_u64().unwrap()
+}
+
+#[test]
+fn count_runs_per_port_store_in_both_carriages() {
+    let k = kind();
+    assert_eq!((k.name(), k.stages(), k.sections()), ("wasp", &["wasp"][..], &["wasp"][..]));
+    let p = build(&*k, json!({"stage": "wasp"})).unwrap();
+    let udp = active_frame(&Hosts::default(), Send::default(), &repr(COUNT, vec![5], 1), PAYLOAD)
+        .unwrap();
+    let ip = active_frame(&Hosts::default(), Send::Ip, &repr(COUNT, vec![5], 1), PAYLOAD).unwrap();
+    let out = run_batch(&p, &[udp.clone(), ip.clone(), udp], 0);
+    assert!(out.iter().all(|(_, m)| m.verdict == Verdict::Pass));
+    assert_eq!(stored(&*k, "in:p0", 5), json!({"present": true, "words": [3, 0, 0, 0]}));
+    assert_eq!(stored(&*k, "in:p1", 5), json!({"present": false}));
+    // Another port, another store.
+    run_batch(&p, &[ip], 1);
+    assert_eq!(stored(&*k, "in:p1", 5)["words"][0], 1);
+    assert_eq!(
+        (stat(&*k, "packets"), stat(&*k, "forwarded"), stat(&*k, "live_entries")),
+        (4, 4, 2)
+    );
+    assert_eq!((stat(&*k, "cache_misses"), stat(&*k, "cache_hits")), (1, 3));
+    let e = k.request("wasp-get", &json!({"op": "wasp-get", "store": "out:p0", "key": 5}));
+    assert_eq!(e.unwrap_err().to_string(), "no store `out:p0` (stores: in:p0, in:p1)");
+}
+
+#[test]
+fn a_replaced_stage_keeps_the_store_and_counters() {
+    let k = kind();
+    let first = build(&*k, json!({"stage": "wasp"})).unwrap();
+    let frame =
+        active_frame(&Hosts::default(), Send::Ip, &repr(COUNT, vec![9], 1), PAYLOAD).unwrap();
+    run_batch(&first, &[frame.clone(), frame.clone()], 0);
+    let second =
+        build(&*k, json!({"stage": "wasp", "on_fault": "forward-flagged", "udp_port": 0})).unwrap();
+    assert!(second.as_ref().unwrap().describe().contains("forward-flagged, udp off"));
+    run_batch(&second, &[frame], 0);
+    assert_eq!(stored(&*k, "in:p0", 9)["words"][0], 3);
+    assert_eq!(stat(&*k, "packets"), 3);
+}
+
+#[test]
+fn only_the_scratchpad_changes_and_the_udp_checksum_stays_valid() {
+    let k = kind();
+    let p = build(&*k, json!({"stage": "wasp", "store": "node"})).unwrap();
+    let source = "ld a, e.node_id\nst s.64[0], a\nld a, e.32[5]\nst s.32[2], a";
+    let sent = active_frame(&Hosts::default(), Send::default(), &repr(source, vec![], 2), PAYLOAD)
+        .unwrap();
+    let (after, meta) = run_batch(&p, std::slice::from_ref(&sent), 0).remove(0);
+    assert_eq!(meta.verdict, Verdict::Pass);
+    let shim_at = 14 + 20 + 8;
+    let shim = WaspRepr::parse(&WaspPacket::new_checked(&after[shim_at..]).unwrap()).unwrap();
+    assert_eq!(&shim.scratch[..8], &7u64.to_be_bytes());
+    assert_eq!(&shim.scratch[8..12], &[10, 9, 0, 1]);
+    // Everything but the scratchpad and the shim's checksum is as sent.
+    let scratch_at = shim_at + 16;
+    let (cks, cke) = (shim_at + 12, shim_at + 14);
+    for (i, (a, b)) in sent.iter().zip(&after).enumerate() {
+        if !(scratch_at..scratch_at + 16).contains(&i) && !(cks..cke).contains(&i) {
+            assert_eq!(a, b, "byte {i} changed");
+        }
+    }
+    // The UDP checksum the host computed still holds over the rewritten datagram.
+    let udp = &after[14 + 20..];
+    let mut zeroed = udp.to_vec();
+    zeroed[6..8].fill(0);
+    let (src, dst) = (Hosts::default().src_ip, Hosts::default().dst_ip);
+    assert_eq!(UdpPacket::new_unchecked(udp).checksum(), udp_checksum(src, dst, &zeroed));
+}
+
+#[test]
+fn return_swaps_the_addresses_and_leaves_by_the_port_it_came_in() {
+    let k = kind();
+    let p = build(&*k, json!({"stage": "wasp"})).unwrap();
+    let sent =
+        active_frame(&Hosts::default(), Send::Ip, &repr("return", vec![], 0), PAYLOAD).unwrap();
+    let (back, meta) = run_batch(&p, std::slice::from_ref(&sent), 1).remove(0);
+    assert_eq!((meta.verdict, meta.out_port), (Verdict::Tx, 1));
+    assert_eq!((&back[0..6], &back[6..12]), (&sent[6..12], &sent[0..6]));
+    assert_eq!((&back[26..30], &back[30..34]), (&sent[30..34], &sent[26..30]));
+    assert!(hotplane_core::wire::Ipv4Packet::new_unchecked(&back[14..]).verify_checksum());
+    let shim = WaspPacket::new_checked(&back[34..]).unwrap();
+    assert!(shim.returned() && shim.verify_checksum());
+    // On its way back, a second hop sees it RETURNED: a second `return` faults and drops.
+    let (_, again) = run_batch(&p, &[back], 0).remove(0);
+    assert_eq!(again.verdict, Verdict::Drop);
+    assert_eq!((stat(&*k, "returned"), stat(&*k, "fault_second-return")), (1, 1));
+}
+
+#[test]
+fn bad_packets_are_dropped_by_reason_and_others_pass_untouched() {
+    let k = kind();
+    let p = build(&*k, json!({"stage": "wasp"})).unwrap();
+    let mut corrupt =
+        active_frame(&Hosts::default(), Send::Ip, &repr(COUNT, vec![5], 1), PAYLOAD).unwrap();
+    let last = corrupt.len() - PAYLOAD.len() - 1;
+    corrupt[last] ^= 0xff; // a code byte: the shim checksum no longer holds
+                           // Code using k0 with no key declared: the decoder refuses it.
+    let undeclared =
+        active_frame(&Hosts::default(), Send::Ip, &repr(COUNT, vec![], 1), PAYLOAD).unwrap();
+    let plain = plain_udp(5000);
+    let out = run_batch(&p, &[corrupt, undeclared, plain.clone()], 0);
+    assert_eq!(out[0].1.verdict, Verdict::Drop);
+    assert_eq!(out[1].1.verdict, Verdict::Drop);
+    assert_eq!((out[2].0.as_slice(), out[2].1.verdict), (plain.as_slice(), Verdict::Pass));
+    assert_eq!(stat(&*k, "rejected_bad-checksum"), 1);
+    assert_eq!(stat(&*k, "rejected_undeclared-key"), 1);
+    assert_eq!((stat(&*k, "not_wasp"), stat(&*k, "live_entries")), (1, 0));
+}
+
+#[test]
+fn an_output_filter_uses_the_out_ports_store_and_sees_the_port() {
+    let k = kind();
+    let p = build(&*k, json!({"stage": "wasp", "store": "out-port"})).unwrap();
+    let source = "ld a, e.out_port\nst s.64[0], a\nlookup k0\ninc\ninsert k0";
+    let sent =
+        active_frame(&Hosts::default(), Send::Ip, &repr(source, vec![3], 1), PAYLOAD).unwrap();
+    let (after, _) = run_batch(&p, &[sent], 0).remove(0);
+    let shim = WaspRepr::parse(&WaspPacket::new_checked(&after[34..]).unwrap()).unwrap();
+    assert_eq!(shim.scratch, 1u64.to_be_bytes());
+    assert_eq!(stored(&*k, "out:p1", 3)["words"][0], 1);
+}
+
+#[test]
+fn bad_specs_and_sections_say_what_is_wrong() {
+    let k = kind();
+    let e = |spec: Value| build(&*k, spec).err().unwrap().to_string();
+    assert_eq!(
+        e(json!({"stage": "wasp", "store": "port"})),
+        "store = \"port\": one of in-port, out-port, node"
+    );
+    assert_eq!(
+        e(json!({"stage": "wasp", "on_fault": "ignore"})),
+        "on_fault = \"ignore\": one of drop, forward-flagged"
+    );
+    assert!(e(json!({"stage": "wasp", "colour": 1})).contains("unknown field `colour`"));
+    let e = make_with(json!({"wasp": {"capacity": 1}})).err().unwrap().to_string();
+    assert!(e.starts_with("[wasp]: ESS capacity"), "{e}");
+    let e = make_with(json!({"wasp": {"lifetime_ms": 0}})).err().unwrap().to_string();
+    assert_eq!(e, "[wasp]: ESS lifetime must be above 0 ns");
+    let e = make_with(json!({"wasp": {"adress": "10.0.0.1"}})).err().unwrap().to_string();
+    assert!(e.contains("unknown field `adress`"), "{e}");
+}
+
+#[test]
+fn expired_entries_are_reclaimed_by_housekeeping() {
+    let k = make_with(json!({"wasp": {"lifetime_ms": 1}})).unwrap();
+    let p = build(&*k, json!({"stage": "wasp", "store": "node"})).unwrap();
+    let frame =
+        active_frame(&Hosts::default(), Send::Ip, &repr(COUNT, vec![1], 1), PAYLOAD).unwrap();
+    run_batch(&p, &[frame], 0);
+    assert_eq!(stat(&*k, "live_entries"), 1);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    k.housekeeping();
+    assert_eq!((stat(&*k, "live_entries"), stat(&*k, "expired")), (0, 1));
+}
+
+/// A plain UDP frame (not WASP).
+fn plain_udp(dport: u16) -> Vec<u8> {
+    let h = Hosts::default();
+    let f = UdpFrame {
+        src_mac: h.src_mac,
+        dst_mac: h.dst_mac,
+        vlan: None,
+        src_ip: h.src_ip,
+        dst_ip: h.dst_ip,
+        src_port: 1,
+        dst_port: dport,
+    };
+    let mut buf = vec![0u8; 128];
+    let n = f.emit(b"not active", &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
