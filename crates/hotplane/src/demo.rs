@@ -4,8 +4,9 @@
 //! second in-band update carries an eBPF object built by clang (`examples/ebpf/xdp_mark.o`,
 //! several fragments) that becomes flow 2's function, verified and JIT-compiled on arrival;
 //! then a third carries Lua source that becomes flow 1's function (compiled on the control
-//! thread, run by LuaJIT on the worker). It prints a per-flow table and writes a plot of per-packet latency over time with both
-//! updates marked.
+//! thread, run by LuaJIT on the worker). Last, one active packet (WASP, `examples/wasp/count.s`)
+//! crosses it, counts itself in p0's store and goes on. It prints a per-flow table and writes a
+//! plot of per-packet latency over time with the updates marked.
 
 use crate::config::{
     Config, DataplaneConfig, FlowConfig, IdlePolicy, KeyConfig, PortConfig, PortKind,
@@ -15,9 +16,11 @@ use crate::plot::{latency_plot, thin, Marker, Series};
 use crate::StageSpec;
 
 use anyhow::Context;
+use hotplane_control::api::Request;
 use hotplane_control::{AckStatus, Flags, Kind, Target, UpdateHeader, WorkerScope};
 use hotplane_core::{time, FlowSelector};
 use hotplane_io::mem::{GenSpec, MemReport, MemSpec, Sample, SinkSpec};
+use hotplane_wasp::demo as wasp;
 use plotters::style::RGBColor;
 use serde_json::json;
 use std::path::PathBuf;
@@ -80,7 +83,8 @@ fn quantiles(lat: &mut [f64]) -> (f64, f64) {
     (q(0.5), q(0.99))
 }
 
-pub fn run(o: &Opts) -> anyhow::Result<()> {
+/// Runs the demo; what `--json` prints.
+pub fn run(o: &Opts) -> anyhow::Result<serde_json::Value> {
     let cores = hotplane_engine::online_cores();
     let workers = cores.clamp(1, 2);
     let gen = GenSpec { flows: 2, rate_pps: Some(o.rate_pps), ..Default::default() };
@@ -93,7 +97,7 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
             None,
             PortKind::Mem(MemSpec {
                 gen: Some(gen.clone()),
-                sink: SinkSpec { measure: true, record: expected + 10_000, capture: 16 },
+                sink: SinkSpec { measure: true, record: expected + 10_000, capture: 64 },
             }),
         )],
         pipeline: crate::config::PipelineConfig {
@@ -106,6 +110,8 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
                     selector: selector(&gen, 1),
                     stage: StageSpec::stamp_mark(MARK_FLOW2),
                 },
+                // WASP's UDP port: the active packet's flow (the two above never meet it).
+                FlowConfig { selector: wasp::selector(), stage: StageSpec::new(wasp::stage())? },
             ],
             ..Default::default()
         },
@@ -187,11 +193,21 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
             lua_src.len()
         );
     }
+    // One active packet (WASP): it counts itself in p0's store and goes on.
+    let active = wasp::DemoPacket::new()?;
+    p0.inject(active.frame.clone()).map_err(|_| anyhow::anyhow!("injection queue full"))?;
+    if !o.json {
+        let at_ms = (time::now_ns() - start_ns) as f64 / 1e6;
+        eprintln!("  t = {at_ms:.1} ms: active packet sent: {}", active.describe());
+    }
     std::thread::sleep(quarter);
+    let entry = plane.request(Request::WaspGet { store: wasp::STORE.into(), key: wasp::KEY });
+    let stats = plane.stats()?;
     let apply = plane.observability().stats_json()["updates"].clone();
     let handles = plane.mem_handles();
     let summary = plane.stop();
     let r = MemReport::merge(&handles);
+    let active = active.outcome(entry.into_result().ok().as_ref(), &stats["wasp"], &r.captured);
 
     // The acknowledgements came back out of p0.
     let acks: Vec<_> =
@@ -332,6 +348,7 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
             "control thread: median apply {} us over the three updates",
             apply["apply_us_p50"]
         );
+        println!("active packet {}", active.text);
         println!("plot:   {}", plot.display());
     }
     let out = json!({
@@ -346,6 +363,7 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
             "latency_us_after_p50": r.after.0, "latency_us_after_p99": r.after.1,
             "functions": r.function, "update_to_visible_us": r.visible_us,
         })).collect::<Vec<_>>(),
+        "wasp": active.json,
         "panics": summary.panics,
         "plot": plot.display().to_string(),
     });
@@ -356,11 +374,12 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
         || rows.iter().any(|r| r.lost > 0)
         || new_version == 0
         || ebpf_version == 0
+        || !active.ok
         // A build without Lua refuses update 3 (`unsupported_kind`) and flow 1 keeps its function.
         || (cfg!(feature = "lua") && (lua_version == 0 || lua_visible_us.is_none()))
         || (!cfg!(feature = "lua") && !lua_ack_text.starts_with("Refused"))
     {
         anyhow::bail!("the demo did not go as it should: see the table above");
     }
-    Ok(())
+    Ok(out)
 }

@@ -565,6 +565,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Demo { out, rate, duration_ms, json } => {
             hotplane::demo::run(&hotplane::demo::Opts { out, rate_pps: rate, duration_ms, json })
+                .map(drop)
         }
         Cmd::Push(args) => hotplane::push_cmd::run(args),
         Cmd::Gen {

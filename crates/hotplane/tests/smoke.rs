@@ -39,13 +39,17 @@ kind = "mem"
 #[test]
 fn demo_runs_and_writes_its_plot() {
     let dir = std::env::temp_dir().join(format!("hotplane-demo-{}", std::process::id()));
-    hotplane::demo::run(&hotplane::demo::Opts {
+    let out = hotplane::demo::run(&hotplane::demo::Opts {
         out: dir.clone(),
         rate_pps: 20_000.0,
         duration_ms: 300,
         json: true,
     })
     .unwrap();
+    // The active packet counted itself once in p0's store and left p0 as it came.
+    let wasp = &out["wasp"];
+    assert_eq!((wasp["counter"].as_u64(), wasp["fate"].as_str()), (Some(1), Some("forwarded")));
+    assert_eq!((wasp["seen_leaving"].as_u64(), wasp["code_bytes"].as_u64()), (Some(1), Some(8)));
     let svg = std::fs::read_to_string(dir.join("hotplane-demo.svg")).unwrap();
     assert!(svg.contains("<svg"));
     assert!(svg.contains("flow 1 -&gt; native"), "plot lacks the first update's marker");

@@ -9,7 +9,7 @@
 //! view and its `Repr`), [`isa`] (instructions and their encoding), [`decode`] (decoder and
 //! validator), [`vpu`] (the interpreter), [`ess`] (the store), [`asm`] (assembler and
 //! disassembler), [`carriage`] (finding the shim behind IPv4/IPv6 or in UDP), [`filter`] (one
-//! packet from shim bytes to fate).
+//! packet from shim bytes to fate), [`demo`] (the active packet of `hotplane demo`).
 //!
 //! This crate must depend on no hotplane crate but `hotplane-core` (never on the engine, the
 //! binary or another program kind), and must never panic on packet bytes or program text.
@@ -19,6 +19,7 @@ pub mod asm;
 pub mod cache;
 pub mod carriage;
 pub mod decode;
+pub mod demo;
 pub mod error;
 pub mod ess;
 pub mod filter;
