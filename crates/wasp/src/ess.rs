@@ -5,7 +5,7 @@
 //! - the index is open addressing over a window of `max_probe` slots from the key's home: a key
 //!   is found, or placed, inside its window or not at all (a full window refuses the creation and
 //!   counts it), so every operation reads at most `max_probe` slots;
-//! - the hash is keyed by a per-start random secret (`RandomState`), so colliding keys cannot be
+//! - the hash is keyed by a per-store random secret ([`Salted`]), so colliding keys cannot be
 //!   computed off-line;
 //! - expiry follows a per-shard FIFO in creation order (with a fixed `tau`, creation order is
 //!   expiry order); every operation reclaims at most [`RECLAIM_PER_OP`] expired entries, and an
@@ -21,8 +21,8 @@
 
 use std::collections::hash_map::RandomState;
 use std::collections::VecDeque;
-use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::wire::{Scope, MAX_KEYS};
@@ -193,15 +193,17 @@ pub struct EssStats {
     pub max_probe_seen: u64,
 }
 
-#[derive(Default)]
+/// A shard's counters, written under its lock: no shared cache line, no atomic on the fast
+/// path (a shared `fetch_add` per operation cost more than the probe itself).
+#[derive(Default, Clone, Copy)]
 struct Counters {
-    inserts: AtomicU64,
-    updates: AtomicU64,
-    refused_full: AtomicU64,
-    refused_probe: AtomicU64,
-    refused_quota: AtomicU64,
-    expired: AtomicU64,
-    max_probe_seen: AtomicU64,
+    inserts: u64,
+    updates: u64,
+    refused_full: u64,
+    refused_probe: u64,
+    refused_quota: u64,
+    expired: u64,
+    max_probe_seen: u64,
 }
 
 /// A creation, for expiry: the slot it went to and what it held then.
@@ -228,6 +230,10 @@ struct Shard {
     births_cap: usize,
     live: usize,
     limit: usize,
+    /// When the oldest birth record expires (`u64::MAX`: none), so that the common case of an
+    /// operation's reclaim is one comparison.
+    next_expiry: u64,
+    counters: Counters,
 }
 
 struct Found {
@@ -254,6 +260,8 @@ impl Shard {
             births_cap,
             live: 0,
             limit,
+            next_expiry: u64::MAX,
+            counters: Counters::default(),
         }
     }
 
@@ -282,6 +290,15 @@ impl Shard {
     /// Frees up to `budget` expired entries, oldest first, releasing their quota counts.
     /// Returns how many were freed.
     fn reclaim(&mut self, tau: u64, now: u64, budget: usize, counts: &AdmissionCounts) -> usize {
+        if now < self.next_expiry {
+            return 0;
+        }
+        let freed = self.reclaim_due(tau, now, budget, counts);
+        self.next_expiry = self.births.front().map_or(u64::MAX, |b| b.born.saturating_add(tau));
+        freed
+    }
+
+    fn reclaim_due(&mut self, tau: u64, now: u64, budget: usize, counts: &AdmissionCounts) -> usize {
         let mut freed = 0;
         for _ in 0..budget {
             let Some(birth) = self.births.front().copied() else { break };
@@ -308,18 +325,81 @@ impl Shard {
     }
 }
 
-/// The store. `S` is the hash builder (a fresh `RandomState` by default: a per-start secret).
-pub struct Ess<S = RandomState> {
+/// The store's hash: a folded multiply (as foldhash and ahash use) keyed by a per-store random
+/// secret. Several times cheaper than SipHash on a 64-bit key; an attacker who cannot read the
+/// secret cannot compute colliding keys, and one who could would still meet the probe bound
+/// (a refusal, never a long chain).
+#[derive(Clone, Copy, Debug)]
+pub struct Salted {
+    seed: u64,
+    multiplier: u64,
+}
+
+impl Salted {
+    /// Fresh secrets from the operating system's random source (through `RandomState`).
+    pub fn random() -> Salted {
+        let state = RandomState::new();
+        Salted { seed: state.hash_one(0x5a17u64), multiplier: state.hash_one(0xfeedu64) | 1 }
+    }
+}
+
+/// The 128-bit product of `a` and `b`, its halves folded together.
+#[inline(always)]
+fn folded_multiply(a: u64, b: u64) -> u64 {
+    let product = u128::from(a) * u128::from(b);
+    (product as u64) ^ ((product >> 64) as u64)
+}
+
+/// One [`Salted`] hash in progress.
+pub struct SaltedHasher {
+    state: u64,
+    multiplier: u64,
+}
+
+impl Hasher for SaltedHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    #[inline(always)]
+    fn write_u8(&mut self, value: u8) {
+        self.write_u64(u64::from(value));
+    }
+
+    #[inline(always)]
+    fn write_u64(&mut self, value: u64) {
+        self.state = folded_multiply(self.state ^ value, self.multiplier).rotate_left(23);
+    }
+
+    #[inline(always)]
+    fn finish(&self) -> u64 {
+        folded_multiply(self.state, self.multiplier ^ 0x9e37_79b9_7f4a_7c15)
+    }
+}
+
+impl BuildHasher for Salted {
+    type Hasher = SaltedHasher;
+
+    fn build_hasher(&self) -> SaltedHasher {
+        SaltedHasher { state: self.seed, multiplier: self.multiplier }
+    }
+}
+
+/// The store. `S` is the hash builder (a fresh [`Salted`] by default: a per-start secret).
+pub struct Ess<S = Salted> {
     shards: Box<[Mutex<Shard>]>,
     hasher: S,
     tau: u64,
     max_probe: usize,
     capacity: usize,
-    counters: Counters,
     admission: AdmissionCounts,
     /// Hashes aggregates to quota buckets (its own secret: a test's constant `hasher` must not
     /// put every aggregate in one bucket).
-    bucket_hasher: RandomState,
+    bucket_hasher: Salted,
     /// Key of the keyed hash that derives private keys from code bytes.
     secret: [u8; 32],
 }
@@ -335,9 +415,9 @@ fn random_secret() -> [u8; 32] {
     secret
 }
 
-impl Ess<RandomState> {
+impl Ess<Salted> {
     pub fn new(config: &EssConfig) -> Result<Self, EssConfigError> {
-        Self::with_hasher(config, RandomState::new())
+        Self::with_hasher(config, Salted::random())
     }
 }
 
@@ -369,9 +449,8 @@ impl<S: BuildHasher> Ess<S> {
             tau: config.lifetime_ns,
             max_probe: config.max_probe,
             capacity: config.capacity,
-            counters: Counters::default(),
             admission: AdmissionCounts::new(),
-            bucket_hasher: RandomState::new(),
+            bucket_hasher: Salted::random(),
             secret: random_secret(),
         })
     }
@@ -440,13 +519,15 @@ impl<S: BuildHasher> Ess<S> {
     }
 
     fn reclaim(&self, shard: &mut Shard, now: u64, budget: usize) {
-        self.note_expired(shard.reclaim(self.tau, now, budget, &self.admission));
+        let freed = shard.reclaim(self.tau, now, budget, &self.admission);
+        shard.counters.expired += freed as u64;
     }
 
     fn get_in(&self, shard: &mut Shard, key: StoreKey, home: usize, now: u64) -> Option<BankBytes> {
         self.reclaim(shard, now, RECLAIM_PER_OP);
         let found = shard.probe(key, home, self.max_probe, self.tau, now);
-        self.counters.max_probe_seen.fetch_max(found.probes as u64, Ordering::Relaxed);
+        let seen = &mut shard.counters.max_probe_seen;
+        *seen = (*seen).max(found.probes as u64);
         found.hit.map(|slot| shard.banks[slot])
     }
 
@@ -461,21 +542,22 @@ impl<S: BuildHasher> Ess<S> {
     ) -> Result<bool, Refusal> {
         self.reclaim(shard, now, RECLAIM_PER_OP);
         let found = shard.probe(key, home, self.max_probe, self.tau, now);
-        self.counters.max_probe_seen.fetch_max(found.probes as u64, Ordering::Relaxed);
+        let seen = &mut shard.counters.max_probe_seen;
+        *seen = (*seen).max(found.probes as u64);
         if let Some(slot) = found.hit {
             shard.banks[slot] = *bank;
-            self.counters.updates.fetch_add(1, Ordering::Relaxed);
+            shard.counters.updates += 1;
             return Ok(false);
         }
         let Some(slot) = found.free else {
-            self.counters.refused_probe.fetch_add(1, Ordering::Relaxed);
+            shard.counters.refused_probe += 1;
             return Err(Refusal::ProbeLimit);
         };
         if let Some((owner, quota)) = creator {
             let live = self.admission.live.load(Ordering::Relaxed);
             if let Some(limit) = quota.limit(live, self.capacity) {
                 if self.admission.held(owner) >= limit {
-                    self.counters.refused_quota.fetch_add(1, Ordering::Relaxed);
+                    shard.counters.refused_quota += 1;
                     return Err(Refusal::Quota);
                 }
             }
@@ -489,7 +571,7 @@ impl<S: BuildHasher> Ess<S> {
             if (!still_taken_over && shard.live >= shard.limit)
                 || shard.births.len() >= shard.births_cap
             {
-                self.counters.refused_full.fetch_add(1, Ordering::Relaxed);
+                shard.counters.refused_full += 1;
                 return Err(Refusal::Full);
             }
         }
@@ -513,40 +595,40 @@ impl<S: BuildHasher> Ess<S> {
             key: key.key,
             born: now,
         });
-        self.counters.inserts.fetch_add(1, Ordering::Relaxed);
+        // Creation order is expiry order, unless a caller's clock went backwards: keep the
+        // earliest, so nothing expires late.
+        shard.next_expiry = shard.next_expiry.min(now.saturating_add(self.tau));
+        shard.counters.inserts += 1;
         Ok(true)
-    }
-
-    fn note_expired(&self, freed: usize) {
-        if freed > 0 {
-            self.counters.expired.fetch_add(freed as u64, Ordering::Relaxed);
-        }
     }
 
     /// Reclaims up to `budget_per_shard` expired entries in every shard (control thread).
     pub fn housekeeping(&self, now: u64, budget_per_shard: usize) -> usize {
         let mut freed = 0;
         for shard in 0..self.shards.len() {
-            let n = self.lock(shard).reclaim(self.tau, now, budget_per_shard, &self.admission);
-            self.note_expired(n);
+            let mut guard = self.lock(shard);
+            let n = guard.reclaim(self.tau, now, budget_per_shard, &self.admission);
+            guard.counters.expired += n as u64;
             freed += n;
         }
         freed
     }
 
     pub fn stats(&self) -> EssStats {
-        let live = (0..self.shards.len()).map(|s| self.lock(s).live as u64).sum();
-        let c = &self.counters;
-        EssStats {
-            live,
-            inserts: c.inserts.load(Ordering::Relaxed),
-            updates: c.updates.load(Ordering::Relaxed),
-            refused_full: c.refused_full.load(Ordering::Relaxed),
-            refused_probe: c.refused_probe.load(Ordering::Relaxed),
-            refused_quota: c.refused_quota.load(Ordering::Relaxed),
-            expired: c.expired.load(Ordering::Relaxed),
-            max_probe_seen: c.max_probe_seen.load(Ordering::Relaxed),
+        let mut sum = EssStats::default();
+        for shard in 0..self.shards.len() {
+            let guard = self.lock(shard);
+            let c = guard.counters;
+            sum.live += guard.live as u64;
+            sum.inserts += c.inserts;
+            sum.updates += c.updates;
+            sum.refused_full += c.refused_full;
+            sum.refused_probe += c.refused_probe;
+            sum.refused_quota += c.refused_quota;
+            sum.expired += c.expired;
+            sum.max_probe_seen = sum.max_probe_seen.max(c.max_probe_seen);
         }
+        sum
     }
 
     pub fn lifetime_ns(&self) -> u64 {
@@ -610,7 +692,7 @@ impl<S: BuildHasher> Ess<S> {
 }
 
 /// A program run's exclusive access to the entries of its declared keys.
-pub struct Txn<'a, S: BuildHasher = RandomState> {
+pub struct Txn<'a, S: BuildHasher = Salted> {
     ess: &'a Ess<S>,
     now: u64,
     keys: [StoreKey; MAX_KEYS],

@@ -12,7 +12,7 @@ use crate::carriage::locate;
 use crate::error::{Fault, Reject};
 use crate::ess::Ess;
 use crate::filter::{process_with, FilterConfig};
-use crate::vpu::{Env, Fate, NET_LEN};
+use crate::vpu::{Env, Fate};
 use hotplane_core::batch::{Batch, Mask};
 use hotplane_core::metrics::PerWorker;
 use hotplane_core::packet::{Layers, Meta};
@@ -162,12 +162,9 @@ impl WaspStage {
             tally.0[slot::NO_STORE] += 1;
             return;
         };
-        // The header bank is a copy: the program reads the header while the filter may
-        // rewrite the shim, which can lie within the first 64 bytes.
-        let datagram = &ip[..found.end];
-        let mut net = [0u8; NET_LEN];
-        let n = datagram.len().min(NET_LEN);
-        net[..n].copy_from_slice(&datagram[..n]);
+        // The header bank is what precedes the shim (IP header, extension headers, UDP header
+        // in UDP carriage): borrowed, not copied, beside the shim the filter may rewrite.
+        let (net, rest) = ip.split_at_mut(found.shim_offset);
         let env = Env {
             node_id: self.node.id,
             node_addr: self.node.addr,
@@ -181,9 +178,9 @@ impl WaspStage {
             packet_len: found.end as u64,
             in_profile: false,
         };
-        let shim = &mut ip[found.shim_offset..found.end];
+        let shim = &mut rest[..found.end - found.shim_offset];
         let (hits, misses) = cache.hits_and_misses();
-        let result = process_with(shim, &env, &net, store, &self.filter, cache);
+        let result = process_with(shim, &env, net, store, &self.filter, cache);
         let (hits_after, misses_after) = cache.hits_and_misses();
         tally.0[slot::CACHE_HITS] += hits_after - hits;
         tally.0[slot::CACHE_MISSES] += misses_after - misses;

@@ -52,7 +52,8 @@ pub enum WaspCmd {
         /// Scratchpad words, comma-separated (`--scratch 0,0,5`).
         #[arg(long, value_delimiter = ',', value_parser = parse_u64)]
         scratch: Vec<u64>,
-        /// Nodes on the path; node i has id i+1 and address 10.0.0.(i+1).
+        /// Nodes on the path; node i has id i+1 and address 10.0.0.(i+1), and sees the packet
+        /// with TTL 64 - i (an IPv4 header is the run's header bank).
         #[arg(long, default_value_t = 1)]
         hops: usize,
         /// Times to send the packet (the stores keep what earlier copies wrote).
@@ -276,7 +277,8 @@ impl Trip {
                     packet_len: packet.len() as u64 + 28,
                     in_profile: true,
                 };
-                let hop = match process(&mut packet, &env, &[], store, &filter) {
+                let header = ipv4_header(64 - i.min(63) as u8, packet.len());
+                let hop = match process(&mut packet, &env, &header, store, &filter) {
                     Err(reason) => json!({"node": node, "refused": reason.name()}),
                     Ok(done) => {
                         let view = WaspPacket::new_checked(&packet[..]).ok();
@@ -316,6 +318,17 @@ impl Trip {
             .collect();
         Ok(json!({"code_bytes": assembled.code.len(), "sends": sends, "stores": stored}))
     }
+}
+
+/// The IPv4 header a node sees in front of the shim (protocol 253, 10.0.0.100 -> 10.0.0.200):
+/// the header bank of the run, its TTL one lower at every hop, as routers leave it.
+fn ipv4_header(ttl: u8, shim_len: usize) -> [u8; 20] {
+    let total = (20 + shim_len).min(usize::from(u16::MAX)) as u16;
+    let mut header = [0x45, 0, 0, 0, 0, 0, 0x40, 0, ttl, 253, 0, 0, 10, 0, 0, 100, 10, 0, 0, 200];
+    header[2..4].copy_from_slice(&total.to_be_bytes());
+    let sum = hotplane_core::wire::internet_checksum(&header);
+    header[10..12].copy_from_slice(&sum.to_be_bytes());
+    header
 }
 
 /// The simulated clock: copy `copy` reaches node `node` at this time (1 ms between copies).

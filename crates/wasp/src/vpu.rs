@@ -136,10 +136,18 @@ struct Machine<'e, S: BuildHasher> {
     a: u64,
     b: u64,
     c: bool,
+    /// The packet's scratchpad as it arrived: read until the first write.
+    scratch_in: &'e [u8],
+    /// The run's copy, made at the first write (copy on write: most programs never write
+    /// their scratchpad, and a fault must leave the packet's as it was).
     scratch: [u8; MAX_SCRATCH],
     scratch_len: usize,
     scratch_dirty: bool,
-    env: [u8; ENV_LEN],
+    /// The environment bank, built on first use (most programs never read it).
+    env_bank: Option<[u8; ENV_LEN]>,
+    env: &'e Env,
+    /// Bits the run adds to `e.flags`: 1 RETURNED on arrival, 2 admin.
+    env_flags: u8,
     net: &'e [u8],
     slots: [KeySlot; MAX_KEYS],
     /// Slot holding each slot's key first: two slots naming one entry share one copy.
@@ -154,14 +162,30 @@ struct Machine<'e, S: BuildHasher> {
     store_reads: usize,
 }
 
+/// A big-endian value of 1, 2, 4 or 8 bytes (the access widths), with a fixed-size load.
+#[inline(always)]
 fn read_be(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0u64, |acc, &byte| (acc << 8) | u64::from(byte))
+    match *bytes {
+        [a] => u64::from(a),
+        [a, b] => u64::from(u16::from_be_bytes([a, b])),
+        [a, b, c, d] => u64::from(u32::from_be_bytes([a, b, c, d])),
+        [a, b, c, d, e, f, g, h] => u64::from_be_bytes([a, b, c, d, e, f, g, h]),
+        _ => bytes.iter().fold(0u64, |acc, &byte| (acc << 8) | u64::from(byte)),
+    }
 }
 
+#[inline(always)]
 fn write_be(bytes: &mut [u8], value: u64) {
-    let len = bytes.len();
-    for (i, byte) in bytes.iter_mut().enumerate() {
-        *byte = (value >> (8 * (len - 1 - i))) as u8;
+    match bytes.len() {
+        1 => bytes[0] = value as u8,
+        2 => bytes.copy_from_slice(&(value as u16).to_be_bytes()),
+        4 => bytes.copy_from_slice(&(value as u32).to_be_bytes()),
+        8 => bytes.copy_from_slice(&value.to_be_bytes()),
+        len => {
+            for (i, byte) in bytes.iter_mut().enumerate() {
+                *byte = (value >> (8 * (len - 1 - i))) as u8;
+            }
+        }
     }
 }
 
@@ -177,14 +201,27 @@ fn range(index: u64, width: Width, bank_len: usize) -> Result<std::ops::Range<us
 }
 
 impl<'e, S: BuildHasher> Machine<'e, S> {
-    fn load(&self, bank: Bank, width: Width, index: u64) -> Result<u64, Fault> {
+    fn load(&mut self, bank: Bank, width: Width, index: u64) -> Result<u64, Fault> {
         match bank {
-            Bank::Scratch => Ok(read_be(&self.scratch[range(index, width, self.scratch_len)?])),
+            Bank::Scratch => {
+                let bytes = range(index, width, self.scratch_len)?;
+                let scratch = if self.scratch_dirty { &self.scratch[..] } else { self.scratch_in };
+                Ok(read_be(&scratch[bytes]))
+            }
             Bank::Map => {
                 let slot = self.mapped.ok_or(Fault::NotMapped)?;
                 Ok(read_be(&self.slots[slot].bank[range(index, width, BANK_LEN)?]))
             }
-            Bank::Env => Ok(read_be(&self.env[range(index, width, ENV_LEN)?])),
+            Bank::Env => {
+                let bytes = range(index, width, ENV_LEN)?;
+                let (env, flags) = (self.env, self.env_flags);
+                let bank = self.env_bank.get_or_insert_with(|| {
+                    let mut bank = env.to_bank();
+                    bank[ENV_LEN - 1] |= flags;
+                    bank
+                });
+                Ok(read_be(&bank[bytes]))
+            }
             Bank::Net => {
                 let bytes = range(index, width, NET_LEN)?;
                 // Bytes beyond the actual header read as zero.
@@ -203,8 +240,12 @@ impl<'e, S: BuildHasher> Machine<'e, S> {
                     return Err(Fault::ReadOnly);
                 }
                 let bytes = range(index, width, self.scratch_len)?;
+                if !self.scratch_dirty {
+                    let len = self.scratch_len;
+                    self.scratch[..len].copy_from_slice(&self.scratch_in[..len]);
+                    self.scratch_dirty = true;
+                }
                 write_be(&mut self.scratch[bytes], value);
-                self.scratch_dirty = true;
                 Ok(())
             }
             Bank::Map => {
@@ -398,18 +439,16 @@ pub fn run_with_access<S: BuildHasher>(
         a: 0,
         b: 0,
         c: false,
+        scratch_in: &scratch[..scratch_len],
         scratch: [0; MAX_SCRATCH],
         scratch_len,
         scratch_dirty: false,
-        env: {
-            // A program sees whether its packet is on its way back (bit 1 of `e.flags`), so it
-            // can forward it rather than fault on a second RETURN.
-            let mut bank = env.to_bank();
-            bank[ENV_LEN - 1] |= u8::from(returned) << 1;
-            // An authenticated admin packet sees bit 2.
-            bank[ENV_LEN - 1] |= u8::from(access.admin) << 2;
-            bank
-        },
+        env_bank: None,
+        env,
+        // A program sees whether its packet is on its way back (bit 1 of `e.flags`), so it can
+        // forward it rather than fault on a second RETURN; an authenticated admin packet sees
+        // bit 2.
+        env_flags: u8::from(returned) << 1 | u8::from(access.admin) << 2,
         net,
         slots: [KeySlot { bank: [0; BANK_LEN], loaded: false, present: false, dirty: false };
             MAX_KEYS],
@@ -423,7 +462,6 @@ pub fn run_with_access<S: BuildHasher>(
         now: env.time_ns,
         store_reads: 0,
     };
-    m.scratch[..scratch_len].copy_from_slice(&scratch[..scratch_len]);
     for (slot, &key) in keys.iter().enumerate() {
         m.keys[slot] = StoreKey { scope: access.scopes[slot], key };
     }
@@ -456,16 +494,17 @@ pub fn run_with_access<S: BuildHasher>(
     }
 
     let (store_writes, store_refused) = if fault.is_none() { m.commit() } else { (0, 0) };
-    let scratch_dirty = m.scratch_dirty;
+    let (scratch_dirty, store_reads, written) = (m.scratch_dirty, m.store_reads, m.scratch);
+    drop(m);
     if fault.is_none() && scratch_dirty {
-        scratch[..scratch_len].copy_from_slice(&m.scratch[..scratch_len]);
+        scratch[..scratch_len].copy_from_slice(&written[..scratch_len]);
     }
     Outcome {
         fate,
         fault,
         steps: executed,
         scratch_dirty,
-        store_reads: m.store_reads,
+        store_reads,
         store_writes,
         store_refused,
     }
