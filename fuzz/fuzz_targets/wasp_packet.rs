@@ -3,16 +3,24 @@
 //! picks options: bit 0 refills the checksum first (so that the fuzzer reaches the decoder and
 //! the VPU), bit 1 forwards faulting packets flagged instead of dropping them, bit 2 marks the
 //! packet as already returned. The code is also disassembled, and the text must reassemble into
-//! a program that decodes like the original.
+//! a program that decodes like the original. Tiers: the same packet through a decode cache
+//! that lives across inputs (so earlier inputs fill it and collide in it) must give the same
+//! fate, fault, steps and bytes as a fresh decode.
 #![no_main]
 
 use hotplane_wasp::asm::{assemble, disassemble};
+use hotplane_wasp::cache::DecodeCache;
 use hotplane_wasp::decode::decode;
-use hotplane_wasp::ess::EssConfig;
-use hotplane_wasp::filter::OnFault;
+use hotplane_wasp::ess::{EssConfig, Salted};
+use hotplane_wasp::filter::{process_with, OnFault};
 use hotplane_wasp::wire::{flags, WaspPacket};
 use hotplane_wasp::{process, Env, Ess, FilterConfig};
 use libfuzzer_sys::fuzz_target;
+use std::cell::RefCell;
+
+thread_local! {
+    static CACHE: RefCell<DecodeCache> = RefCell::new(DecodeCache::new());
+}
 
 fuzz_target!(|data: &[u8]| {
     // The assembler reads text users type: any text assembles or is refused, never panics.
@@ -32,16 +40,26 @@ fuzz_target!(|data: &[u8]| {
     let code_len = WaspPacket::new_checked(&bytes[..]).map(|p| p.code_len()).unwrap_or(0);
     let original = bytes.clone();
     let config = EssConfig { capacity: 16, shards: 2, max_probe: 4, lifetime_ns: 1_000 };
-    let ess = Ess::new(&config).expect("valid store config");
+    // Both stores hash alike, so that placement (and a probe-window refusal) is the same.
+    let hash = Salted::random();
+    let ess = Ess::with_hasher(&config, hash).expect("valid store config");
     let on_fault = if options & 2 != 0 { OnFault::ForwardFlagged } else { OnFault::Drop };
     let env = Env { time_ns: u64::from(options), ..Env::default() };
-    match process(
-        &mut bytes,
-        &env,
-        shim,
-        &ess,
-        &FilterConfig { on_fault, ..FilterConfig::default() },
-    ) {
+    let filter = FilterConfig { on_fault, ..FilterConfig::default() };
+    let result = process(&mut bytes, &env, shim, &ess, &filter);
+
+    let mut cached_bytes = original.clone();
+    let cached_ess = Ess::with_hasher(&config, hash).expect("valid store config");
+    let cached = CACHE.with(|cache| {
+        process_with(&mut cached_bytes, &env, shim, &cached_ess, &filter, &mut *cache.borrow_mut())
+    });
+    let summary = |r: &Result<hotplane_wasp::Processed, hotplane_wasp::Reject>| {
+        r.map(|p| (p.fate, p.rewritten, p.outcome.map(|o| (o.fault, o.steps))))
+    };
+    assert_eq!(summary(&result), summary(&cached), "the cached tier decides as a fresh decode");
+    assert_eq!(bytes, cached_bytes, "the cached tier leaves the same bytes");
+
+    match result {
         Ok(processed) => {
             if let Some(outcome) = processed.outcome {
                 assert!(

@@ -131,8 +131,13 @@ pub enum Request {
         doc: Value,
     },
     /// One entry of a WASP store (`in:PORT`, `out:PORT` or `node`): its 32-byte bank as four
-    /// words, if the key is alive.
-    WaspGet { store: String, key: u64 },
+    /// words, if the key is alive; `scope` is `public` (default) or `protected`.
+    WaspGet {
+        store: String,
+        key: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scope: Option<String>,
+    },
     /// Stop the data plane.
     Shutdown {},
 }

@@ -201,7 +201,8 @@ pub fn run(o: &Opts) -> anyhow::Result<serde_json::Value> {
         eprintln!("  t = {at_ms:.1} ms: active packet sent: {}", active.describe());
     }
     std::thread::sleep(quarter);
-    let entry = plane.request(Request::WaspGet { store: wasp::STORE.into(), key: wasp::KEY });
+    let entry =
+        plane.request(Request::WaspGet { store: wasp::STORE.into(), key: wasp::KEY, scope: None });
     let stats = plane.stats()?;
     let apply = plane.observability().stats_json()["updates"].clone();
     let handles = plane.mem_handles();

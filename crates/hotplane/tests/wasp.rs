@@ -99,7 +99,7 @@ mid = {{ stage = "l2fwd" }}
     let total = FRAMES * u64::from(LOOPS);
     let bad = total / 100;
     let get = |key: u64| {
-        let r = plane.request(Request::WaspGet { store: "in:in".into(), key });
+        let r = plane.request(Request::WaspGet { store: "in:in".into(), key, scope: None });
         r.into_result().unwrap()
     };
     let counted = get(1)["words"][0].as_u64().unwrap() + get(2)["words"][0].as_u64().unwrap();

@@ -298,7 +298,13 @@ impl Shard {
         freed
     }
 
-    fn reclaim_due(&mut self, tau: u64, now: u64, budget: usize, counts: &AdmissionCounts) -> usize {
+    fn reclaim_due(
+        &mut self,
+        tau: u64,
+        now: u64,
+        budget: usize,
+        counts: &AdmissionCounts,
+    ) -> usize {
         let mut freed = 0;
         for _ in 0..budget {
             let Some(birth) = self.births.front().copied() else { break };

@@ -65,6 +65,12 @@ pub fn active_frame(
 ) -> Result<Vec<u8>, FrameError> {
     let mut body = repr.to_bytes()?;
     body.extend_from_slice(rest);
+    frame_around(hosts, send, &body)
+}
+
+/// The frame around `body`: a shim already emitted (and, for an admin packet, sealed) and what
+/// follows it.
+pub fn frame_around(hosts: &Hosts, send: Send, body: &[u8]) -> Result<Vec<u8>, FrameError> {
     match send {
         Send::Udp { src_port, dst_port } => {
             let udp = UdpFrame {
@@ -77,12 +83,12 @@ pub fn active_frame(
                 dst_port,
             };
             let mut frame = vec![0u8; udp.header_len() + body.len()];
-            let n = udp.emit(&body, &mut frame)?;
+            let n = udp.emit(body, &mut frame)?;
             frame.truncate(n);
             set_ttl(&mut frame, hosts.ttl);
             Ok(frame)
         }
-        Send::Ip => ip_frame(hosts, &body),
+        Send::Ip => ip_frame(hosts, body),
     }
 }
 

@@ -6,9 +6,11 @@
 //! `on_fault`, another UDP port) finds the same stores, so replacing it while packets flow
 //! loses no entry.
 
+use crate::admin::{AdminKey, AdminKeys};
 use crate::error::{Fault, Reject};
 use crate::ess::{Ess, EssConfig, EssStats};
-use crate::filter::{FilterConfig, OnFault};
+use crate::ess::{Quota, StoreKey};
+use crate::filter::{AggregateBy, FilterConfig, OnFault};
 use crate::stage::{Counters, Node, StoreBy, WaspStage};
 use crate::wire::DEFAULT_UDP_PORT;
 use hotplane_core::{BuildCx, KindError, KindSetup, Program, ProgramKind};
@@ -40,6 +42,58 @@ pub struct WaspSection {
     /// Longest probe for a key (default 8).
     #[serde(default)]
     pub max_probe: Option<usize>,
+    /// Keys admin packets are authenticated with (`[{ id = 1, key = "64 hex digits" }]`);
+    /// without any, admin packets are refused.
+    #[serde(default)]
+    pub admin_keys: Vec<AdminKeySpec>,
+    /// Per-aggregate quota: `{ above_percent = 50, share_percent = 10 }` (the default);
+    /// `above_percent = 100` turns quotas off.
+    #[serde(default)]
+    pub quota: Option<QuotaSpec>,
+    /// What an aggregate is: `{ ipv4_prefix = 24, ipv6_prefix = 48 }` (the default).
+    #[serde(default)]
+    pub aggregate: Option<AggregateSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminKeySpec {
+    pub id: u32,
+    /// 32 bytes as 64 hex digits.
+    pub key: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaSpec {
+    pub above_percent: u8,
+    pub share_percent: u8,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AggregateSpec {
+    pub ipv4_prefix: u8,
+    pub ipv6_prefix: u8,
+}
+
+/// A 64-hex-digit key.
+fn parse_admin_key(spec: &AdminKeySpec) -> Result<AdminKey, KindError> {
+    let text = spec.key.trim();
+    let bad = || {
+        KindError::Invalid(format!(
+            "[wasp] admin key {}: the key must be 32 bytes as 64 hex digits",
+            spec.id
+        ))
+    };
+    if text.len() != 64 || !text.is_ascii() {
+        return Err(bad());
+    }
+    let mut key = [0u8; 32];
+    for (i, byte) in key.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(key)
 }
 
 impl WaspSection {
@@ -54,6 +108,37 @@ impl WaspSection {
         // Check it now, at start, rather than when the first stage needs a store.
         Ess::new(&config).map_err(|e| KindError::Invalid(format!("[wasp]: {e}")))?;
         Ok(config)
+    }
+
+    fn admin_keys(&self) -> Result<Vec<(u32, AdminKey)>, KindError> {
+        let keys: Vec<(u32, AdminKey)> = self
+            .admin_keys
+            .iter()
+            .map(|k| Ok((k.id, parse_admin_key(k)?)))
+            .collect::<Result<_, KindError>>()?;
+        // Checked now, at start; each store gets its own ring (its own replay state).
+        AdminKeys::new(keys.clone()).map_err(|e| KindError::Invalid(format!("[wasp]: {e}")))?;
+        Ok(keys)
+    }
+
+    fn filter(&self) -> Result<FilterConfig, KindError> {
+        let mut filter = FilterConfig::default();
+        if let Some(q) = self.quota {
+            if q.share_percent == 0 || q.share_percent > 100 {
+                return Err(KindError::Invalid("[wasp] quota.share_percent: 1 to 100".into()));
+            }
+            filter.quota = Quota { above_percent: q.above_percent, share_percent: q.share_percent };
+        }
+        if let Some(a) = self.aggregate {
+            if a.ipv4_prefix > 32 || a.ipv6_prefix > 64 {
+                return Err(KindError::Invalid(
+                    "[wasp] aggregate: ipv4_prefix <= 32, ipv6_prefix <= 64".into(),
+                ));
+            }
+            filter.aggregate =
+                AggregateBy { ipv4_prefix: a.ipv4_prefix, ipv6_prefix: a.ipv6_prefix };
+        }
+        Ok(filter)
     }
 
     fn node(&self) -> Node {
@@ -84,12 +169,22 @@ enum WaspSpec {
     },
 }
 
+/// A store and the admin verifier (with its replay state) of the packets that reach it.
+#[derive(Clone)]
+struct Store {
+    ess: Arc<Ess>,
+    admin: Option<Arc<AdminKeys>>,
+}
+
 /// The stores of one data plane, by name (`in:p0`, `out:p1`, `node`).
-type Stores = BTreeMap<String, Arc<Ess>>;
+type Stores = BTreeMap<String, Store>;
 
 /// WASP for one data plane.
 pub struct WaspKind {
     store_config: EssConfig,
+    admin_keys: Vec<(u32, AdminKey)>,
+    /// Quota and aggregates of every stage (`on_fault` and `admin` are set per stage/store).
+    filter: FilterConfig,
     node: Node,
     stores: Mutex<Stores>,
     counters: Arc<Counters>,
@@ -108,9 +203,14 @@ impl WaspKind {
             capacity: None,
             lifetime_ms: None,
             max_probe: None,
+            admin_keys: Vec::new(),
+            quota: None,
+            aggregate: None,
         });
         Ok(Self {
             store_config: section.store_config()?,
+            admin_keys: section.admin_keys()?,
+            filter: section.filter()?,
             node: section.node(),
             stores: Mutex::new(BTreeMap::new()),
             counters: Arc::default(),
@@ -118,14 +218,20 @@ impl WaspKind {
     }
 
     /// The store named `name`, made on first use.
-    fn store(&self, stores: &mut Stores, name: String) -> Result<Arc<Ess>, KindError> {
+    fn store(&self, stores: &mut Stores, name: String) -> Result<Store, KindError> {
         if let Some(store) = stores.get(&name) {
             return Ok(store.clone());
         }
-        let store = Arc::new(
-            Ess::new(&self.store_config)
-                .map_err(|e| KindError::Invalid(format!("store {name}: {e}")))?,
-        );
+        let ess = Ess::new(&self.store_config)
+            .map_err(|e| KindError::Invalid(format!("store {name}: {e}")))?;
+        let admin = if self.admin_keys.is_empty() {
+            None
+        } else {
+            let ring = AdminKeys::new(self.admin_keys.iter().copied())
+                .map_err(|e| KindError::Invalid(format!("store {name}: {e}")))?;
+            Some(Arc::new(ring))
+        };
+        let store = Store { ess: Arc::new(ess), admin };
         stores.insert(name, store.clone());
         Ok(store)
     }
@@ -139,12 +245,13 @@ impl WaspKind {
         let stores = self.stores();
         let mut sum = EssStats::default();
         for store in stores.values() {
-            let s = store.stats();
+            let s = store.ess.stats();
             sum.live += s.live;
             sum.inserts += s.inserts;
             sum.updates += s.updates;
             sum.refused_full += s.refused_full;
             sum.refused_probe += s.refused_probe;
+            sum.refused_quota += s.refused_quota;
             sum.expired += s.expired;
             sum.max_probe_seen = sum.max_probe_seen.max(s.max_probe_seen);
         }
@@ -159,6 +266,8 @@ impl WaspKind {
             op: String,
             store: String,
             key: u64,
+            #[serde(default)]
+            scope: Option<String>,
         }
         let get = Get::deserialize(request).map_err(|e| KindError::Invalid(e.to_string()))?;
         let stores = self.stores();
@@ -170,8 +279,18 @@ impl WaspKind {
                 if names.is_empty() { "none yet".into() } else { names.join(", ") }
             ))
         })?;
+        let key = match get.scope.as_deref() {
+            None | Some("public") => StoreKey::public(get.key),
+            Some("protected") => StoreKey::protected(get.key),
+            Some(other) => {
+                return Err(KindError::Invalid(format!(
+                    "scope `{other}`: public or protected (private entries are reachable only \
+                     by the code that made them)"
+                )))
+            }
+        };
         let now = hotplane_core::time::now_ns();
-        Ok(match store.get(get.key, now) {
+        Ok(match store.ess.get_scoped(key, now) {
             None => json!({"present": false}),
             Some(bank) => {
                 let words: Vec<u64> = bank
@@ -234,8 +353,15 @@ impl ProgramKind for WaspKind {
             StoreBy::OutPort => cx.port_names.iter().map(|p| format!("out:{p}")).collect(),
         };
         let mut stores = self.stores();
-        let stores: Vec<Arc<Ess>> =
+        let stores: Vec<Store> =
             names.iter().map(|n| self.store(&mut stores, n.clone())).collect::<Result<_, _>>()?;
+        let stores: Vec<(Arc<Ess>, FilterConfig)> = stores
+            .into_iter()
+            .map(|store| {
+                let filter = FilterConfig { on_fault, admin: store.admin, ..self.filter.clone() };
+                (store.ess, filter)
+            })
+            .collect();
         let describe = format!(
             "wasp (stores {}, on_fault {}, udp {})",
             names.join(" "),
@@ -248,7 +374,6 @@ impl ProgramKind for WaspKind {
         Ok(Some(Arc::new(WaspStage {
             store_by,
             stores: stores.into(),
-            filter: FilterConfig { on_fault, ..FilterConfig::default() },
             udp_port,
             node: self.node,
             counters: self.counters.clone(),
@@ -286,6 +411,7 @@ impl ProgramKind for WaspKind {
         put("updates", s.updates);
         put("refused_full", s.refused_full);
         put("refused_probe", s.refused_probe);
+        put("refused_quota", s.refused_quota);
         put("expired", s.expired);
         put("max_probe_seen", s.max_probe_seen);
         put("rejected", c.rejected.iter().sum());
@@ -301,7 +427,7 @@ impl ProgramKind for WaspKind {
 
     fn housekeeping(&self) {
         let now = hotplane_core::time::now_ns();
-        let stores: Vec<Arc<Ess>> = self.stores().values().cloned().collect();
+        let stores: Vec<Arc<Ess>> = self.stores().values().map(|s| s.ess.clone()).collect();
         for store in stores {
             store.housekeeping(now, EXPIRE_BUDGET_PER_SHARD);
         }

@@ -252,3 +252,58 @@ fn plain_udp(dport: u16) -> Vec<u8> {
     buf.truncate(n);
     buf
 }
+
+#[test]
+fn admin_packets_write_protected_entries_once_and_public_ones_cannot() {
+    use crate::admin::seal;
+    use crate::frame::frame_around;
+    use crate::wire::{AdminTrailer, Scope};
+    const KEY_HEX: &str = "4242424242424242424242424242424242424242424242424242424242424242";
+    let k = make_with(json!({"wasp": {"admin_keys": [{"id": 7, "key": KEY_HEX}]}})).unwrap();
+    let p = build(&*k, json!({"stage": "wasp", "store": "node"})).unwrap();
+    let service = 0x5e41_11ce;
+    let protected = |source: &str| WaspRepr {
+        scopes: [Scope::Protected, Scope::Public, Scope::Public, Scope::Public],
+        scratch: 0x0a01_0001u64.to_be_bytes().to_vec(),
+        ..repr(source, vec![service], 0)
+    };
+    let admin = |seq: u64, key: [u8; 32]| {
+        let mut shim = WaspRepr {
+            admin: Some(AdminTrailer { key_id: 7, seq, mac: [0; 32] }),
+            ..protected("ld a, s.64[0]\ninsert k0")
+        }
+        .to_bytes()
+        .unwrap();
+        seal(&mut shim, &key).unwrap();
+        frame_around(&Hosts::default(), Send::default(), &shim).unwrap()
+    };
+    let get = |scope: &str| {
+        let r = json!({"op": "wasp-get", "store": "node", "key": service, "scope": scope});
+        k.request("wasp-get", &r).unwrap()
+    };
+    let out = run_batch(&p, &[admin(1, [0x42; 32]), admin(1, [0x42; 32]), admin(2, [0x11; 32])], 0);
+    let verdicts: Vec<Verdict> = out.iter().map(|(_, m)| m.verdict).collect();
+    assert_eq!(verdicts, [Verdict::Pass, Verdict::Drop, Verdict::Drop]);
+    assert_eq!((stat(&*k, "rejected_replayed"), stat(&*k, "rejected_bad-mac")), (1, 1));
+    assert_eq!(get("protected")["words"][0], 0x0a01_0001);
+    assert_eq!(get("public"), json!({"present": false}), "namespaces are apart");
+    // A public packet naming the protected key reads it but cannot write it.
+    let public = |source: &str| {
+        active_frame(&Hosts::default(), Send::default(), &protected(source), b"").unwrap()
+    };
+    let out = run_batch(&p, &[public("lookup k0\nst s.64[0], a"), public("clr\ninsert k0")], 0);
+    let shim = WaspRepr::parse(&WaspPacket::new_checked(&out[0].0[42..]).unwrap()).unwrap();
+    assert_eq!(shim.scratch, 0x0a01_0001u64.to_be_bytes());
+    assert_eq!(out[1].1.verdict, Verdict::Drop);
+    assert_eq!(stat(&*k, "fault_protected"), 1);
+    assert_eq!(get("protected")["words"][0], 0x0a01_0001);
+    // The replay state belongs to the store: a replaced stage still refuses sequence 1.
+    let again = build(&*k, json!({"stage": "wasp", "store": "node"})).unwrap();
+    assert_eq!(run_batch(&again, &[admin(1, [0x42; 32])], 0)[0].1.verdict, Verdict::Drop);
+    assert_eq!(stat(&*k, "rejected_replayed"), 2);
+    let bad = make_with(json!({"wasp": {"admin_keys": [{"id": 7, "key": "42"}]}}));
+    assert_eq!(
+        bad.err().unwrap().to_string(),
+        "[wasp] admin key 7: the key must be 32 bytes as 64 hex digits"
+    );
+}

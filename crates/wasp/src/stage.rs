@@ -115,9 +115,9 @@ pub struct Node {
 #[derive(Clone)]
 pub struct WaspStage {
     pub(crate) store_by: StoreBy,
-    /// Stores by port index (`StoreBy::Node`: one).
-    pub(crate) stores: Arc<[Arc<Ess>]>,
-    pub(crate) filter: FilterConfig,
+    /// Stores by port index (`StoreBy::Node`: one), each with the filter settings of the
+    /// packets that reach it (its own admin verifier and replay state).
+    pub(crate) stores: Arc<[(Arc<Ess>, FilterConfig)]>,
     pub(crate) udp_port: Option<u16>,
     pub(crate) node: Node,
     pub(crate) counters: Arc<Counters>,
@@ -158,7 +158,7 @@ impl WaspStage {
             StoreBy::InPort => self.stores.get(usize::from(meta.in_port)),
             StoreBy::OutPort => self.stores.get(usize::from(meta.out_port)),
         };
-        let Some(store) = store else {
+        let Some((store, filter)) = store else {
             tally.0[slot::NO_STORE] += 1;
             return;
         };
@@ -180,7 +180,7 @@ impl WaspStage {
         };
         let shim = &mut rest[..found.end - found.shim_offset];
         let (hits, misses) = cache.hits_and_misses();
-        let result = process_with(shim, &env, net, store, &self.filter, cache);
+        let result = process_with(shim, &env, net, store, filter, cache);
         let (hits_after, misses_after) = cache.hits_and_misses();
         tally.0[slot::CACHE_HITS] += hits_after - hits;
         tally.0[slot::CACHE_MISSES] += misses_after - misses;
