@@ -307,3 +307,64 @@ fn admin_packets_write_protected_entries_once_and_public_ones_cannot() {
         "[wasp] admin key 7: the key must be 32 bytes as 64 hex digits"
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(100))]
+
+    /// Any program (random code that decodes or not, random scratchpad and keys) across three
+    /// nodes: headers before the shim and bytes after it are as sent (but for a return's address
+    /// swap), inside the shim only the scratchpad, flags, fault fields and checksum change, and
+    /// the packet returns at most once over the path.
+    #[test]
+    fn random_programs_across_hops_change_only_what_they_may(
+        code in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..=64),
+        keys in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..=4),
+        words in 0usize..=4,
+        forward_flagged in proptest::prelude::any::<bool>(),
+    ) {
+        let on_fault = if forward_flagged { "forward-flagged" } else { "drop" };
+        let nodes: Vec<(Arc<dyn ProgramKind>, Program)> = (1..=3)
+            .map(|id| {
+                let k = make_with(json!({"wasp": {"node_id": id}})).unwrap();
+                let p = build(&*k, json!({"stage": "wasp", "on_fault": on_fault})).unwrap();
+                (k, p)
+            })
+            .collect();
+        let repr = WaspRepr {
+            next_header: 17,
+            keys,
+            scratch: vec![0x5a; 8 * words],
+            code,
+            ..WaspRepr::default()
+        };
+        let sent = active_frame(&Hosts::default(), Send::default(), &repr, PAYLOAD).unwrap();
+        let shim_len = repr.buffer_len();
+        let (shim_at, scratch_at) = (42, 42 + 16 + 8 * repr.keys.len());
+        let mut frame = sent.clone();
+        let mut returns = 0;
+        for (_, p) in &nodes {
+            let (after, meta) = run_batch(p, std::slice::from_ref(&frame), 0).remove(0);
+            let mut expected_head = frame[..shim_at].to_vec();
+            if meta.verdict == Verdict::Tx {
+                returns += 1;
+                expected_head[..12].rotate_left(6);
+                let (src, dst) = expected_head[26..34].split_at_mut(4);
+                src.swap_with_slice(dst);
+            }
+            proptest::prop_assert_eq!(&after[..shim_at], &expected_head[..]);
+            proptest::prop_assert_eq!(&after[shim_at + shim_len..], &frame[shim_at + shim_len..]);
+            for i in shim_at..shim_at + shim_len {
+                let may_change = [shim_at + 1, shim_at + 6, shim_at + 7, shim_at + 12, shim_at + 13]
+                    .contains(&i)
+                    || (scratch_at..scratch_at + 8 * words).contains(&i);
+                proptest::prop_assert!(may_change || after[i] == frame[i], "shim byte {} changed", i - shim_at);
+            }
+            if meta.verdict == Verdict::Drop {
+                break;
+            }
+            frame = after;
+        }
+        proptest::prop_assert!(returns <= 1, "returned {} times", returns);
+        proptest::prop_assert_eq!(&frame[frame.len() - PAYLOAD.len()..], PAYLOAD);
+    }
+}
