@@ -443,6 +443,9 @@ enum BenchCmd {
     /// Active packets (WASP): every application per packet next to native Rust and an eBPF
     /// `count`; the store at scale; colliding keys; time against code length; added latency.
     Wasp(hotplane::bench::wasp::Opts),
+    /// Active packets across namespaces (root): 4 hotplane routers and a Linux one, every
+    /// application checked; a table, a picture of the topology with the results, JSON.
+    WaspNet(hotplane::bench::wasp_net::Opts),
     /// Lua: per-packet time of a flow function writing a payload field, batch mode, next to
     /// the same function in native Rust and plain LuaJIT on raw pointers.
     #[cfg(feature = "lua")]
@@ -675,6 +678,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             BenchCmd::P4(o) => hotplane::bench::p4::run(&o),
             BenchCmd::Tables(o) => hotplane::bench::tables::run(&o),
             BenchCmd::Wasp(o) => hotplane::bench::wasp::run(&o),
+            BenchCmd::WaspNet(o) => hotplane::bench::wasp_net::run(&o),
             #[cfg(feature = "lua")]
             BenchCmd::Lua { json, packets, batch, repeat, core } => {
                 hotplane::bench::lua::run(&hotplane::bench::lua::Opts {

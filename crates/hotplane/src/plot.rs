@@ -52,7 +52,7 @@ pub struct Panel {
 /// in so that plots need no fonts installed on the machine.
 const FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 
-fn register_font() -> anyhow::Result<()> {
+pub fn register_font() -> anyhow::Result<()> {
     static DONE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let ok = *DONE.get_or_init(|| {
         plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).is_ok()

@@ -16,6 +16,7 @@ pub mod tables_methods;
 pub mod testpmd;
 pub mod veth;
 pub mod wasp;
+pub mod wasp_net;
 
 use std::io::{IsTerminal, Write};
 
