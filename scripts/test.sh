@@ -82,6 +82,8 @@ smoke=("pipeline --packets 1000000 --no-testpmd" "swap --swaps 50")
 if [ "$(id -u)" -eq 0 ]; then
   smoke+=("veth --port afxdp --trial-ms 200 --steps 2" "veth --port afpacket --trial-ms 200 --steps 2 --no-kernel")
   smoke+=("ebpf --packets 100000 --repeat 1 --updates 20")
+  # Every WASP application across four hotplane routers and a Linux router (about 10 s).
+  smoke+=("wasp-net")
 else
   smoke+=("ebpf --packets 100000 --repeat 1 --updates 20 --no-kernel")
 fi

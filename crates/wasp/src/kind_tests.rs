@@ -368,3 +368,17 @@ proptest::proptest! {
         proptest::prop_assert_eq!(&frame[frame.len() - PAYLOAD.len()..], PAYLOAD);
     }
 }
+
+#[test]
+fn e_queue_is_the_batch_backlog_of_the_packets_queue() {
+    let k = kind();
+    let p = build(&*k, json!({"stage": "wasp", "store": "out-port"})).unwrap();
+    let ratectl = include_str!("../../../examples/wasp/ratectl.s");
+    let threshold_2 = WaspRepr { scratch: 2u64.to_be_bytes().to_vec(), ..repr(ratectl, vec![], 1) };
+    let active = active_frame(&Hosts::default(), Send::default(), &threshold_2, PAYLOAD).unwrap();
+    // Five packets to one port: the ones with more than two ahead drop themselves; a plain
+    // packet counts in the queue too.
+    let frames = [plain_udp(1), active.clone(), active.clone(), active.clone(), active];
+    let verdicts: Vec<Verdict> = run_batch(&p, &frames, 0).iter().map(|(_, m)| m.verdict).collect();
+    assert_eq!(verdicts, [Verdict::Pass, Verdict::Pass, Verdict::Pass, Verdict::Drop, Verdict::Drop]);
+}

@@ -129,10 +129,38 @@ thread_local! {
     static CACHE: RefCell<DecodeCache> = RefCell::new(DecodeCache::new());
 }
 
+/// Packets of this batch the stage has already passed, per queue: a packet's `e.queue` is how
+/// many of them wait ahead of it for the same output port (output filter) or came in by the
+/// same port (input filter, node store). The batch is the queue hotplane has at that point;
+/// under load it fills (up to the burst), idle it holds one packet.
+pub(crate) struct Backlog([u16; 64]);
+
+impl Backlog {
+    fn new() -> Self {
+        Backlog([0; 64])
+    }
+
+    /// The packets ahead in `port`'s queue, counting this one for the next.
+    fn take(&mut self, port: u16) -> u64 {
+        let ahead = &mut self.0[usize::from(port) % 64];
+        let now = *ahead;
+        *ahead = ahead.saturating_add(1);
+        u64::from(now)
+    }
+}
+
 /// Per-batch tallies, added to the shared counters once per batch.
 struct Tally([u64; slot::COUNT]);
 
 impl WaspStage {
+    /// The queue a packet's `e.queue` counts.
+    fn queue_of(&self, meta: &Meta) -> u16 {
+        match self.store_by {
+            StoreBy::OutPort => meta.out_port,
+            StoreBy::InPort | StoreBy::Node => meta.in_port,
+        }
+    }
+
     /// One packet; `frame` and `meta` as the classifier left them.
     fn one(
         &self,
@@ -141,8 +169,11 @@ impl WaspStage {
         now_ns: u64,
         cache: &mut DecodeCache,
         tally: &mut Tally,
+        queue: &mut Backlog,
     ) {
         tally.0[slot::PACKETS] += 1;
+        // Every packet of the batch is in a queue, active or not.
+        let queue_depth = queue.take(self.queue_of(meta));
         let l3 = usize::from(meta.l3_off);
         let ip_layer = meta.layers & (Layers::IPV4 | Layers::IPV6) != 0;
         let Some(ip) = frame.get_mut(l3..).filter(|_| ip_layer) else {
@@ -174,7 +205,7 @@ impl WaspStage {
                 _ => u64::MAX,
             },
             time_ns: now_ns,
-            queue_depth: 0,
+            queue_depth,
             packet_len: found.end as u64,
             in_profile: false,
         };
@@ -263,12 +294,13 @@ impl Stage for WaspStage {
 
     fn run(&self, batch: &mut Batch, sel: Mask, cx: &mut WorkerCx<'_>) {
         let mut tally = Tally([0; slot::COUNT]);
+        let mut backlog = Backlog::new();
         with_cache(|cache| {
             let packets = batch.as_mut_slice();
             for i in sel {
                 let Some(packet) = packets.get_mut(i) else { continue };
                 let (frame, meta) = packet.frame_mut();
-                self.one(frame, meta, cx.now_ns, cache, &mut tally);
+                self.one(frame, meta, cx.now_ns, cache, &mut tally, &mut backlog);
             }
         });
         self.add(&tally, cx.worker);
@@ -277,7 +309,8 @@ impl Stage for WaspStage {
     fn run_one(&self, frame: &mut [u8], meta: &mut Meta, cx: &mut WorkerCx<'_>) -> u64 {
         let mut tally = Tally([0; slot::COUNT]);
         meta.verdict = Verdict::Pass;
-        with_cache(|cache| self.one(frame, meta, cx.now_ns, cache, &mut tally));
+        let mut backlog = Backlog::new();
+        with_cache(|cache| self.one(frame, meta, cx.now_ns, cache, &mut tally, &mut backlog));
         self.add(&tally, cx.worker);
         hotplane_core::xdp::action_of(meta.verdict)
     }

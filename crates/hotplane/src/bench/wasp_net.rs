@@ -33,11 +33,14 @@
 //!   unmarked and must name R2, where the paths join.
 //! - **Advertise/nearest**: two providers, one announced from each end (H1 -> H2 and H2 -> H1),
 //!   so every router keeps the nearer; queries from H1, H2 and H3 must find the provider the
-//!   topology says is nearest. The key is public: the `[wasp]` section has no admin keys yet,
-//!   so the protected scope cannot be configured on a node.
-//! - **Ratectl** cannot be checked: the stage exports `e.queue = 0` (no port queue depth yet),
-//!   and `queue > threshold` is then false for every threshold, so no packet can drop itself.
-//!   The bench runs it and reports it `ok: false` with the reason (the exit status says so).
+//!   topology says is nearest. The service key is *protected*: advertisements are admin packets
+//!   sealed with the routers' admin key (`[wasp] admin_keys`, a fresh random key per run) and
+//!   increasing sequence numbers; a public advertisement under the same key must change
+//!   nothing (it faults `protected` at every router); the queries are ordinary packets that
+//!   may read it.
+//! - **Ratectl**: `e.queue` is the packet's batch backlog at the router (docs/wasp.md §9). With
+//!   threshold 0, packets sent 3 ms apart travel alone and all arrive; a burst queues up and
+//!   thins itself out.
 //!
 //! Ground truth (paths, distances, the join router) comes from the topology model below, the
 //! results from the packets the hosts receive and the routers' stores (`wasp-get` on each
@@ -48,8 +51,11 @@
 use super::emit;
 use crate::netlab::Lab;
 use anyhow::{anyhow, bail, Context as _};
+use hotplane_wasp::admin::seal;
 use hotplane_wasp::asm::assemble;
-use hotplane_wasp::wire::{WaspPacket, WaspRepr, DEFAULT_UDP_PORT, NO_NEXT_HEADER};
+use hotplane_wasp::wire::{
+    AdminTrailer, Scope, WaspPacket, WaspRepr, DEFAULT_UDP_PORT, NO_NEXT_HEADER,
+};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
@@ -251,11 +257,12 @@ impl Router {
     }
 
     /// The word-0.. bank of `key` in the node's store (`None`: no entry).
-    fn get(&self, key: u64) -> anyhow::Result<Option<[u64; 4]>> {
+    fn get(&self, key: u64, scope: &str) -> anyhow::Result<Option<[u64; 4]>> {
         let mut s = UnixStream::connect(&self.socket)
             .with_context(|| format!("{}: control socket", NAMES[self.node]))?;
         s.set_read_timeout(Some(Duration::from_secs(3)))?;
-        writeln!(s, "{}", json!({"op": "wasp-get", "store": "node", "key": key}))?;
+        let request = json!({"op": "wasp-get", "store": "node", "key": key, "scope": scope});
+        writeln!(s, "{request}")?;
         let mut line = String::new();
         BufReader::new(&s).read_line(&mut line)?;
         let v: Value = serde_json::from_str(&line).context("wasp-get answer")?;
@@ -409,6 +416,20 @@ fn router_lua(node: usize) -> String {
     )
 }
 
+/// The routers' admin key (id 1): fresh for every run, from the system's random source.
+fn admin_key() -> [u8; 32] {
+    static KEY: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
+    *KEY.get_or_init(|| {
+        let mut key = [0u8; 32];
+        let state = std::collections::hash_map::RandomState::new();
+        for (i, chunk) in key.chunks_mut(8).enumerate() {
+            use std::hash::BuildHasher;
+            chunk.copy_from_slice(&state.hash_one(i).to_le_bytes());
+        }
+        key
+    })
+}
+
 fn router_config(node: usize, kind: &str, lua: &Path, socket: &Path) -> String {
     let mut cfg = String::from("[dataplane]\nworkers = 1\nidle = \"yield\"\n\n");
     for p in ports_of(node) {
@@ -417,11 +438,13 @@ fn router_config(node: usize, kind: &str, lua: &Path, socket: &Path) -> String {
     cfg += &format!(
         "[pipeline]\npre = {{ stage = \"wasp\", store = \"node\" }}\n\
          mid = {{ stage = \"lua\", file = \"{}\" }}\n\n\
-         [wasp]\nnode_id = {}\naddress = \"{}\"\n\n\
+         [wasp]\nnode_id = {}\naddress = \"{}\"\n\
+         admin_keys = [{{ id = 1, key = \"{}\" }}]\n\n\
          [control]\nsocket = \"{}\"\nupdate_port = 0\n",
         lua.display(),
         router_id(node),
         router_addr(node),
+        admin_key().iter().map(|b| format!("{b:02x}")).collect::<String>(),
         socket.display()
     );
     cfg
@@ -596,7 +619,17 @@ impl Net {
     }
 
     fn get(&self, node: usize, key: u64) -> anyhow::Result<Option<[u64; 4]>> {
-        self.router(node).get(key)
+        self.router(node).get(key, "public")
+    }
+
+    fn get_protected(&self, node: usize, key: u64) -> anyhow::Result<Option<[u64; 4]>> {
+        self.router(node).get(key, "protected")
+    }
+
+    fn send_bytes(&self, from: usize, to: usize, shim: &[u8]) -> anyhow::Result<()> {
+        let sock = &self.host(from).tx;
+        sock.send_to(shim, SocketAddrV4::new(host_addr(to), DEFAULT_UDP_PORT))?;
+        Ok(())
     }
 }
 
@@ -904,8 +937,22 @@ fn advertise(net: &Net) -> anyhow::Result<(Outcome, Outcome)> {
     // The truth: each WASP router keeps the smallest (distance << 32 | provider), distance =
     // routers the advertisement crossed before it.
     let mut kept = [u64::MAX; 8];
-    for &(from, to, provider, cid) in &ads {
-        net.send(from, to, &program_repr("advertise", &[KEY], &[u64::from(provider), 64], cid)?)?;
+    let protected = |repr: WaspRepr| WaspRepr {
+        scopes: [Scope::Protected, Scope::Public, Scope::Public, Scope::Public],
+        ..repr
+    };
+    // A public packet claiming the service first: it faults at every router, nothing kept.
+    let forged = protected(program_repr("advertise", &[KEY], &[0x0a00_0666, 64], 0x5ff)?);
+    net.send(H1, H2, &forged)?;
+    let forged_arrived = net.receive(H2, 0x5ff, 1, Duration::ZERO)?.len();
+    for (seq, &(from, to, provider, cid)) in ads.iter().enumerate() {
+        let repr = WaspRepr {
+            admin: Some(AdminTrailer { key_id: 1, seq: seq as u64 + 1, mac: [0; 32] }),
+            ..protected(program_repr("advertise", &[KEY], &[u64::from(provider), 64], cid)?)
+        };
+        let mut shim = repr.to_bytes().map_err(|e| anyhow!("building the shim: {e}"))?;
+        seal(&mut shim, &admin_key()).map_err(|e| anyhow!("sealing: {e}"))?;
+        net.send_bytes(from, to, &shim)?;
         net.receive(to, cid, 1, Duration::ZERO)?;
         for (d, &r) in path(from, to).iter().enumerate() {
             if is_wasp(r) {
@@ -915,15 +962,18 @@ fn advertise(net: &Net) -> anyhow::Result<(Outcome, Outcome)> {
     }
     let mut adv = outcome("advertise", true, String::new());
     let mut parts = Vec::new();
+    adv.ok &= forged_arrived == 0;
     for r in WASP {
-        let have = net.get(r, KEY)?.map_or(u64::MAX, |w| w[0]);
+        let have = net.get_protected(r, KEY)?.map_or(u64::MAX, |w| w[0]);
         adv.ok &= have == kept[r];
         parts.push(format!("{} {}", NAMES[r], hops_text(have)));
         adv.notes.push((r, format!("adv: {}", hops_text(have))));
     }
     adv.detail = format!(
-        "providers 10.0.1.100 (announced from H1) and 10.0.2.100 (from H2), public key (no \
-         admin keys in [wasp] yet); kept: {} (want {})",
+        "providers 10.0.1.100 (announced from H1) and 10.0.2.100 (from H2) in admin packets \
+         under a protected key; a public advertisement for 10.0.6.102 {} (want dropped); \
+         kept: {} (want {})",
+        if forged_arrived == 0 { "was dropped" } else { "ARRIVED" },
         parts.join(", "),
         WASP.map(|r| hops_text(kept[r])).join(", ")
     );
@@ -931,7 +981,7 @@ fn advertise(net: &Net) -> anyhow::Result<(Outcome, Outcome)> {
     let mut parts = Vec::new();
     for (i, (from, to)) in [(H1, H2), (H2, H1), (H3, H2)].into_iter().enumerate() {
         let cid = 0x610 + i as u32;
-        net.send(from, to, &program_repr("nearest", &[KEY], &[u64::MAX, 64], cid)?)?;
+        net.send(from, to, &protected(program_repr("nearest", &[KEY], &[u64::MAX, 64], cid)?))?;
         let got = net.receive(to, cid, 1, Duration::ZERO)?;
         let answer = got.first().map(|g| g.word(0));
         let want = path(from, to)
@@ -1023,21 +1073,30 @@ fn jitter(net: &Net) -> anyhow::Result<Outcome> {
 }
 
 fn ratectl(net: &Net) -> anyhow::Result<Outcome> {
-    const CID: u32 = 0x800;
-    let sent = 10;
-    let repr = program_repr("ratectl", &[], &[0], CID)?;
-    for _ in 0..sent {
-        net.send(H1, H2, &repr)?;
+    // `e.queue` is the packet's batch backlog at the router (docs/wasp.md §9): with threshold 0
+    // a packet drops itself wherever another packet of its queue was ahead of it in the batch.
+    // Paced packets travel alone and all arrive; a burst queues up and thins itself out.
+    const PACED: u32 = 0x800;
+    const BURST: u32 = 0x801;
+    let paced = 10;
+    let paced_repr = program_repr("ratectl", &[], &[0], PACED)?;
+    for _ in 0..paced {
+        net.send(H1, H2, &paced_repr)?;
+        std::thread::sleep(Duration::from_millis(3));
     }
-    let got = net.receive(H2, CID, sent, Duration::from_millis(100))?;
+    let paced_got = net.receive(H2, PACED, paced, Duration::from_millis(100))?.len();
+    let burst = 300;
+    let burst_repr = program_repr("ratectl", &[], &[0], BURST)?;
+    for _ in 0..burst {
+        net.send(H1, H2, &burst_repr)?;
+    }
+    let burst_got = net.receive(H2, BURST, burst, Duration::from_millis(200))?.len();
     Ok(outcome(
         "ratectl",
-        false,
+        paced_got == paced && burst_got < burst,
         format!(
-            "not checked: the wasp stage exports e.queue = 0 (no output queue depth yet), so \
-             `queue > threshold` is false for every threshold and no packet can drop itself; \
-             ran {sent} with threshold 0: {} delivered",
-            got.len()
+            "threshold 0 (drop when any packet is queued ahead): paced 3 ms apart {paced_got} of \
+             {paced} delivered; a burst of {burst} back to back {burst_got} delivered"
         ),
     ))
 }
