@@ -93,6 +93,14 @@ impl AdminKeys {
         self.keys.keys().copied()
     }
 
+    /// Every key id's sequence must be above `floor`. A node starts its rings at its clock
+    /// (microseconds since the Unix epoch, the senders' rule) less a window, so that packets
+    /// captured before a restart replay only within that window.
+    pub fn with_floor(self, floor: u64) -> Self {
+        self.lock().values_mut().for_each(|last| *last = (*last).max(floor));
+        self
+    }
+
     /// The last accepted sequence number per key id (to persist replay protection across
     /// restarts, as the update receiver does).
     pub fn last_sequences(&self) -> BTreeMap<u32, u64> {

@@ -41,6 +41,20 @@ pub const MAX_CAPACITY: usize = 1 << 24;
 /// Aggregate buckets quotas count in (an aggregate is hashed, with a per-store secret, to one).
 pub const QUOTA_BUCKETS: usize = 1024;
 
+/// Where a private key sits in its packet (see [`Ess::private_key`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrivateSlot {
+    pub slot: u8,
+    pub key_count: u8,
+    /// The shim's scopes byte.
+    pub scopes: u8,
+}
+
+impl PrivateSlot {
+    /// Slot 0 of a packet declaring one private key.
+    pub const ONLY: PrivateSlot = PrivateSlot { slot: 0, key_count: 1, scopes: 2 };
+}
+
 /// The address of an entry: its scope's namespace and a 64-bit key. For a private entry the
 /// key is already derived from the code ([`Ess::private_key`]); the filter does that.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -501,10 +515,14 @@ impl<S: BuildHasher> Ess<S> {
     }
 
     /// The store key of a private entry: the first 8 bytes of a BLAKE3 hash keyed with this
-    /// store's secret over the code length, the code bytes and the declared key. Only a packet
-    /// carrying the same code reaches it, and nobody without the secret can compute it.
-    pub fn private_key(&self, code: &[u8], key: u64) -> u64 {
+    /// store's secret over where the key sits (slot, key count, scopes byte), the code length,
+    /// the code bytes and the declared key. Only a packet carrying the same code, declaring the
+    /// same key in the same slot of the same layout, reaches it (the same code with the key in
+    /// another slot would run other instructions on it); nobody without the secret can compute
+    /// it.
+    pub fn private_key(&self, code: &[u8], at: PrivateSlot, key: u64) -> u64 {
         let mut hasher = blake3::Hasher::new_keyed(&self.secret);
+        hasher.update(&[at.slot, at.key_count, at.scopes]);
         hasher.update(&(code.len() as u64).to_be_bytes());
         hasher.update(code);
         hasher.update(&key.to_be_bytes());
@@ -530,11 +548,16 @@ impl<S: BuildHasher> Ess<S> {
     }
 
     fn get_in(&self, shard: &mut Shard, key: StoreKey, home: usize, now: u64) -> Option<BankBytes> {
+        self.find_in(shard, key, home, now).map(|slot| shard.banks[slot])
+    }
+
+    /// The slot holding `key` alive at `now`, if any.
+    fn find_in(&self, shard: &mut Shard, key: StoreKey, home: usize, now: u64) -> Option<usize> {
         self.reclaim(shard, now, RECLAIM_PER_OP);
         let found = shard.probe(key, home, self.max_probe, self.tau, now);
         let seen = &mut shard.counters.max_probe_seen;
         *seen = (*seen).max(found.probes as u64);
-        found.hit.map(|slot| shard.banks[slot])
+        found.hit
     }
 
     fn put_in(
@@ -669,6 +692,7 @@ impl<S: BuildHasher> Ess<S> {
             guards: [None, None, None, None],
             key_count: keys.len().min(MAX_KEYS),
             creator: admission.map(|a| (self.owner_of(a.aggregate), a.quota)),
+            found: [None; MAX_KEYS],
         };
         let mut shard_ids = [usize::MAX; MAX_KEYS];
         for (slot, &key) in keys.iter().take(MAX_KEYS).enumerate() {
@@ -707,6 +731,9 @@ pub struct Txn<'a, S: BuildHasher = Salted> {
     guards: [Option<(usize, MutexGuard<'a, Shard>)>; MAX_KEYS],
     key_count: usize,
     creator: Option<(u16, Quota)>,
+    /// Where `get` found each slot's entry: the shard stays locked, so a `put` of the same
+    /// slot writes there without probing again.
+    found: [Option<u32>; MAX_KEYS],
 }
 
 impl<S: BuildHasher> Txn<'_, S> {
@@ -717,7 +744,9 @@ impl<S: BuildHasher> Txn<'_, S> {
         }
         let (key, home, now, ess) = (self.keys[slot], self.homes[slot], self.now, self.ess);
         let (_, guard) = self.guards[usize::from(self.guard_of[slot])].as_mut()?;
-        ess.get_in(guard, key, home, now)
+        let at = ess.find_in(guard, key, home, now)?;
+        self.found[slot] = Some(at as u32);
+        Some(guard.banks[at])
     }
 
     /// Stores the bank of key slot `slot`; returns whether the entry was created.
@@ -729,6 +758,18 @@ impl<S: BuildHasher> Txn<'_, S> {
         let Some((_, guard)) = self.guards[usize::from(self.guard_of[slot])].as_mut() else {
             return Err(Refusal::ProbeLimit);
         };
+        if let Some(at) = self.found[slot].map(|at| at as usize) {
+            // Found by `get` under this same lock: still this key's, and alive at `now` (a
+            // reclaim by another slot's operation at `now` frees only what is dead at `now`).
+            let ours = guard.keys.get(at) == Some(&key.key)
+                && guard.scopes.get(at) == Some(&key.scope)
+                && guard.born.get(at).is_some_and(|&born| Shard::alive(born, ess.tau, now));
+            if ours {
+                guard.banks[at] = *bank;
+                guard.counters.updates += 1;
+                return Ok(false);
+            }
+        }
         ess.put_in(guard, key, home, bank, now, self.creator)
     }
 }
@@ -864,12 +905,15 @@ mod tests {
         assert_eq!(ess.get_scoped(private, 0), Some(bank(3)));
         assert_eq!(ess.stats().live, 3);
         // Private keys depend on the code and the key, and on nothing a packet can see.
-        let (a, b) = (ess.private_key(&[0x01], 7), ess.private_key(&[0x02], 7));
+        let only = PrivateSlot::ONLY;
+        let (a, b) = (ess.private_key(&[0x01], only, 7), ess.private_key(&[0x02], only, 7));
         assert_ne!(a, b);
-        assert_ne!(a, ess.private_key(&[0x01], 8));
-        assert_eq!(a, ess.private_key(&[0x01], 7));
+        assert_ne!(a, ess.private_key(&[0x01], only, 8));
+        assert_eq!(a, ess.private_key(&[0x01], only, 7));
+        let second = PrivateSlot { slot: 1, key_count: 2, scopes: 0b1000 };
+        assert_ne!(a, ess.private_key(&[0x01], second, 7), "bound to its slot");
         let other = Ess::new(&EssConfig::default()).unwrap();
-        assert_ne!(a, other.private_key(&[0x01], 7), "a per-store secret");
+        assert_ne!(a, other.private_key(&[0x01], only, 7), "a per-store secret");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::admin::AdminKeys;
 use crate::cache::{Decoder, Fresh};
 use crate::error::Reject;
-use crate::ess::{Admission, Ess, Quota};
+use crate::ess::{Admission, Ess, PrivateSlot, Quota};
 use crate::vpu::{run_with_access, Access, Env, Fate, Outcome};
 use crate::wire::{flags, Scope, WaspPacket};
 
@@ -155,10 +155,17 @@ pub fn process_with<S: BuildHasher, D: Decoder>(
         decoder.program(packet.code(), packet.key_count()).map_err(|error| error.reason)?;
     let (mut keys, key_count) = packet.keys();
     let scopes = packet.scopes();
-    for (key, _) in
-        keys.iter_mut().zip(scopes).take(key_count).filter(|(_, s)| *s == Scope::Private)
+    let scopes_byte = packet.scopes_byte();
+    for (slot, (key, _)) in keys
+        .iter_mut()
+        .zip(scopes)
+        .take(key_count)
+        .enumerate()
+        .filter(|(_, (_, s))| *s == Scope::Private)
     {
-        *key = ess.private_key(packet.code(), *key);
+        // Slot and key count are below MAX_KEYS (checked with the shim).
+        let at = PrivateSlot { slot: slot as u8, key_count: key_count as u8, scopes: scopes_byte };
+        *key = ess.private_key(packet.code(), at, *key);
     }
     let access = Access {
         scopes,

@@ -23,6 +23,16 @@ use std::sync::{Arc, Mutex};
 /// Expired entries each shard of each store may reclaim per housekeeping pass.
 const EXPIRE_BUDGET_PER_SHARD: usize = 256;
 
+/// How far behind this node's clock an admin packet's sequence number (microseconds since the
+/// Unix epoch) may be when the first one of its key reaches a new store.
+pub const ADMIN_SEQUENCE_WINDOW_US: u64 = 60_000_000;
+
+/// The lowest sequence number a new store's admin ring accepts: now less the window.
+fn admin_sequence_floor() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    now.map_or(0, |d| d.as_micros() as u64).saturating_sub(ADMIN_SEQUENCE_WINDOW_US)
+}
+
 /// `[wasp]`: who the node is and how big its stores are.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -86,12 +96,15 @@ fn parse_admin_key(spec: &AdminKeySpec) -> Result<AdminKey, KindError> {
             spec.id
         ))
     };
-    if text.len() != 64 || !text.is_ascii() {
+    if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(bad());
     }
     let mut key = [0u8; 32];
     for (i, byte) in key.iter_mut().enumerate() {
         *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    if key == [0; 32] {
+        return Err(KindError::Invalid(format!("[wasp] admin key {}: an all-zero key", spec.id)));
     }
     Ok(key)
 }
@@ -101,7 +114,12 @@ impl WaspSection {
         let defaults = EssConfig::default();
         let config = EssConfig {
             capacity: self.capacity.unwrap_or(defaults.capacity),
-            lifetime_ns: self.lifetime_ms.map_or(defaults.lifetime_ns, |ms| ms * 1_000_000),
+            lifetime_ns: match self.lifetime_ms {
+                None => defaults.lifetime_ns,
+                Some(ms) => ms.checked_mul(1_000_000).ok_or_else(|| {
+                    KindError::Invalid(format!("[wasp] lifetime_ms = {ms}: too long"))
+                })?,
+            },
             max_probe: self.max_probe.unwrap_or(defaults.max_probe),
             ..defaults
         };
@@ -229,7 +247,7 @@ impl WaspKind {
         } else {
             let ring = AdminKeys::new(self.admin_keys.iter().copied())
                 .map_err(|e| KindError::Invalid(format!("store {name}: {e}")))?;
-            Some(Arc::new(ring))
+            Some(Arc::new(ring.with_floor(admin_sequence_floor())))
         };
         let store = Store { ess: Arc::new(ess), admin };
         stores.insert(name, store.clone());

@@ -281,7 +281,16 @@ fn admin_packets_write_protected_entries_once_and_public_ones_cannot() {
         let r = json!({"op": "wasp-get", "store": "node", "key": service, "scope": scope});
         k.request("wasp-get", &r).unwrap()
     };
-    let out = run_batch(&p, &[admin(1, [0x42; 32]), admin(1, [0x42; 32]), admin(2, [0x11; 32])], 0);
+    // Sequence numbers are microseconds since the epoch; older than a minute is refused.
+    let now_us =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros()
+            as u64;
+    let (first, second) = (now_us, now_us + 1);
+    let out = run_batch(
+        &p,
+        &[admin(first, [0x42; 32]), admin(first, [0x42; 32]), admin(second, [0x11; 32])],
+        0,
+    );
     let verdicts: Vec<Verdict> = out.iter().map(|(_, m)| m.verdict).collect();
     assert_eq!(verdicts, [Verdict::Pass, Verdict::Drop, Verdict::Drop]);
     assert_eq!((stat(&*k, "rejected_replayed"), stat(&*k, "rejected_bad-mac")), (1, 1));
@@ -299,13 +308,27 @@ fn admin_packets_write_protected_entries_once_and_public_ones_cannot() {
     assert_eq!(get("protected")["words"][0], 0x0a01_0001);
     // The replay state belongs to the store: a replaced stage still refuses sequence 1.
     let again = build(&*k, json!({"stage": "wasp", "store": "node"})).unwrap();
-    assert_eq!(run_batch(&again, &[admin(1, [0x42; 32])], 0)[0].1.verdict, Verdict::Drop);
+    assert_eq!(run_batch(&again, &[admin(first, [0x42; 32])], 0)[0].1.verdict, Verdict::Drop);
     assert_eq!(stat(&*k, "rejected_replayed"), 2);
-    let bad = make_with(json!({"wasp": {"admin_keys": [{"id": 7, "key": "42"}]}}));
-    assert_eq!(
-        bad.err().unwrap().to_string(),
-        "[wasp] admin key 7: the key must be 32 bytes as 64 hex digits"
-    );
+    // A new node (a restart) refuses what is older than the window: the captured packets of
+    // the last minute at most replay, not those of last week.
+    let restarted =
+        make_with(json!({"wasp": {"admin_keys": [{"id": 7, "key": KEY_HEX}]}})).unwrap();
+    let p = build(&*restarted, json!({"stage": "wasp", "store": "node"})).unwrap();
+    let week_old = now_us - 7 * 86_400_000_000;
+    assert_eq!(run_batch(&p, &[admin(week_old, [0x42; 32])], 0)[0].1.verdict, Verdict::Drop);
+    assert_eq!(stat(&*restarted, "rejected_replayed"), 1);
+    for key in ["42".to_string(), "+f".repeat(32), "é".repeat(32)] {
+        let bad = make_with(json!({"wasp": {"admin_keys": [{"id": 7, "key": key}]}}));
+        assert_eq!(
+            bad.err().unwrap().to_string(),
+            "[wasp] admin key 7: the key must be 32 bytes as 64 hex digits"
+        );
+    }
+    let zero = make_with(json!({"wasp": {"admin_keys": [{"id": 7, "key": "0".repeat(64)}]}}));
+    assert_eq!(zero.err().unwrap().to_string(), "[wasp] admin key 7: an all-zero key");
+    let long = make_with(json!({"wasp": {"lifetime_ms": 18_446_744_073_710u64}}));
+    assert_eq!(long.err().unwrap().to_string(), "[wasp] lifetime_ms = 18446744073710: too long");
 }
 
 proptest::proptest! {
@@ -380,5 +403,35 @@ fn e_queue_is_the_batch_backlog_of_the_packets_queue() {
     // packet counts in the queue too.
     let frames = [plain_udp(1), active.clone(), active.clone(), active.clone(), active];
     let verdicts: Vec<Verdict> = run_batch(&p, &frames, 0).iter().map(|(_, m)| m.verdict).collect();
-    assert_eq!(verdicts, [Verdict::Pass, Verdict::Pass, Verdict::Pass, Verdict::Drop, Verdict::Drop]);
+    assert_eq!(
+        verdicts,
+        [Verdict::Pass, Verdict::Pass, Verdict::Pass, Verdict::Drop, Verdict::Drop]
+    );
+}
+
+#[test]
+fn a_udp_carried_return_reaches_the_senders_socket_over_ipv4_and_ipv6() {
+    let k = kind();
+    let p = build(&*k, json!({"stage": "wasp"})).unwrap();
+    let send = Send::Udp { src_port: 40000, dst_port: 9277 };
+    let v6 = Hosts {
+        src_ip: "2001:db8::1".parse().unwrap(),
+        dst_ip: "2001:db8::2".parse().unwrap(),
+        ..Hosts::default()
+    };
+    for (hosts, ip_len) in [(Hosts::default(), 20), (v6, 40)] {
+        let sent = active_frame(&hosts, send, &repr("return", vec![], 0), PAYLOAD).unwrap();
+        let (back, meta) = run_batch(&p, std::slice::from_ref(&sent), 1).remove(0);
+        assert_eq!((meta.verdict, meta.out_port), (Verdict::Tx, 1));
+        let (addr_at, addr_len) = if ip_len == 20 { (26, 4) } else { (22, 16) };
+        let (src, dst) = (addr_at..addr_at + addr_len, addr_at + addr_len..addr_at + 2 * addr_len);
+        assert_eq!((&back[src.clone()], &back[dst.clone()]), (&sent[dst], &sent[src]));
+        let udp = &back[14 + ip_len..];
+        let ports = (u16::from_be_bytes([udp[0], udp[1]]), u16::from_be_bytes([udp[2], udp[3]]));
+        assert_eq!(ports, (9277, 40000), "the ports are swapped too");
+        let mut zeroed = udp.to_vec();
+        zeroed[6..8].fill(0);
+        let checksum = udp_checksum(hosts.dst_ip, hosts.src_ip, &zeroed);
+        assert_eq!(UdpPacket::new_unchecked(udp).checksum(), checksum, "UDP checksum still valid");
+    }
 }

@@ -8,7 +8,7 @@
 //! both.
 
 use crate::cache::DecodeCache;
-use crate::carriage::locate;
+use crate::carriage::{locate, Carriage};
 use crate::error::{Fault, Reject};
 use crate::ess::Ess;
 use crate::filter::{process_with, FilterConfig};
@@ -240,7 +240,7 @@ impl WaspStage {
             }
             Fate::Return => {
                 tally.0[slot::RETURNED] += 1;
-                return_to_source(frame, meta);
+                return_to_source(frame, meta, found.carriage, found.shim_offset);
             }
         }
     }
@@ -266,12 +266,25 @@ impl WaspStage {
 }
 
 /// Sends the packet back where it came from, as a router answers an expired TTL: IP source
-/// and destination swapped (and the Ethernet addresses), out of the port it came in by. The
-/// swaps leave the IP and transport checksums valid (a sum does not depend on order).
-fn return_to_source(frame: &mut [u8], meta: &mut Meta) {
+/// and destination swapped (and the Ethernet addresses, and in UDP carriage the UDP ports, so
+/// that the sender's socket gets it), out of the port it came in by. The swaps leave the IP and
+/// transport checksums valid (a sum does not depend on order). The address family is the
+/// header's own version nibble, never a classification that may be stale. At an output filter
+/// the Ethernet source may already be this node's own: return at the input filter.
+fn return_to_source(frame: &mut [u8], meta: &mut Meta, carriage: Carriage, shim_offset: usize) {
     let l3 = usize::from(meta.l3_off);
-    let (addr_at, addr_len) = if meta.layers & Layers::IPV4 != 0 { (12, 4) } else { (8, 16) };
+    let (addr_at, addr_len) = match frame.get(l3).map(|b| b >> 4) {
+        Some(4) => (12, 4),
+        Some(6) => (8, 16),
+        _ => return,
+    };
     swap_halves(frame, l3 + addr_at, addr_len);
+    if carriage == Carriage::Udp {
+        // The UDP header sits right before the shim.
+        if let Some(udp) = (l3 + shim_offset).checked_sub(8) {
+            swap_halves(frame, udp, 2);
+        }
+    }
     if meta.layers & Layers::ETHERNET != 0 {
         swap_halves(frame, 0, 6);
     }

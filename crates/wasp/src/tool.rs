@@ -121,8 +121,9 @@ pub fn run(cmd: WaspCmd) -> Result<(), ToolError> {
         }
         WaspCmd::Disasm { file, hex: text } => {
             let code = match (file, text) {
-                (Some(file), None) => std::fs::read(&file)
-                    .map_err(|e| fail(format!("cannot read {}: {e}", file.display())))?,
+                (Some(file), None) => {
+                    hotplane_core::kind::read_local_file(&file).map_err(|e| fail(e.to_string()))?
+                }
                 (None, Some(text)) => parse_hex(&text)?,
                 _ => return Err(fail("give a file of code bytes or --hex")),
             };
@@ -161,6 +162,9 @@ pub fn run(cmd: WaspCmd) -> Result<(), ToolError> {
 
 fn parse_hex(text: &str) -> Result<Vec<u8>, ToolError> {
     let digits: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    if let Some(bad) = digits.chars().find(|c| !c.is_ascii_hexdigit()) {
+        return Err(fail(format!("--hex: `{bad}` is not a hex digit")));
+    }
     if digits.len() % 2 != 0 {
         return Err(fail("--hex: an odd number of hex digits"));
     }
@@ -235,11 +239,16 @@ struct Trip {
 
 /// Largest simulated path (a path scan records 30 hops).
 const MAX_HOPS: usize = 64;
+/// Most copies one `run` sends (its report holds every hop of every copy).
+const MAX_REPEAT: usize = 10_000;
 
 impl Trip {
     fn run(&self, assembled: &Assembled) -> Result<Value, ToolError> {
         if self.hops == 0 || self.hops > MAX_HOPS {
             return Err(fail(format!("--hops {}: 1 to {MAX_HOPS}", self.hops)));
+        }
+        if self.repeat > MAX_REPEAT {
+            return Err(fail(format!("--repeat {}: at most {MAX_REPEAT}", self.repeat)));
         }
         if self.keys.len() < assembled.keys_used {
             return Err(fail(format!(
@@ -480,6 +489,8 @@ mod tests {
     fn hex_and_numbers_parse_or_say_why() {
         assert_eq!(parse_hex("90 18").unwrap(), [0x90, 0x18]);
         assert!(parse_hex("901").unwrap_err().to_string().contains("odd"));
+        assert!(parse_hex("aé0").unwrap_err().to_string().contains("`é` is not a hex digit"));
+        assert!(parse_hex("+f").unwrap_err().to_string().contains("`+` is not a hex digit"));
         assert_eq!(parse_u64("0x10").unwrap(), 16);
         assert!(parse_u64("ten").is_err());
     }

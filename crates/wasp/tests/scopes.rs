@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use hotplane_wasp::admin::{seal, AdminKey, AdminKeys};
 use hotplane_wasp::asm::assemble;
-use hotplane_wasp::ess::{EssConfig, Quota, StoreKey, BANK_LEN};
+use hotplane_wasp::ess::{EssConfig, PrivateSlot, Quota, StoreKey, BANK_LEN};
 use hotplane_wasp::filter::OnFault;
 use hotplane_wasp::wire::{flags, AdminTrailer, Scope, WaspPacket, WaspRepr, MAX_KEYS};
 use hotplane_wasp::{process, Env, Ess, Fate, Fault, FilterConfig, Reject};
@@ -327,7 +327,7 @@ proptest! {
         let owner_code = assemble("imm a, 1\ninsert k0").unwrap().code;
         for key in 0..4 {
             ess.put_scoped(StoreKey::protected(key), &[key as u8; BANK_LEN], 0).unwrap();
-            let private = StoreKey { scope: Scope::Private, key: ess.private_key(&owner_code, key) };
+            let private = StoreKey { scope: Scope::Private, key: ess.private_key(&owner_code, PrivateSlot::ONLY, key) };
             ess.put_scoped(private, &[0x80 | key as u8; BANK_LEN], 0).unwrap();
         }
         let text: Vec<String> = ops.iter().map(|&(op, slot, value)| line(op, slot, value, keys.len())).collect();
@@ -352,11 +352,42 @@ proptest! {
         prop_assert!(processed.is_ok(), "{:?}", processed);
         for key in 0..4 {
             prop_assert_eq!(ess.get_scoped(StoreKey::protected(key), 0), Some([key as u8; BANK_LEN]));
-            let private = StoreKey { scope: Scope::Private, key: ess.private_key(&owner_code, key) };
+            let private = StoreKey { scope: Scope::Private, key: ess.private_key(&owner_code, PrivateSlot::ONLY, key) };
             prop_assert_eq!(ess.get_scoped(private, 0), Some([0x80 | key as u8; BANK_LEN]));
         }
         let created = ess.stats().live - before;
         let writable = keys.iter().filter(|(scope, _)| *scope != 1).count() as u64;
         prop_assert!(created <= writable);
     }
+}
+
+/// The same code cannot reach a private entry through another slot: the victim's code counts
+/// in private k0 and copies its scratchpad into public k1; run with the slots' scopes swapped,
+/// it would write an attacker's scratchpad into the victim's counter (found by a red team).
+#[test]
+fn a_private_entry_is_bound_to_its_slot_and_layout() {
+    let ess = store();
+    let config = FilterConfig::default();
+    let code = "lookup k0\ninc\ninsert k0\nld a, s.64[0]\ninsert k1";
+    for _ in 0..3 {
+        let mut own = public_packet(code, &[(Scope::Private, 0x1234), (Scope::Public, 5)], &[0]);
+        assert_eq!(run(&mut own, &ess, &config), Ok((Fate::Fwd, None)));
+    }
+    let counter = |ess: &Ess| {
+        let at = PrivateSlot {
+            slot: 0,
+            key_count: 2,
+            scopes: Scope::pack(&[Scope::Private, Scope::Public, Scope::Public, Scope::Public]),
+        };
+        let key = StoreKey {
+            scope: Scope::Private,
+            key: ess.private_key(&assemble(code).unwrap().code, at, 0x1234),
+        };
+        ess.get_scoped(key, 1).map(|bank| u64::from_be_bytes(bank[..8].try_into().unwrap()))
+    };
+    assert_eq!(counter(&ess), Some(3));
+    let mut attack =
+        public_packet(code, &[(Scope::Public, 1), (Scope::Private, 0x1234)], &[0xdead_beef]);
+    assert_eq!(run(&mut attack, &ess, &config), Ok((Fate::Fwd, None)));
+    assert_eq!(counter(&ess), Some(3), "the victim's counter is untouched");
 }

@@ -945,9 +945,13 @@ fn advertise(net: &Net) -> anyhow::Result<(Outcome, Outcome)> {
     let forged = protected(program_repr("advertise", &[KEY], &[0x0a00_0666, 64], 0x5ff)?);
     net.send(H1, H2, &forged)?;
     let forged_arrived = net.receive(H2, 0x5ff, 1, Duration::ZERO)?.len();
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
     for (seq, &(from, to, provider, cid)) in ads.iter().enumerate() {
         let repr = WaspRepr {
-            admin: Some(AdminTrailer { key_id: 1, seq: seq as u64 + 1, mac: [0; 32] }),
+            // Sequence numbers are microseconds since the epoch (docs/wasp.md §8).
+            admin: Some(AdminTrailer { key_id: 1, seq: now_us + seq as u64, mac: [0; 32] }),
             ..protected(program_repr("advertise", &[KEY], &[u64::from(provider), 64], cid)?)
         };
         let mut shim = repr.to_bytes().map_err(|e| anyhow!("building the shim: {e}"))?;
