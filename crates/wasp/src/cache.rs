@@ -37,10 +37,11 @@ struct Entry {
 }
 
 impl Entry {
-    fn holds(&self, code: &[u8], key_count: usize) -> bool {
-        usize::from(self.code_len) == code.len()
+    /// `padded` is the code zero-padded to 64 bytes: one fixed-size comparison, no call.
+    fn holds(&self, padded: &[u8; MAX_CODE], code_len: usize, key_count: usize) -> bool {
+        usize::from(self.code_len) == code_len
             && self.key_count == key_count
-            && self.code[..code.len()] == *code
+            && self.code == *padded
     }
 }
 
@@ -68,14 +69,19 @@ impl DecodeCache {
     }
 }
 
-/// A cheap hash of the code: eight bytes at a time, one multiply each (at most eight).
-fn index_of(code: &[u8], key_count: usize) -> usize {
-    let mut h = (code.len() as u64) << 8 | key_count as u64;
-    for chunk in code.chunks(8) {
-        let mut word = [0u8; 8];
-        word[..chunk.len()].copy_from_slice(chunk);
-        h = (h ^ u64::from_le_bytes(word)).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
-    }
+/// A cheap hash of the (zero-padded) code: its first two words and the word holding its last
+/// byte, multiplied independently (no chain of dependent multiplies). A collision costs a
+/// decode, never a wrong program (a hit compares all 64 bytes).
+fn index_of(padded: &[u8; MAX_CODE], code_len: usize, key_count: usize) -> usize {
+    let word = |i: usize| {
+        let at = 8 * i.min(MAX_CODE / 8 - 1);
+        u64::from_le_bytes(padded[at..at + 8].try_into().unwrap_or_default())
+    };
+    let last = code_len.saturating_sub(1) / 8;
+    let h = word(0).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ word(1).wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
+        ^ word(last).wrapping_mul(0x1656_67b1_9e37_79f9)
+        ^ ((code_len as u64) << 8 | key_count as u64).wrapping_mul(0x27d4_eb2f_1656_67c5);
     (h >> 40) as usize & (CACHE_ENTRIES - 1)
 }
 
@@ -85,15 +91,15 @@ impl Decoder for DecodeCache {
             // As the decoder says; such code is never kept (its prefix could match).
             return Err(DecodeError { reason: Reject::CodeTooLong, at: MAX_CODE });
         }
-        let slot = &mut self.entries[index_of(code, key_count)];
-        if slot.as_ref().is_some_and(|entry| entry.holds(code, key_count)) {
+        let mut padded = [0u8; MAX_CODE];
+        padded[..code.len()].copy_from_slice(code);
+        let slot = &mut self.entries[index_of(&padded, code.len(), key_count)];
+        if slot.as_ref().is_some_and(|entry| entry.holds(&padded, code.len(), key_count)) {
             self.hits += 1;
         } else {
             self.misses += 1;
-            let mut bytes = [0u8; MAX_CODE];
-            bytes[..code.len()].copy_from_slice(code);
             *slot = Some(Entry {
-                code: bytes,
+                code: padded,
                 code_len: code.len() as u8,
                 key_count,
                 decoded: decode(code, key_count),

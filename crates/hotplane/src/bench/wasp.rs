@@ -55,6 +55,9 @@ pub struct Opts {
     /// Core to pin the benchmark to.
     #[arg(long, default_value_t = 1)]
     pub core: usize,
+    /// Measure only these programs (comma-separated names), nothing else: for profiling.
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
 }
 
 /// Frames are padded to this size (the paper's packets), or longer when the shim needs it.
@@ -456,7 +459,7 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
     let mut done = 0;
     let mut programs = Vec::new();
     let mut count_ns = 0.0;
-    for app in APPS {
+    for app in APPS.iter().filter(|a| o.only.is_empty() || o.only.iter().any(|n| n == a.name)) {
         let frame = app_frame(app)?;
         let native = matches!(app.name, "count" | "collect" | "fwd").then(|| Native {
             app: app.name,
@@ -494,6 +497,11 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
             "over_ebpf": ebpf_ns.map(|n| round(ns / n, 2)),
             "tier": "cached-interpreter",
         }));
+    }
+    if !o.only.is_empty() {
+        let out = json!({"bench": "wasp", "packets": o.packets, "programs": programs});
+        emit(&out, o.json);
+        return Ok(());
     }
     let ess_scale = store_at_scale(o).context("the store at scale")?;
     progress.update(done + 1, steps);
