@@ -86,7 +86,8 @@ mod tests {
             }
             !(sum as u16)
         }
-        let data: Vec<u8> = (0..300u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let data: Vec<u8> =
+            (0..300u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
         for len in 0..data.len() {
             let whole = &data[..len];
             assert_eq!(internet_checksum(whole), reference(&[whole]), "length {len}");
