@@ -136,6 +136,14 @@ pub enum PushCmd {
         #[arg(long)]
         target: Option<String>,
     },
+    /// One entry of a WASP store (in:PORT, out:PORT or node) as four words.
+    WaspGet {
+        store: String,
+        key: u64,
+        /// public (default) or protected.
+        #[arg(long)]
+        scope: Option<String>,
+    },
     /// Stop the data plane.
     Shutdown,
 }
@@ -220,6 +228,9 @@ fn push_op(op: PushCmd) -> anyhow::Result<PushOp> {
         PushCmd::Predefined => PushOp::Request(Request::Predefined {}),
         PushCmd::Metrics => PushOp::Request(Request::Metrics {}),
         PushCmd::Shutdown => PushOp::Request(Request::Shutdown {}),
+        PushCmd::WaspGet { store, key, scope } => {
+            PushOp::Request(Request::WaspGet { store, key, scope })
+        }
         PushCmd::P4Tables { target } => PushOp::Request(Request::P4Tables { target }),
         PushCmd::P4Dump { table, target } => PushOp::Request(Request::P4Dump { target, table }),
         PushCmd::P4Entries { file, target } => {

@@ -42,6 +42,7 @@ fn replacing_the_wasp_stage_while_packets_flow_loses_nothing_and_keeps_the_store
     let dir = TmpDir::new("test", "wasp");
     let input = dir.join("in.pcap");
     let output = dir.join("out.pcap");
+    let socket = dir.join("ctl.sock");
     let mut w = CaptureWriter::new(std::fs::File::create(&input).unwrap(), 65535).unwrap();
     for i in 0..FRAMES {
         // Two keys, so two entries; one bad packet in 100 (its checksum broken) is refused.
@@ -73,12 +74,15 @@ write = "{}"
 [wasp]
 node_id = 42
 lifetime_ms = 600000
+[control]
+socket = "{}"
 [pipeline]
 pre = {{ stage = "wasp" }}
 mid = {{ stage = "l2fwd" }}
 "#,
             input.display(),
-            output.display()
+            output.display(),
+            socket.display()
         ),
         "test",
     )
@@ -105,6 +109,15 @@ mid = {{ stage = "l2fwd" }}
     let counted = get(1)["words"][0].as_u64().unwrap() + get(2)["words"][0].as_u64().unwrap();
     let stats = plane.stats().unwrap();
     let wasp = &stats["wasp"];
+    // The operator's view of the same entry, through the control socket.
+    let cli = std::process::Command::new(env!("CARGO_BIN_EXE_hotplane"))
+        .args(["push", "--socket"])
+        .arg(&socket)
+        .args(["wasp-get", "in:in", "1"])
+        .output()
+        .unwrap();
+    let answer: serde_json::Value = serde_json::from_slice(&cli.stdout).unwrap_or_default();
+    assert_eq!(answer["words"][0], get(1)["words"][0], "{}", String::from_utf8_lossy(&cli.stderr));
     plane.stop();
     assert!(replaced >= 5, "the stage was replaced {replaced} times while packets flowed");
     assert_eq!(counted, total - bad, "every good packet counted once, in one store: {wasp}");
