@@ -34,7 +34,7 @@ fn admin_sequence_floor() -> u64 {
 }
 
 /// `[wasp]`: who the node is and how big its stores are.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WaspSection {
     /// The node id programs read as `e.node_id` (default 0).
@@ -215,16 +215,7 @@ pub fn make(setup: &KindSetup<'_>) -> Result<Arc<dyn ProgramKind>, KindError> {
 
 impl WaspKind {
     pub fn new(setup: &KindSetup<'_>) -> Result<Self, KindError> {
-        let section: WaspSection = setup.section("wasp")?.unwrap_or(WaspSection {
-            node_id: 0,
-            address: None,
-            capacity: None,
-            lifetime_ms: None,
-            max_probe: None,
-            admin_keys: Vec::new(),
-            quota: None,
-            aggregate: None,
-        });
+        let section: WaspSection = setup.section("wasp")?.unwrap_or_default();
         Ok(Self {
             store_config: section.store_config()?,
             admin_keys: section.admin_keys()?,

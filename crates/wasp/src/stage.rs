@@ -210,12 +210,7 @@ impl WaspStage {
             in_profile: false,
         };
         let shim = &mut rest[..found.end - found.shim_offset];
-        let (hits, misses) = cache.hits_and_misses();
-        let result = process_with(shim, &env, net, store, filter, cache);
-        let (hits_after, misses_after) = cache.hits_and_misses();
-        tally.0[slot::CACHE_HITS] += hits_after - hits;
-        tally.0[slot::CACHE_MISSES] += misses_after - misses;
-        let processed = match result {
+        let processed = match process_with(shim, &env, net, store, filter, cache) {
             Ok(processed) => processed,
             Err(reason) => {
                 tally.0[slot::REJECT + reason.index()] += 1;
@@ -246,12 +241,21 @@ impl WaspStage {
     }
 }
 
-/// Runs `f` with this thread's decode cache, or a fresh one in the (never fast-path) case of a
-/// nested call on the same thread finding it busy.
-fn with_cache<R>(f: impl FnOnce(&mut DecodeCache) -> R) -> R {
+/// Runs `f` with this thread's decode cache (or a fresh one in the never fast-path case of a
+/// nested call on the same thread finding it busy), and tallies the cache's hits and misses
+/// during `f`: once per call, not per packet.
+fn with_cache<R>(tally: &mut Tally, f: impl FnOnce(&mut DecodeCache, &mut Tally) -> R) -> R {
+    let counted = |cache: &mut DecodeCache, tally: &mut Tally| {
+        let (hits, misses) = cache.hits_and_misses();
+        let result = f(cache, tally);
+        let (hits_after, misses_after) = cache.hits_and_misses();
+        tally.0[slot::CACHE_HITS] += hits_after - hits;
+        tally.0[slot::CACHE_MISSES] += misses_after - misses;
+        result
+    };
     CACHE.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut cache) => f(&mut cache),
-        Err(_) => f(&mut DecodeCache::new()),
+        Ok(mut cache) => counted(&mut cache, tally),
+        Err(_) => counted(&mut DecodeCache::new(), tally),
     })
 }
 
@@ -308,12 +312,12 @@ impl Stage for WaspStage {
     fn run(&self, batch: &mut Batch, sel: Mask, cx: &mut WorkerCx<'_>) {
         let mut tally = Tally([0; slot::COUNT]);
         let mut backlog = Backlog::new();
-        with_cache(|cache| {
+        with_cache(&mut tally, |cache, tally| {
             let packets = batch.as_mut_slice();
             for i in sel {
                 let Some(packet) = packets.get_mut(i) else { continue };
                 let (frame, meta) = packet.frame_mut();
-                self.one(frame, meta, cx.now_ns, cache, &mut tally, &mut backlog);
+                self.one(frame, meta, cx.now_ns, cache, tally, &mut backlog);
             }
         });
         self.add(&tally, cx.worker);
@@ -323,7 +327,9 @@ impl Stage for WaspStage {
         let mut tally = Tally([0; slot::COUNT]);
         meta.verdict = Verdict::Pass;
         let mut backlog = Backlog::new();
-        with_cache(|cache| self.one(frame, meta, cx.now_ns, cache, &mut tally, &mut backlog));
+        with_cache(&mut tally, |cache, tally| {
+            self.one(frame, meta, cx.now_ns, cache, tally, &mut backlog)
+        });
         self.add(&tally, cx.worker);
         hotplane_core::xdp::action_of(meta.verdict)
     }

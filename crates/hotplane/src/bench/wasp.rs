@@ -169,16 +169,22 @@ fn wasp_stage() -> anyhow::Result<Arc<dyn Stage>> {
     kind.build(&spec, &cx).map_err(|e| anyhow!("{e}"))?.ok_or_else(|| anyhow!("no stage"))
 }
 
-/// ns per packet running `stage` over batches of 32 copies of `frame`.
-fn stage_ns(stage: &dyn Stage, frame: &[u8], packets: u64) -> anyhow::Result<f64> {
-    let pool = Pool::new(PoolConfig { buffers: 2 * BATCH as u32, ..Default::default() })?;
-    let mut batch = Batch::new(BATCH);
-    for _ in 0..BATCH {
+/// A batch of `n` classified copies of `frame`, with the pool its buffers come from.
+fn batch_of(frame: &[u8], n: usize) -> anyhow::Result<(Pool, Batch)> {
+    let pool = Pool::new(PoolConfig { buffers: 2 * n as u32 + 2, ..Default::default() })?;
+    let mut batch = Batch::new(n);
+    for _ in 0..n {
         let mut p = pool.alloc().ok_or_else(|| anyhow!("pool empty"))?;
         p.set_frame(frame).map_err(|e| anyhow!("{e}"))?;
         p.classify();
         let _ = batch.push(p);
     }
+    Ok((pool, batch))
+}
+
+/// ns per packet running `stage` over batches of 32 copies of `frame`.
+fn stage_ns(stage: &dyn Stage, frame: &[u8], packets: u64) -> anyhow::Result<f64> {
+    let (_pool, mut batch) = batch_of(frame, BATCH)?;
     let q = Qsbr::new();
     let reader = q.register("bench");
     let guard = reader.guard();
@@ -424,12 +430,7 @@ fn fit(points: &[(f64, f64)]) -> (f64, f64, f64) {
 /// p50 and p99 of the time one packet spends in the stage (batches of one), less the cost of
 /// reading the clock twice.
 fn added_latency(stage: &dyn Stage, frame: &[u8]) -> anyhow::Result<(f64, f64)> {
-    let pool = Pool::new(PoolConfig { buffers: 4, ..Default::default() })?;
-    let mut batch = Batch::new(1);
-    let mut p = pool.alloc().ok_or_else(|| anyhow!("pool empty"))?;
-    p.set_frame(frame).map_err(|e| anyhow!("{e}"))?;
-    p.classify();
-    let _ = batch.push(p);
+    let (_pool, mut batch) = batch_of(frame, 1)?;
     let q = Qsbr::new();
     let reader = q.register("bench");
     let guard = reader.guard();
