@@ -429,6 +429,10 @@ fn parse_port(s: &str) -> Result<u32, StfLineError> {
 
 fn parse_hex(s: &str) -> Result<Vec<u8>, StfLineError> {
     let digits: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    // Checked first: slicing by byte pairs below needs ASCII (a non-ASCII letter panicked).
+    if let Some(bad) = digits.chars().find(|c| !c.is_ascii_hexdigit()) {
+        return Err(StfLineError::NotAHexByte(bad.to_string()));
+    }
     if digits.len() % 2 != 0 {
         return Err(StfLineError::OddHexDigits(digits.len()));
     }
@@ -740,4 +744,17 @@ fn check_counter(p: &Pipeline, text: &str) -> Result<Option<String>, StfLineErro
     let want = parse_number(value)?;
     Ok((!compare(got, op, want)?)
         .then(|| format!("counter {name}({index}) {what} is {got}; expected {op} {want}")))
+}
+
+#[cfg(test)]
+mod hex_tests {
+    use super::*;
+
+    /// The fuzzer's crash: a non-ASCII letter among hex digits was sliced through.
+    #[test]
+    fn non_ascii_hex_is_refused_not_sliced() {
+        assert_eq!(parse_hex("0вE"), Err(StfLineError::NotAHexByte("в".into())));
+        assert_eq!(parse_hex("+f"), Err(StfLineError::NotAHexByte("+".into())));
+        assert_eq!(parse_hex("0a 0b"), Ok(vec![0x0a, 0x0b]));
+    }
 }
