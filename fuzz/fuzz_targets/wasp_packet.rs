@@ -5,7 +5,8 @@
 //! packet as already returned. The code is also disassembled, and the text must reassemble into
 //! a program that decodes like the original. Tiers: the same packet through a decode cache
 //! that lives across inputs (so earlier inputs fill it and collide in it) must give the same
-//! fate, fault, steps and bytes as a fresh decode.
+//! fate, fault, steps and bytes as a fresh decode; and so must the compiled tier (the program
+//! compiled to machine code), with the same store entries afterwards.
 #![no_main]
 
 use hotplane_wasp::asm::{assemble, disassemble};
@@ -13,6 +14,7 @@ use hotplane_wasp::cache::DecodeCache;
 use hotplane_wasp::decode::decode;
 use hotplane_wasp::ess::{EssConfig, Salted};
 use hotplane_wasp::filter::{process_with, OnFault};
+use hotplane_wasp::jit::CompileEach;
 use hotplane_wasp::wire::{flags, WaspPacket};
 use hotplane_wasp::{process, Env, Ess, FilterConfig};
 use libfuzzer_sys::fuzz_target;
@@ -58,6 +60,29 @@ fuzz_target!(|data: &[u8]| {
     };
     assert_eq!(summary(&result), summary(&cached), "the cached tier decides as a fresh decode");
     assert_eq!(bytes, cached_bytes, "the cached tier leaves the same bytes");
+
+    let mut compiled_bytes = original.clone();
+    let compiled_ess = Ess::with_hasher(&config, hash).expect("valid store config");
+    let compiled = process_with(
+        &mut compiled_bytes,
+        &env,
+        shim,
+        &compiled_ess,
+        &filter,
+        &mut CompileEach::default(),
+    );
+    let full = |r: &Result<hotplane_wasp::Processed, hotplane_wasp::Reject>| {
+        r.map(|p| (p.fate, p.rewritten, p.outcome))
+    };
+    assert_eq!(full(&result), full(&compiled), "the compiled tier decides as the interpreter");
+    assert_eq!(bytes, compiled_bytes, "the compiled tier leaves the same bytes");
+    if let Ok(packet) = WaspPacket::new_checked(&original[..]) {
+        let (keys, count) = packet.keys();
+        for &key in &keys[..count] {
+            let now = env.time_ns;
+            assert_eq!(ess.get(key, now), compiled_ess.get(key, now), "the same store entry");
+        }
+    }
 
     match result {
         Ok(processed) => {

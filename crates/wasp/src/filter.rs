@@ -13,7 +13,7 @@ use crate::admin::AdminKeys;
 use crate::cache::{Decoder, Fresh};
 use crate::error::Reject;
 use crate::ess::{Admission, Ess, PrivateSlot, Quota};
-use crate::vpu::{run_with_access, Access, Env, Fate, Outcome};
+use crate::vpu::{run_in, Access, Env, Fate, Outcome, PacketState};
 use crate::wire::{flags, Scope, WaspPacket};
 
 /// What a node does with a packet whose program faulted.
@@ -114,6 +114,8 @@ pub struct Processed {
     pub outcome: Option<Outcome>,
     /// The shim was rewritten (and its checksum refilled).
     pub rewritten: bool,
+    /// The program ran as machine code (the compiled tier), not on the interpreter.
+    pub compiled: bool,
 }
 
 /// Runs the WASP packet whose shim starts at `shim[0]`. `net` is the packet from its IP header
@@ -143,7 +145,7 @@ pub fn process_with<S: BuildHasher, D: Decoder>(
         return Err(Reject::BadChecksum);
     }
     if packet.faulted() {
-        return Ok(Processed { fate: Fate::Fwd, outcome: None, rewritten: false });
+        return Ok(Processed { fate: Fate::Fwd, outcome: None, rewritten: false, compiled: false });
     }
     // An admin packet is authenticated before anything else of it is interpreted.
     let admin = packet.admin();
@@ -151,8 +153,8 @@ pub fn process_with<S: BuildHasher, D: Decoder>(
         let keys = config.admin.as_deref().ok_or(Reject::ReservedBits)?;
         keys.verify(&packet)?;
     }
-    let program =
-        decoder.program(packet.code(), packet.key_count()).map_err(|error| error.reason)?;
+    let prepared =
+        decoder.prepare(packet.code(), packet.key_count()).map_err(|error| error.reason)?;
     let (mut keys, key_count) = packet.keys();
     let scopes = packet.scopes();
     let scopes_byte = packet.scopes_byte();
@@ -178,16 +180,10 @@ pub fn process_with<S: BuildHasher, D: Decoder>(
         },
     };
     let returned = packet.returned();
-    let outcome = run_with_access(
-        program,
-        &keys[..key_count],
-        packet.scratch_mut(),
-        returned,
-        env,
-        &access,
-        net,
-        ess,
-    );
+    let state =
+        PacketState { keys: &keys[..key_count], scratch: packet.scratch_mut(), returned, net };
+    let compiled = prepared.tier.is_compiled();
+    let outcome = run_in(prepared.workspace, prepared.tier, state, env, &access, ess);
 
     let mut rewritten = outcome.scratch_dirty && outcome.fault.is_none();
     let fate = match outcome.fault {
@@ -209,7 +205,7 @@ pub fn process_with<S: BuildHasher, D: Decoder>(
     if rewritten {
         packet.fill_checksum();
     }
-    Ok(Processed { fate, outcome: Some(outcome), rewritten })
+    Ok(Processed { fate, outcome: Some(outcome), rewritten, compiled })
 }
 
 #[cfg(test)]

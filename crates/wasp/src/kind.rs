@@ -63,7 +63,22 @@ pub struct WaspSection {
     /// What an aggregate is: `{ ipv4_prefix = 24, ipv6_prefix = 48 }` (the default).
     #[serde(default)]
     pub aggregate: Option<AggregateSpec>,
+    /// The compiled tier: programs a worker has run `jit_after` times are compiled to machine
+    /// code on the control thread (default on where hotplane is built with it).
+    #[serde(default)]
+    pub jit: Option<bool>,
+    /// Runs of a program (per worker) before it is compiled (default [`JIT_AFTER`]).
+    #[serde(default)]
+    pub jit_after: Option<u32>,
 }
+
+/// Runs before a program is compiled, by default: about where compiling pays off (see
+/// `hotplane bench wasp`, `break_even_packets`).
+pub const JIT_AFTER: u32 = 64;
+
+/// Programs the control thread compiles per housekeeping pass, at most.
+#[cfg(feature = "jit")]
+const COMPILES_PER_PASS: usize = 8;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -126,6 +141,28 @@ impl WaspSection {
         // Check it now, at start, rather than when the first stage needs a store.
         Ess::new(&config).map_err(|e| KindError::Invalid(format!("[wasp]: {e}")))?;
         Ok(config)
+    }
+
+    /// The compiled tier's queue and threshold, if it is on.
+    #[cfg(feature = "jit")]
+    fn jit(&self) -> Result<Option<(Arc<crate::jit::CompileQueue>, u32)>, KindError> {
+        let after = self.jit_after.unwrap_or(JIT_AFTER);
+        if after == 0 {
+            return Err(KindError::Invalid("[wasp] jit_after: at least 1 run".into()));
+        }
+        Ok((self.jit != Some(false)).then(|| (Arc::default(), after)))
+    }
+
+    #[cfg(not(feature = "jit"))]
+    fn jit(&self) -> Result<Option<((), u32)>, KindError> {
+        if self.jit == Some(true) {
+            return Err(KindError::Invalid(
+                "[wasp] jit = true: this hotplane is built without the compiled tier (feature \
+                 `jit` of hotplane-wasp)"
+                    .into(),
+            ));
+        }
+        Ok(None)
     }
 
     fn admin_keys(&self) -> Result<Vec<(u32, AdminKey)>, KindError> {
@@ -206,6 +243,8 @@ pub struct WaspKind {
     node: Node,
     stores: Mutex<Stores>,
     counters: Arc<Counters>,
+    #[cfg(feature = "jit")]
+    jit: Option<(Arc<crate::jit::CompileQueue>, u32)>,
 }
 
 /// Make the WASP kind from the `[wasp]` section (all of it optional).
@@ -216,7 +255,11 @@ pub fn make(setup: &KindSetup<'_>) -> Result<Arc<dyn ProgramKind>, KindError> {
 impl WaspKind {
     pub fn new(setup: &KindSetup<'_>) -> Result<Self, KindError> {
         let section: WaspSection = setup.section("wasp")?.unwrap_or_default();
+        #[cfg_attr(not(feature = "jit"), allow(unused_variables))]
+        let jit = section.jit()?;
         Ok(Self {
+            #[cfg(feature = "jit")]
+            jit,
             store_config: section.store_config()?,
             admin_keys: section.admin_keys()?,
             filter: section.filter()?,
@@ -387,6 +430,8 @@ impl ProgramKind for WaspKind {
             node: self.node,
             counters: self.counters.clone(),
             describe,
+            #[cfg(feature = "jit")]
+            jit: self.jit.clone(),
         })))
     }
 
@@ -414,6 +459,14 @@ impl ProgramKind for WaspKind {
         put("steps", c.steps);
         put("cache_hits", c.cache_hits);
         put("cache_misses", c.cache_misses);
+        put("compiled_runs", c.compiled_runs);
+        #[cfg(feature = "jit")]
+        if let Some((queue, _)) = &self.jit {
+            let j = queue.stats();
+            put("jit_compiled", j.compiled);
+            put("jit_failed", j.failed);
+            put("jit_compile_us", j.compile_ns / 1000);
+        }
         put("stores", stores as u64);
         put("live_entries", s.live);
         put("inserts", s.inserts);
@@ -435,6 +488,10 @@ impl ProgramKind for WaspKind {
     }
 
     fn housekeeping(&self) {
+        #[cfg(feature = "jit")]
+        if let Some((queue, _)) = &self.jit {
+            queue.serve(COMPILES_PER_PASS);
+        }
         let now = hotplane_core::time::now_ns();
         let stores: Vec<Arc<Ess>> = self.stores().values().map(|s| s.ess.clone()).collect();
         for store in stores {

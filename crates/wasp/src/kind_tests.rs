@@ -435,3 +435,29 @@ fn a_udp_carried_return_reaches_the_senders_socket_over_ipv4_and_ipv6() {
         assert_eq!(UdpPacket::new_unchecked(udp).checksum(), checksum, "UDP checksum still valid");
     }
 }
+
+/// Hot programs run as machine code once the control thread has compiled them, with the same
+/// results; until then, and with `jit = false`, they are interpreted.
+#[cfg(feature = "jit")]
+#[test]
+fn hot_programs_move_to_machine_code_with_the_same_results() {
+    let frame =
+        active_frame(&Hosts::default(), Send::Ip, &repr(COUNT, vec![77], 1), PAYLOAD).unwrap();
+    for (jit, want_compiled) in [(true, true), (false, false)] {
+        let kind = make_with(json!({"wasp": {"jit": jit, "jit_after": 3}})).unwrap();
+        let program = build(kind.as_ref(), json!({"stage": "wasp", "store": "node"})).unwrap();
+        let frames = vec![frame.clone(); 4];
+        for _ in 0..2 {
+            run_batch(&program, &frames, 0);
+        }
+        assert_eq!(stat(kind.as_ref(), "compiled_runs"), 0, "nothing compiled before asked");
+        kind.housekeeping();
+        for _ in 0..3 {
+            let out = run_batch(&program, &frames, 0);
+            assert!(out.iter().all(|(_, meta)| meta.verdict == Verdict::Pass));
+        }
+        assert_eq!(stored(kind.as_ref(), "node", 77)["words"][0], 20, "jit = {jit}");
+        assert_eq!(stat(kind.as_ref(), "compiled_runs") > 0, want_compiled, "jit = {jit}");
+        assert_eq!(kind.stats().unwrap()["jit_compiled"].as_u64(), want_compiled.then_some(1));
+    }
+}

@@ -25,6 +25,8 @@ pub mod ess;
 pub mod filter;
 pub mod frame;
 pub mod isa;
+#[cfg(feature = "jit")]
+pub mod jit;
 pub mod kind;
 pub mod stage;
 #[cfg(feature = "cli")]

@@ -48,7 +48,9 @@ mod slot {
     pub const STEPS: usize = 7;
     pub const CACHE_HITS: usize = 8;
     pub const CACHE_MISSES: usize = 9;
-    pub const REJECT: usize = 10;
+    /// Runs of machine code (the compiled tier).
+    pub const COMPILED: usize = 10;
+    pub const REJECT: usize = 11;
     pub const FAULT: usize = REJECT + Reject::COUNT;
     pub const COUNT: usize = FAULT + Fault::COUNT;
 }
@@ -77,6 +79,7 @@ pub struct CounterSnapshot {
     pub steps: u64,
     pub cache_hits: u64,
     pub cache_misses: u64,
+    pub compiled_runs: u64,
     /// Refused packets by reason, in [`Reject::ALL`] order.
     pub rejected: [u64; Reject::COUNT],
     /// Faulted runs by kind, in [`Fault::ALL`] order.
@@ -97,6 +100,7 @@ impl Counters {
             steps: get(slot::STEPS),
             cache_hits: get(slot::CACHE_HITS),
             cache_misses: get(slot::CACHE_MISSES),
+            compiled_runs: get(slot::COMPILED),
             rejected: std::array::from_fn(|i| get(slot::REJECT + i)),
             faults: std::array::from_fn(|i| get(slot::FAULT + i)),
         }
@@ -122,6 +126,9 @@ pub struct WaspStage {
     pub(crate) node: Node,
     pub(crate) counters: Arc<Counters>,
     pub(crate) describe: String,
+    /// Where hot programs go to be compiled, and after how many runs (`None`: interpreted).
+    #[cfg(feature = "jit")]
+    pub(crate) jit: Option<(Arc<crate::jit::CompileQueue>, u32)>,
 }
 
 thread_local! {
@@ -218,6 +225,7 @@ impl WaspStage {
                 return;
             }
         };
+        tally.0[slot::COMPILED] += u64::from(processed.compiled);
         match processed.outcome {
             None => tally.0[slot::PASSED_FAULTED] += 1,
             Some(outcome) => {
@@ -244,8 +252,16 @@ impl WaspStage {
 /// Runs `f` with this thread's decode cache (or a fresh one in the never fast-path case of a
 /// nested call on the same thread finding it busy), and tallies the cache's hits and misses
 /// during `f`: once per call, not per packet.
-fn with_cache<R>(tally: &mut Tally, f: impl FnOnce(&mut DecodeCache, &mut Tally) -> R) -> R {
+fn with_cache<R>(
+    stage: &WaspStage,
+    tally: &mut Tally,
+    f: impl FnOnce(&mut DecodeCache, &mut Tally) -> R,
+) -> R {
     let counted = |cache: &mut DecodeCache, tally: &mut Tally| {
+        #[cfg(feature = "jit")]
+        cache.set_jit(stage.jit.as_ref().map(|(queue, after)| (queue, *after)));
+        #[cfg(not(feature = "jit"))]
+        let _ = stage;
         let (hits, misses) = cache.hits_and_misses();
         let result = f(cache, tally);
         let (hits_after, misses_after) = cache.hits_and_misses();
@@ -312,7 +328,7 @@ impl Stage for WaspStage {
     fn run(&self, batch: &mut Batch, sel: Mask, cx: &mut WorkerCx<'_>) {
         let mut tally = Tally([0; slot::COUNT]);
         let mut backlog = Backlog::new();
-        with_cache(&mut tally, |cache, tally| {
+        with_cache(self, &mut tally, |cache, tally| {
             let packets = batch.as_mut_slice();
             for i in sel {
                 let Some(packet) = packets.get_mut(i) else { continue };
@@ -327,7 +343,7 @@ impl Stage for WaspStage {
         let mut tally = Tally([0; slot::COUNT]);
         meta.verdict = Verdict::Pass;
         let mut backlog = Backlog::new();
-        with_cache(&mut tally, |cache, tally| {
+        with_cache(self, &mut tally, |cache, tally| {
             self.one(frame, meta, cx.now_ns, cache, tally, &mut backlog)
         });
         self.add(&tally, cx.worker);

@@ -124,38 +124,57 @@ pub struct Outcome {
     pub store_refused: usize,
 }
 
-#[derive(Clone, Copy)]
-struct KeySlot {
-    bank: BankBytes,
-    loaded: bool,
-    present: bool,
-    dirty: bool,
+/// A worker's reusable run buffers: what a run writes before it knows whether it will fault
+/// (its scratchpad copy and the banks of its entries) and the environment bank it builds on
+/// first use. Kept between packets (a worker's [`crate::cache::DecodeCache`] holds one), so
+/// that starting a run initialises a few flags instead of some 400 bytes; nothing in it is
+/// read before the run has written it.
+pub struct Workspace {
+    scratch: [u8; MAX_SCRATCH],
+    banks: [BankBytes; MAX_KEYS],
+    env: [u8; ENV_LEN],
 }
 
-struct Machine<'e, S: BuildHasher> {
-    a: u64,
-    b: u64,
-    c: bool,
-    /// The packet's scratchpad as it arrived: read until the first write.
+impl Default for Workspace {
+    fn default() -> Self {
+        Workspace { scratch: [0; MAX_SCRATCH], banks: [[0; BANK_LEN]; MAX_KEYS], env: [0; ENV_LEN] }
+    }
+}
+
+/// No slot mapped yet.
+const UNMAPPED: u8 = u8::MAX;
+
+/// One run's state. The registers come first and are the only fields the compiled tier
+/// reads or writes directly (see [`crate::jit`]).
+pub(crate) struct Machine<'e, S: BuildHasher> {
+    pub(crate) a: u64,
+    pub(crate) b: u64,
+    pub(crate) c: bool,
+    pub(crate) program: &'e Program,
+    ws: &'e mut Workspace,
+    /// The packet's scratchpad as it arrived: read until the first write, after which
+    /// `ws.scratch` holds the run's copy (copy on write: most programs never write their
+    /// scratchpad, and a fault must leave the packet's as it was).
     scratch_in: &'e [u8],
-    /// The run's copy, made at the first write (copy on write: most programs never write
-    /// their scratchpad, and a fault must leave the packet's as it was).
-    scratch: [u8; MAX_SCRATCH],
     scratch_len: usize,
     scratch_dirty: bool,
-    /// The environment bank, built on first use (most programs never read it).
-    env_bank: Option<[u8; ENV_LEN]>,
+    /// `ws.env` holds this run's environment bank (most programs never read it).
+    env_built: bool,
     env: &'e Env,
     /// Bits the run adds to `e.flags`: 1 RETURNED on arrival, 2 admin.
     env_flags: u8,
     net: &'e [u8],
-    slots: [KeySlot; MAX_KEYS],
-    /// Slot holding each slot's key first: two slots naming one entry share one copy.
-    canonical: [usize; MAX_KEYS],
-    mapped: Option<usize>,
-    keys: [StoreKey; MAX_KEYS],
-    key_count: usize,
-    access: Access,
+    pub(crate) returned: bool,
+    /// Bit per slot: its entry was read into `ws.banks` / exists / was written.
+    loaded: u8,
+    present: u8,
+    dirty: u8,
+    /// Slot holding each slot's key first: two slots naming one entry share one copy. Filled
+    /// with the transaction, at the first store access.
+    canonical: [u8; MAX_KEYS],
+    mapped: u8,
+    keys: &'e [u64],
+    access: &'e Access,
     ess: &'e Ess<S>,
     txn: Option<Txn<'e, S>>,
     now: u64,
@@ -201,26 +220,37 @@ fn range(index: u64, width: Width, bank_len: usize) -> Result<std::ops::Range<us
 }
 
 impl<'e, S: BuildHasher> Machine<'e, S> {
+    fn bit(slot: usize) -> u8 {
+        1 << (slot & (MAX_KEYS - 1))
+    }
+
+    /// The run's scratchpad as it stands.
+    fn scratch(&self) -> &[u8] {
+        if self.scratch_dirty {
+            &self.ws.scratch[..self.scratch_len]
+        } else {
+            self.scratch_in
+        }
+    }
+
     fn load(&mut self, bank: Bank, width: Width, index: u64) -> Result<u64, Fault> {
         match bank {
             Bank::Scratch => {
                 let bytes = range(index, width, self.scratch_len)?;
-                let scratch = if self.scratch_dirty { &self.scratch[..] } else { self.scratch_in };
-                Ok(read_be(&scratch[bytes]))
+                Ok(read_be(&self.scratch()[bytes]))
             }
             Bank::Map => {
-                let slot = self.mapped.ok_or(Fault::NotMapped)?;
-                Ok(read_be(&self.slots[slot].bank[range(index, width, BANK_LEN)?]))
+                let slot = self.mapped_slot()?;
+                Ok(read_be(&self.ws.banks[slot][range(index, width, BANK_LEN)?]))
             }
             Bank::Env => {
                 let bytes = range(index, width, ENV_LEN)?;
-                let (env, flags) = (self.env, self.env_flags);
-                let bank = self.env_bank.get_or_insert_with(|| {
-                    let mut bank = env.to_bank();
-                    bank[ENV_LEN - 1] |= flags;
-                    bank
-                });
-                Ok(read_be(&bank[bytes]))
+                if !self.env_built {
+                    self.ws.env = self.env.to_bank();
+                    self.ws.env[ENV_LEN - 1] |= self.env_flags;
+                    self.env_built = true;
+                }
+                Ok(read_be(&self.ws.env[bytes]))
             }
             Bank::Net => {
                 let bytes = range(index, width, NET_LEN)?;
@@ -229,6 +259,13 @@ impl<'e, S: BuildHasher> Machine<'e, S> {
                     (acc << 8) | u64::from(self.net.get(at).copied().unwrap_or(0))
                 }))
             }
+        }
+    }
+
+    fn mapped_slot(&self) -> Result<usize, Fault> {
+        match self.mapped {
+            UNMAPPED => Err(Fault::NotMapped),
+            slot => Ok(usize::from(slot) & (MAX_KEYS - 1)),
         }
     }
 
@@ -242,64 +279,76 @@ impl<'e, S: BuildHasher> Machine<'e, S> {
                 let bytes = range(index, width, self.scratch_len)?;
                 if !self.scratch_dirty {
                     let len = self.scratch_len;
-                    self.scratch[..len].copy_from_slice(&self.scratch_in[..len]);
+                    self.ws.scratch[..len].copy_from_slice(&self.scratch_in[..len]);
                     self.scratch_dirty = true;
                 }
-                write_be(&mut self.scratch[bytes], value);
+                write_be(&mut self.ws.scratch[bytes], value);
                 Ok(())
             }
             Bank::Map => {
-                let slot = self.mapped.ok_or(Fault::NotMapped)?;
+                let slot = self.mapped_slot()?;
                 let bytes = range(index, width, BANK_LEN)?;
                 if self.access.read_only(slot) {
                     return Err(Fault::Protected);
                 }
-                let entry = &mut self.slots[slot];
-                write_be(&mut entry.bank[bytes], value);
-                entry.dirty = true;
+                write_be(&mut self.ws.banks[slot][bytes], value);
+                self.dirty |= Self::bit(slot);
                 Ok(())
             }
         }
     }
 
+    /// Starts the run's transaction: the packet's keys in their scopes, and which slot holds
+    /// each key first.
+    fn begin(&mut self) -> &mut Txn<'e, S> {
+        let mut keys = [StoreKey::default(); MAX_KEYS];
+        let count = self.keys.len().min(MAX_KEYS);
+        for (slot, key) in keys.iter_mut().enumerate().take(count) {
+            *key = StoreKey { scope: self.access.scopes[slot], key: self.keys[slot] };
+        }
+        for slot in 0..count {
+            let first = keys[..count].iter().position(|k| *k == keys[slot]).unwrap_or(slot);
+            self.canonical[slot] = first as u8;
+        }
+        let (ess, now, admission) = (self.ess, self.now, self.access.admission);
+        self.txn.insert(ess.begin_scoped(&keys[..count], now, admission))
+    }
+
     /// The canonical slot of `slot`, its entry read from the store on first use.
     fn touch(&mut self, slot: u8) -> usize {
-        let slot = self.canonical[usize::from(slot) & (MAX_KEYS - 1)];
-        if !self.slots[slot].loaded {
-            let (ess, keys, now) = (self.ess, self.keys, self.now);
-            let (count, admission) = (self.key_count, self.access.admission);
-            let txn =
-                self.txn.get_or_insert_with(|| ess.begin_scoped(&keys[..count], now, admission));
-            let entry = txn.get(slot);
+        if self.txn.is_none() {
+            self.begin();
+        }
+        let slot = usize::from(self.canonical[usize::from(slot) & (MAX_KEYS - 1)]) & (MAX_KEYS - 1);
+        let bit = Self::bit(slot);
+        if self.loaded & bit == 0 {
+            let entry = self.txn.as_mut().and_then(|txn| txn.get(slot));
             self.store_reads += 1;
-            self.slots[slot] = KeySlot {
-                bank: entry.unwrap_or([0; BANK_LEN]),
-                loaded: true,
-                present: entry.is_some(),
-                dirty: false,
-            };
+            self.loaded |= bit;
+            match entry {
+                Some(bank) => {
+                    self.ws.banks[slot] = bank;
+                    self.present |= bit;
+                }
+                None => self.ws.banks[slot] = [0; BANK_LEN],
+            }
         }
         slot
     }
 
     fn word0(&self, slot: usize) -> u64 {
-        read_be(&self.slots[slot].bank[..8])
+        read_be(&self.ws.banks[slot][..8])
     }
 
     /// Executes one step; `index` already points at the next step. `Ok(Some(fate))` ends the
     /// run normally, `Err` with a fault.
-    fn execute(
-        &mut self,
-        step: Step,
-        index: &mut usize,
-        returned: bool,
-    ) -> Result<Option<Fate>, Fault> {
+    pub(crate) fn execute(&mut self, step: Step, index: &mut usize) -> Result<Option<Fate>, Fault> {
         match step.insn {
             Insn::Nop => {}
             Insn::Fwd => return Ok(Some(Fate::Fwd)),
             Insn::Drop => return Ok(Some(Fate::Drop)),
             Insn::Return => {
-                if returned {
+                if self.returned {
                     return Err(Fault::SecondReturn);
                 }
                 return Ok(Some(Fate::Return));
@@ -358,7 +407,7 @@ impl<'e, S: BuildHasher> Machine<'e, S> {
             Insn::Lookup(slot) => {
                 let slot = self.touch(slot);
                 self.a = self.word0(slot);
-                self.c = self.slots[slot].present;
+                self.c = self.present & Self::bit(slot) != 0;
             }
             Insn::Insert(slot) => {
                 if self.access.read_only(usize::from(slot)) {
@@ -366,20 +415,21 @@ impl<'e, S: BuildHasher> Machine<'e, S> {
                 }
                 let slot = self.touch(slot);
                 let value = self.a;
-                write_be(&mut self.slots[slot].bank[..8], value);
-                self.slots[slot].dirty = true;
+                write_be(&mut self.ws.banks[slot][..8], value);
                 // Present from now on, for this run's later `lookup` and `map`.
-                self.slots[slot].present = true;
+                self.dirty |= Self::bit(slot);
+                self.present |= Self::bit(slot);
             }
             Insn::Map(slot) => {
                 let slot = self.touch(slot);
-                self.mapped = Some(slot);
-                self.c = !self.slots[slot].present;
+                let bit = Self::bit(slot);
+                self.mapped = slot as u8;
+                self.c = self.present & bit == 0;
                 // A read-only slot is mapped for reading: an absent entry reads as zeros and
                 // is not created.
-                if !self.slots[slot].present && !self.access.read_only(slot) {
-                    self.slots[slot].dirty = true;
-                    self.slots[slot].present = true;
+                if self.present & bit == 0 && !self.access.read_only(slot) {
+                    self.dirty |= bit;
+                    self.present |= bit;
                 }
             }
         }
@@ -390,17 +440,36 @@ impl<'e, S: BuildHasher> Machine<'e, S> {
     fn commit(&mut self) -> (usize, usize) {
         let (mut writes, mut refused) = (0, 0);
         if let Some(txn) = self.txn.as_mut() {
-            for (slot, entry) in self.slots.iter().enumerate() {
+            for slot in 0..MAX_KEYS {
                 // Read-only slots are never dirty; the check keeps it so whatever changes.
-                if entry.dirty && !self.access.read_only(slot) {
+                if self.dirty & Self::bit(slot) != 0 && !self.access.read_only(slot) {
                     writes += 1;
-                    if txn.put(slot, &entry.bank).is_err() {
+                    if txn.put(slot, &self.ws.banks[slot]).is_err() {
                         refused += 1;
                     }
                 }
             }
         }
         (writes, refused)
+    }
+
+    /// Runs the program to its end with the interpreter: the fate and, for a fault, the fault
+    /// with the index of its step; and the steps executed.
+    fn interpret(&mut self) -> (Result<Fate, (Fault, usize)>, usize) {
+        let steps = self.program.steps();
+        let mut index = 0;
+        let mut executed = 0;
+        while index < steps.len() {
+            let step = steps[index];
+            executed += 1;
+            index += 1;
+            match self.execute(step, &mut index) {
+                Ok(None) => {}
+                Ok(Some(fate)) => return (Ok(fate), executed),
+                Err(fault) => return (Err((fault, index - 1)), executed),
+            }
+        }
+        (Ok(Fate::Fwd), executed)
     }
 }
 
@@ -433,365 +502,117 @@ pub fn run_with_access<S: BuildHasher>(
     net: &[u8],
     ess: &Ess<S>,
 ) -> Outcome {
+    let packet = PacketState { keys, scratch, returned, net };
+    run_in(&mut Workspace::default(), Tier::Interpreter(program), packet, env, access, ess)
+}
+
+/// What one packet brings to a run: its declared keys (private ones derived), its scratchpad
+/// (written back only when the run ends without a fault), its RETURNED flag on arrival, and
+/// its bytes from the IP header on (the read-only header bank).
+pub struct PacketState<'a> {
+    pub keys: &'a [u64],
+    pub scratch: &'a mut [u8],
+    pub returned: bool,
+    pub net: &'a [u8],
+}
+
+/// Which tier runs a program: the interpreter over its decoded steps, or its machine code.
+#[derive(Clone, Copy)]
+pub enum Tier<'a> {
+    Interpreter(&'a Program),
+    #[cfg(feature = "jit")]
+    Compiled(&'a Program, &'a crate::jit::CompiledProgram),
+}
+
+impl<'a> Tier<'a> {
+    pub fn is_compiled(&self) -> bool {
+        !matches!(self, Tier::Interpreter(_))
+    }
+
+    pub fn program(&self) -> &'a Program {
+        match *self {
+            Tier::Interpreter(program) => program,
+            #[cfg(feature = "jit")]
+            Tier::Compiled(program, _) => program,
+        }
+    }
+}
+
+/// The run every other entry point comes to: `tier` over `packet` with the worker's buffers
+/// `ws`. The result is the same whichever tier and whatever `ws` held before.
+///
+/// Inlined into its caller, which builds `packet` just before: read back through a pointer,
+/// the freshly stored fields stall the load (a failed store forward) for some 10 ns.
+#[inline(always)]
+pub fn run_in<S: BuildHasher>(
+    ws: &mut Workspace,
+    tier: Tier<'_>,
+    packet: PacketState<'_>,
+    env: &Env,
+    access: &Access,
+    ess: &Ess<S>,
+) -> Outcome {
+    let program = tier.program();
+    let PacketState { keys, scratch, returned, net } = packet;
     let keys = &keys[..keys.len().min(MAX_KEYS).min(program.key_count())];
     let scratch_len = scratch.len().min(MAX_SCRATCH);
-    // The machine lives in this block and is dropped where it stands (an explicit `drop(m)`
-    // moved all of it, some 850 bytes, once per packet).
-    let (fate, fault, executed, store_writes, store_refused, scratch_dirty, store_reads, written) = {
+    let (result, executed, store, scratch_dirty, store_reads) = {
         let mut m = Machine {
             a: 0,
             b: 0,
             c: false,
+            program,
+            ws: &mut *ws,
             scratch_in: &scratch[..scratch_len],
-            scratch: [0; MAX_SCRATCH],
             scratch_len,
             scratch_dirty: false,
-            env_bank: None,
+            env_built: false,
             env,
-            // A program sees whether its packet is on its way back (bit 1 of `e.flags`), so it can
-            // forward it rather than fault on a second RETURN; an authenticated admin packet sees
-            // bit 2.
+            // A program sees whether its packet is on its way back (bit 1 of `e.flags`), so it
+            // can forward it rather than fault on a second RETURN; an authenticated admin
+            // packet sees bit 2.
             env_flags: u8::from(returned) << 1 | u8::from(access.admin) << 2,
             net,
-            slots: [KeySlot { bank: [0; BANK_LEN], loaded: false, present: false, dirty: false };
-                MAX_KEYS],
+            returned,
+            loaded: 0,
+            present: 0,
+            dirty: 0,
             canonical: [0, 1, 2, 3],
-            mapped: None,
-            keys: [StoreKey::default(); MAX_KEYS],
-            key_count: keys.len(),
-            access: *access,
+            mapped: UNMAPPED,
+            keys,
+            access,
             ess,
             txn: None,
             now: env.time_ns,
             store_reads: 0,
         };
-        for (slot, &key) in keys.iter().enumerate() {
-            m.keys[slot] = StoreKey { scope: access.scopes[slot], key };
-        }
-        for slot in 0..m.key_count {
-            let key = m.keys[slot];
-            m.canonical[slot] =
-                m.keys[..m.key_count].iter().position(|k| *k == key).unwrap_or(slot);
-        }
-
-        let steps = program.steps();
-        let mut index = 0;
-        let mut executed = 0;
-        let mut fate = Fate::Fwd;
-        let mut fault = None;
-        while index < steps.len() {
-            let step = steps[index];
-            executed += 1;
-            index += 1;
-            let result = m.execute(step, &mut index, returned);
-            match result {
-                Ok(None) => {}
-                Ok(Some(chosen)) => {
-                    fate = chosen;
-                    break;
-                }
-                Err(reason) => {
-                    fault = Some((reason, step.at));
-                    break;
-                }
-            }
-        }
-
-        let (store_writes, store_refused) = if fault.is_none() { m.commit() } else { (0, 0) };
-        // The run's scratchpad copy only when it was written (and the run may write it back).
-        let written = (m.scratch_dirty && fault.is_none()).then_some(m.scratch);
-        (
-            fate,
-            fault,
-            executed,
-            store_writes,
-            store_refused,
-            m.scratch_dirty,
-            m.store_reads,
-            written,
-        )
+        let (result, executed) = match tier {
+            Tier::Interpreter(_) => m.interpret(),
+            #[cfg(feature = "jit")]
+            Tier::Compiled(_, code) => code.run(&mut m),
+        };
+        let store = if result.is_ok() { m.commit() } else { (0, 0) };
+        (result, executed, store, m.scratch_dirty, m.store_reads)
     };
-    if let Some(written) = written {
-        scratch[..scratch_len].copy_from_slice(&written[..scratch_len]);
+    let fault = result.err().map(|(fault, index)| {
+        let at = program.steps().get(index).map_or(0, |step| step.at);
+        (fault, at)
+    });
+    if scratch_dirty && fault.is_none() {
+        // The run's copy goes back to the packet only when it was written and did not fault.
+        scratch[..scratch_len].copy_from_slice(&ws.scratch[..scratch_len]);
     }
     Outcome {
-        fate,
+        fate: result.unwrap_or(Fate::Fwd),
         fault,
         steps: executed,
         scratch_dirty,
         store_reads,
-        store_writes,
-        store_refused,
+        store_writes: store.0,
+        store_refused: store.1,
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::asm::assemble;
-    use crate::decode::decode;
-    use crate::ess::EssConfig;
-
-    fn program(source: &str, keys: usize) -> Program {
-        decode(&assemble(source).unwrap().code, keys).unwrap()
-    }
-
-    fn store() -> Ess {
-        Ess::new(&EssConfig::default()).unwrap()
-    }
-
-    fn word(bank: &[u8], index: usize) -> u64 {
-        read_be(&bank[8 * index..8 * index + 8])
-    }
-
-    const COUNT: &str = include_str!("../../../examples/wasp/count.s");
-
-    #[test]
-    fn count_drops_above_threshold_and_drop_commits() {
-        let ess = store();
-        let count = program(COUNT, 1);
-        let env = Env::default();
-        let mut fates = Vec::new();
-        for _ in 0..4 {
-            let mut scratch = 2u64.to_be_bytes();
-            let out = run(&count, &[77], &mut scratch, false, &env, &[], &ess);
-            assert_eq!(out.fault, None);
-            assert!(!out.scratch_dirty, "count never writes its packet");
-            assert!(out.steps <= count.code_len());
-            fates.push(out.fate);
-        }
-        assert_eq!(fates, [Fate::Fwd, Fate::Fwd, Fate::Drop, Fate::Drop]);
-        assert_eq!(ess.get(77, 0).map(|b| word(&b, 0)), Some(4), "every run committed, drops too");
-    }
-
-    #[test]
-    fn a_fault_discards_store_and_scratchpad_writes() {
-        let ess = store();
-        let env = Env::default();
-        let cases = [
-            ("lookup k0\ninc\ninsert k0\nst s.64[0], a\nst e.64[0], a", Fault::ReadOnly, 4),
-            ("lookup k0\ninc\ninsert k0\nst s.64[0], a\nst h.8[0], a", Fault::ReadOnly, 4),
-            ("lookup k0\ninc\ninsert k0\nst s.64[0], a\nst s.64[1], a", Fault::OutOfBounds, 4),
-            ("insert k0\nst s.64[0], a\nimm b, 0xffff\nstx s.8[b+255], a", Fault::OutOfBounds, 5),
-            ("insert k0\nst s.64[0], a\nld a, m.64[0]", Fault::NotMapped, 2),
-            ("map k0\nst s.64[0], a\nld a, m.32[8]", Fault::OutOfBounds, 2),
-            ("insert k0\nst s.64[0], a\nld a, e.64[9]", Fault::OutOfBounds, 2),
-        ];
-        for (source, fault, pc) in cases {
-            let p = program(source, 1);
-            let mut scratch = [0xaa; 8];
-            let out = run(&p, &[9], &mut scratch, false, &env, &[], &ess);
-            assert_eq!(out.fault, Some((fault, pc)), "{source}");
-            assert_eq!(out.store_writes, 0, "{source}");
-            assert_eq!(scratch, [0xaa; 8], "{source}: scratchpad restored");
-            assert_eq!(ess.get(9, 0), None, "{source}: store untouched");
-        }
-    }
-
-    #[test]
-    fn return_happens_once_per_packet() {
-        let ess = store();
-        let p = program("return", 0);
-        let out = run(&p, &[], &mut [], false, &Env::default(), &[], &ess);
-        assert_eq!((out.fate, out.fault), (Fate::Return, None));
-        let out = run(&p, &[], &mut [], true, &Env::default(), &[], &ess);
-        assert_eq!(out.fault, Some((Fault::SecondReturn, 0)));
-    }
-
-    /// A packet on its way back sees bit 1 of `e.flags` and can forward itself instead of
-    /// faulting on a second `return` (the path scan's reverse path).
-    #[test]
-    fn a_returned_packet_sees_its_flag_and_forwards() {
-        let ess = store();
-        let p = program("ld a, e.flags\nimm b, 2\nand\ncnz\njt back\nreturn\nback:\nfwd", 0);
-        let out = run(&p, &[], &mut [], false, &Env::default(), &[], &ess);
-        assert_eq!((out.fate, out.fault), (Fate::Return, None));
-        let out = run(&p, &[], &mut [], true, &Env::default(), &[], &ess);
-        assert_eq!((out.fate, out.fault), (Fate::Fwd, None), "forwarded on the way back");
-    }
-
-    /// `lookup` and `map` see what this run's own `insert` or `map` created.
-    #[test]
-    fn a_run_sees_the_entries_it_created() {
-        let ess = store();
-        let p = program("imm a, 9\ninsert k0\nlookup k0\nst s.64[0], a\nclr\njf no\ninc\nno:\nst s.64[1], a\nmap k1\nmap k1\nclr\njt yes\ninc\nyes:\nst s.64[2], a", 2);
-        let mut scratch = [0u8; 24];
-        let out = run(&p, &[1, 2], &mut scratch, false, &Env::default(), &[], &ess);
-        assert_eq!(out.fault, None);
-        let words: Vec<u64> = (0..3).map(|i| word(&scratch, i)).collect();
-        assert_eq!(words, [9, 1, 1], "lookup after insert: present; second map: not created");
-    }
-
-    #[test]
-    fn environment_and_header_banks_are_readable() {
-        let ess = store();
-        let env = Env {
-            node_id: 7,
-            node_addr: Env::ipv4_mapped([10, 0, 0, 1]),
-            in_port: 3,
-            time_ns: 123,
-            in_profile: true,
-            ..Env::default()
-        };
-        let p = program(
-            "ld a, e.node_id\nst s.64[0], a\nld a, e.32[5]\nst s.64[1], a\nld a, e.in_port\nst s.64[2], a\n\
-             ld a, e.flags\nst s.64[3], a\nld a, h.8[9]\nst s.64[4], a\nld a, h.16[31]\nst s.64[5], a",
-            0,
-        );
-        let header = [0x45, 0, 0, 40, 0, 0, 0, 0, 64, 253];
-        let mut scratch = [0u8; 48];
-        let out = run(&p, &[], &mut scratch, false, &env, &header, &ess);
-        assert_eq!(out.fault, None);
-        let words: Vec<u64> = (0..6).map(|i| word(&scratch, i)).collect();
-        assert_eq!(words, [7, 0x0a00_0001, 3, 1, 253, 0], "bytes past the header read as zero");
-    }
-
-    #[test]
-    fn two_slots_naming_one_key_share_one_entry() {
-        let ess = store();
-        let p = program("lookup k0\ninc\ninsert k0\nlookup k1\ninc\ninsert k1", 2);
-        let out = run(&p, &[5, 5], &mut [], false, &Env::default(), &[], &ess);
-        assert_eq!(out.store_reads, 1);
-        assert_eq!(ess.get(5, 0).map(|b| word(&b, 0)), Some(2));
-    }
-
-    #[test]
-    fn indexed_stores_walk_the_scratchpad() {
-        let ess = store();
-        // Path-scan style: the hop counter in s.32[0], the hop's address appended after it.
-        let p = program(
-            "ld b, s.32[0]\nld a, e.32[5]\nstx s.32[b+1], a\nmov a, b\ninc\nst s.32[0], a",
-            0,
-        );
-        let mut scratch = [0u8; 16];
-        for hop in 1..=3u8 {
-            let env = Env { node_addr: Env::ipv4_mapped([10, 0, 0, hop]), ..Env::default() };
-            let out = run(&p, &[], &mut scratch, false, &env, &[], &ess);
-            assert_eq!(out.fault, None);
-        }
-        assert_eq!(scratch, [0, 0, 0, 3, 10, 0, 0, 1, 10, 0, 0, 2, 10, 0, 0, 3]);
-        // A fourth hop runs out of room: a fault, the scratchpad as it was.
-        let out = run(&p, &[], &mut scratch, false, &Env::default(), &[], &ess);
-        assert_eq!(out.fault, Some((Fault::OutOfBounds, 4)));
-        assert_eq!(&scratch[..4], &[0, 0, 0, 3]);
-    }
-
-    fn protected_slot0() -> Access {
-        Access {
-            scopes: [Scope::Protected, Scope::Public, Scope::Public, Scope::Public],
-            ..Access::default()
-        }
-    }
-
-    fn run_as(
-        source: &str,
-        keys: &[u64],
-        scratch: &mut [u8],
-        access: &Access,
-        ess: &Ess,
-    ) -> Outcome {
-        let p = program(source, keys.len());
-        run_with_access(&p, keys, scratch, false, &Env::default(), access, &[], ess)
-    }
-
-    /// A packet without admin rights reads a protected entry but every way of writing it
-    /// faults `protected`, and the run's other writes are discarded with it.
-    #[test]
-    fn protected_slots_are_read_only_without_admin_rights() {
-        let ess = store();
-        ess.put_scoped(StoreKey::protected(4), &[7; BANK_LEN], 0).unwrap();
-        let access = protected_slot0();
-        let mut scratch = [0u8; 8];
-        let out = run_as("lookup k0\nst s.64[0], a", &[4], &mut scratch, &access, &ess);
-        assert_eq!(out.fault, None);
-        assert_eq!(scratch, [7; 8], "readable");
-        for (source, pc) in [
-            ("imm a, 1\ninsert k1\ninsert k0", 3),
-            ("imm a, 1\ninsert k1\nmap k0\nst m.64[0], a", 4),
-            ("imm a, 1\ninsert k1\nmap k0\nimm b, 1\nstx m.8[b+0], a", 6),
-        ] {
-            let out = run_as(source, &[4, 5], &mut [], &access, &ess);
-            assert_eq!(out.fault, Some((Fault::Protected, pc)), "{source}");
-            assert_eq!(ess.get_scoped(StoreKey::protected(4), 0), Some([7; BANK_LEN]));
-            assert_eq!(ess.get(5, 0), None, "{source}: the public write went with the fault");
-        }
-        // Mapping an absent protected entry reads zeros and creates nothing.
-        let mut scratch = [0xffu8; 16];
-        let out = run_as(
-            "map k0\nld a, m.64[0]\nst s.64[0], a\nclr\njf was\ninc\nwas:\nst s.64[1], a",
-            &[9],
-            &mut scratch,
-            &access,
-            &ess,
-        );
-        assert_eq!((out.fault, out.store_writes), (None, 0));
-        assert_eq!(scratch[..8], [0; 8]);
-        assert_eq!(scratch[15], 1, "C says absent");
-        assert_eq!(ess.get_scoped(StoreKey::protected(9), 0), None);
-    }
-
-    #[test]
-    fn admin_rights_write_protected_entries_but_not_the_scratchpad() {
-        let ess = store();
-        let admin = Access { admin: true, ..protected_slot0() };
-        let out = run_as("ld a, e.flags\ninsert k0", &[4], &mut [], &admin, &ess);
-        assert_eq!(out.fault, None);
-        assert_eq!(
-            ess.get_scoped(StoreKey::protected(4), 0).map(|b| word(&b, 0)),
-            Some(4),
-            "e.flags bit 2"
-        );
-        assert_eq!(ess.get(4, 0), None, "the public key 4 is another entry");
-        let mut scratch = [0u8; 8];
-        let out = run_as("imm a, 9\ninsert k0\nst s.64[0], a", &[4], &mut scratch, &admin, &ess);
-        assert_eq!(out.fault, Some((Fault::ReadOnly, 3)), "the MAC covers the scratchpad");
-        assert_eq!(ess.get_scoped(StoreKey::protected(4), 0).map(|b| word(&b, 0)), Some(4));
-    }
-
-    /// Two slots share one entry only when scope and key both match.
-    #[test]
-    fn slots_naming_one_key_in_two_scopes_are_two_entries() {
-        let ess = store();
-        let access = Access {
-            scopes: [Scope::Public, Scope::Private, Scope::Public, Scope::Public],
-            ..Access::default()
-        };
-        let out = run_as(
-            "imm a, 1\ninsert k0\nimm a, 2\ninsert k1\nlookup k0\nst s.64[0], a",
-            &[6, 6],
-            &mut [0; 8],
-            &access,
-            &ess,
-        );
-        assert_eq!((out.fault, out.store_writes, out.store_reads), (None, 2, 2));
-        assert_eq!(ess.get(6, 0).map(|b| word(&b, 0)), Some(1));
-        let private = StoreKey { scope: Scope::Private, key: 6 };
-        assert_eq!(ess.get_scoped(private, 0).map(|b| word(&b, 0)), Some(2));
-    }
-
-    proptest::proptest! {
-        /// Any decodable program: steps <= code length, the store is touched at most once per
-        /// key slot each way, and a faulting run changes nothing.
-        #[test]
-        fn random_programs_are_bounded_and_contained(
-            code in proptest::collection::vec(proptest::num::u8::ANY, 0..=64),
-            words in 0usize..=4,
-            returned in proptest::bool::ANY,
-        ) {
-            let scratch = vec![0x5au8; 8 * words];
-            let ess = Ess::new(&EssConfig { capacity: 64, shards: 4, ..EssConfig::default() }).unwrap();
-            let Ok(p) = decode(&code, 2) else { return Ok(()) };
-            let mut packet_scratch = scratch.clone();
-            let out = run(&p, &[1, 2], &mut packet_scratch, returned, &Env::default(), &[0x45; 20], &ess);
-            proptest::prop_assert!(out.steps <= code.len());
-            proptest::prop_assert!(out.store_reads <= 2 && out.store_writes <= 2);
-            if out.fault.is_some() {
-                proptest::prop_assert_eq!(&packet_scratch, &scratch);
-                proptest::prop_assert_eq!(ess.stats().inserts, 0);
-            }
-            if out.fate == Fate::Return {
-                proptest::prop_assert!(!returned);
-            }
-        }
-    }
-}
+#[path = "vpu_tests.rs"]
+mod tests;
