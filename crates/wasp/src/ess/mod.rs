@@ -592,7 +592,8 @@ impl<S: BuildHasher> Ess<S> {
         let mut txn = Txn {
             ess: self,
             now,
-            keys: [StoreKey::default(); MAX_KEYS],
+            keys: [0; MAX_KEYS],
+            scopes: [Scope::Public; MAX_KEYS],
             hashes: [0; MAX_KEYS],
             found: [NOT_FOUND; MAX_KEYS],
             locked: [0; MAX_KEYS],
@@ -602,7 +603,8 @@ impl<S: BuildHasher> Ess<S> {
         };
         for (slot, &key) in keys.iter().take(MAX_KEYS).enumerate() {
             let hash = self.hash(key);
-            txn.keys[slot] = key;
+            txn.keys[slot] = key.key;
+            txn.scopes[slot] = key.scope;
             txn.hashes[slot] = hash;
             // Shards are at most 1024: an index fits in u16.
             txn.locked[slot] = self.shard_of(hash) as u16;
@@ -634,7 +636,8 @@ const NOT_FOUND: u32 = u32::MAX;
 pub struct Txn<'a, S: BuildHasher = Salted> {
     ess: &'a Ess<S>,
     now: u64,
-    keys: [StoreKey; MAX_KEYS],
+    keys: [u64; MAX_KEYS],
+    scopes: [Scope; MAX_KEYS],
     hashes: [u64; MAX_KEYS],
     /// Where `get` found each slot's entry: the shard stays locked, so a `put` of the same
     /// slot writes there after one check, without probing again.
@@ -647,6 +650,10 @@ pub struct Txn<'a, S: BuildHasher = Salted> {
 }
 
 impl<S: BuildHasher> Txn<'_, S> {
+    fn key(&self, slot: usize) -> StoreKey {
+        StoreKey { scope: self.scopes[slot], key: self.keys[slot] }
+    }
+
     /// The table of key slot `slot`'s shard, locked by this transaction.
     fn table(&mut self, slot: usize) -> Option<&mut Table> {
         let shard = self.ess.shard_of(*self.hashes.get(slot)?);
@@ -666,7 +673,7 @@ impl<S: BuildHasher> Txn<'_, S> {
         if slot >= usize::from(self.key_count) {
             return None;
         }
-        let (key, hash, now, ess) = (self.keys[slot], self.hashes[slot], self.now, self.ess);
+        let (key, hash, now, ess) = (self.key(slot), self.hashes[slot], self.now, self.ess);
         let table = self.table(slot)?;
         let at = ess.find_in(table, key, hash, now)?;
         let bank = table.bank(at);
@@ -679,7 +686,7 @@ impl<S: BuildHasher> Txn<'_, S> {
         if slot >= usize::from(self.key_count) {
             return Err(Refusal::ProbeLimit);
         }
-        let (key, hash, now, ess) = (self.keys[slot], self.hashes[slot], self.now, self.ess);
+        let (key, hash, now, ess) = (self.key(slot), self.hashes[slot], self.now, self.ess);
         let (found, creator) = (self.found[slot], self.creator);
         let table = self.table(slot).ok_or(Refusal::ProbeLimit)?;
         if found != NOT_FOUND {

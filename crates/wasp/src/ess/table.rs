@@ -103,6 +103,14 @@ impl Clock {
         self.tau >> self.shift
     }
 
+    /// The full tick of a recorded creation tick (exact while ages stay below 2^31 ticks:
+    /// see `Table::guard_wrap`).
+    #[inline(always)]
+    fn born64(&self, born: u32) -> u64 {
+        let age = (self.tick64() as u32).wrapping_sub(born) as i32;
+        self.tick64().saturating_add_signed(-i64::from(age))
+    }
+
     /// Whether an entry created at tick `born` is alive now.
     #[inline(always)]
     fn alive(&self, born: u32) -> bool {
@@ -199,8 +207,12 @@ pub(super) struct Table {
     /// The sweep's next slot, and the tick at which it last started from slot 0.
     hand: usize,
     rotation_start: u64,
-    /// A lower bound on the creation tick of every occupied slot (while `live > 0`).
+    /// A lower bound on the creation tick of every occupied slot (while `live > 0`): until
+    /// `oldest + tau` nothing can have expired, so the sweep does nothing.
     oldest: u64,
+    /// The oldest creation tick the current rotation has seen (survivors it passed, entries
+    /// created or moved meanwhile): `oldest` when the rotation completes.
+    rotation_oldest: u64,
     /// The latest creation tick.
     newest: u64,
     pub(super) counters: Counters,
@@ -220,6 +232,7 @@ impl Table {
             hand: 0,
             rotation_start: 0,
             oldest: u64::MAX,
+            rotation_oldest: u64::MAX,
             newest: 0,
             counters: Counters::default(),
         }
@@ -340,6 +353,8 @@ impl Table {
                     };
                     self.slots[to] = moved;
                     self.slots[from].meta = 0;
+                    // It may have left a part of the table the sweep has not passed yet.
+                    self.rotation_oldest = self.rotation_oldest.min(clock.born64(moved.born));
                     return Some(from);
                 }
             }
@@ -389,6 +404,7 @@ impl Table {
         counts.live.fetch_add(1, Ordering::Relaxed);
         self.oldest = if self.live == 0 { clock.tick64() } else { self.oldest.min(clock.tick64()) };
         self.newest = self.newest.max(clock.tick64());
+        self.rotation_oldest = self.rotation_oldest.min(clock.tick64());
         self.live += 1;
         self.counters.inserts += 1;
         Ok(())
@@ -476,6 +492,10 @@ impl Table {
         clock: &Clock,
         counts: &AdmissionCounts,
     ) -> usize {
+        if self.live == 0 || clock.tick64() < self.oldest.saturating_add(clock.tau_ticks()) {
+            // Nothing can have expired yet (a store filling up, or full of young entries).
+            return 0;
+        }
         let size = self.slots.len();
         let mut freed = 0;
         for _ in 0..slots.min(size) {
@@ -483,29 +503,42 @@ impl Table {
                 break;
             }
             let at = self.hand;
-            if let Some(slot) = self.slots.get(at) {
-                if slot.occupied() && !clock.alive(slot.born) {
-                    self.free(at, counts);
-                    freed += 1;
+            if let Some(slot) = self.slots.get(at).copied() {
+                if slot.occupied() {
+                    if clock.alive(slot.born) {
+                        self.rotation_oldest = self.rotation_oldest.min(clock.born64(slot.born));
+                    } else {
+                        self.free(at, counts);
+                        freed += 1;
+                    }
                 }
             }
             self.hand += 1;
             if self.hand >= size {
-                // A full rotation since `rotation_start`: every slot it passed was alive (born
-                // at most tau before) or freed, and later creations are younger still. The
-                // margin covers workers whose clocks lag a little.
-                self.hand = 0;
-                let bound = self.rotation_start.saturating_sub(clock.tau_ticks() + 2);
-                self.oldest = self.oldest.max(bound);
-                self.rotation_start = clock.tick64();
+                self.complete_rotation(clock);
             }
         }
         freed
     }
 
+    /// The hand is back at slot 0: every occupied slot was passed alive, or created or moved
+    /// since the rotation started, so the rotation's oldest is a bound for all of them.
+    fn complete_rotation(&mut self, clock: &Clock) {
+        self.hand = 0;
+        self.oldest = if self.rotation_oldest != u64::MAX {
+            self.rotation_oldest
+        } else {
+            // Nothing seen (an empty shard): a bound that holds anyway, with a margin for
+            // workers whose clocks lag a little.
+            self.rotation_start.saturating_sub(clock.tau_ticks() + 2)
+        };
+        self.rotation_oldest = u64::MAX;
+        self.rotation_start = clock.tick64();
+    }
+
     /// Keeps every occupied slot's u32 age unambiguous: if the sweep has not passed some slot
-    /// for `WRAP_GUARD_TICKS` (about 2^14 tau: 39 hours at tau = 10 s; only a shard that saw
-    /// almost no creations for that long), sweep the whole shard now. Called before any
+    /// for `WRAP_GUARD_TICKS` (2^30 ticks, about 2^14 tau: 39 hours at tau = 10 s; only a
+    /// shard that saw almost no creations for that long), sweep the whole shard now. Called before any
     /// operation reads an age; one comparison unless it fires.
     #[inline(always)]
     pub(super) fn guard_wrap(&mut self, clock: &Clock, counts: &AdmissionCounts) {
@@ -526,9 +559,12 @@ impl Table {
         } else {
             // A creation less than tau ago ran this guard: no age has reached 2^31 ticks.
             self.hand = 0;
+            self.rotation_oldest = u64::MAX;
             self.sweep(size, usize::MAX, clock, counts);
         }
+        // Survivors are alive now: born at most tau ago (less a margin for lagging clocks).
         self.hand = 0;
+        self.rotation_oldest = u64::MAX;
         self.rotation_start = clock.tick64();
         self.oldest = clock.tick64().saturating_sub(clock.tau_ticks() + 2);
     }

@@ -423,3 +423,10 @@ fn a_put_after_a_get_does_not_probe_again_unless_the_entry_moved() {
     assert_eq!(ess.get(6, 0), Some(bank(61)));
     assert_eq!(ess.stats().updates, 2);
 }
+
+#[test]
+fn a_transaction_is_small_and_holds_no_guards() {
+    // Made once per packet and moved into the VPU: keys, scopes, hashes, found slots and the
+    // locked shard indices, nothing else.
+    assert!(std::mem::size_of::<Txn<'_>>() <= 128, "{}", std::mem::size_of::<Txn<'_>>());
+}
