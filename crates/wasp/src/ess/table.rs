@@ -202,6 +202,7 @@ pub(super) struct Table {
     extensions_fresh: u32,
     /// Index + 1 of the first released extension (0: none).
     extensions_free: u32,
+    extensions_used: u32,
     pub(super) live: usize,
     limit: usize,
     /// The sweep's next slot, and the tick at which it last started from slot 0.
@@ -227,6 +228,7 @@ impl Table {
             extensions: vec![[0u64; 3]; extensions].into_boxed_slice(),
             extensions_fresh: 0,
             extensions_free: 0,
+            extensions_used: 0,
             live: 0,
             limit,
             hand: 0,
@@ -449,38 +451,32 @@ impl Table {
     }
 
     fn take_extension(&mut self) -> Option<u32> {
-        if self.extensions_free != 0 {
+        let taken = if self.extensions_free != 0 {
             let taken = self.extensions_free;
-            let next = self.extensions.get(taken as usize - 1).map_or(0, |w| w[0] as u32);
-            self.extensions_free = next;
-            return Some(taken);
-        }
-        if (self.extensions_fresh as usize) < self.extensions.len() {
+            self.extensions_free =
+                self.extensions.get(taken as usize - 1).map_or(0, |words| words[0] as u32);
+            taken
+        } else if (self.extensions_fresh as usize) < self.extensions.len() {
             self.extensions_fresh += 1;
-            return Some(self.extensions_fresh);
-        }
-        None
+            self.extensions_fresh
+        } else {
+            return None;
+        };
+        self.extensions_used += 1;
+        Some(taken)
     }
 
     fn release_extension(&mut self, extension: u32) {
-        let Some(words) =
-            (extension as usize).checked_sub(1).and_then(|i| self.extensions.get_mut(i))
-        else {
-            return;
-        };
+        let index = (extension as usize).checked_sub(1);
+        let Some(words) = index.and_then(|i| self.extensions.get_mut(i)) else { return };
         words[0] = u64::from(self.extensions_free);
         self.extensions_free = extension;
+        self.extensions_used = self.extensions_used.saturating_sub(1);
     }
 
     /// Extensions in use (for tests and metrics).
     pub(super) fn extensions_used(&self) -> usize {
-        let mut free = 0;
-        let mut at = self.extensions_free;
-        while at != 0 && free <= self.extensions.len() {
-            free += 1;
-            at = self.extensions.get(at as usize - 1).map_or(0, |w| w[0] as u32);
-        }
-        (self.extensions_fresh as usize).saturating_sub(free)
+        self.extensions_used as usize
     }
 
     /// Moves the sweep hand over up to `slots` slots, freeing expired entries, until it has

@@ -430,3 +430,20 @@ fn a_transaction_is_small_and_holds_no_guards() {
     // locked shard indices, nothing else.
     assert!(std::mem::size_of::<Txn<'_>>() <= 128, "{}", std::mem::size_of::<Txn<'_>>());
 }
+
+#[test]
+fn a_slow_sweep_cannot_let_an_old_entry_wrap_into_life() {
+    // tau = 1 us (1 ns ticks, u32 ages wrap every 4.3 s) and a shard of 11429 slots: creations
+    // every 2^28 ns move the hand 4 slots each, far too slowly to reach entry 1 in time.
+    let config =
+        EssConfig { shards: 1, capacity: 10_000, lifetime_ns: 1_000, ..EssConfig::default() };
+    let ess = Ess::new(&config).unwrap();
+    ess.put(1, &bank(1), 0).unwrap();
+    for step in 1..16u64 {
+        ess.put(1_000 + step, &bank(step), step << 28).unwrap();
+    }
+    // Entry 1's recorded tick, one wrap later, would read as age 0.
+    assert_eq!(ess.get(1, 1 << 32), None);
+    assert_eq!(ess.get(1, (1 << 32) + 500), None);
+    assert!(ess.stats().expired >= 1);
+}
