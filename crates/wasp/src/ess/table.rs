@@ -27,8 +27,8 @@ const WRAP_GUARD_TICKS: u64 = 1 << 30;
 const LOAD_NUMERATOR: usize = 7;
 const LOAD_DENOMINATOR: usize = 8;
 
-/// One entry's place: 24 bytes, no padding.
-#[repr(C)]
+/// One entry's place, decoded from the three words the table stores (24 bytes, no padding;
+/// kept as `[u64; 3]` so that a table is allocated zeroed, its pages touched only when used).
 #[derive(Clone, Copy, Default)]
 pub(super) struct Slot {
     key: u64,
@@ -40,6 +40,16 @@ pub(super) struct Slot {
 }
 
 impl Slot {
+    #[inline(always)]
+    fn decode(raw: [u64; 3]) -> Slot {
+        Slot { key: raw[0], word0: raw[1], born: raw[2] as u32, meta: (raw[2] >> 32) as u32 }
+    }
+
+    #[inline(always)]
+    fn encode(self) -> [u64; 3] {
+        [self.key, self.word0, u64::from(self.born) | (u64::from(self.meta) << 32)]
+    }
+
     #[inline(always)]
     fn occupied(&self) -> bool {
         self.meta & SCOPE_MASK != 0
@@ -194,7 +204,8 @@ pub(super) struct Found {
 }
 
 pub(super) struct Table {
-    slots: Box<[Slot]>,
+    /// Encoded [`Slot`]s; all zeros is a free slot.
+    slots: Box<[[u64; 3]]>,
     /// Words 1..3 of wide banks. Never-used extensions are handed out from `extensions_fresh`
     /// (their pages stay untouched until needed), released ones through a free list linked
     /// by their word 0.
@@ -224,7 +235,7 @@ impl Table {
         let size = (limit * LOAD_DENOMINATOR).div_ceil(LOAD_NUMERATOR).max(max_probe).max(1);
         let extensions = extensions.min(MAX_EXTENSIONS_PER_SHARD);
         Table {
-            slots: vec![Slot::default(); size].into_boxed_slice(),
+            slots: vec![[0u64; 3]; size].into_boxed_slice(),
             extensions: vec![[0u64; 3]; extensions].into_boxed_slice(),
             extensions_fresh: 0,
             extensions_free: 0,
@@ -249,6 +260,26 @@ impl Table {
         self.slots.len()
     }
 
+    #[inline(always)]
+    fn slot(&self, at: usize) -> Option<Slot> {
+        self.slots.get(at).map(|&raw| Slot::decode(raw))
+    }
+
+    #[inline(always)]
+    fn set_slot(&mut self, at: usize, slot: Slot) {
+        if let Some(raw) = self.slots.get_mut(at) {
+            *raw = slot.encode();
+        }
+    }
+
+    /// Marks slot `at` free (its meta word 0).
+    #[inline(always)]
+    fn clear(&mut self, at: usize) {
+        if let Some(raw) = self.slots.get_mut(at) {
+            raw[2] &= u64::from(u32::MAX);
+        }
+    }
+
     /// The windows of a key whose store hash is `hash`: two independent homes (multiply-shift
     /// reductions of two 32-bit parts, no power-of-two table), `max_probe` slots in all.
     #[inline(always)]
@@ -258,15 +289,13 @@ impl Table {
 
     /// Frees an occupied slot: its quota count, its extension and its place in `live`.
     fn free(&mut self, at: usize, counts: &AdmissionCounts) {
-        let Some(slot) = self.slots.get(at).copied() else { return };
+        let Some(slot) = self.slot(at) else { return };
         if !slot.occupied() {
             return;
         }
         counts.release(slot.owner());
         self.release_extension(slot.extension());
-        if let Some(slot) = self.slots.get_mut(at) {
-            slot.meta = 0;
-        }
+        self.clear(at);
         self.live = self.live.saturating_sub(1);
         let _ =
             counts.live.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
@@ -276,7 +305,7 @@ impl Table {
     /// Frees the slot if it holds an expired entry; returns whether it is free now.
     #[inline(always)]
     fn free_if_expired(&mut self, at: usize, clock: &Clock, counts: &AdmissionCounts) -> bool {
-        match self.slots.get(at) {
+        match self.slot(at) {
             Some(slot) if slot.occupied() => {
                 if clock.alive(slot.born) {
                     return false;
@@ -303,7 +332,7 @@ impl Table {
         let mut found = Found { hit: None, free: None };
         for step in 0..windows.len {
             let at = windows.slot(step, size);
-            let Some(slot) = self.slots.get(at) else { break };
+            let Some(slot) = self.slot(at) else { break };
             if slot.occupied() && clock.alive(slot.born) {
                 if slot.holds(key) {
                     found.hit = Some(at);
@@ -328,7 +357,7 @@ impl Table {
 
     /// Whether slot `at` holds `key` alive (a transaction's remembered hit, checked again).
     pub(super) fn holds_alive(&self, at: usize, key: StoreKey, clock: &Clock) -> bool {
-        self.slots.get(at).is_some_and(|s| s.holds(key) && clock.alive(s.born))
+        self.slot(at).is_some_and(|s| s.holds(key) && clock.alive(s.born))
     }
 
     /// Makes room in a key's full windows by moving one of their entries to a free slot of its
@@ -345,16 +374,14 @@ impl Table {
         let size = self.slots.len();
         for step in 0..windows.len {
             let from = windows.slot(step, size);
-            let Some(key) = self.slots.get(from).and_then(Slot::store_key) else { continue };
+            let Some(moved) = self.slot(from) else { continue };
+            let Some(key) = moved.store_key() else { continue };
             let theirs = rehash(key);
             for their_step in 0..theirs.len {
                 let to = theirs.slot(their_step, size);
                 if to != from && self.free_if_expired(to, clock, counts) {
-                    let (Some(&moved), true) = (self.slots.get(from), to < size) else {
-                        return None;
-                    };
-                    self.slots[to] = moved;
-                    self.slots[from].meta = 0;
+                    self.set_slot(to, moved);
+                    self.clear(from);
                     // It may have left a part of the table the sweep has not passed yet.
                     self.rotation_oldest = self.rotation_oldest.min(clock.born64(moved.born));
                     return Some(from);
@@ -388,17 +415,18 @@ impl Table {
         clock: &Clock,
         counts: &AdmissionCounts,
     ) -> Result<(), Refusal> {
-        let Some(slot) = self.slots.get_mut(at) else { return Err(Refusal::ProbeLimit) };
-        *slot = Slot {
+        if at >= self.slots.len() {
+            return Err(Refusal::ProbeLimit);
+        }
+        let slot = Slot {
             key: key.key,
             word0: 0,
             born: clock.tick64() as u32,
             meta: meta(key.scope, owner, 0),
         };
+        self.set_slot(at, slot);
         if self.write(at, bank).is_err() {
-            if let Some(slot) = self.slots.get_mut(at) {
-                slot.meta = 0;
-            }
+            self.clear(at);
             self.counters.refused_full += 1;
             return Err(Refusal::Full);
         }
@@ -415,7 +443,7 @@ impl Table {
     /// Overwrites the bank of the occupied slot `at`. Fails (nothing changed) when the bank
     /// needs an extension and the pool has none.
     pub(super) fn write(&mut self, at: usize, bank: &BankBytes) -> Result<(), Refusal> {
-        let Some(slot) = self.slots.get(at).copied() else { return Err(Refusal::ProbeLimit) };
+        let Some(mut slot) = self.slot(at) else { return Err(Refusal::ProbeLimit) };
         let wide = wide_words(bank);
         let mut extension = slot.extension();
         if wide == [0; 3] {
@@ -429,17 +457,16 @@ impl Table {
                 *words = wide;
             }
         }
-        if let Some(slot) = self.slots.get_mut(at) {
-            slot.word0 = u64::from_ne_bytes(word(bank, 0));
-            slot.meta = (slot.meta & ((1 << EXTENSION_SHIFT) - 1)) | (extension << EXTENSION_SHIFT);
-        }
+        slot.word0 = u64::from_ne_bytes(word(bank, 0));
+        slot.meta = (slot.meta & ((1 << EXTENSION_SHIFT) - 1)) | (extension << EXTENSION_SHIFT);
+        self.set_slot(at, slot);
         Ok(())
     }
 
     /// The bank of slot `at` (zeros where it has no extension).
     pub(super) fn bank(&self, at: usize) -> BankBytes {
         let mut bank = [0u8; BANK_LEN];
-        let Some(slot) = self.slots.get(at) else { return bank };
+        let Some(slot) = self.slot(at) else { return bank };
         bank[..8].copy_from_slice(&slot.word0.to_ne_bytes());
         let wide = (slot.extension() as usize).checked_sub(1).and_then(|i| self.extensions.get(i));
         if let Some(words) = wide {
@@ -499,7 +526,7 @@ impl Table {
                 break;
             }
             let at = self.hand;
-            if let Some(slot) = self.slots.get(at).copied() {
+            if let Some(slot) = self.slot(at) {
                 if slot.occupied() {
                     if clock.alive(slot.born) {
                         self.rotation_oldest = self.rotation_oldest.min(clock.born64(slot.born));

@@ -447,3 +447,21 @@ fn a_slow_sweep_cannot_let_an_old_entry_wrap_into_life() {
     assert_eq!(ess.get(1, (1 << 32) + 500), None);
     assert!(ess.stats().expired >= 1);
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_large_store_costs_resident_memory_only_as_it_fills() {
+    let resident = || {
+        let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+        statm.split_whitespace().nth(1).unwrap().parse::<usize>().unwrap() * 4096
+    };
+    let before = resident();
+    let ess = Ess::new(&EssConfig { capacity: 1 << 24, ..EssConfig::default() }).unwrap();
+    assert!(ess.memory_bytes() > 400 << 20, "{} bytes", ess.memory_bytes());
+    // The tables are allocated zeroed: their pages are the kernel's until written. (A margin
+    // for the other tests of this process.)
+    let grown = resident().saturating_sub(before);
+    assert!(grown < 64 << 20, "{grown} bytes resident for an empty store");
+    ess.put(1, &bank(1), 0).unwrap();
+    assert_eq!(ess.get(1, 0), Some(bank(1)));
+}
