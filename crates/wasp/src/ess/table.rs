@@ -142,7 +142,7 @@ impl Clock {
 
 /// The two windows a key may live in: `first_len` slots from `first`, `second_len` from
 /// `second` (each wrapping around the table).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Windows {
     first: usize,
     second: usize,
@@ -363,7 +363,8 @@ impl Table {
     /// Makes room in a key's full windows by moving one of their entries to a free slot of its
     /// own other window (one level of cuckoo displacement: at 7/8 load it turns most "window
     /// full" refusals into placements). `rehash` gives an entry's windows. Reads at most
-    /// `max_probe` slots per entry of the windows. Returns the slot freed for the key.
+    /// `max_probe` slots per entry of the windows (none for an entry whose windows are the
+    /// key's). Returns the slot freed for the key.
     pub(super) fn displace(
         &mut self,
         windows: &Windows,
@@ -377,6 +378,11 @@ impl Table {
             let Some(moved) = self.slot(from) else { continue };
             let Some(key) = moved.store_key() else { continue };
             let theirs = rehash(key);
+            if theirs == *windows {
+                // Its windows are ours, all full: keys that all collide (a hash an attacker
+                // knows) cost one hash each here, no slot reads.
+                continue;
+            }
             for their_step in 0..theirs.len {
                 let to = theirs.slot(their_step, size);
                 if to != from && self.free_if_expired(to, clock, counts) {
