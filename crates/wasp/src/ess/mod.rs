@@ -473,7 +473,7 @@ impl<S: BuildHasher> Ess<S> {
         hash: u64,
         bank: &BankBytes,
         now: u64,
-        creator: Option<(u16, Quota)>,
+        creator: Option<Admission>,
     ) -> Result<bool, Refusal> {
         let clock = self.clock(now);
         table.guard_wrap(&clock, &self.admission);
@@ -482,9 +482,11 @@ impl<S: BuildHasher> Ess<S> {
         if let Some(at) = found.hit {
             return self.update(table, at, bank);
         }
-        if let Some((owner, quota)) = creator {
+        // The aggregate's bucket is hashed only now: most transactions create nothing.
+        let owner = creator.map_or(0, |who| self.owner_of(who.aggregate));
+        if let Some(who) = creator {
             let live = self.admission.live.load(Ordering::Relaxed);
-            if let Some(limit) = quota.limit(live, self.capacity) {
+            if let Some(limit) = who.quota.limit(live, self.capacity) {
                 if self.admission.held(owner) >= limit {
                     table.counters.refused_quota += 1;
                     return Err(Refusal::Quota);
@@ -508,7 +510,6 @@ impl<S: BuildHasher> Ess<S> {
             table.counters.refused_probe += 1;
             return Err(Refusal::ProbeLimit);
         };
-        let owner = creator.map_or(0, |(owner, _)| owner);
         table.create(at, key, owner, bank, &clock, &self.admission)?;
         Ok(true)
     }
@@ -536,8 +537,11 @@ impl<S: BuildHasher> Ess<S> {
         let mut freed = 0;
         for shard in 0..self.shards.len() {
             let Some(mut table) = self.lock(shard) else { continue };
+            let before = table.counters.expired;
+            // (The wrap guard may free a whole idle shard beyond the budget: rare, and due.)
             table.guard_wrap(&clock, &self.admission);
-            freed += table.sweep(slots, budget_per_shard, &clock, &self.admission);
+            table.sweep(slots, budget_per_shard, &clock, &self.admission);
+            freed += table.counters.expired.saturating_sub(before) as usize;
         }
         freed
     }
@@ -599,7 +603,7 @@ impl<S: BuildHasher> Ess<S> {
             locked: [0; MAX_KEYS],
             locked_count: 0,
             key_count: 0,
-            creator: admission.map(|a| (self.owner_of(a.aggregate), a.quota)),
+            creator: admission.map_or(NO_ADMISSION, |a| (a.aggregate, a.quota, true)),
         };
         for (slot, &key) in keys.iter().take(MAX_KEYS).enumerate() {
             let hash = self.hash(key);
@@ -628,6 +632,9 @@ impl<S: BuildHasher> Ess<S> {
     }
 }
 
+/// `Txn::creator` of a transaction without admission.
+const NO_ADMISSION: (u64, Quota, bool) = (0, Quota::OFF, false);
+
 /// `Txn::found` of a slot `get` did not find.
 const NOT_FOUND: u32 = u32::MAX;
 
@@ -646,7 +653,9 @@ pub struct Txn<'a, S: BuildHasher = Salted> {
     locked: [u16; MAX_KEYS],
     locked_count: u8,
     key_count: u8,
-    creator: Option<(u16, Quota)>,
+    /// The admission of the entries it creates: (aggregate, quota, whether any), flat so
+    /// that the transaction stays within two cache lines.
+    creator: (u64, Quota, bool),
 }
 
 impl<S: BuildHasher> Txn<'_, S> {
@@ -687,7 +696,8 @@ impl<S: BuildHasher> Txn<'_, S> {
             return Err(Refusal::ProbeLimit);
         }
         let (key, hash, now, ess) = (self.key(slot), self.hashes[slot], self.now, self.ess);
-        let (found, creator) = (self.found[slot], self.creator);
+        let (found, (aggregate, quota, counted)) = (self.found[slot], self.creator);
+        let creator = counted.then_some(Admission { aggregate, quota });
         let table = self.table(slot).ok_or(Refusal::ProbeLimit)?;
         if found != NOT_FOUND {
             // Found by `get` under this same lock: still this key's and alive unless another
