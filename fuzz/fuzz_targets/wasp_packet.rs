@@ -41,7 +41,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let code_len = WaspPacket::new_checked(&bytes[..]).map(|p| p.code_len()).unwrap_or(0);
     let original = bytes.clone();
-    let config = EssConfig { capacity: 16, shards: 2, max_probe: 4, lifetime_ns: 1_000 };
+    let config = EssConfig { capacity: 16, shards: 2, max_probe: 4, lifetime_ns: 1_000, ..EssConfig::default() };
     // Both stores hash alike, so that placement (and a probe-window refusal) is the same.
     let hash = Salted::random();
     let ess = Ess::with_hasher(&config, hash).expect("valid store config");

@@ -43,26 +43,13 @@ pub enum JitError {
     Panicked,
 }
 
-/// What the machine code and the helper share; `#[repr(C)]` because the machine code
-/// addresses its fields by offset ([`FRAME_A`] ...).
-#[repr(C)]
-struct JitFrame {
-    a: u64,
-    b: u64,
-    c: u64,
-    returned: u64,
-    machine: *mut (),
-    helper: usize,
-    /// A panic in a helper, re-raised after the machine code returned (unwinding through it
-    /// is not allowed); never set by a correct interpreter.
-    panic: Option<Box<dyn std::any::Any + Send>>,
-}
-
-const FRAME_A: i32 = 0;
-const FRAME_B: i32 = 8;
-const FRAME_C: i32 = 16;
-const FRAME_RETURNED: i32 = 24;
-const FRAME_HELPER: i32 = 40;
+/// Offsets of the registers in a [`Machine`]. It is `repr(C)` with `a`, `b`, `c` and the
+/// RETURNED flag first, so they do not depend on the store's hasher.
+type AnyMachine = Machine<'static, crate::ess::Salted>;
+const MACHINE_A: i32 = std::mem::offset_of!(AnyMachine, a) as i32;
+const MACHINE_B: i32 = std::mem::offset_of!(AnyMachine, b) as i32;
+const MACHINE_C: i32 = std::mem::offset_of!(AnyMachine, c) as i32;
+const MACHINE_RETURNED: i32 = std::mem::offset_of!(AnyMachine, returned_flag) as i32;
 
 /// Exit codes, in the low byte of the machine code's result (the step index is in bits
 /// 8..16, the steps executed in bits 16..32).
@@ -74,7 +61,10 @@ const EXIT_RETURN: u64 = 3;
 const EXIT_FAULT: u64 = 0x10;
 const EXIT_PANIC: u64 = 0xff;
 
-type NativeFn = unsafe extern "C" fn(*mut JitFrame) -> u64;
+/// `(machine, helper) -> exit`.
+type NativeFn = unsafe extern "C" fn(*mut (), usize) -> u64;
+/// `(machine, step index) -> 0 or an exit code`.
+type HelperFn = extern "C" fn(*mut (), u32) -> u32;
 
 fn exit_of(result: Result<Option<Fate>, Fault>) -> u32 {
     (match result {
@@ -86,32 +76,23 @@ fn exit_of(result: Result<Option<Fate>, Fault>) -> u32 {
     }) as u32
 }
 
-/// Runs step `index` of the machine's program with the interpreter, the registers taken
-/// from and given back to the frame. Returns 0 to go on, else an exit code.
-extern "C" fn step_helper<S: BuildHasher>(frame: *mut JitFrame, index: u32) -> u32 {
-    // SAFETY: the machine code passes on the frame `CompiledProgram::run` made on its stack
-    // for this call, untouched; nothing else refers to it while the machine code runs.
-    let frame = unsafe { &mut *frame };
-    // SAFETY: `frame.machine` is the `Machine<S>` that `run` (instantiated with this same `S`,
-    // as is this helper's address in the frame) borrows mutably for the whole call.
-    let machine = unsafe { &mut *(frame.machine as *mut Machine<'_, S>) };
+/// Runs step `index` of the machine's program with the interpreter, on the registers the
+/// machine code left in the machine. Returns 0 to go on, else an exit code.
+extern "C" fn step_helper<S: BuildHasher>(machine: *mut (), index: u32) -> u32 {
+    // SAFETY: the machine code passes on, untouched, the `Machine<S>` that
+    // `CompiledProgram::run` (instantiated with this same `S`, as is this helper's address)
+    // borrows mutably for the whole call; the machine code does not touch it during the call.
+    let machine = unsafe { &mut *(machine as *mut Machine<'_, S>) };
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        machine.a = frame.a;
-        machine.b = frame.b;
-        machine.c = frame.c != 0;
         let Some(&step) = machine.program.steps().get(index as usize) else {
             return EXIT_FAULT as u32 + Fault::OutOfBounds.index() as u32;
         };
         // Memory and store steps never jump: the next step is the machine code's business.
         let mut next = index as usize + 1;
-        let exit = exit_of(machine.execute(step, &mut next));
-        frame.a = machine.a;
-        frame.b = machine.b;
-        frame.c = u64::from(machine.c);
-        exit
+        exit_of(machine.execute(step, &mut next))
     }));
     outcome.unwrap_or_else(|payload| {
-        frame.panic = Some(payload);
+        machine.panic = Some(payload);
         EXIT_PANIC as u32
     })
 }
@@ -147,25 +128,15 @@ impl CompiledProgram {
         &self,
         machine: &mut Machine<'_, S>,
     ) -> (Result<Fate, (Fault, usize)>, usize) {
-        let mut frame = JitFrame {
-            a: machine.a,
-            b: machine.b,
-            c: u64::from(machine.c),
-            returned: u64::from(machine.returned),
-            machine: machine as *mut Machine<'_, S> as *mut (),
-            helper: step_helper::<S> as extern "C" fn(*mut JitFrame, u32) -> u32 as usize,
-            panic: None,
-        };
+        let helper: HelperFn = step_helper::<S>;
         // SAFETY: `func` was compiled by `compile` with the signature `NativeFn`; it reads and
-        // writes only the frame's register fields and calls `frame.helper`, which matches the
-        // machine's `S`. Its loop is forward-only and bounded by the step count.
-        let exit = unsafe { (self.func)(&mut frame) };
-        if let Some(payload) = frame.panic.take() {
+        // writes only the machine's registers (at the offsets `repr(C)` fixes) and calls
+        // `helper`, which is instantiated for this machine's `S`. Its steps only go forward.
+        let exit =
+            unsafe { (self.func)(machine as *mut Machine<'_, S> as *mut (), helper as usize) };
+        if let Some(payload) = machine.panic.take() {
             std::panic::resume_unwind(payload);
         }
-        machine.a = frame.a;
-        machine.b = frame.b;
-        machine.c = frame.c != 0;
         let (code, index, executed) = (exit & 0xff, (exit >> 8) as u8, (exit >> 16) as u16);
         let result = match code {
             EXIT_END | EXIT_FWD => Ok(Fate::Fwd),
@@ -210,12 +181,13 @@ pub fn compile(program: &Program) -> Result<CompiledProgram, JitError> {
         ctx.func.signature.params.push(AbiParam::new(ptr));
         ctx.func.signature.returns.push(AbiParam::new(types::I64));
         let signature = ctx.func.signature.clone();
+        ctx.func.signature.params.push(AbiParam::new(ptr));
         let mut helper = Signature::new(module.target_config().default_call_conv);
         helper.params.push(AbiParam::new(ptr));
         helper.params.push(AbiParam::new(types::I32));
         helper.returns.push(AbiParam::new(types::I32));
         let mut fbc = FunctionBuilderContext::new();
-        lower(FunctionBuilder::new(&mut ctx.func, &mut fbc), program, ptr, helper);
+        lower(FunctionBuilder::new(&mut ctx.func, &mut fbc), program, helper);
         let id = module
             .declare_anonymous_function(&signature)
             .map_err(|e| JitError::Codegen(e.to_string()))?;
@@ -232,8 +204,8 @@ pub fn compile(program: &Program) -> Result<CompiledProgram, JitError> {
 }
 
 /// Emits the function: one block per step, the registers in Cranelift variables, spilled to
-/// the frame only around helper calls.
-fn lower(mut b: FunctionBuilder<'_>, program: &Program, ptr: types::Type, helper: Signature) {
+/// the machine only around helper calls.
+fn lower(mut b: FunctionBuilder<'_>, program: &Program, helper: Signature) {
     let steps = program.steps();
     let flags = MemFlags::trusted();
     let entry = b.create_block();
@@ -246,21 +218,31 @@ fn lower(mut b: FunctionBuilder<'_>, program: &Program, ptr: types::Type, helper
     let helper_sig = b.import_signature(helper);
 
     b.switch_to_block(entry);
-    let frame = b.block_params(entry)[0];
-    for (var, offset) in [(a, FRAME_A), (bb, FRAME_B), (c, FRAME_C)] {
-        let value = b.ins().load(types::I64, flags, frame, offset);
-        b.def_var(var, value);
-    }
+    let (machine, callee) = (b.block_params(entry)[0], b.block_params(entry)[1]);
+    // The registers live in variables; the machine holds them only around helper calls.
+    let load_registers = |b: &mut FunctionBuilder<'_>| {
+        for (var, offset) in [(a, MACHINE_A), (bb, MACHINE_B)] {
+            let value = b.ins().load(types::I64, flags, machine, offset);
+            b.def_var(var, value);
+        }
+        let value = b.ins().uload8(types::I64, flags, machine, MACHINE_C);
+        b.def_var(c, value);
+    };
+    let store_registers = |b: &mut FunctionBuilder<'_>| {
+        for (var, offset) in [(a, MACHINE_A), (bb, MACHINE_B)] {
+            let value = b.use_var(var);
+            b.ins().store(flags, value, machine, offset);
+        }
+        let value = b.use_var(c);
+        b.ins().istore8(flags, value, machine, MACHINE_C);
+    };
+    load_registers(&mut b);
     let zero = b.ins().iconst(types::I64, 0);
     b.def_var(count, zero);
     b.ins().jump(blocks[0], &[]);
 
-    // Leaves with `code | index << 8 | count << 16`, the registers written back.
+    // Leaves with `code | index << 8 | count << 16` (the registers die with the run).
     let leave = |b: &mut FunctionBuilder<'_>, code: Value, index: usize| {
-        for (var, offset) in [(a, FRAME_A), (bb, FRAME_B), (c, FRAME_C)] {
-            let value = b.use_var(var);
-            b.ins().store(flags, value, frame, offset);
-        }
         let executed = b.use_var(count);
         let executed = b.ins().ishl_imm(executed, 16);
         let code = b.ins().bor_imm(code, (index as i64) << 8);
@@ -291,7 +273,7 @@ fn lower(mut b: FunctionBuilder<'_>, program: &Program, ptr: types::Type, helper
                 continue;
             }
             Insn::Return => {
-                let returned = b.ins().load(types::I64, flags, frame, FRAME_RETURNED);
+                let returned = b.ins().uload8(types::I64, flags, machine, MACHINE_RETURNED);
                 let second = b.ins().icmp_imm(IntCC::NotEqual, returned, 0);
                 let fault = EXIT_FAULT + Fault::SecondReturn.index() as u64;
                 let fault = b.ins().iconst(types::I64, fault as i64);
@@ -386,18 +368,11 @@ fn lower(mut b: FunctionBuilder<'_>, program: &Program, ptr: types::Type, helper
             | Insn::Lookup(_)
             | Insn::Insert(_)
             | Insn::Map(_) => {
-                let vc = b.use_var(c);
-                for (value, offset) in [(va, FRAME_A), (vb, FRAME_B), (vc, FRAME_C)] {
-                    b.ins().store(flags, value, frame, offset);
-                }
-                let callee = b.ins().load(ptr, flags, frame, FRAME_HELPER);
+                store_registers(&mut b);
                 let index = b.ins().iconst(types::I32, i as i64);
-                let call = b.ins().call_indirect(helper_sig, callee, &[frame, index]);
+                let call = b.ins().call_indirect(helper_sig, callee, &[machine, index]);
                 let exit = b.inst_results(call)[0];
-                for (var, offset) in [(a, FRAME_A), (bb, FRAME_B), (c, FRAME_C)] {
-                    let value = b.ins().load(types::I64, flags, frame, offset);
-                    b.def_var(var, value);
-                }
+                load_registers(&mut b);
                 let stop = b.create_block();
                 b.ins().brif(exit, stop, &[], next, &[]);
                 b.switch_to_block(stop);
@@ -477,7 +452,11 @@ pub struct CompileQueue {
     compiled: AtomicU64,
     failed: AtomicU64,
     compile_ns: AtomicU64,
+    last_compile: Mutex<Option<Instant>>,
 }
+
+/// Least time between two compilations of [`CompileQueue::serve_paced`].
+pub const COMPILE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl CompileQueue {
     /// Asks for `code` to be compiled; the answer appears in the returned cell. `None` when
@@ -499,15 +478,46 @@ impl CompileQueue {
         Some(published)
     }
 
-    /// Compiles up to `budget` waiting programs (control thread); returns how many it answered.
+    /// Answers the waiting requests whose machine code is kept, and compiles one more program
+    /// when the last compilation is at least [`COMPILE_INTERVAL`] ago (control thread). A
+    /// compilation takes a fraction of a millisecond: paced, a sender of ever new programs
+    /// cannot make the control thread spend more than a few percent of a core compiling.
+    pub fn serve_paced(&self, now: Instant) -> usize {
+        let due = self.last_compile.lock().ok().is_some_and(|mut last| {
+            let due = last.is_none_or(|at| now.duration_since(at) >= COMPILE_INTERVAL);
+            if due {
+                *last = Some(now);
+            }
+            due
+        });
+        self.serve_with(if due { 1 } else { 0 }, WAITING)
+    }
+
+    /// Compiles up to `budget` waiting programs at once (tests, benchmarks); returns how many
+    /// requests it answered.
     pub fn serve(&self, budget: usize) -> usize {
-        let mut answered = 0;
-        while answered < budget {
+        self.serve_with(budget, budget)
+    }
+
+    /// Answers up to `answers` requests, compiling at most `compiles` programs; a request
+    /// that would need a compilation beyond that waits.
+    fn serve_with(&self, compiles: usize, answers: usize) -> usize {
+        let (mut answered, mut compiled) = (0, 0);
+        while answered < answers {
             let Some(request) = self.waiting.lock().ok().and_then(|mut w| w.pop_front()) else {
                 break;
             };
             let code = &request.code[..usize::from(request.code_len)];
-            let compiled = self.kept(code, request.key_count).or_else(|| {
+            let kept = self.kept(code, request.key_count);
+            if kept.is_none() && compiled >= compiles {
+                // Its turn comes at a later pass.
+                if let Ok(mut waiting) = self.waiting.lock() {
+                    waiting.push_front(request);
+                }
+                break;
+            }
+            let compiled_now = kept.is_none();
+            let result = kept.or_else(|| {
                 let program = crate::decode::decode(code, usize::from(request.key_count)).ok()?;
                 let started = Instant::now();
                 let result = compile(&program);
@@ -530,8 +540,9 @@ impl CompileQueue {
                     }
                 }
             });
-            let _ = request.published.set(compiled);
+            let _ = request.published.set(result);
             answered += 1;
+            compiled += usize::from(compiled_now);
         }
         answered
     }
@@ -786,6 +797,25 @@ mod tests {
             let access = Access { scopes: [Scope::Public, scope, Scope::Public, Scope::Public], admin, admission: None };
             agree(&code, 4, &scratch, returned, &access);
         }
+    }
+
+    /// Paced, the control thread compiles one program per interval; requests whose machine
+    /// code is kept are answered at once.
+    #[test]
+    fn paced_serving_compiles_one_program_per_interval() {
+        let queue = CompileQueue::default();
+        let codes: Vec<Vec<u8>> =
+            (0..3).map(|n| assemble(&format!("imm a, {n}\nfwd")).unwrap().code).collect();
+        let cells: Vec<_> = codes.iter().map(|c| queue.request(c, 0).unwrap()).collect();
+        let start = Instant::now();
+        assert_eq!(queue.serve_paced(start), 1);
+        assert_eq!(queue.serve_paced(start + COMPILE_INTERVAL / 2), 0, "not yet");
+        let again = queue.request(&codes[0], 0).unwrap();
+        assert_eq!(queue.serve_paced(start + COMPILE_INTERVAL / 2), 0, "kept, but queued behind");
+        assert_eq!(queue.serve_paced(start + COMPILE_INTERVAL), 1);
+        assert_eq!(queue.serve_paced(start + 2 * COMPILE_INTERVAL), 2, "one compiled, one kept");
+        assert!(cells.iter().chain([&again]).all(|cell| matches!(cell.get(), Some(Some(_)))));
+        assert_eq!(queue.stats().compiled, 3);
     }
 
     #[test]

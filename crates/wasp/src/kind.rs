@@ -52,6 +52,10 @@ pub struct WaspSection {
     /// Longest probe for a key (default 8).
     #[serde(default)]
     pub max_probe: Option<usize>,
+    /// Entries that may use more than the first word of their bank (`map`), percent of the
+    /// capacity (default 12).
+    #[serde(default)]
+    pub wide_percent: Option<u8>,
     /// Keys admin packets are authenticated with (`[{ id = 1, key = "64 hex digits" }]`);
     /// without any, admin packets are refused.
     #[serde(default)]
@@ -72,13 +76,10 @@ pub struct WaspSection {
     pub jit_after: Option<u32>,
 }
 
-/// Runs before a program is compiled, by default: about where compiling pays off (see
-/// `hotplane bench wasp`, `break_even_packets`).
-pub const JIT_AFTER: u32 = 64;
-
-/// Programs the control thread compiles per housekeeping pass, at most.
-#[cfg(feature = "jit")]
-const COMPILES_PER_PASS: usize = 8;
+/// Runs of a program on one worker before it is compiled, by default. Compiling takes a few
+/// hundred microseconds and saves a few nanoseconds per packet at most (`hotplane bench wasp`,
+/// `break_even_packets`: 10^5 packets and more), so only programs that stay hot are worth it.
+pub const JIT_AFTER: u32 = 10_000;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -136,6 +137,7 @@ impl WaspSection {
                 })?,
             },
             max_probe: self.max_probe.unwrap_or(defaults.max_probe),
+            wide_percent: self.wide_percent.unwrap_or(defaults.wide_percent),
             ..defaults
         };
         // Check it now, at start, rather than when the first stage needs a store.
@@ -490,7 +492,7 @@ impl ProgramKind for WaspKind {
     fn housekeeping(&self) {
         #[cfg(feature = "jit")]
         if let Some((queue, _)) = &self.jit {
-            queue.serve(COMPILES_PER_PASS);
+            queue.serve_paced(std::time::Instant::now());
         }
         let now = hotplane_core::time::now_ns();
         let stores: Vec<Arc<Ess>> = self.stores().values().map(|s| s.ess.clone()).collect();

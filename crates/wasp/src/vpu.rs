@@ -144,12 +144,19 @@ impl Default for Workspace {
 /// No slot mapped yet.
 const UNMAPPED: u8 = u8::MAX;
 
-/// One run's state. The registers come first and are the only fields the compiled tier
-/// reads or writes directly (see [`crate::jit`]).
+/// One run's state. `repr(C)` with the registers first: they are the only fields the
+/// compiled tier reads or writes directly, at fixed offsets (see [`crate::jit`]).
+#[repr(C)]
 pub(crate) struct Machine<'e, S: BuildHasher> {
     pub(crate) a: u64,
     pub(crate) b: u64,
     pub(crate) c: bool,
+    /// `returned` as the compiled tier reads it (one byte after `c`).
+    pub(crate) returned_flag: bool,
+    /// A panic in a step the compiled tier handed back to the interpreter, raised again
+    /// once the machine code has returned (unwinding through it is not allowed).
+    #[cfg(feature = "jit")]
+    pub(crate) panic: Option<Box<dyn std::any::Any + Send>>,
     pub(crate) program: &'e Program,
     ws: &'e mut Workspace,
     /// The packet's scratchpad as it arrived: read until the first write, after which
@@ -561,6 +568,9 @@ pub fn run_in<S: BuildHasher>(
             a: 0,
             b: 0,
             c: false,
+            returned_flag: returned,
+            #[cfg(feature = "jit")]
+            panic: None,
             program,
             ws: &mut *ws,
             scratch_in: &scratch[..scratch_len],

@@ -10,7 +10,14 @@ use hotplane_wasp::{process, Env, Ess, Fate, Fault, FilterConfig};
 use proptest::prelude::*;
 
 fn small_store() -> Ess {
-    Ess::new(&EssConfig { capacity: 16, shards: 2, max_probe: 4, lifetime_ns: 1_000 }).unwrap()
+    Ess::new(&EssConfig {
+        capacity: 16,
+        shards: 2,
+        max_probe: 4,
+        lifetime_ns: 1_000,
+        ..EssConfig::default()
+    })
+    .unwrap()
 }
 
 /// A shim with random lengths and contents but a right checksum, so that runs are reached.

@@ -182,11 +182,20 @@ pub struct EssConfig {
     pub max_probe: usize,
     /// Number of independently locked shards (a power of two).
     pub shards: usize,
+    /// Entries whose bank uses more than its first word (programs that `map` it), percent of
+    /// the capacity (each takes a 24-byte extension; default [`EXTENSION_PERCENT`]).
+    pub wide_percent: u8,
 }
 
 impl Default for EssConfig {
     fn default() -> Self {
-        EssConfig { capacity: 1 << 16, lifetime_ns: 10_000_000_000, max_probe: 8, shards: 64 }
+        EssConfig {
+            capacity: 1 << 16,
+            lifetime_ns: 10_000_000_000,
+            max_probe: 8,
+            shards: 64,
+            wide_percent: EXTENSION_PERCENT as u8,
+        }
     }
 }
 
@@ -200,6 +209,8 @@ pub enum EssConfigError {
     MaxProbe,
     #[error("ESS shards must be a power of two within 1..=1024")]
     Shards,
+    #[error("ESS wide_percent must be within 0..=100")]
+    WidePercent,
 }
 
 /// Why a write was not stored.
@@ -347,12 +358,16 @@ impl<S: BuildHasher> Ess<S> {
         if !config.shards.is_power_of_two() || config.shards > 1024 {
             return Err(EssConfigError::Shards);
         }
+        if config.wide_percent > 100 {
+            return Err(EssConfigError::WidePercent);
+        }
         // The capacity split exactly: the first `capacity % shards` shards hold one more.
         let (each, extra) = (config.capacity / config.shards, config.capacity % config.shards);
         let shards = (0..config.shards)
             .map(|i| {
                 let limit = each + usize::from(i < extra);
-                let extensions = (limit * EXTENSION_PERCENT).div_ceil(100).max(limit.min(16));
+                let extensions =
+                    (limit * usize::from(config.wide_percent)).div_ceil(100).max(limit.min(16));
                 ShardCell::new(Table::new(limit, config.max_probe, extensions))
             })
             .collect();
