@@ -1,5 +1,5 @@
-//! Zero-initialised, cache-line (or huge-page) aligned arrays of atomic words: the storage of
-//! every table. Large arrays are allocated lazily by the kernel (zeroed pages on first touch)
+//! Zero-initialised, cache-line (or huge-page) aligned arrays of words (atomic ones, shared by
+//! workers; or plain ones, owned by one lock holder at a time): the storage of every table. Large arrays are allocated lazily by the kernel (zeroed pages on first touch)
 //! and marked for transparent huge pages, which is what keeps a 64 MiB DIR-24-8 level or a
 //! 2^24-entry hash table from paying a TLB miss per lookup.
 
@@ -7,7 +7,7 @@ use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
-/// Atomic integer types whose all-zero bit pattern is a valid value.
+/// Word types whose all-zero bit pattern is a valid value.
 ///
 /// # Safety
 /// Implementors must be valid when zero-initialised.
@@ -16,8 +16,16 @@ pub unsafe trait ZeroValid: Sync + Send {}
 unsafe impl ZeroValid for AtomicU32 {}
 // SAFETY: as above.
 unsafe impl ZeroValid for AtomicU64 {}
+// SAFETY: plain integers (and arrays of them) are valid when zero, and Send + Sync.
+unsafe impl ZeroValid for u64 {}
+// SAFETY: as above.
+unsafe impl<const N: usize> ZeroValid for [u64; N] {}
 
 const HUGE_PAGE: usize = 2 << 20;
+/// Arrays from this size on are mapped rather than allocated: the allocator zeroes an aligned
+/// allocation by writing it (every page resident at once), a fresh mapping is zero pages the
+/// kernel provides on first touch.
+const MAP_FROM: usize = 256 << 10;
 
 /// A fixed-length, zeroed, aligned array.
 pub struct WordArray<T: ZeroValid> {
@@ -36,8 +44,8 @@ enum Backing {
     },
 }
 
-// SAFETY: the array owns its elements, which are atomics (Send + Sync); sharing it hands out only
-// shared references to them.
+// SAFETY: the array owns its elements, which are Send + Sync (`ZeroValid`); a shared reference
+// hands out only shared references to them, and `&mut` access needs the array exclusively.
 unsafe impl<T: ZeroValid> Send for WordArray<T> {}
 // SAFETY: as above.
 unsafe impl<T: ZeroValid> Sync for WordArray<T> {}
@@ -53,7 +61,7 @@ impl<T: ZeroValid> WordArray<T> {
     pub fn zeroed(len: usize) -> Result<Self, AllocError> {
         let elem = std::mem::size_of::<T>();
         let bytes = len.max(1).checked_mul(elem).ok_or(AllocError { bytes: usize::MAX })?;
-        if bytes >= HUGE_PAGE {
+        if bytes >= MAP_FROM {
             return Self::mapped(len, bytes);
         }
         let layout = Layout::from_size_align(bytes, 64).map_err(|_| AllocError { bytes })?;
@@ -113,6 +121,14 @@ impl<T: ZeroValid> std::ops::Deref for WordArray<T> {
         // SAFETY: `ptr` points to `len` zero-initialised `T`s (valid by `ZeroValid`) that live
         // until drop.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: ZeroValid> std::ops::DerefMut for WordArray<T> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in `deref`; `&mut self` makes this the only reference to the elements.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 }
 

@@ -75,16 +75,21 @@ impl Tiering {
     /// Counts a hit and moves on when it is time; the machine code once there is some.
     fn hit(
         &mut self,
+        program: &Program,
         code: &[u8],
-        key_count: usize,
         jit: Option<&(Arc<CompileQueue>, u32)>,
     ) -> Option<&CompiledProgram> {
         match self {
             Tiering::Cold(hits) => {
                 *hits = hits.saturating_add(1);
                 if let Some((queue, _)) = jit.filter(|(_, after)| *hits >= *after) {
-                    if let Some(published) = queue.request(code, key_count) {
+                    if !crate::jit::worth_compiling(program) {
+                        *self = Tiering::Interpreted;
+                    } else if let Some(published) = queue.request(code, program.key_count()) {
                         *self = Tiering::Waiting(published);
+                    } else {
+                        // Busy or full: ask again after as many runs, not on every packet.
+                        *hits = 0;
                     }
                 }
                 None
@@ -130,6 +135,8 @@ impl Entry {
 /// A direct-mapped cache of decoded programs; one per worker (it is not shared).
 pub struct DecodeCache {
     entries: Box<[Option<Entry>]>,
+    /// Key of [`index_of`], drawn from the operating system's random source.
+    seed: u64,
     hits: u64,
     misses: u64,
     workspace: Workspace,
@@ -146,8 +153,10 @@ impl Default for DecodeCache {
 
 impl DecodeCache {
     pub fn new() -> Self {
+        use std::hash::BuildHasher;
         Self {
             entries: (0..CACHE_ENTRIES).map(|_| None).collect(),
+            seed: std::collections::hash_map::RandomState::new().hash_one(0xdec0_u64),
             hits: 0,
             misses: 0,
             workspace: Workspace::default(),
@@ -200,15 +209,17 @@ fn word_at(code: &[u8], at: usize) -> u64 {
     }
 }
 
-/// A cheap hash of the code: its first two words and the word holding its last byte,
-/// multiplied independently (no chain of dependent multiplies). A collision costs a decode,
-/// never a wrong program (a hit compares every byte).
-fn index_of(code: &[u8], key_count: usize) -> usize {
+/// A cheap hash of the code, keyed by the cache's random `seed`: its first two words and the
+/// word holding its last byte, each mixed with the seed and multiplied independently (no chain
+/// of dependent multiplies). Keyed, so that nobody can compute off-line a program that takes
+/// a popular program's entry on every packet. A collision costs a decode, never a wrong
+/// program (a hit compares every byte).
+fn index_of(code: &[u8], key_count: usize, seed: u64) -> usize {
     let last = 8 * (code.len().saturating_sub(1) / 8);
-    let h = word_at(code, 0).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-        ^ word_at(code, 8).wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
-        ^ word_at(code, last).wrapping_mul(0x1656_67b1_9e37_79f9)
-        ^ ((code.len() as u64) << 8 | key_count as u64).wrapping_mul(0x27d4_eb2f_1656_67c5);
+    let h = (word_at(code, 0) ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ (word_at(code, 8) ^ seed.rotate_left(21)).wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
+        ^ (word_at(code, last) ^ seed.rotate_left(42)).wrapping_mul(0x1656_67b1_9e37_79f9)
+        ^ ((code.len() as u64) << 8 | key_count as u64 ^ seed).wrapping_mul(0x27d4_eb2f_1656_67c5);
     (h >> 40) as usize & (CACHE_ENTRIES - 1)
 }
 
@@ -218,7 +229,7 @@ impl Decoder for DecodeCache {
             // As the decoder says; such code is never kept (its prefix could match).
             return Err(DecodeError { reason: Reject::CodeTooLong, at: MAX_CODE });
         }
-        let slot = &mut self.entries[index_of(code, key_count)];
+        let slot = &mut self.entries[index_of(code, key_count, self.seed)];
         let hit = slot.as_ref().is_some_and(|entry| entry.holds(code, key_count));
         if hit {
             self.hits += 1;
@@ -241,7 +252,7 @@ impl Decoder for DecodeCache {
         };
         let program = entry.decoded.as_ref().map_err(|e| *e)?;
         #[cfg(feature = "jit")]
-        if let Some(compiled) = entry.tiering.hit(code, key_count, self.jit.as_ref()) {
+        if let Some(compiled) = entry.tiering.hit(program, code, self.jit.as_ref()) {
             return Ok(Prepared {
                 tier: Tier::Compiled(program, compiled),
                 workspace: &mut self.workspace,

@@ -8,11 +8,12 @@
 //! The byte-level specification is `docs/wasp.md`. Modules: [`wire`] (the shim as a zero-copy
 //! view and its `Repr`), [`isa`] (instructions and their encoding), [`decode`] (decoder and
 //! validator), [`vpu`] (the interpreter), [`ess`] (the store), [`asm`] (assembler and
-//! disassembler), [`carriage`] (finding the shim behind IPv4/IPv6 or in UDP), [`filter`] (one
+//! disassembler), [`jit`] (the compiled tier, feature `jit`), [`carriage`] (finding the shim behind IPv4/IPv6 or in UDP), [`filter`] (one
 //! packet from shim bytes to fate), [`demo`] (the active packet of `hotplane demo`).
 //!
-//! This crate must depend on no hotplane crate but `hotplane-core` (never on the engine, the
-//! binary or another program kind), and must never panic on packet bytes or program text.
+//! This crate must depend on no hotplane crate but `hotplane-core` and `hotplane-tables` (its
+//! huge-page word arrays); never on the engine, the binary or another program kind. It must
+//! never panic on packet bytes or program text.
 
 pub mod admin;
 pub mod asm;

@@ -62,6 +62,15 @@ impl ShardCell {
         self.locked.store(false, Ordering::Release);
     }
 
+    /// The shard locked until the guard is dropped, if it is free now; never waits.
+    #[inline]
+    pub(super) fn try_guard(&self) -> Option<ShardGuard<'_>> {
+        self.locked
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            .then_some(ShardGuard { cell: self })
+    }
+
     /// Locks the shard until the guard is dropped (also during a panic's unwinding).
     #[inline]
     pub(super) fn guard(&self) -> ShardGuard<'_> {

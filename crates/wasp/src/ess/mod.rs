@@ -209,7 +209,9 @@ pub enum EssConfigError {
     MaxProbe,
     #[error("ESS shards must be a power of two within 1..=1024")]
     Shards,
-    #[error("ESS wide_percent must be within 0..=100")]
+    #[error("ESS: cannot allocate {0} bytes for the store")]
+    Memory(usize),
+    #[error("ESS wide_percent must be within 0..=100, and at most 2^19 wide entries per shard")]
     WidePercent,
 }
 
@@ -358,7 +360,9 @@ impl<S: BuildHasher> Ess<S> {
         if !config.shards.is_power_of_two() || config.shards > 1024 {
             return Err(EssConfigError::Shards);
         }
-        if config.wide_percent > 100 {
+        let per_shard = config.capacity.div_ceil(config.shards);
+        let wide = (per_shard * usize::from(config.wide_percent)).div_ceil(100);
+        if config.wide_percent > 100 || wide > table::MAX_EXTENSIONS_PER_SHARD {
             return Err(EssConfigError::WidePercent);
         }
         // The capacity split exactly: the first `capacity % shards` shards hold one more.
@@ -368,9 +372,12 @@ impl<S: BuildHasher> Ess<S> {
                 let limit = each + usize::from(i < extra);
                 let extensions =
                     (limit * usize::from(config.wide_percent)).div_ceil(100).max(limit.min(16));
-                ShardCell::new(Table::new(limit, config.max_probe, extensions))
+                Ok(ShardCell::new(
+                    Table::new(limit, config.max_probe, extensions)
+                        .map_err(|e| EssConfigError::Memory(e.bytes))?,
+                ))
             })
-            .collect();
+            .collect::<Result<_, EssConfigError>>()?;
         Ok(Ess {
             shards,
             hasher,
@@ -546,12 +553,18 @@ impl<S: BuildHasher> Ess<S> {
     /// Frees up to `budget_per_shard` expired entries in every shard (control thread), moving
     /// each shard's sweep hand over at most `8 * budget_per_shard` slots (one rotation at
     /// most). Returns how many it freed.
+    ///
+    /// A shard a worker holds is skipped until the next pass: the control thread may share a
+    /// core with a worker, and a worker must never spin behind a preempted housekeeper that
+    /// waited for it.
     pub fn housekeeping(&self, now: u64, budget_per_shard: usize) -> usize {
         let clock = self.clock(now);
         let slots = budget_per_shard.saturating_mul(HOUSEKEEPING_SLOTS_PER_ENTRY);
         let mut freed = 0;
         for shard in 0..self.shards.len() {
-            let Some(mut table) = self.lock(shard) else { continue };
+            let Some(mut table) = self.shards.get(shard).and_then(ShardCell::try_guard) else {
+                continue;
+            };
             let before = table.counters.expired;
             // (The wrap guard may free a whole idle shard beyond the budget: rare, and due.)
             table.guard_wrap(&clock, &self.admission);

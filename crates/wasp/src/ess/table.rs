@@ -5,6 +5,7 @@
 //! (programs that only `insert` write word 0); a bank with any of them non-zero keeps them in
 //! a 24-byte extension from a bounded per-shard pool.
 
+use hotplane_tables::words::{AllocError, WordArray};
 use std::sync::atomic::Ordering;
 
 use super::{AdmissionCounts, BankBytes, Refusal, StoreKey, BANK_LEN};
@@ -16,6 +17,12 @@ const SCOPE_MASK: u32 = 0b11;
 const OWNER_SHIFT: u32 = 2;
 const OWNER_MASK: u32 = (1 << 11) - 1;
 const EXTENSION_SHIFT: u32 = 13;
+/// Entries of a key's windows a displacement considers moving, and slots of each entry's own
+/// windows it reads, at most: with `max_probe` up to 64, a creation must still read a bounded
+/// number of slots under its lock (8 x (1 hash + 16 reads)).
+const DISPLACE_CANDIDATES: usize = 8;
+const DISPLACE_READS: usize = 16;
+
 /// Extensions one shard may hold at most (what fits the meta word's 19 bits, less the "none").
 pub(super) const MAX_EXTENSIONS_PER_SHARD: usize = (1 << 19) - 1;
 
@@ -205,11 +212,11 @@ pub(super) struct Found {
 
 pub(super) struct Table {
     /// Encoded [`Slot`]s; all zeros is a free slot.
-    slots: Box<[[u64; 3]]>,
+    slots: WordArray<[u64; 3]>,
     /// Words 1..3 of wide banks. Never-used extensions are handed out from `extensions_fresh`
     /// (their pages stay untouched until needed), released ones through a free list linked
     /// by their word 0.
-    extensions: Box<[[u64; 3]]>,
+    extensions: WordArray<[u64; 3]>,
     extensions_fresh: u32,
     /// Index + 1 of the first released extension (0: none).
     extensions_free: u32,
@@ -227,16 +234,28 @@ pub(super) struct Table {
     rotation_oldest: u64,
     /// The latest creation tick.
     newest: u64,
+    /// Windows a displacement last failed to make room in, and the tick it failed at: until a
+    /// slot is freed or the tick changes (expired entries are free slots), it would fail
+    /// again. Keys an attacker makes collide all share their windows: they cost one compare
+    /// here instead of a hash per entry of the windows.
+    undisplaceable: Option<(Windows, u64)>,
     pub(super) counters: Counters,
 }
 
 impl Table {
-    pub(super) fn new(limit: usize, max_probe: usize, extensions: usize) -> Table {
+    /// A table for `limit` entries. Its arrays are zeroed by the kernel on first touch, and
+    /// large ones are aligned and advised for transparent huge pages: a store of tens of
+    /// millions of entries would otherwise pay a page walk per lookup besides the cache miss.
+    pub(super) fn new(
+        limit: usize,
+        max_probe: usize,
+        extensions: usize,
+    ) -> Result<Table, AllocError> {
         let size = (limit * LOAD_DENOMINATOR).div_ceil(LOAD_NUMERATOR).max(max_probe).max(1);
         let extensions = extensions.min(MAX_EXTENSIONS_PER_SHARD);
-        Table {
-            slots: vec![[0u64; 3]; size].into_boxed_slice(),
-            extensions: vec![[0u64; 3]; extensions].into_boxed_slice(),
+        Ok(Table {
+            slots: WordArray::zeroed(size)?,
+            extensions: WordArray::zeroed(extensions)?,
             extensions_fresh: 0,
             extensions_free: 0,
             extensions_used: 0,
@@ -247,8 +266,9 @@ impl Table {
             oldest: u64::MAX,
             rotation_oldest: u64::MAX,
             newest: 0,
+            undisplaceable: None,
             counters: Counters::default(),
-        }
+        })
     }
 
     /// Bytes of this table's slots and extensions.
@@ -277,6 +297,7 @@ impl Table {
     fn clear(&mut self, at: usize) {
         if let Some(raw) = self.slots.get_mut(at) {
             raw[2] &= u64::from(u32::MAX);
+            self.undisplaceable = None;
         }
     }
 
@@ -372,8 +393,11 @@ impl Table {
         clock: &Clock,
         counts: &AdmissionCounts,
     ) -> Option<usize> {
+        if self.undisplaceable == Some((*windows, clock.tick64())) {
+            return None;
+        }
         let size = self.slots.len();
-        for step in 0..windows.len {
+        for step in 0..windows.len.min(DISPLACE_CANDIDATES) {
             let from = windows.slot(step, size);
             let Some(moved) = self.slot(from) else { continue };
             let Some(key) = moved.store_key() else { continue };
@@ -383,7 +407,7 @@ impl Table {
                 // knows) cost one hash each here, no slot reads.
                 continue;
             }
-            for their_step in 0..theirs.len {
+            for their_step in 0..theirs.len.min(DISPLACE_READS) {
                 let to = theirs.slot(their_step, size);
                 if to != from && self.free_if_expired(to, clock, counts) {
                     self.set_slot(to, moved);
@@ -394,6 +418,7 @@ impl Table {
                 }
             }
         }
+        self.undisplaceable = Some((*windows, clock.tick64()));
         None
     }
 

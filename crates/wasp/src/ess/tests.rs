@@ -76,6 +76,24 @@ fn colliding_keys_cannot_build_a_chain_longer_than_max_probe() {
     assert_eq!(ess.get(50, 0), None);
 }
 
+/// A failed displacement is remembered only while nothing can have changed: room made by an
+/// entry that expires (a later tick) or one that is freed is found again.
+#[test]
+fn colliding_keys_get_room_again_when_an_entry_goes() {
+    let config = EssConfig { shards: 1, capacity: 100, max_probe: 8, ..EssConfig::default() };
+    let ess = Ess::with_hasher(&config, BuildHasherDefault::<Colliding>::default()).unwrap();
+    for key in 0..8 {
+        assert_eq!(ess.put(key, &bank(key), key * SECOND), Ok(true));
+    }
+    assert_eq!(ess.put(100, &bank(0), 8 * SECOND), Err(Refusal::ProbeLimit));
+    let again = ess.put(101, &bank(0), 8 * SECOND);
+    assert_eq!(again, Err(Refusal::ProbeLimit), "remembered: still full");
+    // Key 0's entry expires at tau: its slot is room again, at once.
+    let tau = ess.lifetime_ns();
+    assert_eq!(ess.put(102, &bank(0), tau), Ok(true));
+    assert_eq!(ess.put(103, &bank(0), tau), Err(Refusal::ProbeLimit));
+}
+
 #[test]
 fn transaction_reads_and_writes_keys_in_shared_shards() {
     let config = EssConfig { shards: 2, ..EssConfig::default() };
