@@ -8,8 +8,9 @@
 //! The byte-level specification is `docs/wasp.md`. Modules: [`wire`] (the shim as a zero-copy
 //! view and its `Repr`), [`isa`] (instructions and their encoding), [`decode`] (decoder and
 //! validator), [`vpu`] (the interpreter), [`ess`] (the store), [`asm`] (assembler and
-//! disassembler), [`jit`] (the compiled tier, feature `jit`), [`carriage`] (finding the shim behind IPv4/IPv6 or in UDP), [`filter`] (one
-//! packet from shim bytes to fate), [`demo`] (the active packet of `hotplane demo`).
+//! disassembler), `jit` (the compiled tier, feature `jit`), [`carriage`] (finding the shim
+//! behind IPv4/IPv6 or in UDP), [`filter`] (one packet from shim bytes to fate), [`demo`] (the
+//! active packet of `hotplane demo`).
 //!
 //! This crate must depend on no hotplane crate but `hotplane-core` and `hotplane-tables` (its
 //! huge-page word arrays); never on the engine, the binary or another program kind. It must
