@@ -178,11 +178,16 @@ impl DecodeCache {
             _ => false,
         };
         if !same {
+            let other_queue = jit.is_some();
             self.jit = jit.map(|(queue, after)| (queue.clone(), after));
-            // Another data plane's settings (its own queue, or none: interpret): every program
-            // starts cold again, and a request to another queue may never be answered.
-            for entry in self.entries.iter_mut().flatten() {
-                entry.tiering = Tiering::Cold(0);
+            if other_queue {
+                // A request to another data plane's queue may never be answered: ask this one
+                // when hot again. Machine code already published stays (it is pure).
+                for entry in self.entries.iter_mut().flatten() {
+                    if matches!(entry.tiering, Tiering::Waiting(_)) {
+                        entry.tiering = Tiering::Cold(0);
+                    }
+                }
             }
         }
     }
@@ -251,8 +256,14 @@ impl Decoder for DecodeCache {
             return Err(DecodeError { reason: Reject::CodeTooLong, at: 0 });
         };
         let program = entry.decoded.as_ref().map_err(|e| *e)?;
+        // Without a queue (`jit = false`) everything is interpreted; the tiering state waits.
         #[cfg(feature = "jit")]
-        if let Some(compiled) = entry.tiering.hit(program, code, self.jit.as_ref()) {
+        if let Some(compiled) = self
+            .jit
+            .is_some()
+            .then(|| entry.tiering.hit(program, code, self.jit.as_ref()))
+            .flatten()
+        {
             return Ok(Prepared {
                 tier: Tier::Compiled(program, compiled),
                 workspace: &mut self.workspace,
