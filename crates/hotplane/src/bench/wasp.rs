@@ -1,9 +1,10 @@
 //! `hotplane bench wasp`: active packets per packet, next to their anchors in the same run.
 //!
-//! - every application of `examples/wasp/` and a FWD-only program through the `wasp` stage, in
-//!   its compiled tier (the default: a hot program runs as machine code) and in the cached
-//!   interpreter, with the compile time and the break-even packet count that follows from it,
-//!   on 100-byte UDP-carried frames in batches of 32; beside
+//! - every application of `examples/wasp/` and a FWD-only program through the `wasp` stage as
+//!   configured by default (hot programs worth compiling run as machine code) and with the
+//!   compiled tier off; the filter alone with the program decoded once, in each tier, with the
+//!   compile time and the break-even packet count that follows; on 100-byte UDP-carried frames
+//!   in batches of 32; beside
 //!   `count`, `collect` and `fwd` a native Rust stage doing the same on the same store, and
 //!   beside `count` the same function as an XDP program with a BPF hash map in hotplane's eBPF
 //!   JIT (`examples/ebpf/xdp_wasp_count.c`);
