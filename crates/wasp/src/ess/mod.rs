@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use crate::wire::{Scope, MAX_KEYS};
 use lock::{ShardCell, ShardGuard};
-use table::{Clock, Table, Windows};
+use table::{Clock, Found, Table, Windows};
 
 /// Bytes of one entry's bank (the seed's two adjacent 64-bit entries, or four words).
 pub const BANK_LEN: usize = 32;
@@ -482,10 +482,14 @@ impl<S: BuildHasher> Ess<S> {
     /// The slot holding `key` alive at `now`, if any.
     #[inline]
     fn find_in(&self, table: &mut Table, key: StoreKey, hash: u64, now: u64) -> Option<usize> {
+        self.probe_in(table, key, hash, now).hit
+    }
+
+    fn probe_in(&self, table: &mut Table, key: StoreKey, hash: u64, now: u64) -> Found {
         let clock = self.clock(now);
         table.guard_wrap(&clock, &self.admission);
         let windows = table.windows(hash, self.max_probe);
-        table.probe(key, &windows, &clock, &self.admission).hit
+        table.probe(key, &windows, &clock, &self.admission)
     }
 
     fn put_in(
@@ -497,13 +501,28 @@ impl<S: BuildHasher> Ess<S> {
         now: u64,
         creator: Option<Admission>,
     ) -> Result<bool, Refusal> {
-        let clock = self.clock(now);
-        table.guard_wrap(&clock, &self.admission);
-        let windows = table.windows(hash, self.max_probe);
-        let found = table.probe(key, &windows, &clock, &self.admission);
+        let found = self.probe_in(table, key, hash, now);
         if let Some(at) = found.hit {
             return self.update(table, at, bank);
         }
+        self.create_in(table, key, hash, bank, now, creator, found.free)
+    }
+
+    /// Creates `key`'s entry, `free` the first room its windows had (a probe just showed the
+    /// key absent).
+    #[allow(clippy::too_many_arguments)]
+    fn create_in(
+        &self,
+        table: &mut Table,
+        key: StoreKey,
+        hash: u64,
+        bank: &BankBytes,
+        now: u64,
+        creator: Option<Admission>,
+        free: Option<usize>,
+    ) -> Result<bool, Refusal> {
+        let clock = self.clock(now);
+        let windows = table.windows(hash, self.max_probe);
         // The aggregate's bucket is hashed only now: most transactions create nothing.
         let owner = creator.map_or(0, |who| self.owner_of(who.aggregate));
         if let Some(who) = creator {
@@ -520,7 +539,7 @@ impl<S: BuildHasher> Ess<S> {
             table.counters.refused_full += 1;
             return Err(Refusal::Full);
         }
-        let place = match found.free {
+        let place = match free {
             Some(at) => Some(at),
             None => {
                 let (max_probe, size) = (self.max_probe, table.size());
@@ -628,6 +647,7 @@ impl<S: BuildHasher> Ess<S> {
             scopes: [Scope::Public; MAX_KEYS],
             hashes: [0; MAX_KEYS],
             found: [NOT_FOUND; MAX_KEYS],
+            versions: [0; MAX_KEYS],
             locked: [0; MAX_KEYS],
             locked_count: 0,
             key_count: 0,
@@ -665,6 +685,10 @@ const NO_ADMISSION: (u64, Quota, bool) = (0, Quota::OFF, false);
 
 /// `Txn::found` of a slot `get` did not find.
 const NOT_FOUND: u32 = u32::MAX;
+/// `Txn::found` of a slot `get` saw missing: this bit, with the slot where its windows had room
+/// (or `NO_ROOM`) below it.
+const MISSED: u32 = 1 << 31;
+const NO_ROOM: u32 = MISSED - 2;
 
 /// A program run's exclusive access to the entries of its declared keys: their shards stay
 /// locked (ascending, each once) until it is dropped.
@@ -675,8 +699,12 @@ pub struct Txn<'a, S: BuildHasher = Salted> {
     scopes: [Scope; MAX_KEYS],
     hashes: [u64; MAX_KEYS],
     /// Where `get` found each slot's entry: the shard stays locked, so a `put` of the same
-    /// slot writes there after one check, without probing again.
+    /// slot writes there after one check, without probing again. Or, `MISSED` set, where it
+    /// saw room for the missing key, while its table's version stayed `versions`: `put`
+    /// creates the entry there without probing again. (16 bits of version: a transaction
+    /// changes a table far fewer than 2^16 times between its `get` and its `put`.)
     found: [u32; MAX_KEYS],
+    versions: [u16; MAX_KEYS],
     /// The locked shards, ascending, without repeats.
     locked: [u16; MAX_KEYS],
     locked_count: u8,
@@ -712,7 +740,13 @@ impl<S: BuildHasher> Txn<'_, S> {
         }
         let (key, hash, now, ess) = (self.key(slot), self.hashes[slot], self.now, self.ess);
         let table = self.table(slot)?;
-        let at = ess.find_in(table, key, hash, now)?;
+        let found = ess.probe_in(table, key, hash, now);
+        let Some(at) = found.hit else {
+            let room = found.free.map_or(NO_ROOM, |at| (at as u32).min(NO_ROOM));
+            self.versions[slot] = table.version as u16;
+            self.found[slot] = MISSED | room;
+            return None;
+        };
         let bank = table.bank(at);
         self.found[slot] = at as u32;
         Some(bank)
@@ -725,15 +759,22 @@ impl<S: BuildHasher> Txn<'_, S> {
         }
         let (key, hash, now, ess) = (self.key(slot), self.hashes[slot], self.now, self.ess);
         let (found, (aggregate, quota, counted)) = (self.found[slot], self.creator);
+        let version = self.versions[slot];
         let creator = counted.then_some(Admission { aggregate, quota });
         let table = self.table(slot).ok_or(Refusal::ProbeLimit)?;
-        if found != NOT_FOUND {
+        if found & MISSED == 0 {
             // Found by `get` under this same lock: still this key's and alive unless another
             // slot's operation moved or freed it meanwhile (one slot read tells).
             let at = found as usize;
             if table.holds_alive(at, key, &ess.clock(now)) {
                 return ess.update(table, at, bank);
             }
+        }
+        if found != NOT_FOUND && found & MISSED != 0 && version == table.version as u16 {
+            // Seen missing by `get`, and nothing in the table changed since (this lock).
+            let room = found & !MISSED;
+            let free = (room != NO_ROOM).then_some(room as usize);
+            return ess.create_in(table, key, hash, bank, now, creator, free);
         }
         ess.put_in(table, key, hash, bank, now, creator)
     }

@@ -239,6 +239,9 @@ pub(super) struct Table {
     /// again. Keys an attacker makes collide all share their windows: they cost one compare
     /// here instead of a hash per entry of the windows.
     undisplaceable: Option<(Windows, u64)>,
+    /// Changes with every slot written or freed: a transaction that saw a key missing may
+    /// create it where it saw room without probing again, while this has not changed.
+    pub(super) version: u32,
     pub(super) counters: Counters,
 }
 
@@ -267,6 +270,7 @@ impl Table {
             rotation_oldest: u64::MAX,
             newest: 0,
             undisplaceable: None,
+            version: 0,
             counters: Counters::default(),
         })
     }
@@ -289,6 +293,7 @@ impl Table {
     fn set_slot(&mut self, at: usize, slot: Slot) {
         if let Some(raw) = self.slots.get_mut(at) {
             *raw = slot.encode();
+            self.version = self.version.wrapping_add(1);
         }
     }
 
@@ -298,6 +303,7 @@ impl Table {
         if let Some(raw) = self.slots.get_mut(at) {
             raw[2] &= u64::from(u32::MAX);
             self.undisplaceable = None;
+            self.version = self.version.wrapping_add(1);
         }
     }
 
