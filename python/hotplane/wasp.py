@@ -45,7 +45,7 @@ FLAG_FAULT = 0x02
 FLAG_ADMIN = 0x04
 
 #: `fault_code` on the wire is the index of the fault + 1 (docs/wasp.md §5).
-FAULTS = ["read-only", "out-of-bounds", "not-mapped", "second-return"]
+FAULTS = ["read-only", "out-of-bounds", "not-mapped", "second-return", "protected"]
 
 #: Environment words, by index (`e.time` is e.64[5]).
 ENV_WORDS = ["node_id", "addr_hi", "addr_lo", "in_port", "out_port", "time", "queue", "len", "flags"]
@@ -495,3 +495,101 @@ def assemble_program(source: str) -> Assembled:
 def assemble(source: str) -> bytes:
     """Assembles WASP assembler text into code bytes (at most 64); raises AsmError."""
     return assemble_program(source).code
+
+
+# --- disassembler (the text `hotplane wasp disasm` prints, byte for byte) ---
+
+_ALU_TEXT = _ALU + ["mov a, b", "mov b, a", "clr"]  # 0x10..0x1d
+_LETTERS = "smeh"
+_INSN_LEN_2 = set(range(0x20, 0x28)) | {0x38, 0x39, 0x3A} | set(range(0x40, 0x90))
+
+
+def _mem_text(low: int, index: int, indexed: bool) -> str:
+    bank, width = (low >> 2) & 3, low & 3
+    if bank == 2 and width == 3 and not indexed and index < len(ENV_WORDS):
+        return f"e.{ENV_WORDS[index]}"
+    where = f"b+{index}" if indexed else str(index)
+    return f"{_LETTERS[bank]}.{8 << width}[{where}]"
+
+
+def _decode_one(code: bytes, at: int):
+    """(text, length, jump) of the instruction at `at`, `jump` = (mnemonic, offset) for a jump;
+    None when the bytes there do not decode (as `isa::decode_one` refuses them)."""
+    op = code[at]
+    length = 3 if op in (0x24, 0x25) else 2 if op in _INSN_LEN_2 else 1
+    if at + length > len(code):
+        return None
+    arg = code[at + 1] if length > 1 else 0
+    reg = lambda flag: "a" if flag else "b"  # noqa: E731
+    if op <= 0x03:
+        return ["nop", "fwd", "drop", "return"][op], 1, None
+    if 0x10 <= op <= 0x1D:
+        return _ALU_TEXT[op - 0x10], 1, None
+    if op in (0x20, 0x21):
+        return (None if arg >= 64 else (f"{'shl' if op == 0x20 else 'shr'} {arg}", 2, None))
+    if op in (0x22, 0x23):
+        return f"imm {reg(op == 0x22)}, {arg}", 2, None
+    if op in (0x24, 0x25):
+        return f"imm {reg(op == 0x24)}, {int.from_bytes(code[at + 1:at + 3], 'big')}", 3, None
+    if op in (0x26, 0x27):
+        return f"{'addi' if op == 0x26 else 'subi'} {arg}", 2, None
+    if 0x30 <= op <= 0x36:
+        return _CONDS[op - 0x30], 1, None
+    if op in (0x38, 0x39, 0x3A):
+        name = {0x38: "jmp", 0x39: "jt", 0x3A: "jf"}[op]
+        offset = arg - 256 if arg >= 128 else arg
+        return f"{name} .{offset:+d}", 2, (name, offset)
+    if 0x40 <= op <= 0x5F:
+        return f"ld {reg(op < 0x50)}, {_mem_text(op & 0xF, arg, False)}", 2, None
+    if 0x60 <= op <= 0x6F:
+        return f"st {_mem_text(op & 0xF, arg, False)}, a", 2, None
+    if 0x70 <= op <= 0x7F:
+        return f"ldx a, {_mem_text(op & 0xF, arg, True)}", 2, None
+    if 0x80 <= op <= 0x8F:
+        return f"stx {_mem_text(op & 0xF, arg, True)}, a", 2, None
+    if 0x90 <= op <= 0x9B:
+        return f"{['lookup', 'insert', 'map'][(op - 0x90) >> 2]} k{op & 3}", 1, None
+    if 0xA0 <= op <= 0xBF:
+        return f"ld {reg(op < 0xB0)}, s.64[{op & 0xF}]", 1, None
+    if 0xC0 <= op <= 0xCF:
+        return f"st s.64[{op & 0xF}], a", 1, None
+    if 0xD0 <= op <= 0xD7:
+        return f"ld {reg(op < 0xD4)}, m.64[{op & 3}]", 1, None
+    if 0xD8 <= op <= 0xDB:
+        return f"st m.64[{op & 3}], a", 1, None
+    return None
+
+
+def disassemble(code: bytes) -> str:
+    """Text `assemble` accepts (and `hotplane wasp disasm` prints): valid forward jumps get
+    labels `L<byte>`, bytes that do not decode (or jumps that would not validate) `.byte` lines."""
+    decoded = []
+    at = 0
+    while at < len(code):
+        one = _decode_one(code, at)
+        decoded.append((at, one, one[1] if one else 1))
+        at += one[1] if one else 1
+    starts = {at for at, _, _ in decoded}
+
+    def target(at, one):
+        if not one or not one[2] or one[2][1] < 0:
+            return None
+        t = at + 2 + one[2][1]
+        return t if t == len(code) or t in starts else None
+
+    labels = sorted({t for at, one, _ in decoded if (t := target(at, one)) is not None})
+    out = []
+    for at, one, length in decoded:
+        if at in labels:
+            out.append(f"L{at}:")
+        if one and one[2]:
+            t = target(at, one)
+            text = f"{one[2][0]} L{t}" if t is not None else None
+        else:
+            text = one[0] if one else None
+        if text is None:
+            text = ".byte " + ", ".join(f"{b:#04x}" for b in code[at:at + length])
+        out.append("        " + text)
+    if len(code) in labels:
+        out.append(f"L{len(code)}:")
+    return "".join(line + "\n" for line in out)

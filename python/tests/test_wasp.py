@@ -12,7 +12,7 @@ from scapy.layers.inet6 import IPv6, IPv6ExtHdrHopByHop
 from scapy.packet import Raw
 
 from hotplane import wasp
-from hotplane.wasp import WASP, AsmError, assemble, assemble_program, internet_checksum, wasp_packet
+from hotplane.wasp import WASP, AsmError, assemble, assemble_program, disassemble, internet_checksum, wasp_packet
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples" / "wasp").glob("*.s"))
@@ -206,6 +206,38 @@ def test_python_and_rust_agree_on_random_programs(hotplane_bin, tmp_path):
         assert ours == rust_assemble(hotplane_bin, path), text
         outcomes["ok" if isinstance(ours, bytes) else "error"] += 1
     assert min(outcomes.values()) >= 40, outcomes  # both paths exercised
+
+
+def rust_disassemble(binary: str, code: bytes) -> str:
+    """`hotplane wasp disasm --hex HEX`: the text it prints."""
+    run = subprocess.run([binary, "wasp", "disasm", "--hex", code.hex()], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
+def test_python_and_rust_disassemble_alike(hotplane_bin):
+    """Every example, and random bytes (mostly not programs): the same text, and text that
+    assembles again (to the same program; short encodings may replace long ones)."""
+    rng = random.Random(21)
+    codes = [assemble(path.read_text()) for path in EXAMPLES]
+    codes += [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 65))) for _ in range(150)]
+    codes += [bytes([0x38, 0x00]), bytes([0x39, 0x01, 0x00, 0x02]), bytes([0x3A, 0x05, 0x01]), bytes([0x24, 0x01])]
+    for code in codes:
+        text = disassemble(code)
+        assert text == rust_disassemble(hotplane_bin, code), code.hex()
+        assert len(assemble(text)) <= len(code), code.hex()
+
+
+def test_disassembly_names_banks_words_and_labels():
+    code = assemble("lookup k1\nld a, e.time\nldx a, h.16[b+3]\ncgt\njt end\nst m.64[2], a\nend:")
+    assert disassemble(code).split("\n") == [
+        "        lookup k1", "        ld a, e.time", "        ldx a, h.16[b+3]", "        cgt",
+        "        jt L9", "        st m.64[2], a", "L9:", ""]
+    # An unknown opcode, a shift by 64, an instruction cut short: bytes, as they are.
+    assert disassemble(bytes([0xFF, 0x20, 64, 0x40])) == (
+        "        .byte 0xff\n        .byte 0x20\n        ld a, s.8[64]\n"
+    )
+    assert disassemble(bytes([0x40])) == "        .byte 0x40\n"
 
 
 # --- the shim layer ---
