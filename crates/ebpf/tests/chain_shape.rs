@@ -205,14 +205,13 @@ fn the_report_prints_and_serialises() {
     assert!(text.contains("XDP_PASS: 1 shape"), "{text}");
     assert!(text.contains("len [74, 1518]") && text.contains("12: 86 dd"), "{text}");
     assert!(text.contains("never taken: XDP_ABORTED, XDP_TX, XDP_REDIRECT"), "{text}");
-    let j = r.to_json();
+    let j: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
     assert_eq!(j["complete"], true);
     let pass = Guarantee::from_value(j["exits"]["pass"].clone()).unwrap();
     assert_eq!(pass, r.analysis.guarantee(ExitAction::Pass));
-    assert_eq!(
-        j["exits"]["pass"]["shapes"][0],
-        serde_json::json!({"len": [74, 1518], "bytes": {"12": "86", "13": "dd", "20": "06"}})
-    );
+    assert!(r.to_json().contains(
+        r#""exits":{"drop":{"shapes":[{"len":[14,1518],"bytes":{}}]},"pass":{"shapes":[{"len":[74,1518],"bytes":{"12":"86","13":"dd","20":"06"}}]}}"#
+    ), "{}", r.to_json());
 }
 
 /// Frames that reach the examples' interesting paths: IPv6/TCP, IPv4 UDP to the filtered

@@ -24,7 +24,7 @@ pub use shape::{
 
 use crate::program::ProgramSpec;
 use crate::verifier::{self, Context, Env, MapInfo, VerifyError};
-use serde_json::json;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Instant;
 
@@ -86,22 +86,27 @@ impl Outcome {
 impl ShapeReport {
     /// `{"program":..,"complete":..,"exits":{"pass":{"shapes":[..]},..}}`; an action missing
     /// from `exits` is never taken.
-    pub fn to_json(&self) -> serde_json::Value {
-        let exits: serde_json::Map<String, serde_json::Value> = self
-            .analysis
-            .exits
-            .iter()
-            .map(|(a, g)| (a.name().to_string(), serde_json::to_value(g).unwrap_or_default()))
-            .collect();
-        json!({
-            "program": self.program,
-            "instructions": self.instructions,
-            "complete": self.analysis.is_complete(),
-            "outcome": self.analysis.outcome.describe(),
-            "processed": self.analysis.processed,
-            "analyse_us": self.analyse_us,
-            "exits": exits,
-        })
+    pub fn to_json(&self) -> String {
+        #[derive(serde::Serialize)]
+        struct Json<'a> {
+            program: &'a str,
+            instructions: usize,
+            complete: bool,
+            outcome: String,
+            processed: usize,
+            analyse_us: f64,
+            exits: BTreeMap<&'static str, &'a Guarantee>,
+        }
+        let json = Json {
+            program: &self.program,
+            instructions: self.instructions,
+            complete: self.analysis.is_complete(),
+            outcome: self.analysis.outcome.describe(),
+            processed: self.analysis.processed,
+            analyse_us: self.analyse_us,
+            exits: self.analysis.exits.iter().map(|(a, g)| (a.name(), g)).collect(),
+        };
+        serde_json::to_string(&json).unwrap_or_default()
     }
 }
 
