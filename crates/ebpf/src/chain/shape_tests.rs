@@ -207,3 +207,29 @@ proptest! {
         prop_assert_eq!(Guarantee::from_json(&g.to_json()).unwrap(), g);
     }
 }
+
+proptest! {
+    /// Text near the JSON form (valid shapes with characters replaced, and soup of the
+    /// characters it uses) gives a typed error or a shape, never a panic.
+    #[test]
+    fn arbitrary_text_never_panics(
+        a in arb_shape(),
+        edits in proptest::collection::vec((any::<usize>(), "[{}\\[\\],:\"0-9a-f?x -]"), 0..4),
+        soup in "[{}\\[\\],:\"0-9a-f?lenbytshap -]{0,60}",
+    ) {
+        let mut text: Vec<char> = Guarantee::of(a).to_json().chars().collect();
+        for (at, c) in edits {
+            let at = at % text.len();
+            text[at] = c.chars().next().unwrap_or(' ');
+        }
+        let text: String = text.into_iter().collect();
+        for t in [text.as_str(), soup.as_str()] {
+            if let Ok(s) = PacketShape::from_json(t) {
+                prop_assert_eq!(PacketShape::from_json(&s.to_json()).unwrap(), s);
+            }
+            if let Ok(g) = Guarantee::from_json(t) {
+                prop_assert_eq!(Guarantee::from_json(&g.to_json()).unwrap(), g);
+            }
+        }
+    }
+}
