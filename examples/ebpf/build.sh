@@ -4,7 +4,7 @@
 # so that `hotplane demo` runs without clang; rebuild after editing a .c file.
 set -euo pipefail
 cd "$(dirname "$0")"
-for c in *.c; do
+for c in *.c chain/*.c; do
     o="${c%.c}.o"
     clang -O2 -g -target bpf -I/usr/include/$(uname -m)-linux-gnu -c "$c" -o "$o"
     llvm-strip --strip-debug --keep-section=.BTF --keep-section=.BTF.ext "$o" 2>/dev/null || true

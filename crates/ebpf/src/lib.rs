@@ -10,6 +10,7 @@
 
 pub mod asm;
 pub mod cc;
+pub mod chain;
 pub mod conformance;
 pub mod ctx;
 pub mod elf;

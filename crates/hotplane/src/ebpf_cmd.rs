@@ -11,7 +11,7 @@ use hotplane_ebpf::env::Code;
 use hotplane_ebpf::insn::encode_bytes;
 use hotplane_ebpf::program::{Engine, LoadOptions, Program, ProgramSpec};
 use hotplane_ebpf::verifier::Context;
-use hotplane_ebpf::{asm, helpers, xdp};
+use hotplane_ebpf::{asm, chain, helpers, xdp};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -117,6 +117,18 @@ pub fn verify(
             p.stats.compile_ns as f64 / 1e3,
             out["jit_bytes"]
         );
+    }
+    Ok(())
+}
+
+/// `hotplane ebpf shape FILE`: the guarantee per exit action, as a table or JSON.
+pub fn shape(file: &Path, section: Option<&str>, json_out: bool) -> anyhow::Result<()> {
+    let spec = Code::from_file(file).and_then(|c| c.spec(section))?;
+    let report = chain::shape_report(&spec, &chain::default_input())?;
+    if json_out {
+        println!("{}", report.to_json());
+    } else {
+        print!("{report}");
     }
     Ok(())
 }

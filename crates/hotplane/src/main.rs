@@ -206,6 +206,14 @@ enum EbpfCmd {
         #[arg(long)]
         json: bool,
     },
+    /// What a program guarantees about the packets leaving each exit (docs/chain.md).
+    Shape {
+        file: PathBuf,
+        #[arg(long)]
+        section: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the eBPF conformance suite (default: ../shared/conformance/ebpf/tests).
     Conformance {
         /// Directory of `.data` tests.
@@ -739,6 +747,7 @@ fn ebpf(op: EbpfCmd) -> anyhow::Result<()> {
         EbpfCmd::Run { file, program, mem, packet, engine, json } => {
             e::run(&file, program.as_deref(), mem.as_deref(), packet.as_deref(), engine, json)
         }
+        EbpfCmd::Shape { file, section, json } => e::shape(&file, section.as_deref(), json),
         EbpfCmd::Conformance { dir, engine, json } => e::conformance(dir.as_deref(), engine, json),
         EbpfCmd::Map { socket, op } => e::map(
             &socket,

@@ -61,9 +61,9 @@ impl Explorer<'_> {
         }
         let result = match (dst, src) {
             (Reg::Scalar(a), Reg::Scalar(b)) => Reg::Scalar(if wide {
-                self.scalar_op(op, i, &a, &b)
+                scalar_op(op, i, &a, &b)
             } else {
-                self.scalar_op32(op, i, &a, &b)
+                scalar_op32(op, i, &a, &b)
             }),
             (Reg::Ptr(p), Reg::Scalar(s)) if wide && (op == alu::ADD || op == alu::SUB) => {
                 Reg::Ptr(self.ptr_add(pc, p, &s, op == alu::SUB)?)
@@ -89,103 +89,106 @@ impl Explorer<'_> {
         st.set(i.dst, result);
         Ok(())
     }
+}
 
-    pub(super) fn scalar_op(&self, op: u8, i: Insn, a: &Scalar, b: &Scalar) -> Scalar {
-        let k = b.as_const();
-        match op {
-            alu::ADD => a.add(b),
-            alu::SUB => a.sub(b),
-            alu::MUL => a.mul(b),
-            alu::DIV if i.off == 0 => a.div(b),
-            alu::MOD if i.off == 0 => a.rem(b),
-            alu::DIV | alu::MOD => match (a.as_const(), k) {
-                (Some(x), Some(y)) => Scalar::constant(if op == alu::DIV {
-                    if y == 0 {
-                        0
-                    } else {
-                        (x as i64).wrapping_div(y as i64) as u64
-                    }
-                } else if y == 0 {
+/// A 64-bit ALU operation on scalars (`i` gives the signedness of division).
+pub(crate) fn scalar_op(op: u8, i: Insn, a: &Scalar, b: &Scalar) -> Scalar {
+    let k = b.as_const();
+    match op {
+        alu::ADD => a.add(b),
+        alu::SUB => a.sub(b),
+        alu::MUL => a.mul(b),
+        alu::DIV if i.off == 0 => a.div(b),
+        alu::MOD if i.off == 0 => a.rem(b),
+        alu::DIV | alu::MOD => match (a.as_const(), k) {
+            (Some(x), Some(y)) => Scalar::constant(if op == alu::DIV {
+                if y == 0 {
+                    0
+                } else {
+                    (x as i64).wrapping_div(y as i64) as u64
+                }
+            } else if y == 0 {
+                x
+            } else {
+                (x as i64).wrapping_rem(y as i64) as u64
+            }),
+            _ => Scalar::UNKNOWN,
+        },
+        alu::OR => a.or(b),
+        alu::AND => a.and(b),
+        alu::XOR => a.xor(b),
+        alu::LSH => k.map_or(Scalar::UNKNOWN, |k| a.shl(k as u32 & 63)),
+        alu::RSH => k.map_or(Scalar::UNKNOWN, |k| a.shr(k as u32 & 63)),
+        alu::ARSH => match (a.as_const(), k) {
+            (Some(x), Some(y)) => Scalar::constant(((x as i64) >> (y & 63)) as u64),
+            _ => Scalar::UNKNOWN,
+        },
+        alu::NEG => a
+            .as_const()
+            .map_or(Scalar::UNKNOWN, |x| Scalar::constant((x as i64).wrapping_neg() as u64)),
+        _ => Scalar::UNKNOWN,
+    }
+}
+
+/// 32-bit operations: computed on the low halves, zero-extended. Exact for constants,
+/// ranges where they fit, otherwise any 32-bit value.
+pub(crate) fn scalar_op32(op: u8, i: Insn, a: &Scalar, b: &Scalar) -> Scalar {
+    let (a, b) = (a.low32(), b.low32());
+    if let (Some(x), Some(y)) = (a.as_const(), b.as_const()) {
+        let (x, y) = (x as u32, y as u32);
+        let v: u32 = match op {
+            alu::ADD => x.wrapping_add(y),
+            alu::SUB => x.wrapping_sub(y),
+            alu::MUL => x.wrapping_mul(y),
+            alu::DIV if i.off == 1 => {
+                if y == 0 {
+                    0
+                } else {
+                    (x as i32).wrapping_div(y as i32) as u32
+                }
+            }
+            alu::DIV => x.checked_div(y).unwrap_or(0),
+            alu::MOD if i.off == 1 => {
+                if y == 0 {
                     x
                 } else {
-                    (x as i64).wrapping_rem(y as i64) as u64
-                }),
-                _ => Scalar::UNKNOWN,
-            },
-            alu::OR => a.or(b),
-            alu::AND => a.and(b),
-            alu::XOR => a.xor(b),
-            alu::LSH => k.map_or(Scalar::UNKNOWN, |k| a.shl(k as u32 & 63)),
-            alu::RSH => k.map_or(Scalar::UNKNOWN, |k| a.shr(k as u32 & 63)),
-            alu::ARSH => match (a.as_const(), k) {
-                (Some(x), Some(y)) => Scalar::constant(((x as i64) >> (y & 63)) as u64),
-                _ => Scalar::UNKNOWN,
-            },
-            alu::NEG => a
-                .as_const()
-                .map_or(Scalar::UNKNOWN, |x| Scalar::constant((x as i64).wrapping_neg() as u64)),
-            _ => Scalar::UNKNOWN,
-        }
-    }
-
-    /// 32-bit operations: computed on the low halves, zero-extended. Exact for constants,
-    /// ranges where they fit, otherwise any 32-bit value.
-    pub(super) fn scalar_op32(&self, op: u8, i: Insn, a: &Scalar, b: &Scalar) -> Scalar {
-        let (a, b) = (a.low32(), b.low32());
-        if let (Some(x), Some(y)) = (a.as_const(), b.as_const()) {
-            let (x, y) = (x as u32, y as u32);
-            let v: u32 = match op {
-                alu::ADD => x.wrapping_add(y),
-                alu::SUB => x.wrapping_sub(y),
-                alu::MUL => x.wrapping_mul(y),
-                alu::DIV if i.off == 1 => {
-                    if y == 0 {
-                        0
-                    } else {
-                        (x as i32).wrapping_div(y as i32) as u32
-                    }
+                    (x as i32).wrapping_rem(y as i32) as u32
                 }
-                alu::DIV => x.checked_div(y).unwrap_or(0),
-                alu::MOD if i.off == 1 => {
-                    if y == 0 {
-                        x
-                    } else {
-                        (x as i32).wrapping_rem(y as i32) as u32
-                    }
+            }
+            alu::MOD => {
+                if y == 0 {
+                    x
+                } else {
+                    x % y
                 }
-                alu::MOD => {
-                    if y == 0 {
-                        x
-                    } else {
-                        x % y
-                    }
-                }
-                alu::OR => x | y,
-                alu::AND => x & y,
-                alu::XOR => x ^ y,
-                alu::LSH => x.wrapping_shl(y & 31),
-                alu::RSH => x.wrapping_shr(y & 31),
-                alu::ARSH => ((x as i32) >> (y & 31)) as u32,
-                alu::NEG => (x as i32).wrapping_neg() as u32,
-                _ => return Scalar::unknown32(),
-            };
-            return Scalar::constant(v as u64);
-        }
-        let r = match op {
-            alu::AND => a.and(&b),
-            alu::ADD => a.add(&b),
-            alu::RSH => b.as_const().map_or(a, |k| a.shr(k as u32 & 31)),
-            alu::DIV if i.off == 0 => a.div(&b),
-            alu::MOD if i.off == 0 => a.rem(&b),
-            _ => Scalar::unknown32(),
+            }
+            alu::OR => x | y,
+            alu::AND => x & y,
+            alu::XOR => x ^ y,
+            alu::LSH => x.wrapping_shl(y & 31),
+            alu::RSH => x.wrapping_shr(y & 31),
+            alu::ARSH => ((x as i32) >> (y & 31)) as u32,
+            alu::NEG => (x as i32).wrapping_neg() as u32,
+            _ => return Scalar::unknown32(),
         };
-        if r.umax <= u32::MAX as u64 {
-            r
-        } else {
-            Scalar::unknown32()
-        }
+        return Scalar::constant(v as u64);
     }
+    let r = match op {
+        alu::AND => a.and(&b),
+        alu::ADD => a.add(&b),
+        alu::RSH => b.as_const().map_or(a, |k| a.shr(k as u32 & 31)),
+        alu::DIV if i.off == 0 => a.div(&b),
+        alu::MOD if i.off == 0 => a.rem(&b),
+        _ => Scalar::unknown32(),
+    };
+    if r.umax <= u32::MAX as u64 {
+        r
+    } else {
+        Scalar::unknown32()
+    }
+}
 
+impl Explorer<'_> {
     pub(super) fn ptr_add(&mut self, pc: usize, mut p: Ptr, s: &Scalar, sub: bool) -> VResult<Ptr> {
         match p.kind {
             PtrKind::PacketEnd

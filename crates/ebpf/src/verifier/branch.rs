@@ -201,7 +201,7 @@ pub(super) fn set_scalar(st: &mut State, r: u8, s: Scalar) {
     st.set(r, Reg::Scalar(s));
 }
 
-pub(super) fn compare32(op: u8, a: u32, b: u32) -> bool {
+pub(crate) fn compare32(op: u8, a: u32, b: u32) -> bool {
     match op {
         jmp::JEQ => a == b,
         jmp::JNE => a != b,
@@ -219,7 +219,7 @@ pub(super) fn compare32(op: u8, a: u32, b: u32) -> bool {
 }
 
 /// What `x OP y` being `outcome` says about x and y.
-pub(super) fn cond_refine(op: u8, x: &Scalar, y: &Scalar, outcome: bool) -> (Scalar, Scalar) {
+pub(crate) fn cond_refine(op: u8, x: &Scalar, y: &Scalar, outcome: bool) -> (Scalar, Scalar) {
     let (mut a, mut b) = (*x, *y);
     // Express as "a REL b holds".
     let rel = if outcome { op } else { negate(op) };
@@ -340,7 +340,7 @@ pub(super) fn cond_refine(op: u8, x: &Scalar, y: &Scalar, outcome: bool) -> (Sca
 }
 
 /// The relation that holds when a jump is not taken (JSET's negation is handled by the caller).
-pub(super) fn negate(op: u8) -> u8 {
+pub(crate) fn negate(op: u8) -> u8 {
     match op {
         jmp::JEQ => jmp::JNE,
         jmp::JNE => jmp::JEQ,

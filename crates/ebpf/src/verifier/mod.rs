@@ -19,6 +19,9 @@ mod memory;
 pub mod scalar;
 mod shape;
 
+// The shape interpreter (`crate::chain`) reuses the transfer functions and branch refinement.
+pub(crate) use arith::{scalar_op, scalar_op32};
+pub(crate) use branch::{compare32, cond_refine, negate};
 use memory::{check_helper_mem, Access};
 use shape::{branch_target, shape, Shape};
 pub mod state;

@@ -1,0 +1,501 @@
+//! The shape interpreter: what a verified XDP program guarantees about the packets it lets
+//! through. It explores the program's paths like the verifier does (the verifier's scalars,
+//! ALU transfer functions and branch refinement), on a state that also holds byte facts for
+//! the packet and the stacks, the packet length as one interval, and the provenance of
+//! registers loaded from memory; at every `exit` the packet state joins the [`Guarantee`] of
+//! each action `r0` may hold.
+//!
+//! It is a separate explorer rather than a mode of the verifier's: its state is richer, it
+//! never rejects, and its pruning is that of a collecting analysis (any remembered state that
+//! covers a new one ends the new path, since everything reachable from the new one is
+//! described by what is reachable from the old). Over its budget, or on an instruction it does
+//! not model, it gives up with no facts (⊤), never an error and never a panic.
+
+use super::domain::*;
+use super::refine::branch;
+use super::shape::{Guarantee, PacketShape};
+use super::transfer::{alu, atomic_op, clobber, load, store};
+use crate::helpers::{Arg, Helpers, Ret};
+use crate::insn::{class, jmp, mem, pseudo, Insn};
+use crate::interp::MAX_CALL_DEPTH;
+use crate::verifier::jump_target;
+use crate::verifier::scalar::{Scalar, Tnum};
+use crate::verifier::state::{Ptr, PtrKind, Reg};
+use crate::xdp::id as helper;
+use std::collections::BTreeMap;
+
+/// Instructions the analysis may process in all before it gives up (⊤).
+pub const DEFAULT_BUDGET: usize = 200_000;
+/// The default input: Ethernet frames up to 1500 bytes of payload and one VLAN tag.
+pub const DEFAULT_MAX_FRAME: u32 = 1518;
+/// The shortest frame a port delivers, and the shortest `adjust_head`/`adjust_tail` leave.
+pub const MIN_FRAME: u32 = 14;
+/// States remembered per instruction for pruning (more are explored, not remembered).
+const MAX_STATES_PER_INSN: usize = 64;
+
+/// How a packet leaves an XDP program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ExitAction {
+    Aborted,
+    Drop,
+    Pass,
+    Tx,
+    Redirect,
+}
+
+impl ExitAction {
+    pub const ALL: [ExitAction; 5] =
+        [Self::Aborted, Self::Drop, Self::Pass, Self::Tx, Self::Redirect];
+
+    /// The XDP return code.
+    pub fn code(self) -> u64 {
+        self as u64
+    }
+
+    pub fn from_code(code: u64) -> Option<Self> {
+        Self::ALL.get(usize::try_from(code).ok()?).copied()
+    }
+
+    /// `pass`, `tx`, ... (JSON keys).
+    pub fn name(self) -> &'static str {
+        ["aborted", "drop", "pass", "tx", "redirect"][self as usize]
+    }
+
+    /// Whether packets leaving this way go on to another program or port.
+    pub fn forwards(self) -> bool {
+        matches!(self, Self::Pass | Self::Tx | Self::Redirect)
+    }
+}
+
+/// Limits and environment of an analysis.
+#[derive(Debug, Clone)]
+pub struct AnalysisOptions {
+    /// The helpers the program was verified with (their argument kinds say which memory a
+    /// call may write).
+    pub helpers: Helpers,
+    pub budget: usize,
+}
+
+impl Default for AnalysisOptions {
+    fn default() -> Self {
+        Self { helpers: crate::xdp::helpers(), budget: DEFAULT_BUDGET }
+    }
+}
+
+/// Whether the analysis saw every path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Complete,
+    /// More than the budget's instructions: no facts.
+    OverBudget,
+    /// An instruction the analysis does not model (the verifier accepted it): no facts.
+    Unsupported {
+        pc: usize,
+        what: String,
+    },
+    /// A bug in the analysis (caught): no facts.
+    Internal,
+}
+
+/// The result: per exit action, what every packet leaving that way satisfies. An action
+/// missing from `exits` is never taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Analysis {
+    pub exits: BTreeMap<ExitAction, Guarantee>,
+    pub processed: usize,
+    pub outcome: Outcome,
+}
+
+impl Analysis {
+    /// Nothing known about any action (the analysis gave up).
+    fn top(processed: usize, outcome: Outcome) -> Self {
+        let exits = ExitAction::ALL.iter().map(|a| (*a, Guarantee::top())).collect();
+        Self { exits, processed, outcome }
+    }
+
+    pub fn is_complete(&self) -> bool {
+        self.outcome == Outcome::Complete
+    }
+
+    /// What packets leaving with `action` satisfy (⊥ if none does).
+    pub fn guarantee(&self, action: ExitAction) -> Guarantee {
+        self.exits.get(&action).cloned().unwrap_or_default()
+    }
+}
+
+/// The input shape most programs see: frames of 14 to [`DEFAULT_MAX_FRAME`] bytes.
+pub fn default_input() -> Guarantee {
+    Guarantee::of(PacketShape::with_len(MIN_FRAME, DEFAULT_MAX_FRAME))
+}
+
+/// Analyse `prog`, a program the verifier accepted as XDP, as loaded (context reads at their
+/// `struct xdp_md` offsets, before the verifier's rewrite), for packets described by `input`
+/// (one exploration per disjunct). On a program the verifier would refuse the result means
+/// nothing, but the analysis still ends without panicking.
+pub fn analyse(prog: &[Insn], input: &Guarantee, opts: &AnalysisOptions) -> Analysis {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| analyse_all(prog, input, opts)))
+        .unwrap_or_else(|_| Analysis::top(0, Outcome::Internal))
+}
+
+fn analyse_all(prog: &[Insn], input: &Guarantee, opts: &AnalysisOptions) -> Analysis {
+    let mut total = Analysis { exits: BTreeMap::new(), processed: 0, outcome: Outcome::Complete };
+    for shape in &input.shapes {
+        let mut x = Explorer::new(prog, &opts.helpers, opts.budget.saturating_sub(total.processed));
+        let result = x.run(shape.clone());
+        total.processed += x.processed;
+        match result {
+            Ok(()) => {
+                for (action, g) in x.exits {
+                    let entry = total.exits.entry(action).or_default();
+                    *entry = entry.join(&g);
+                }
+            }
+            Err(Stop::OverBudget) => return Analysis::top(total.processed, Outcome::OverBudget),
+            Err(Stop::Unsupported { pc, what }) => {
+                return Analysis::top(total.processed, Outcome::Unsupported { pc, what })
+            }
+        }
+    }
+    total
+}
+
+enum Stop {
+    OverBudget,
+    Unsupported { pc: usize, what: String },
+}
+
+fn unsupported(pc: usize, what: &str) -> Stop {
+    Stop::Unsupported { pc, what: what.to_string() }
+}
+
+enum Next {
+    Go(usize),
+    End,
+}
+
+struct Explorer<'a> {
+    prog: &'a [Insn],
+    helpers: &'a Helpers,
+    budget: usize,
+    processed: usize,
+    /// Instructions where states are remembered: jump targets, fall-throughs of conditional
+    /// jumps, returns from calls.
+    prune: Vec<bool>,
+    seen: Vec<Vec<AbsState>>,
+    work: Vec<(usize, AbsState)>,
+    exits: BTreeMap<ExitAction, Guarantee>,
+}
+
+impl<'a> Explorer<'a> {
+    fn new(prog: &'a [Insn], helpers: &'a Helpers, budget: usize) -> Self {
+        let mut prune = vec![false; prog.len()];
+        for (pc, i) in prog.iter().enumerate() {
+            if let Some(t) = jump_target(pc, *i).filter(|t| *t < prog.len()) {
+                prune[t] = true;
+                if i.op() != jmp::JA && pc + 1 < prog.len() {
+                    prune[pc + 1] = true;
+                }
+            }
+            if i.code == crate::insn::op::CALL && i.src == pseudo::CALL && pc + 1 < prog.len() {
+                prune[pc + 1] = true;
+            }
+        }
+        Self {
+            prog,
+            helpers,
+            budget,
+            processed: 0,
+            prune,
+            seen: vec![Vec::new(); prog.len()],
+            work: Vec::new(),
+            exits: BTreeMap::new(),
+        }
+    }
+
+    fn run(&mut self, input: PacketShape) -> Result<(), Stop> {
+        let mut regs = [Value::UNINIT; 11];
+        regs[1] = Value::ptr(PtrKind::Ctx, 0);
+        regs[10] = Value::ptr(PtrKind::Stack { frame: 0 }, 0);
+        let start = AbsState { frames: vec![Frame::new(regs, usize::MAX)], packet: input };
+        self.work.push((0, start));
+        while let Some((pc, st)) = self.work.pop() {
+            self.run_path(pc, st)?;
+        }
+        Ok(())
+    }
+
+    fn run_path(&mut self, mut pc: usize, mut st: AbsState) -> Result<(), Stop> {
+        loop {
+            self.processed += 1;
+            if self.processed > self.budget {
+                return Err(Stop::OverBudget);
+            }
+            if self.prune.get(pc).copied().unwrap_or(false) {
+                let seen = &mut self.seen[pc];
+                if seen.iter().any(|old| old.covers(&st)) {
+                    return Ok(());
+                }
+                if seen.len() < MAX_STATES_PER_INSN {
+                    seen.push(st.clone());
+                }
+            }
+            let Some(&i) = self.prog.get(pc) else {
+                return Err(unsupported(pc, "the path runs past the last instruction"));
+            };
+            match self.step(pc, i, &mut st)? {
+                Next::Go(n) => pc = n,
+                Next::End => return Ok(()),
+            }
+        }
+    }
+
+    fn step(&mut self, pc: usize, i: Insn, st: &mut AbsState) -> Result<Next, Stop> {
+        match i.class() {
+            class::ALU | class::ALU64 => {
+                alu(i, st);
+                Ok(Next::Go(pc + 1))
+            }
+            class::LD => {
+                let (true, Some(hi)) = (i.is_lddw(), self.prog.get(pc + 1)) else {
+                    return Err(unsupported(pc, "legacy packet loads"));
+                };
+                let v = match i.src {
+                    pseudo::MAP_FD => Value::ptr(PtrKind::Map { map: i.imm as u32 }, 0),
+                    pseudo::MAP_VALUE => {
+                        Value::ptr(PtrKind::MapValue { map: i.imm as u32 }, hi.imm as i64)
+                    }
+                    _ => Value::constant(((hi.imm as u32 as u64) << 32) | i.imm as u32 as u64),
+                };
+                st.set(i.dst, v);
+                Ok(Next::Go(pc + 2))
+            }
+            class::LDX => {
+                load(i, st);
+                Ok(Next::Go(pc + 1))
+            }
+            class::ST | class::STX if i.mem_mode() == mem::ATOMIC => {
+                atomic_op(i, st);
+                Ok(Next::Go(pc + 1))
+            }
+            class::ST => {
+                store(i, st, Value::constant(i.imm as i64 as u64));
+                Ok(Next::Go(pc + 1))
+            }
+            class::STX => {
+                let v = st.reg(i.src);
+                store(i, st, v);
+                Ok(Next::Go(pc + 1))
+            }
+            _ => self.jump(pc, i, st),
+        }
+    }
+
+    fn jump(&mut self, pc: usize, i: Insn, st: &mut AbsState) -> Result<Next, Stop> {
+        let target =
+            || jump_target(pc, i).ok_or_else(|| unsupported(pc, "a jump out of the program"));
+        match i.op() {
+            jmp::JA => Ok(Next::Go(target()?)),
+            jmp::EXIT => Ok(self.exit(st)),
+            jmp::CALL => self.call(pc, i, st),
+            op => {
+                let t = target()?;
+                let here = std::mem::replace(
+                    st,
+                    AbsState { frames: Vec::new(), packet: PacketShape::top() },
+                );
+                match branch(op, i, here) {
+                    (Some(taken), Some(fall)) => {
+                        self.work.push((t, taken));
+                        *st = fall;
+                        Ok(Next::Go(pc + 1))
+                    }
+                    (Some(taken), None) => {
+                        *st = taken;
+                        Ok(Next::Go(t))
+                    }
+                    (None, Some(fall)) => {
+                        *st = fall;
+                        Ok(Next::Go(pc + 1))
+                    }
+                    (None, None) => Ok(Next::End),
+                }
+            }
+        }
+    }
+
+    fn exit(&mut self, st: &mut AbsState) -> Next {
+        if st.frames.len() <= 1 {
+            if let Reg::Scalar(r0) = st.reg(0).reg {
+                for action in ExitAction::ALL {
+                    let c = action.code();
+                    if (r0.umin..=r0.umax).contains(&c) && r0.t.contains(Tnum::constant(c)) {
+                        self.exits.entry(action).or_default().add(st.packet.clone());
+                    }
+                }
+            }
+            return Next::End;
+        }
+        let depth = st.frames.len() - 1;
+        let Some(callee) = st.frames.pop() else { return Next::End };
+        // The callee's stack is gone: no claim about its bytes survives.
+        let gone = Span::FramesFrom(depth as u8);
+        st.forget_lanes(gone);
+        let mut r0 = callee.regs[0];
+        for lane in &mut r0.lanes {
+            if lane.is_some_and(
+                |l| matches!(l.loc, Loc::Stack { frame, .. } if frame as usize >= depth),
+            ) {
+                *lane = None;
+            }
+        }
+        st.set(0, r0);
+        for r in 1..=5 {
+            st.set(r, Value::UNINIT);
+        }
+        Next::Go(callee.ret_pc)
+    }
+
+    fn call(&mut self, pc: usize, i: Insn, st: &mut AbsState) -> Result<Next, Stop> {
+        if i.src == pseudo::CALL && !i.is_src_reg() {
+            let depth = st.frames.len();
+            let target = usize::try_from(pc as i64 + 1 + i.imm as i64)
+                .map_err(|_| unsupported(pc, "a call out of the program"))?;
+            if depth >= MAX_CALL_DEPTH {
+                return Err(unsupported(pc, "calls nested too deep"));
+            }
+            let mut regs = [Value::UNINIT; 11];
+            for (r, slot) in regs.iter_mut().enumerate().take(6).skip(1) {
+                *slot = st.reg(r as u8);
+            }
+            regs[10] = Value::ptr(PtrKind::Stack { frame: depth as u8 }, 0);
+            st.frames.push(Frame::new(regs, pc + 1));
+            return Ok(Next::Go(target));
+        }
+        let id = if i.is_src_reg() {
+            match st.reg(i.dst).reg {
+                Reg::Scalar(s) => s.as_const().and_then(|c| u32::try_from(c).ok()),
+                _ => None,
+            }
+        } else {
+            Some(i.imm as u32)
+        };
+        let Some(h) = id.and_then(|id| self.helpers.get(id)).copied() else {
+            return Err(unsupported(pc, "a call to an unknown helper"));
+        };
+        // Memory a helper may write becomes unknown.
+        for (k, arg) in h.args.iter().enumerate().take(4) {
+            if *arg == Arg::UninitMem {
+                let size = match st.reg(k as u8 + 2).reg {
+                    Reg::Scalar(s) => s.umax.min(1 << 30) as i64,
+                    _ => 0,
+                };
+                let ptr = st.reg(k as u8 + 1);
+                clobber(st, ptr, size);
+            }
+        }
+        let r0 = match h.ret {
+            Ret::Scalar => Value::unknown(),
+            Ret::MapValueOrNull => {
+                let map = match st.reg(1).reg {
+                    Reg::Ptr(Ptr { kind: PtrKind::Map { map }, .. }) => map,
+                    _ => 0,
+                };
+                Value::ptr(PtrKind::MapValueOrNull { map }, 0)
+            }
+        };
+        st.set(0, r0);
+        match h.id {
+            helper::XDP_ADJUST_HEAD | helper::XDP_ADJUST_TAIL => {
+                let head = h.id == helper::XDP_ADJUST_HEAD;
+                if let Some(fail) = adjust_packet(st, head) {
+                    self.work.push((pc + 1, fail));
+                } else {
+                    // Only failure is possible: the packet stays.
+                    st.set(0, Value::scalar(errno()));
+                }
+            }
+            helper::XDP_GET_BUFF_LEN => {
+                let (lo, hi) = st.packet.len;
+                st.set(0, Value::scalar(Scalar::urange(lo as u64, hi as u64)));
+            }
+            _ if h.changes_packet => {
+                st.clobber_packet(0, u32::MAX);
+                st.forget_lanes(Span::AllPacket);
+                st.packet.len = (MIN_FRAME, u32::MAX);
+            }
+            _ => {}
+        }
+        end_call(st, h.changes_packet);
+        Ok(Next::Go(pc + 1))
+    }
+}
+
+/// After a helper: argument registers are dead; packet pointers are stale if it moved the
+/// packet (the verifier makes them unknown scalars too).
+fn end_call(st: &mut AbsState, changes_packet: bool) {
+    for r in 1..=5 {
+        st.set(r, Value::UNINIT);
+    }
+    if changes_packet {
+        st.for_each_value(|v| {
+            if let Reg::Ptr(p) = v.reg {
+                if matches!(p.kind, PtrKind::Packet | PtrKind::PacketEnd | PtrKind::PacketMeta) {
+                    *v = Value::unknown();
+                }
+            }
+        });
+    }
+}
+
+/// What a failed `adjust_head`/`adjust_tail` returns: a negative errno.
+fn errno() -> Scalar {
+    let mut s = Scalar::UNKNOWN;
+    s.smin = -4095;
+    s.smax = -1;
+    s.sync();
+    s
+}
+
+/// `bpf_xdp_adjust_head(ctx, delta)` (`head`) or `bpf_xdp_adjust_tail`: `st` becomes the
+/// success path (r0 = 0); the failure path (packet unchanged, r0 < 0) is returned. `None`:
+/// success is impossible (the packet would be shorter than [`MIN_FRAME`]), `st` untouched.
+fn adjust_packet(st: &mut AbsState, head: bool) -> Option<AbsState> {
+    let delta = match st.reg(2).reg {
+        Reg::Scalar(s) => s,
+        _ => Scalar::UNKNOWN,
+    };
+    // The helpers take the low 32 bits of the delta as an i32.
+    let (dmin, dmax) = match delta.as_const() {
+        Some(c) => (c as i32 as i64, c as i32 as i64),
+        None if delta.smin >= i32::MIN as i64 && delta.smax <= i32::MAX as i64 => {
+            (delta.smin, delta.smax)
+        }
+        None => (i32::MIN as i64, i32::MAX as i64),
+    };
+    let (min, max) = (st.packet.len.0 as i64, st.packet.len.1 as i64);
+    let (new_min, new_max) = if head { (min - dmax, max - dmin) } else { (min + dmin, max + dmax) };
+    if new_max < MIN_FRAME as i64 {
+        return None;
+    }
+    let mut fail = st.clone();
+    fail.set(0, Value::scalar(errno()));
+    end_call(&mut fail, true);
+    let new_min = new_min.max(MIN_FRAME as i64);
+    if head {
+        if dmin == dmax {
+            // The byte at `o` is now at `o - delta`.
+            st.shift_packet(-dmin);
+        } else {
+            st.clobber_packet(0, u32::MAX);
+            st.forget_lanes(Span::AllPacket);
+        }
+    } else {
+        // Bytes past the shorter of the old and new minimum may be gone or new.
+        let cut = min.min(new_min).clamp(0, u32::MAX as i64) as u32;
+        st.clobber_packet(cut, u32::MAX);
+    }
+    let clamp = |v: i64| v.clamp(0, u32::MAX as i64) as u32;
+    st.packet.len = (clamp(new_min), clamp(new_max));
+    st.set(0, Value::constant(0));
+    Some(fail)
+}
