@@ -49,7 +49,7 @@ type AnyMachine = Machine<'static, crate::ess::Salted>;
 const MACHINE_A: i32 = std::mem::offset_of!(AnyMachine, a) as i32;
 const MACHINE_B: i32 = std::mem::offset_of!(AnyMachine, b) as i32;
 const MACHINE_C: i32 = std::mem::offset_of!(AnyMachine, c) as i32;
-const MACHINE_RETURNED: i32 = std::mem::offset_of!(AnyMachine, returned_flag) as i32;
+const MACHINE_RETURNED: i32 = std::mem::offset_of!(AnyMachine, returned) as i32;
 
 /// Exit codes, in the low byte of the machine code's result (the step index is in bits
 /// 8..16, the steps executed in bits 16..32).

@@ -151,8 +151,9 @@ pub(crate) struct Machine<'e, S: BuildHasher> {
     pub(crate) a: u64,
     pub(crate) b: u64,
     pub(crate) c: bool,
-    /// `returned` as the compiled tier reads it (one byte after `c`).
-    pub(crate) returned_flag: bool,
+    /// The packet arrived RETURNED (a second RETURN faults); the compiled tier reads it here,
+    /// one byte after `c`.
+    pub(crate) returned: bool,
     /// A panic in a step the compiled tier handed back to the interpreter, raised again
     /// once the machine code has returned (unwinding through it is not allowed).
     #[cfg(feature = "jit")]
@@ -171,7 +172,6 @@ pub(crate) struct Machine<'e, S: BuildHasher> {
     /// Bits the run adds to `e.flags`: 1 RETURNED on arrival, 2 admin.
     env_flags: u8,
     net: &'e [u8],
-    pub(crate) returned: bool,
     /// Bit per slot: its entry was read into `ws.banks` / exists / was written.
     loaded: u8,
     present: u8,
@@ -568,7 +568,7 @@ pub fn run_in<S: BuildHasher>(
             a: 0,
             b: 0,
             c: false,
-            returned_flag: returned,
+            returned,
             #[cfg(feature = "jit")]
             panic: None,
             program,
@@ -583,7 +583,6 @@ pub fn run_in<S: BuildHasher>(
             // packet sees bit 2.
             env_flags: u8::from(returned) << 1 | u8::from(access.admin) << 2,
             net,
-            returned,
             loaded: 0,
             present: 0,
             dirty: 0,
