@@ -59,6 +59,13 @@ fn call(p: &hotplane::Engine, v: Value) -> Result<Value, String> {
     }
 }
 
+/// Misses of the insert-on-miss table that found its writer lock held (`table-list`).
+fn deferred(p: &hotplane::Engine) -> u64 {
+    let list = call(p, json!({"op":"table-list"})).unwrap();
+    let seen = list.as_array().unwrap().iter().find(|t| t["name"] == "seen").unwrap();
+    seen["insert_on_miss"]["deferred"].as_u64().unwrap()
+}
+
 fn counted(dump: &Value) -> u64 {
     dump["entries"]
         .as_array()
@@ -81,20 +88,25 @@ fn data_plane_and_control_plane_write_tables_while_packets_flow() {
         call(&p, json!({"op":"table-del","table":"acl","match":format!("{}&&&0xffff", 30000 + churn % 50),"priority":1}))
             .unwrap();
         let d = call(&p, json!({"op":"table-dump","table":"seen"})).unwrap();
-        if counted(&d) >= PACKETS || Instant::now() > deadline {
+        if counted(&d) + deferred(&p) >= PACKETS || Instant::now() > deadline {
             break d;
         }
         std::thread::sleep(Duration::from_millis(5));
     };
     let entries = dump["entries"].as_array().unwrap();
     assert_eq!(entries.len() as u64, FLOWS, "one entry inserted per flow: {dump}");
+    // A packet that misses while the control plane holds the table's writer lock (this dump
+    // loop, housekeeping) is not inserted: the fast path never waits, it counts the packet in
+    // `deferred` and a later packet of the flow inserts it. Every packet is in one or the other.
+    let deferred = deferred(&p);
     for e in entries {
         // The @ref counter (written under the entry lock by two workers) and the entry's own
         // packet counter agree exactly, and every flow got its share.
         assert_eq!(e["params"]["packets"], e["packets"], "{e}");
-        assert_eq!(e["packets"].as_u64().unwrap(), PACKETS / FLOWS, "{e}");
+        assert!(e["packets"].as_u64().unwrap() + deferred >= PACKETS / FLOWS, "{e}");
+        assert!(e["packets"].as_u64().unwrap() <= PACKETS / FLOWS, "{e}");
     }
-    assert_eq!(counted(&dump), PACKETS);
+    assert_eq!(counted(&dump) + deferred, PACKETS, "deferred {deferred}");
     let acl = call(&p, json!({"op":"table-dump","table":"acl"})).unwrap();
     assert_eq!(acl["entries"][0]["match"], "0x0400&&&0xffff");
     assert_eq!(acl["entries"][0]["packets"].as_u64(), Some(PACKETS / FLOWS), "{acl}");

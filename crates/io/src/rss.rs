@@ -3,7 +3,10 @@
 //! lock-free rings; the other workers' transmissions travel back over rings and are sent by the
 //! owner. Nothing ever blocks: when a ring to another worker is full, the owner stops reading
 //! the port (backpressure: the source's own queue fills, where a NIC counts its drops) instead of
-//! dropping packets it already holds; a full ring on the way back drops and counts.
+//! dropping packets it already holds. The way back works the same: a follower whose ring to the
+//! owner is full keeps what it could not hand over and takes no new packets until it has
+//! (so its inbound ring fills and the owner stops reading); only past a bound of held packets
+//! does it drop and count.
 
 use crate::{Port, PortCounters};
 use crossbeam_queue::ArrayQueue;
@@ -14,6 +17,8 @@ use std::sync::Arc;
 
 /// Packets buffered per ring.
 const RING: usize = 1024;
+/// Transmissions a follower holds while its ring to the owner is full, in bursts.
+const HELD_BURSTS: usize = 4;
 
 struct Link {
     to_follower: ArrayQueue<Packet>,
@@ -25,6 +30,14 @@ pub fn spread(port: Box<dyn Port>, queues: usize, burst: usize) -> Vec<Box<dyn P
     if queues <= 1 {
         return vec![port];
     }
+    let (owner, followers) = split(port, queues, burst);
+    let mut out: Vec<Box<dyn Port>> = Vec::with_capacity(queues);
+    out.push(Box::new(owner));
+    out.extend(followers.into_iter().map(|f| Box::new(f) as Box<dyn Port>));
+    out
+}
+
+fn split(port: Box<dyn Port>, queues: usize, burst: usize) -> (Owner, Vec<Follower>) {
     let links: Vec<Arc<Link>> = (1..queues)
         .map(|_| {
             Arc::new(Link {
@@ -35,28 +48,26 @@ pub fn spread(port: Box<dyn Port>, queues: usize, burst: usize) -> Vec<Box<dyn P
         .collect();
     let done = Arc::new(AtomicBool::new(false));
     let name = port.name().to_string();
-    let followers: Vec<Box<dyn Port>> = links
+    let followers = links
         .iter()
-        .map(|l| {
-            Box::new(Follower {
-                name: name.clone(),
-                link: l.clone(),
-                done: done.clone(),
-                counters: Arc::new(PortCounters::default()),
-            }) as Box<dyn Port>
+        .map(|l| Follower {
+            name: name.clone(),
+            link: l.clone(),
+            done: done.clone(),
+            counters: Arc::new(PortCounters::default()),
+            held: VecDeque::with_capacity(burst),
+            held_max: burst.max(1) * HELD_BURSTS,
         })
         .collect();
-    let mut out: Vec<Box<dyn Port>> = Vec::with_capacity(queues);
-    out.push(Box::new(Owner {
+    let owner = Owner {
         inner: port,
         links,
         done,
         staging: Batch::new(burst),
         tx: Batch::new(burst),
         backlog: VecDeque::with_capacity(burst),
-    }));
-    out.extend(followers);
-    out
+    };
+    (owner, followers)
 }
 
 struct Owner {
@@ -180,6 +191,22 @@ struct Follower {
     link: Arc<Link>,
     done: Arc<AtomicBool>,
     counters: Arc<PortCounters>,
+    /// Transmissions the ring to the owner had no room for, oldest first.
+    held: VecDeque<Packet>,
+    held_max: usize,
+}
+
+impl Follower {
+    /// Hand held transmissions to the owner; true when none are left.
+    fn release_held(&mut self) -> bool {
+        while let Some(p) = self.held.pop_front() {
+            if let Err(p) = self.link.from_follower.push(p) {
+                self.held.push_front(p);
+                return false;
+            }
+        }
+        true
+    }
 }
 
 impl Port for Follower {
@@ -188,6 +215,10 @@ impl Port for Follower {
     }
 
     fn recv(&mut self, batch: &mut Batch, _cache: &mut PoolCache, now_ns: u64) -> usize {
+        // Backpressure: nothing new while the owner has not taken what we hold.
+        if !self.release_held() {
+            return 0;
+        }
         let mut n = 0;
         while batch.room() > 0 {
             let Some(mut p) = self.link.to_follower.pop() else { break };
@@ -200,13 +231,28 @@ impl Port for Follower {
 
     fn send(&mut self, batch: &mut Batch, cache: &mut PoolCache, _now_ns: u64) -> usize {
         let mut sent = 0;
+        let mut open = self.release_held();
         for p in batch.drain() {
-            match self.link.from_follower.push(p) {
-                Ok(()) => sent += 1,
-                Err(p) => {
-                    self.counters.tx_dropped.add(1);
-                    cache.free(p);
+            let p = if open {
+                match self.link.from_follower.push(p) {
+                    Ok(()) => {
+                        sent += 1;
+                        continue;
+                    }
+                    Err(p) => {
+                        open = false;
+                        p
+                    }
                 }
+            } else {
+                p
+            };
+            if self.held.len() < self.held_max {
+                self.held.push_back(p);
+                sent += 1;
+            } else {
+                self.counters.tx_dropped.add(1);
+                cache.free(p);
             }
         }
         sent
@@ -217,6 +263,93 @@ impl Port for Follower {
     }
 
     fn rx_done(&self) -> bool {
-        self.done.load(Ordering::Acquire) && self.link.to_follower.is_empty()
+        self.done.load(Ordering::Acquire)
+            && self.link.to_follower.is_empty()
+            && self.held.is_empty()
+    }
+
+    fn flush(&mut self) {
+        self.release_held();
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        if !self.held.is_empty() {
+            self.counters.tx_dropped.add(self.held.len() as u64);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotplane_core::{Pool, PoolConfig};
+
+    /// A port that receives nothing and counts what it is asked to send.
+    struct Counting {
+        sent: Arc<std::sync::atomic::AtomicUsize>,
+        counters: Arc<PortCounters>,
+    }
+
+    impl Port for Counting {
+        fn name(&self) -> &str {
+            "counting"
+        }
+        fn recv(&mut self, _: &mut Batch, _: &mut PoolCache, _: u64) -> usize {
+            0
+        }
+        fn send(&mut self, batch: &mut Batch, cache: &mut PoolCache, _: u64) -> usize {
+            let n = batch.len();
+            self.sent.fetch_add(n, Ordering::Relaxed);
+            batch.free_all(cache);
+            n
+        }
+        fn counters(&self) -> Arc<PortCounters> {
+            self.counters.clone()
+        }
+    }
+
+    #[test]
+    fn a_follower_whose_owner_stalls_holds_its_transmissions_and_stops_receiving() {
+        const BURST: usize = 32;
+        let pool = Pool::new(PoolConfig { buffers: 8192, ..Default::default() }).unwrap();
+        let mut cache = pool.cache(256);
+        let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let inner =
+            Box::new(Counting { sent: sent.clone(), counters: Arc::new(PortCounters::default()) });
+        let (mut owner, mut followers) = split(inner, 2, BURST);
+        let mut follower = followers.pop().unwrap();
+        // The follower transmits far more than its ring to the owner holds while the owner
+        // never polls (a worker descheduled under load).
+        let mut handed = 0;
+        for _ in 0..(RING / BURST + HELD_BURSTS) {
+            let mut b = Batch::new(BURST);
+            for _ in 0..BURST {
+                b.push(cache.alloc().unwrap()).unwrap();
+            }
+            handed += follower.send(&mut b, &mut cache, 0);
+        }
+        assert_eq!(handed, RING + HELD_BURSTS * BURST, "every packet taken, none dropped");
+        assert_eq!(follower.counters().tx_dropped.get(), 0);
+        // Backpressure: the follower takes no new input while it holds packets...
+        let mut rx = Batch::new(BURST);
+        owner.links[0].to_follower.push(cache.alloc().unwrap()).unwrap();
+        assert_eq!(follower.recv(&mut rx, &mut cache, 0), 0);
+        assert!(!follower.rx_done(), "held packets keep the queue from counting as done");
+        // ...and past its bound it drops and counts.
+        let mut b = Batch::new(BURST);
+        b.push(cache.alloc().unwrap()).unwrap();
+        assert_eq!(follower.send(&mut b, &mut cache, 0), 0);
+        assert_eq!(follower.counters().tx_dropped.get(), 1);
+        // The owner polls: the ring drains, the follower releases what it held, nothing is lost.
+        let mut got = Batch::new(BURST);
+        while sent.load(Ordering::Relaxed) < handed {
+            owner.recv(&mut got, &mut cache, 0);
+            follower.flush();
+        }
+        assert_eq!(sent.load(Ordering::Relaxed), handed);
+        assert_eq!(follower.recv(&mut rx, &mut cache, 0), 1, "input resumes once released");
+        rx.free_all(&mut cache);
     }
 }

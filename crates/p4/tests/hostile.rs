@@ -169,6 +169,18 @@ fn nested_structs(n: usize) -> String {
     Program { top: &top, decls: &decls, ..Default::default() }.text()
 }
 
+/// A struct that holds itself (`how`: directly, in a stack or in a tuple), below the nesting
+/// budget, and a metadata variable of it.
+fn recursive_struct(how: usize) -> String {
+    let field = match how {
+        0 => "r f;",
+        1 => "r[2] f;",
+        _ => "tuple<bit<8>, r> f;",
+    };
+    let top = format!("struct r {{ bit<8> a; {field} }}");
+    Program { top: &top, decls: "r x;", body: "hdr.h.a = 1;", ..Default::default() }.text()
+}
+
 /// Structs three levels deep, each with `n` fields of the level below, and a metadata
 /// variable of the top one: `n^3` slots.
 fn struct_fanout(n: usize) -> String {
@@ -343,6 +355,7 @@ fn program_for(case: &str) -> String {
         "nested_structs" => nested_structs(n),
         "typedef_chain" => typedef_chain(n),
         "struct_fanout" => struct_fanout(n),
+        "recursive_struct" => recursive_struct(n),
         "header_stacks" => header_stacks(n),
         "parser_state_chain" => parser_state_chain(n),
         "select_cases" => select_cases(n),
@@ -512,6 +525,18 @@ fn deeply_nested_statements_are_refused() {
 fn deeply_nested_types_are_refused() {
     refused("nested_structs:10000", "nest deeper than");
     refused("nested_structs:129", "over the `nesting_depth` budget (limit 128)");
+}
+
+/// A struct naming itself once made lowering allocate it forever (a stack overflow the
+/// `p4_source` fuzzer found in CI; the crashing input is a seed).
+#[test]
+fn recursive_types_are_refused() {
+    for how in 0..3 {
+        refused(
+            &format!("recursive_struct:{how}"),
+            "`r` is a recursive type: field `f` contains it",
+        );
+    }
 }
 
 #[test]

@@ -385,6 +385,17 @@ impl<'a> Lowerer<'a> {
                             .err(f.name.span, format!("field `{}` declared twice", f.name.name));
                     }
                     let fty = self.resolve(&f.ty)?;
+                    // The type is registered before its fields (so errors can name it), which
+                    // lets a field name it: a value of the type would have no finite size.
+                    if mentions_composite(&fty, index) {
+                        return self.err(
+                            f.ty.span,
+                            format!(
+                                "`{}` is a recursive type: field `{}` contains it",
+                                name.name, f.name.name
+                            ),
+                        );
+                    }
                     let ok = match kind {
                         CompositeKind::Header => {
                             matches!(fty, Ty::Bit(_) | Ty::Int(_) | Ty::Varbit(_) | Ty::Bool)
@@ -640,4 +651,15 @@ pub(crate) struct Shared {
     pub hdr: Storage,
     pub meta: Storage,
     pub std: Storage,
+}
+
+/// Whether `ty` is, or holds a value of, the composite type `index`.
+fn mentions_composite(ty: &crate::types::Ty, index: usize) -> bool {
+    use crate::types::Ty;
+    match ty {
+        Ty::Struct(i) | Ty::Union(i) | Ty::Header(i) => *i == index,
+        Ty::Stack(elem, _) => mentions_composite(elem, index),
+        Ty::Tuple(items) => items.iter().any(|t| mentions_composite(t, index)),
+        _ => false,
+    }
 }
