@@ -161,12 +161,27 @@ impl<'a> Lowerer<'a> {
                 ),
             );
         }
+        // Arguments are evaluated left to right; one with side effects comes after the values
+        // of those before it are taken. (The parameter slots are the action's own, so they are
+        // written only once all arguments are known.)
+        let mut values: Vec<Val> = Vec::with_capacity(args.len());
+        for arg in args {
+            let mut effects = Vec::new();
+            let v = self.expr(&arg.value, &mut effects)?;
+            if !effects.is_empty() {
+                for earlier in values.iter_mut() {
+                    let taken = std::mem::replace(earlier, Val::List(Vec::new()));
+                    *earlier = self.settle(taken, arg.value.span, pre)?;
+                }
+                pre.extend(effects);
+            }
+            values.push(v);
+        }
         let mut body = Vec::new();
         let mut copy_out = Vec::new();
-        for (p, arg) in action.params.iter().zip(args) {
+        for ((p, arg), v) in action.params.iter().zip(args).zip(values) {
             let place = Place::Slot { slot: p.slot, width: p.width };
             let ty = Ty::Bit(p.width);
-            let v = self.expr(&arg.value, pre)?;
             let v = match v {
                 Val::Scalar { e, ty: Ty::Bool } if p.width == 1 => {
                     Val::Scalar { e, ty: Ty::Bit(1) }
@@ -226,15 +241,17 @@ impl<'a> Lowerer<'a> {
                 }
             },
         };
-        let mut prologue = Vec::new();
         let mut epilogue = Vec::new();
         let mut bindings = Vec::new();
         for (p, arg) in params.iter().zip(args) {
             let ty = self.resolve(&p.ty)?;
             let storage = self.alloc(&ty, &p.name.name, p.name.span)?;
             if matches!(p.direction, Direction::None | Direction::In | Direction::InOut) {
+                // Copied in as it is evaluated, before the next argument's side effects (the
+                // storage is this call's own).
                 let v = self.expr(&arg.value, pre)?;
-                prologue.extend(self.assign(&Val::Loc(storage.clone()), v, arg.value.span)?);
+                let copy_in = self.assign(&Val::Loc(storage.clone()), v, arg.value.span)?;
+                pre.extend(copy_in);
             }
             if matches!(p.direction, Direction::Out | Direction::InOut) {
                 let dst = self.lvalue(&arg.value, pre)?;
@@ -262,8 +279,7 @@ impl<'a> Lowerer<'a> {
         let lowered = lowered?;
         self.check_nesting(&lowered, span)?;
         self.inlined(calls, statements(&lowered), span)?;
-        let mut all = prologue;
-        all.push(Stmt::Scope(lowered));
+        let mut all = vec![Stmt::Scope(lowered)];
         all.extend(epilogue);
         pre.push(Stmt::Block(all));
         Ok(ret_place.map(|(p, ty)| Val::Scalar { e: Expr::Read(p), ty }))

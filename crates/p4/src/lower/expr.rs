@@ -123,13 +123,24 @@ impl<'a> Lowerer<'a> {
             ExprKind::Binary(op, a, b, op_span) => self.binary(*op, a, b, e.span, *op_span, pre),
             ExprKind::Ternary(c, a, b) => {
                 let c = self.condition(c, pre)?;
-                let va = self.expr(a, pre)?;
-                let vb = self.expr(b, pre)?;
+                let (mut pa, mut pb) = (Vec::new(), Vec::new());
+                let va = self.expr(a, &mut pa)?;
+                let vb = self.expr(b, &mut pb)?;
                 let (ea, eb, ty) = self.unify(va, vb, e.span)?;
-                Ok(Val::Scalar {
-                    e: Expr::Mux { cond: Box::new(c), a: Box::new(ea), b: Box::new(eb) },
-                    ty,
-                })
+                if pa.is_empty() && pb.is_empty() {
+                    return Ok(Val::Scalar {
+                        e: Expr::Mux { cond: Box::new(c), a: Box::new(ea), b: Box::new(eb) },
+                        ty,
+                    });
+                }
+                // Only the chosen arm is evaluated, side effects included.
+                let Storage::Scalar { place, .. } = self.alloc(&ty, "?:", e.span)? else {
+                    return self.err(e.span, "the arms of `?:` must be single values");
+                };
+                pa.push(Stmt::Assign(place.clone(), ea));
+                pb.push(Stmt::Assign(place.clone(), eb));
+                pre.push(Stmt::If(c, pa, pb));
+                Ok(Val::Scalar { e: Expr::Read(place), ty })
             }
             ExprKind::Cast(ty, inner) => {
                 let to = self.resolve(ty)?;
@@ -137,18 +148,26 @@ impl<'a> Lowerer<'a> {
                 self.cast(v, &to, e.span)
             }
             ExprKind::List(items) => {
-                let mut out = Vec::new();
+                let mut out = Val::List(Vec::new());
                 for i in items {
-                    out.push((self.expr(i, pre)?, i.span));
+                    let (Val::List(mut done), v) = self.then_expr(out, i, pre)? else {
+                        unreachable!("settle keeps a list a list")
+                    };
+                    done.push((v, i.span));
+                    out = Val::List(done);
                 }
-                Ok(Val::List(out))
+                Ok(out)
             }
             ExprKind::StructInit(fields) => {
-                let mut out = Vec::new();
+                let mut out = Val::Struct(Vec::new());
                 for (n, v) in fields {
-                    out.push((n.name.clone(), self.expr(v, pre)?, v.span));
+                    let (Val::Struct(mut done), x) = self.then_expr(out, v, pre)? else {
+                        unreachable!("settle keeps a struct a struct")
+                    };
+                    done.push((n.name.clone(), x, v.span));
+                    out = Val::Struct(done);
                 }
-                Ok(Val::Struct(out))
+                Ok(out)
             }
             ExprKind::TypeRef(_) => self.err(e.span, "a type is not a value here"),
             ExprKind::Mask(..) | ExprKind::Range(..) | ExprKind::DontCare | ExprKind::Default => {
@@ -237,6 +256,54 @@ impl<'a> Lowerer<'a> {
                 .map(|(_, v, _)| v)
                 .ok_or_else(|| Diagnostic::new(m.span, format!("no field `{}`", m.name))),
             _ => self.err(span, format!("`.{}`: the value has no members", m.name)),
+        }
+    }
+
+    /// Evaluate `next` after `earlier` (left to right): when `next` has side effects, `earlier`
+    /// is first saved in a temporary, since reading it afterwards would see them (spec 8.17).
+    pub(crate) fn then_expr(
+        &mut self,
+        earlier: Val,
+        next: &ast::Expr,
+        pre: &mut Vec<Stmt>,
+    ) -> DResult<(Val, Val)> {
+        let mut effects = Vec::new();
+        let v = self.expr(next, &mut effects)?;
+        if effects.is_empty() {
+            return Ok((earlier, v));
+        }
+        let earlier = self.settle(earlier, next.span, pre)?;
+        pre.extend(effects);
+        Ok((earlier, v))
+    }
+
+    /// `v` read now: a scalar that is not a constant is copied to a temporary. (Headers and
+    /// structs are left as locations.)
+    pub(crate) fn settle(&mut self, v: Val, span: Span, pre: &mut Vec<Stmt>) -> DResult<Val> {
+        match v {
+            Val::Scalar { e: e @ Expr::Const(_), ty } => Ok(Val::Scalar { e, ty }),
+            Val::Scalar { e, ty } if ty != Ty::InfInt => {
+                let Storage::Scalar { place, ty } = self.alloc(&ty, "operand", span)? else {
+                    return Ok(Val::Scalar { e, ty });
+                };
+                pre.push(Stmt::Assign(place.clone(), e));
+                Ok(Val::Scalar { e: Expr::Read(place), ty })
+            }
+            Val::List(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for (v, s) in items {
+                    out.push((self.settle(v, s, pre)?, s));
+                }
+                Ok(Val::List(out))
+            }
+            Val::Struct(fields) => {
+                let mut out = Vec::with_capacity(fields.len());
+                for (n, v, s) in fields {
+                    out.push((n, self.settle(v, s, pre)?, s));
+                }
+                Ok(Val::Struct(out))
+            }
+            other => Ok(other),
         }
     }
 
@@ -349,15 +416,39 @@ impl<'a> Lowerer<'a> {
     ) -> DResult<Val> {
         if matches!(op, A::And | A::Or) {
             let ca = self.condition(a, pre)?;
-            let cb = self.condition(b, pre)?;
-            let op = if op == A::And { BinOp::LogicAnd } else { BinOp::LogicOr };
-            return Ok(Val::Scalar {
-                e: Expr::Binary { op, a: Box::new(ca), b: Box::new(cb), width: 1, signed: false },
-                ty: Ty::Bool,
-            });
+            let mut pb = Vec::new();
+            let cb = self.condition(b, &mut pb)?;
+            if pb.is_empty() {
+                let op = if op == A::And { BinOp::LogicAnd } else { BinOp::LogicOr };
+                return Ok(Val::Scalar {
+                    e: Expr::Binary {
+                        op,
+                        a: Box::new(ca),
+                        b: Box::new(cb),
+                        width: 1,
+                        signed: false,
+                    },
+                    ty: Ty::Bool,
+                });
+            }
+            // The right side's statements (a call, a table apply) run only when the left side
+            // does not decide.
+            let Storage::Scalar { place, .. } = self.alloc(&Ty::Bool, "&&", span)? else {
+                unreachable!("bool is stored as a scalar")
+            };
+            pre.push(Stmt::Assign(place.clone(), ca));
+            let read = Expr::Read(place.clone());
+            let undecided = if op == A::And {
+                read.clone()
+            } else {
+                Expr::Unary { op: UnOp::Not, e: Box::new(read.clone()), width: 1 }
+            };
+            pb.push(Stmt::Assign(place, cb));
+            pre.push(Stmt::If(undecided, pb, Vec::new()));
+            return Ok(Val::Scalar { e: read, ty: Ty::Bool });
         }
         let va = self.expr(a, pre)?;
-        let vb = self.expr(b, pre)?;
+        let (va, vb) = self.then_expr(va, b, pre)?;
         if op == A::Concat {
             let (Val::Scalar { e: ea, ty: ta }, Val::Scalar { e: eb, ty: tb }) = (va, vb) else {
                 return self.err(span, "`++` joins bit strings");

@@ -23,6 +23,13 @@ fn precedence(op: BinOp) -> u8 {
 }
 
 impl Parser {
+    /// Whether the token `k` ahead is `punct` and touches the one before it (`>` `>` is a
+    /// shift, `>` `>=` a compound assignment; `> >` is neither).
+    pub(super) fn glued(&self, k: usize, punct: &str) -> bool {
+        let (before, t) = (self.peek_at(k - 1), self.peek_at(k));
+        t.is_punct(punct) && t.span.lo == before.span.hi && t.span.file == before.span.file
+    }
+
     /// The binary operator at the cursor and how many tokens it spans.
     fn binop(&self) -> Option<(BinOp, usize)> {
         let t = self.peek();
@@ -34,12 +41,14 @@ impl Parser {
             "%" => Mod,
             "+" => Add,
             "-" => Sub,
+            // Followed by an adjacent `=`, these are compound assignments, not operators.
+            "|+|" | "|-|" | "<<" if self.glued(1, "=") => return None,
             "|+|" => AddSat,
             "|-|" => SubSat,
             "<<" => Shl,
+            ">" if self.glued(1, ">=") => return None,
             ">" => {
-                let n = self.peek_at(1);
-                if n.is_punct(">") && n.span.lo == t.span.hi && n.span.file == t.span.file {
+                if self.glued(1, ">") {
                     return Some((Shr, 2));
                 }
                 Gt

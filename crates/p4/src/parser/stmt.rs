@@ -70,7 +70,18 @@ impl Parser {
             }
         }
         let lhs = self.expr()?;
-        let compound = match self.peek().tok {
+        // Operators the lexer splits: `<<=` is `<<` `=`, `>>=` is `>` `>=`, `|+|=` is `|+|` `=`.
+        let split = match self.peek().tok {
+            Tok::Punct("<<") if self.glued(1, "=") => Some(BinOp::Shl),
+            Tok::Punct(">") if self.glued(1, ">=") => Some(BinOp::Shr),
+            Tok::Punct("|+|") if self.glued(1, "=") => Some(BinOp::AddSat),
+            Tok::Punct("|-|") if self.glued(1, "=") => Some(BinOp::SubSat),
+            _ => None,
+        };
+        if split.is_some() {
+            self.bump();
+        }
+        let compound = split.or(match self.peek().tok {
             Tok::Punct("+=") => Some(BinOp::Add),
             Tok::Punct("-=") => Some(BinOp::Sub),
             Tok::Punct("*=") => Some(BinOp::Mul),
@@ -80,7 +91,7 @@ impl Parser {
             Tok::Punct("|=") => Some(BinOp::BitOr),
             Tok::Punct("^=") => Some(BinOp::BitXor),
             _ => None,
-        };
+        });
         let kind = if let Some(op) = compound {
             self.bump();
             StmtKind::CompoundAssign { op, lhs, rhs: self.expr()? }

@@ -1,0 +1,66 @@
+/* Order of evaluation and side effects (P4_16 spec 8.17 and 6.8): operands left to right, the
+ * right side of && and || only when the left does not decide, one arm of ?:, arguments left to
+ * right with copy-in at evaluation, table applies inside conditions only when reached. */
+#include <core.p4>
+#include <v1model.p4>
+
+header h_t {
+    bit<8> op;
+    bit<8> a;
+    bit<8> b;
+    bit<8> c;
+    bit<8> d;
+    bit<8> e;
+}
+
+struct headers { h_t h; }
+struct metadata { }
+
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+
+bit<8> bump(inout bit<8> x) { x = x + 1; return x; }
+bool yes(inout bit<8> x) { x = x + 1; return true; }
+bit<8> minus(in bit<8> x, in bit<8> y) { return x - y; }
+
+control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    action mark() { hdr.h.d = 0x77; }
+    table t1 {
+        key = { hdr.h.e: exact; }
+        actions = { mark; }
+        default_action = mark();
+    }
+    table t2 {
+        key = { hdr.h.e: exact; }
+        actions = { mark; }
+        default_action = mark();
+    }
+    apply {
+        sm.egress_spec = 1;
+        if (hdr.h.op == 1) {
+            if (hdr.h.a == 1 && yes(hdr.h.b)) { hdr.h.c = 1; }
+            if (hdr.h.a == 0 || yes(hdr.h.d)) { hdr.h.e = 1; }
+        } else if (hdr.h.op == 2) {
+            hdr.h.c = hdr.h.a == 0 ? bump(hdr.h.b) : bump(hdr.h.d);
+        } else if (hdr.h.op == 3) {
+            hdr.h.c = hdr.h.a + bump(hdr.h.a);
+        } else if (hdr.h.op == 4) {
+            hdr.h.c = minus(hdr.h.a, bump(hdr.h.a));
+        } else if (hdr.h.op == 5) {
+            if (hdr.h.a == 1 && t1.apply().hit) { hdr.h.c = 1; }
+            if (hdr.h.a == 0 || t2.apply().miss) { hdr.h.e = 2; }
+        } else if (hdr.h.op == 6) {
+            hdr.h.c = hdr.h.a == 1 ? bump(hdr.h.b) : bump(hdr.h.d);
+            hdr.h.e = (hdr.h.a == 1 && yes(hdr.h.b)) ? 8w3 : 8w4;
+        }
+    }
+}
+
+control Eg(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); } }
+
+V1Switch(P(), VC(), Ing(), Eg(), CC(), D()) main;
