@@ -293,6 +293,12 @@ pub enum Stmt {
     Block(Vec<Stmt>),
     /// A function or action body: `return` ends it.
     Scope(Vec<Stmt>),
+    /// An inlined call with `out`/`inout` parameters: `body`, then `copy_out`, which also runs
+    /// when the body exits (spec 12.5: copy-out is still performed after `exit`).
+    Call {
+        body: Vec<Stmt>,
+        copy_out: Vec<Stmt>,
+    },
     Exit,
     Return,
     /// Apply a table; its hit flag and action index go to the slots if given.
@@ -558,6 +564,7 @@ pub fn any_stmt(stmts: &[Stmt], pred: &mut impl FnMut(&Stmt) -> bool) -> bool {
             || match s {
                 Stmt::If(_, a, b) => any_stmt(a, pred) || any_stmt(b, pred),
                 Stmt::Block(b) | Stmt::Scope(b) => any_stmt(b, pred),
+                Stmt::Call { body, copy_out } => any_stmt(body, pred) || any_stmt(copy_out, pred),
                 Stmt::Switch { cases, default, .. } => {
                     cases.iter().any(|(_, b)| any_stmt(b, pred)) || any_stmt(default, pred)
                 }
@@ -579,6 +586,9 @@ pub fn nesting(stmts: &[Stmt]) -> usize {
             match s {
                 Stmt::If(_, a, b) => stack.extend([(&a[..], depth + 1), (&b[..], depth + 1)]),
                 Stmt::Block(a) | Stmt::Scope(a) => stack.push((a, depth + 1)),
+                Stmt::Call { body, copy_out } => {
+                    stack.extend([(&body[..], depth + 1), (&copy_out[..], depth + 1)])
+                }
                 Stmt::Switch { cases, default, .. } => {
                     stack.extend(cases.iter().map(|(_, c)| (&c[..], depth + 1)));
                     stack.push((default, depth + 1));
@@ -600,6 +610,7 @@ pub fn statements(stmts: &[Stmt]) -> usize {
             match s {
                 Stmt::If(_, a, b) => stack.extend([&a[..], &b[..]]),
                 Stmt::Block(a) | Stmt::Scope(a) => stack.push(a),
+                Stmt::Call { body, copy_out } => stack.extend([&body[..], &copy_out[..]]),
                 Stmt::Switch { cases, default, .. } => {
                     stack.extend(cases.iter().map(|(_, c)| &c[..]));
                     stack.push(default);

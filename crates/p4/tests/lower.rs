@@ -19,6 +19,10 @@ fn walk<'a>(stmts: &'a [Stmt], out: &mut Vec<&'a Stmt>) {
                 walk(b, out);
             }
             Stmt::Scope(a) | Stmt::Block(a) => walk(a, out),
+            Stmt::Call { body, copy_out } => {
+                walk(body, out);
+                walk(copy_out, out);
+            }
             Stmt::Switch { cases, default, .. } => {
                 for (_, b) in cases {
                     walk(b, out);

@@ -899,6 +899,7 @@ impl Pipeline {
 fn is_noop(stmts: &[ir::Stmt]) -> bool {
     stmts.iter().all(|s| match s {
         ir::Stmt::Block(b) | ir::Stmt::Scope(b) => is_noop(b),
+        ir::Stmt::Call { body, copy_out } => is_noop(body) && is_noop(copy_out),
         _ => false,
     })
 }

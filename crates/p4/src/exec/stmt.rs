@@ -146,6 +146,17 @@ impl Compiler<'_> {
                     f => f,
                 })
             }
+            Stmt::Call { body, copy_out } => {
+                let (body, copy_out) = (self.block(body), self.block(copy_out));
+                Box::new(move |c| match body(c) {
+                    Flow::Next => copy_out(c),
+                    Flow::Exit => match copy_out(c) {
+                        Flow::Next => Flow::Exit,
+                        f => f,
+                    },
+                    f => f,
+                })
+            }
             Stmt::Exit => Box::new(|_| Flow::Exit),
             Stmt::Return => Box::new(|_| Flow::Return),
             &Stmt::Apply { table, hit_slot, action_slot } => {

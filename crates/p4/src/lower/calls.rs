@@ -202,8 +202,11 @@ impl<'a> Lowerer<'a> {
             }
             body.push(Stmt::Assign(place, self.coerce(v, &ty, arg.value.span)?));
         }
-        body.push(Stmt::Scope(action.body));
-        body.extend(copy_out);
+        if copy_out.is_empty() {
+            body.push(Stmt::Scope(action.body));
+        } else {
+            body.push(Stmt::Call { body: vec![Stmt::Scope(action.body)], copy_out });
+        }
         pre.push(Stmt::Block(body));
         Ok(())
     }
@@ -279,9 +282,11 @@ impl<'a> Lowerer<'a> {
         let lowered = lowered?;
         self.check_nesting(&lowered, span)?;
         self.inlined(calls, statements(&lowered), span)?;
-        let mut all = vec![Stmt::Scope(lowered)];
-        all.extend(epilogue);
-        pre.push(Stmt::Block(all));
+        if epilogue.is_empty() {
+            pre.push(Stmt::Scope(lowered));
+        } else {
+            pre.push(Stmt::Call { body: vec![Stmt::Scope(lowered)], copy_out: epilogue });
+        }
         Ok(ret_place.map(|(p, ty)| Val::Scalar { e: Expr::Read(p), ty }))
     }
 }

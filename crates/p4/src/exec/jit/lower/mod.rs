@@ -228,6 +228,23 @@ impl Lower<'_, '_, '_> {
                 self.enclosed(catch, |l| l.stmts(body));
                 false
             }
+            Stmt::Call { body, copy_out } => {
+                // An exit from the body runs the copy-out (a second copy of it) and goes on
+                // exiting; any other end of the body runs it and continues.
+                let (exiting, end) = (self.b.create_block(), self.b.create_block());
+                self.catch.push(Catch { end: exiting, ret: false, exit: true, reject: false });
+                let body_ends = self.stmts(body);
+                self.catch.pop();
+                if !body_ends {
+                    self.b.ins().jump(end, &[]);
+                }
+                self.b.switch_to_block(exiting);
+                if !self.stmts(copy_out) {
+                    self.leave(code::EXIT);
+                }
+                self.b.switch_to_block(end);
+                self.stmts(copy_out)
+            }
             Stmt::Exit => {
                 self.leave(code::EXIT);
                 true
@@ -633,6 +650,7 @@ fn only_emits(stmts: &[Stmt], out: &mut Vec<u32>) -> bool {
             true
         }
         Stmt::Block(b) | Stmt::Scope(b) => only_emits(b, out),
+        Stmt::Call { body, copy_out } => only_emits(body, out) && only_emits(copy_out, out),
         _ => false,
     })
 }
