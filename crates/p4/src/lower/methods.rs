@@ -61,6 +61,9 @@ impl<'a> Lowerer<'a> {
             }
             (Val::Loc(Storage::Header { hdr, .. }), "setValid" | "setInvalid") => {
                 argc(0)?;
+                if m == "setValid" {
+                    pre.extend(self.invalidate_siblings(&hdr));
+                }
                 pre.push(Stmt::SetValid(hdr, m == "setValid"));
                 Ok(None)
             }
@@ -124,6 +127,7 @@ impl<'a> Lowerer<'a> {
                     }
                     None => None,
                 };
+                pre.extend(self.invalidate_siblings(&hdr));
                 pre.push(Stmt::Extern(Extern::Extract { hdr, varbit_bits }));
                 Ok(None)
             }

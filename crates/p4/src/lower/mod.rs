@@ -80,6 +80,9 @@ pub(crate) struct Lowerer<'a> {
     spent: budget::Spent,
     /// How deep each struct, header and union type nests (by composite index).
     composite_depth: Vec<usize>,
+    /// For each header instance that is a member of a header union, the other members: making
+    /// one valid makes them invalid (spec 8.20).
+    union_siblings: HashMap<u32, Vec<u32>>,
     /// Position of each declaration in the program text (includes expanded), for listing
     /// tables, actions and instances in declaration order as p4c does in P4Info.
     decl_order: HashMap<Span, u32>,
@@ -119,6 +122,7 @@ impl<'a> Lowerer<'a> {
             action_index: HashMap::new(),
             spent: budget::Spent { limits: limits.clone(), ..Default::default() },
             composite_depth: Vec::new(),
+            union_siblings: HashMap::new(),
             decl_order: HashMap::new(),
         }
     }
@@ -223,6 +227,17 @@ impl<'a> Lowerer<'a> {
                     out.push(self.alloc(&f.ty, &format!("{name}.{}", f.name), span)?);
                 }
                 if matches!(ty, Ty::Union(_)) {
+                    let ids: Vec<u32> = out
+                        .iter()
+                        .filter_map(|m| match m {
+                            Storage::Header { hdr: HdrRef::Static(id), .. } => Some(*id),
+                            _ => None,
+                        })
+                        .collect();
+                    for &id in &ids {
+                        self.union_siblings
+                            .insert(id, ids.iter().copied().filter(|&o| o != id).collect());
+                    }
                     Storage::Union { ty: *i, members: out }
                 } else {
                     Storage::Struct { ty: *i, fields: out }
@@ -233,6 +248,16 @@ impl<'a> Lowerer<'a> {
                     .err(span, format!("variables of type {} are not supported", self.show(other)))
             }
         })
+    }
+
+    /// Statements that make the other members of `hdr`'s header union invalid (none when
+    /// `hdr` is not a union member).
+    pub(crate) fn invalidate_siblings(&self, hdr: &HdrRef) -> Vec<ir::Stmt> {
+        let HdrRef::Static(id) = hdr else { return Vec::new() };
+        self.union_siblings
+            .get(id)
+            .map(|s| s.iter().map(|&o| ir::Stmt::SetValid(HdrRef::Static(o), false)).collect())
+            .unwrap_or_default()
     }
 
     fn alloc_header(&mut self, ty: usize, name: &str, span: Span) -> DResult<u32> {

@@ -168,11 +168,18 @@ impl<'a> Lowerer<'a> {
             (Storage::Header { hdr, ty }, Val::Loc(Storage::Header { hdr: src, ty: sty }))
                 if *ty == sty =>
             {
-                Ok(vec![Stmt::CopyHeader { dst: hdr.clone(), src }])
+                // A valid header copied into a union member makes the others invalid.
+                let siblings = self.invalidate_siblings(hdr);
+                let mut out = vec![Stmt::CopyHeader { dst: hdr.clone(), src }];
+                if !siblings.is_empty() {
+                    out.push(Stmt::If(Expr::IsValid(hdr.clone()), siblings, Vec::new()));
+                }
+                Ok(out)
             }
             (Storage::Header { hdr, ty }, Val::List(items)) => {
                 // `hdr = {a, b}`: set every field and make the header valid.
-                let mut out = vec![Stmt::SetValid(hdr.clone(), true)];
+                let mut out = self.invalidate_siblings(hdr);
+                out.push(Stmt::SetValid(hdr.clone(), true));
                 let fields = &self.types.composites[*ty].fields;
                 if items.len() != fields.len() {
                     return Err(mismatch());
