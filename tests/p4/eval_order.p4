@@ -28,6 +28,7 @@ bit<8> minus(in bit<8> x, in bit<8> y) { return x - y; }
 
 control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     action mark() { hdr.h.d = 0x77; }
+    action two(inout bit<8> x, inout bit<8> y) { x = 1; y = x + 1; }
     table t1 {
         key = { hdr.h.e: exact; }
         actions = { mark; }
@@ -52,6 +53,9 @@ control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm
         } else if (hdr.h.op == 5) {
             if (hdr.h.a == 1 && t1.apply().hit) { hdr.h.c = 1; }
             if (hdr.h.a == 0 || t2.apply().miss) { hdr.h.e = 2; }
+        } else if (hdr.h.op == 7) {
+            two(hdr.h.c, hdr.h.c);
+            hdr.h.d = bump(hdr.h.e) + bump(hdr.h.e);
         } else if (hdr.h.op == 6) {
             hdr.h.c = hdr.h.a == 1 ? bump(hdr.h.b) : bump(hdr.h.d);
             hdr.h.e = (hdr.h.a == 1 && yes(hdr.h.b)) ? 8w3 : 8w4;
