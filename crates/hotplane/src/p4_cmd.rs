@@ -129,6 +129,7 @@ pub fn stf(program: &Path, stf: &Path, include: &[PathBuf], json: bool) -> anyho
                 "packets_received": report.packets_received,
                 "expects": report.expects,
                 "checks": report.checks,
+                "unattached": report.unattached,
                 "failures": report.failures,
             })
         );
@@ -143,6 +144,13 @@ pub fn stf(program: &Path, stf: &Path, include: &[PathBuf], json: bool) -> anyho
                 report.expects,
                 report.checks
             );
+            if report.unattached > 0 {
+                println!(
+                    "  {} packet(s) went to ports the test names nowhere (not compared, as \
+                     under p4c's BMv2 runner)",
+                    report.unattached
+                );
+            }
         }
         Ok(())
     } else {

@@ -111,6 +111,10 @@ pub struct StfReport {
     pub packets_received: usize,
     pub expects: usize,
     pub checks: usize,
+    /// Packets sent to ports that no `packet` or `expect` line names: as under p4c's BMv2 test
+    /// runner, which attaches only those ports, they leave the switch unseen and are not
+    /// compared.
+    pub unattached: usize,
     /// Failed expectations and checks, each with its line.
     pub failures: Vec<String>,
 }
@@ -161,6 +165,7 @@ pub fn run_with(
     let mut received: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();
     let mut expected: BTreeMap<u32, Vec<Expect>> = BTreeMap::new();
     let mut any_port: Vec<u32> = Vec::new();
+    let mut attached: std::collections::BTreeSet<u32> = std::collections::BTreeSet::new();
     let mut now_ns = 1_000_000u64;
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
@@ -185,6 +190,7 @@ pub fn run_with(
             "packet" => {
                 let (port, hex) = split_word(rest);
                 let port = parse_port(port).map_err(err)?;
+                attached.insert(port);
                 let data = parse_hex(hex).map_err(err)?;
                 let mut out: Vec<Output> = Vec::new();
                 now_ns += 1000;
@@ -233,6 +239,7 @@ pub fn run_with(
             "expect" => {
                 let (port, pattern) = split_word(rest);
                 let port = parse_port(port).map_err(err)?;
+                attached.insert(port);
                 let pattern = pattern.trim();
                 if pattern.is_empty() {
                     any_port.push(port);
@@ -330,6 +337,10 @@ pub fn run_with(
         received.keys().chain(expected.keys()).copied().collect();
     for port in ports {
         if any_port.contains(&port) && !expected.contains_key(&port) {
+            continue;
+        }
+        if !attached.contains(&port) {
+            report.unattached += received.get(&port).map_or(0, Vec::len);
             continue;
         }
         let got = received.get(&port).map(|v| &v[..]).unwrap_or(&[]);

@@ -152,3 +152,26 @@ fn lpm_direct_counters_count_on_both_engines() {
         }
     }
 }
+
+/// As under p4c's BMv2 runner, which attaches only the ports its `packet` and `expect` lines
+/// name, a packet sent to any other port is not compared (it is counted); on a named port an
+/// unexpected packet fails.
+#[test]
+fn packets_to_ports_the_test_does_not_name_are_not_compared() {
+    let text = std::fs::read_to_string(dir().join("basic.stf")).expect("readable");
+    let add = text.lines().nth(2).expect("an add line");
+    let packet = text.lines().nth(4).expect("a packet line");
+    assert!(add.starts_with("add ") && packet.starts_with("packet 0 "));
+    // The packet goes out on port 1, which nothing names.
+    let quiet = format!("{add}\n{packet}\n");
+    let basic = || pipeline(&dir().join("basic.p4"));
+    let r = hotplane_p4::stf::run(basic(), qsbr(), "t.stf", &quiet).expect("runs");
+    assert!(r.passed(), "{:?}", r.failures);
+    assert_eq!((r.packets_received, r.unattached), (1, 1));
+    // Named (by an expectation of another packet on port 1), it must be expected.
+    let named = format!("{add}\n{packet}\nexpect 1 00\n{packet}\n");
+    let r = hotplane_p4::stf::run(basic(), qsbr(), "t.stf", &named).expect("runs");
+    assert_eq!(r.unattached, 0);
+    assert_eq!(r.failures.len(), 1, "{:?}", r.failures);
+    assert!(r.failures[0].contains("unexpected packet 1 on port 1"), "{}", r.failures[0]);
+}
