@@ -307,6 +307,100 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    /// `a == b` for headers, structs, unions and stacks (spec 8.16-8.18): headers are equal
+    /// when both are invalid or both valid with equal fields; the others member by member.
+    fn composite_eq(&self, a: Val, b: Val, span: Span) -> DResult<Expr> {
+        let mismatch = || {
+            Diagnostic::new(span, "`==` compares values of the same type (cast or compare fields)")
+        };
+        let fields = |s: &Storage| -> Vec<Val> {
+            match s {
+                Storage::Struct { fields, .. } | Storage::Union { members: fields, .. } => {
+                    fields.iter().cloned().map(super::stmt::storage_val).collect()
+                }
+                Storage::Stack { stack, elem } => (0..stack.count)
+                    .map(|k| {
+                        Val::Loc(Storage::Header {
+                            hdr: HdrRef::Static(stack.first + k),
+                            ty: *elem,
+                        })
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            }
+        };
+        match (a, b) {
+            (Val::Scalar { e: ea, ty: ta }, Val::Scalar { e: eb, ty: tb }) => {
+                let (ea, eb, ty) =
+                    self.unify(Val::Scalar { e: ea, ty: ta }, Val::Scalar { e: eb, ty: tb }, span)?;
+                let width = ty.scalar_width(&self.types).ok_or_else(mismatch)?;
+                Ok(Expr::Binary {
+                    op: BinOp::Eq,
+                    a: Box::new(ea),
+                    b: Box::new(eb),
+                    width,
+                    signed: false,
+                })
+            }
+            (
+                Val::Loc(Storage::Header { hdr: ha, ty: ta }),
+                Val::Loc(Storage::Header { hdr: hb, ty: tb }),
+            ) if ta == tb => {
+                let mut same = Vec::new();
+                for i in 0..self.types.composites[ta].fields.len() {
+                    let (bit_off, width) = self.field_layout(ta, i);
+                    let read = |hdr: &HdrRef| {
+                        Expr::Read(Place::Field { hdr: hdr.clone(), bit_off, width })
+                    };
+                    same.push(Expr::Binary {
+                        op: BinOp::Eq,
+                        a: Box::new(read(&ha)),
+                        b: Box::new(read(&hb)),
+                        width,
+                        signed: false,
+                    });
+                }
+                let (va, vb) = (Expr::IsValid(ha), Expr::IsValid(hb));
+                let both_invalid = and(not(va.clone()), not(vb.clone()));
+                let both_valid = and(va, vb);
+                Ok(or(both_invalid, same.into_iter().fold(both_valid, and)))
+            }
+            (Val::Loc(sa), Val::Loc(sb)) => {
+                let same_type = match (&sa, &sb) {
+                    (Storage::Struct { ty: x, .. }, Storage::Struct { ty: y, .. })
+                    | (Storage::Union { ty: x, .. }, Storage::Union { ty: y, .. }) => x == y,
+                    (
+                        Storage::Stack { stack: x, elem: ex },
+                        Storage::Stack { stack: y, elem: ey },
+                    ) => ex == ey && x.count == y.count,
+                    _ => false,
+                };
+                if !same_type {
+                    return Err(mismatch());
+                }
+                let (fa, fb) = (fields(&sa), fields(&sb));
+                let mut all = Expr::Const(1);
+                for (x, y) in fa.into_iter().zip(fb) {
+                    all = and(all, self.composite_eq(x, y, span)?);
+                }
+                Ok(all)
+            }
+            (Val::Loc(s @ Storage::Struct { .. }), Val::List(items))
+            | (Val::List(items), Val::Loc(s @ Storage::Struct { .. })) => {
+                let fs = fields(&s);
+                if fs.len() != items.len() {
+                    return Err(mismatch());
+                }
+                let mut all = Expr::Const(1);
+                for (x, (y, _)) in fs.into_iter().zip(items) {
+                    all = and(all, self.composite_eq(x, y, span)?);
+                }
+                Ok(all)
+            }
+            _ => Err(mismatch()),
+        }
+    }
+
     /// A scalar value (bit, int, bool, enum, error or an unsized literal).
     pub(crate) fn scalar_typed(
         &mut self,
@@ -449,6 +543,11 @@ impl<'a> Lowerer<'a> {
         }
         let va = self.expr(a, pre)?;
         let (va, vb) = self.then_expr(va, b, pre)?;
+        if matches!(op, A::Eq | A::Ne) && !matches!(va, Val::Scalar { .. }) {
+            let eq = self.composite_eq(va, vb, span)?;
+            let e = if op == A::Eq { eq } else { not(eq) };
+            return Ok(Val::Scalar { e, ty: Ty::Bool });
+        }
         if op == A::Concat {
             let (Val::Scalar { e: ea, ty: ta }, Val::Scalar { e: eb, ty: tb }) = (va, vb) else {
                 return self.err(span, "`++` joins bit strings");
@@ -651,4 +750,26 @@ pub(crate) fn bits_of(ty: &Ty) -> Option<u32> {
         Ty::Bool => Some(1),
         _ => None,
     }
+}
+
+fn not(e: Expr) -> Expr {
+    Expr::Unary { op: UnOp::Not, e: Box::new(e), width: 1 }
+}
+
+fn and(a: Expr, b: Expr) -> Expr {
+    match (&a, &b) {
+        (Expr::Const(1), _) => b,
+        (_, Expr::Const(1)) => a,
+        _ => Expr::Binary {
+            op: BinOp::LogicAnd,
+            a: Box::new(a),
+            b: Box::new(b),
+            width: 1,
+            signed: false,
+        },
+    }
+}
+
+fn or(a: Expr, b: Expr) -> Expr {
+    Expr::Binary { op: BinOp::LogicOr, a: Box::new(a), b: Box::new(b), width: 1, signed: false }
 }
