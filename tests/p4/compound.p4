@@ -1,5 +1,5 @@
-/* Compound assignments (P4_16 1.2.4: +=, -=, *=, |=, &=, ^=, <<=, >>=, |+|=, |-=|) on fields,
- * on slices of fields and on fields wider than a machine word. */
+/* Compound assignments (P4_16 1.2.4: +=, -=, *=, |=, &=, ^=, <<=, >>=, |+|=, |-|=) on fields,
+ * on slices of fields (slices of slices too) and on fields wider than a machine word. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -38,6 +38,10 @@ control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm
             hdr.h.b <<= 4;
             hdr.h.a -= 8w3;
             hdr.h.s |-|= 8s100;
+        } else if (hdr.h.op == 5) {
+            hdr.h.a[7:4][2:1] = 2w3;
+            hdr.h.b[15:0][11:4][3:0] |= 4w0xf;
+            hdr.h.s = (int<8>)hdr.h.w[127:64][15:8];
         } else if (hdr.h.op == 4) {
             hdr.h.w <<= 8w68;
             hdr.h.a |+|= 8w200;

@@ -90,6 +90,13 @@ impl<'a> Lowerer<'a> {
                         format!("slice [{hi}:{lo}] is out of range for {}", self.show(&ty)),
                     );
                 }
+                // A slice of a slice is one slice of the base (so that it can be assigned to).
+                let (v, hi, lo) = match v {
+                    Expr::Slice { e: inner, lo: base_lo, .. } => {
+                        (*inner, base_lo + hi, base_lo + lo)
+                    }
+                    v => (v, hi, lo),
+                };
                 Ok(Val::Scalar {
                     e: Expr::Slice { e: Box::new(v), hi, lo },
                     ty: Ty::Bit(hi - lo + 1),
