@@ -1,6 +1,7 @@
 /* Order of evaluation and side effects (P4_16 spec 8.17 and 6.8): operands left to right, the
  * right side of && and || only when the left does not decide, one arm of ?:, arguments left to
- * right with copy-in at evaluation, table applies inside conditions only when reached. */
+ * right with copy-in at evaluation, table applies inside conditions only when reached, and
+ * the target of a compound assignment evaluated once. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -13,11 +14,20 @@ header h_t {
     bit<8> e;
 }
 
-struct headers { h_t h; }
+header w_t { bit<8> x; }
+
+struct headers { h_t h; w_t[2] w; }
 struct metadata { }
 
 parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
-    state start { pkt.extract(hdr.h); transition accept; }
+    state start {
+        pkt.extract(hdr.h);
+        transition select(hdr.h.op) {
+            8: words;
+            default: accept;
+        }
+    }
+    state words { pkt.extract(hdr.w.next); pkt.extract(hdr.w.next); transition accept; }
 }
 
 control VC(inout headers hdr, inout metadata meta) { apply { } }
@@ -25,6 +35,7 @@ control VC(inout headers hdr, inout metadata meta) { apply { } }
 bit<8> bump(inout bit<8> x) { x = x + 1; return x; }
 bool yes(inout bit<8> x) { x = x + 1; return true; }
 bit<8> minus(in bit<8> x, in bit<8> y) { return x - y; }
+bit<8> post(inout bit<8> x) { bit<8> rv = x; x = x + 1; return rv; }
 
 control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     action mark() { hdr.h.d = 0x77; }
@@ -56,6 +67,9 @@ control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm
         } else if (hdr.h.op == 7) {
             two(hdr.h.c, hdr.h.c);
             hdr.h.d = bump(hdr.h.e) + bump(hdr.h.e);
+        } else if (hdr.h.op == 8) {
+            hdr.w[post(hdr.h.a) & 1].x |= 0x0f;
+            hdr.w[post(hdr.h.a) & 1].x |= 0xf0;
         } else if (hdr.h.op == 6) {
             hdr.h.c = hdr.h.a == 1 ? bump(hdr.h.b) : bump(hdr.h.d);
             hdr.h.e = (hdr.h.a == 1 && yes(hdr.h.b)) ? 8w3 : 8w4;
@@ -65,6 +79,6 @@ control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm
 
 control Eg(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
 control CC(inout headers hdr, inout metadata meta) { apply { } }
-control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); pkt.emit(hdr.w); } }
 
 V1Switch(P(), VC(), Ing(), Eg(), CC(), D()) main;

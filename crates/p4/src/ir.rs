@@ -343,6 +343,8 @@ pub struct ActionParam {
     pub writable: bool,
     /// Bound by the control plane (directionless) or by the caller.
     pub directionless: bool,
+    /// `out` or `inout`: copied back to the caller's argument.
+    pub copy_out: bool,
     pub slot: SlotId,
 }
 
@@ -369,6 +371,8 @@ pub struct TableKey {
 pub struct ConstEntry {
     /// Per key: value and mask (`Exact`: full mask), or range bounds for `Range`.
     pub keys: Vec<KeyMatch>,
+    /// Larger wins; every entry of a table has a distinct one, or (keys all exact or lpm,
+    /// where the longest prefix wins) none.
     pub priority: Option<u32>,
     pub action: u32,
     pub args: Vec<u128>,

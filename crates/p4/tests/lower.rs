@@ -148,3 +148,38 @@ fn functions_registers_and_hash_lower_once() {
     assert_eq!((hashes, writes), (1, 1));
     assert_eq!(p.instances[0].name, "MyIngress.seen");
 }
+
+/// Entry priorities the spec (and p4c) refuse, each with the reason.
+#[test]
+fn bad_entry_priorities_are_refused() {
+    let prio = include_str!("../../../tests/p4/priorities.p4");
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "            0x1181            : o(2);",
+            "            priority = 4: 0x1181 : o(2);",
+            "entries of `const entries` cannot have priorities",
+        ),
+        (
+            "            priority = 10: 0x1111 &&& 0x000f : s(1);",
+            "            0x1111 &&& 0x000f : s(1);",
+            "the first entry needs a priority when others have one",
+        ),
+        (
+            "            priority = 1:  _                 : l(4);",
+            "            priority = 0:  _ : l(4); _ : l(5);",
+            "this entry's priority would be 0 - 1 (below zero)",
+        ),
+        (
+            "        const entries = {\n            (0x1000 &&& 0xf000, 1) : x(1);",
+            "        entries = {\n            priority = 2: (0x1000 &&& 0xf000, 1) : x(1);",
+            "exact and lpm keys need no entry priorities",
+        ),
+        ("        priority_delta = 10;", "        priority_delta = 0;", "must be a positive"),
+        (": n(3) @priority(1);", ": n(3) @priority(x);", "@priority takes one integer"),
+    ];
+    for (from, to, want) in cases {
+        assert!(prio.contains(from), "{from}");
+        let err = check(&prio.replacen(from, to, 1)).err().unwrap_or_default();
+        assert!(err.contains(want), "{want}: {err}");
+    }
+}

@@ -202,14 +202,13 @@ impl P4Table {
         }
         let default = this.action_names[this.table_action(t.default_action)?].clone();
         this.set_default_unchecked(&default, &t.default_args)?;
-        let n = t.const_entries.len() as u32;
         // All in one batch: a ternary table rebuilds its index once, not once per entry.
         let mut batch = Vec::with_capacity(t.const_entries.len());
-        for (i, e) in t.const_entries.iter().enumerate() {
+        for e in &t.const_entries {
             let entry = P4Entry {
                 keys: e.keys.clone(),
-                // Earlier entries win unless priorities are given.
-                priority: Some(e.priority.unwrap_or(n - i as u32)),
+                // Lowering ranked them (larger wins); None where the longest prefix decides.
+                priority: e.priority,
                 action: prog.actions[e.action as usize].name.clone(),
                 args: e.args.clone(),
             };

@@ -100,6 +100,7 @@ impl<'a> Lowerer<'a> {
                 width,
                 writable,
                 directionless: p.direction == Direction::None,
+                copy_out: matches!(p.direction, Direction::Out | Direction::InOut),
                 slot,
             });
             self.bind(
@@ -192,7 +193,7 @@ impl<'a> Lowerer<'a> {
                 Val::Scalar { e, ty: Ty::Enum(_) } => Val::Scalar { e, ty: ty.clone() },
                 other => other,
             };
-            if !p.directionless {
+            if p.copy_out {
                 let dst = self.lvalue(&arg.value, pre)?;
                 copy_out.extend(self.assign(
                     &dst,
@@ -232,17 +233,10 @@ impl<'a> Lowerer<'a> {
             );
         }
         let ret_ty = self.resolve(ret)?;
+        // Fresh storage per call: a header or struct returned is a value of its own.
         let ret_place = match &ret_ty {
             Ty::Void => None,
-            t => match self.alloc(t, &format!("{}.return", name.name), name.span)? {
-                Storage::Scalar { place, ty } => Some((place, ty)),
-                _ => {
-                    return self.err(
-                        ret.span,
-                        "functions returning headers or structs are not supported yet",
-                    )
-                }
-            },
+            t => Some(self.alloc(t, &format!("{}.return", name.name), name.span)?),
         };
         let mut epilogue = Vec::new();
         let mut bindings = Vec::new();
@@ -287,6 +281,6 @@ impl<'a> Lowerer<'a> {
         } else {
             pre.push(Stmt::Call { body: vec![Stmt::Scope(lowered)], copy_out: epilogue });
         }
-        Ok(ret_place.map(|(p, ty)| Val::Scalar { e: Expr::Read(p), ty }))
+        Ok(ret_place.map(storage_val))
     }
 }

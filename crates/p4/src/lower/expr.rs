@@ -550,6 +550,29 @@ impl<'a> Lowerer<'a> {
         }
         let va = self.expr(a, pre)?;
         let (va, vb) = self.then_expr(va, b, pre)?;
+        self.check_divisor(op, b, op_span)?;
+        self.binary_values(op, (va, a.span), (vb, b.span), span, op_span)
+    }
+
+    /// p4c refuses a divisor known to be zero at compile time; so does hotplane, at the operator.
+    pub(crate) fn check_divisor(&self, op: A, divisor: &ast::Expr, op_span: Span) -> DResult<()> {
+        if matches!(op, A::Div | A::Mod) {
+            if let Ok(ConstValue::Int(0, _)) = self.const_eval().eval(divisor) {
+                return Err(Diagnostic::new(op_span, crate::types::by_zero(op)));
+            }
+        }
+        Ok(())
+    }
+
+    /// `a op b` on lowered operands (each with its span), for every operator but `&&` and `||`.
+    pub(crate) fn binary_values(
+        &mut self,
+        op: A,
+        (va, a_span): (Val, Span),
+        (vb, b_span): (Val, Span),
+        span: Span,
+        op_span: Span,
+    ) -> DResult<Val> {
         if matches!(op, A::Eq | A::Ne) && !matches!(va, Val::Scalar { .. }) {
             let eq = self.composite_eq(va, vb, span)?;
             let e = if op == A::Eq { eq } else { not(eq) };
@@ -576,7 +599,7 @@ impl<'a> Lowerer<'a> {
                 return self.err(span, "shifts apply to single values");
             };
             if tb.is_signed() {
-                return self.err(b.span, "a shift amount must be unsigned");
+                return self.err(b_span, "a shift amount must be unsigned");
             }
             if ta == Ty::InfInt {
                 if let (Expr::Const(x), Expr::Const(y)) = (&ea, &eb) {
@@ -588,12 +611,12 @@ impl<'a> Lowerer<'a> {
                     return Ok(Val::konst(v, Ty::InfInt));
                 }
                 return self.err(
-                    a.span,
+                    a_span,
                     "shifting a literal by a run-time amount needs a width: cast the literal",
                 );
             }
             let w = bits_of(&ta)
-                .ok_or_else(|| Diagnostic::new(a.span, "shifts apply to bit<N> and int<N>"))?;
+                .ok_or_else(|| Diagnostic::new(a_span, "shifts apply to bit<N> and int<N>"))?;
             let op = if op == A::Shl { BinOp::Shl } else { BinOp::Shr };
             return Ok(Val::Scalar {
                 e: Expr::Binary {
@@ -651,11 +674,8 @@ impl<'a> Lowerer<'a> {
             A::BitOr => BinOp::Or,
             A::Shl | A::Shr | A::Concat | A::And | A::Or => unreachable!("handled above"),
         };
-        if matches!(bop, BinOp::Div | BinOp::Mod) {
-            // p4c refuses a divisor known to be zero; so does hotplane, at the operator.
-            if let Ok(ConstValue::Int(0, _)) = self.const_eval().eval(b) {
-                return Err(Diagnostic::new(op_span, crate::types::by_zero(op)));
-            }
+        if matches!(bop, BinOp::Div | BinOp::Mod) && matches!(eb, Expr::Const(0)) {
+            return Err(Diagnostic::new(op_span, crate::types::by_zero(op)));
         }
         if matches!(bop, BinOp::Div | BinOp::Mod) && ty.is_signed() {
             return self.err(

@@ -71,7 +71,7 @@ pub(crate) struct Lowerer<'a> {
     prefix: String,
     pub block: BlockKind,
     /// Where `return expr;` stores its value inside an inlined function, and its type.
-    return_target: Vec<Option<(Place, Ty)>>,
+    return_target: Vec<Option<Storage>>,
     /// Lowered top-level actions (by name) so that each is lowered once.
     global_actions: HashMap<String, u32>,
     /// Every lowered action's index by its qualified name.

@@ -2,7 +2,7 @@
 
 use super::expr::Val;
 use super::{Binding, Lowerer, Storage};
-use crate::ast::{self, DeclKind, ExprKind, StmtKind};
+use crate::ast::{self, DeclKind, StmtKind};
 use crate::diag::{DResult, Diagnostic, Span};
 use crate::ir::{Expr, HdrRef, Place, Stmt};
 use crate::types::Ty;
@@ -27,17 +27,22 @@ impl<'a> Lowerer<'a> {
                 out.extend(stmts);
             }
             StmtKind::CompoundAssign { op, lhs, rhs } => {
-                let combined = ast::Expr {
-                    kind: ExprKind::Binary(
-                        *op,
-                        Box::new(lhs.clone()),
-                        Box::new(rhs.clone()),
-                        s.span,
-                    ),
-                    span: s.span,
-                };
+                // `a op= b` is `a = a op b` with `a` evaluated once (an index with a call in it
+                // runs the call once).
                 let dst = self.lvalue(lhs, out)?;
-                let src = self.expr(&combined, out)?;
+                let current = match &dst {
+                    v @ Val::Scalar { .. } => v.clone(),
+                    _ => return self.err(lhs.span, "compound assignment applies to single values"),
+                };
+                let (current, value) = self.then_expr(current, rhs, out)?;
+                self.check_divisor(*op, rhs, s.span)?;
+                let src = self.binary_values(
+                    *op,
+                    (current, lhs.span),
+                    (value, rhs.span),
+                    s.span,
+                    s.span,
+                )?;
                 let stmts = self.assign(&dst, src, s.span)?;
                 out.extend(stmts);
             }
@@ -57,10 +62,9 @@ impl<'a> Lowerer<'a> {
             StmtKind::Exit => out.push(Stmt::Exit),
             StmtKind::Return(value) => {
                 match (value, self.return_target.last().cloned()) {
-                    (Some(v), Some(Some((place, ty)))) => {
+                    (Some(v), Some(Some(storage))) => {
                         let val = self.expr(v, out)?;
-                        let e = self.coerce(val, &ty, v.span)?;
-                        out.push(Stmt::Assign(place, e));
+                        out.extend(self.assign(&storage_val(storage), val, v.span)?);
                     }
                     (Some(v), _) => {
                         return self.err(v.span, "`return` with a value outside a function")

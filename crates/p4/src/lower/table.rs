@@ -3,7 +3,7 @@
 use super::expr::Val;
 use super::{Binding, Lowerer};
 use crate::ast::{self, DeclKind, ExprKind, PropertyValue};
-use crate::diag::{DResult, Span};
+use crate::diag::{DResult, Diagnostic, Span};
 use crate::ir::{self, Expr, InstanceKind, KeyMatch, MatchKind, Place, Stmt};
 use crate::types::{mask, ConstValue, Ty};
 
@@ -237,6 +237,8 @@ impl<'a> Lowerer<'a> {
         let mut size = 1024;
         let mut direct_counter = None;
         let mut direct_meter = None;
+        let mut largest_wins = None;
+        let mut priority_delta = None;
         for p in props {
             match (p.name.name.as_str(), &p.value) {
                 ("key", PropertyValue::Key(ks)) => {
@@ -289,6 +291,21 @@ impl<'a> Lowerer<'a> {
                     direct_counter = Some(self.instance_name(e))
                 }
                 ("meters", PropertyValue::Expr(e)) => direct_meter = Some(self.instance_name(e)),
+                ("largest_priority_wins", PropertyValue::Expr(e)) => {
+                    largest_wins = match self.const_eval().eval(e)? {
+                        ConstValue::Bool(b) => Some((b, e.span)),
+                        _ => {
+                            return self.err(e.span, "largest_priority_wins must be true or false")
+                        }
+                    }
+                }
+                ("priority_delta", PropertyValue::Expr(e)) => {
+                    let d = self.const_eval().eval_u32(e, "priority_delta")?;
+                    if d == 0 {
+                        return self.err(e.span, "priority_delta must be a positive integer");
+                    }
+                    priority_delta = Some(d);
+                }
                 ("implementation", _) => {
                     return self.err(
                         p.name.span,
@@ -353,6 +370,15 @@ impl<'a> Lowerer<'a> {
             for e in es {
                 table.const_entries.push(self.const_entry(&table, e)?);
             }
+            let order = EntryOrder {
+                largest_wins: largest_wins.is_none_or(|(b, _)| b),
+                delta: priority_delta.unwrap_or(1),
+                is_const,
+            };
+            let ranks = self.entry_ranks(&table, es, order)?;
+            for (c, rank) in table.const_entries.iter_mut().zip(ranks) {
+                c.priority = rank;
+            }
         }
         self.count(crate::budget::Budget::Tables, self.prog.tables.len() + 1, "tables", d.span)?;
         self.declare_table(&table, d.span)?;
@@ -396,6 +422,102 @@ impl<'a> Lowerer<'a> {
             .collect()
     }
 
+    /// Each initial entry's priority in hotplane's terms (larger wins, all distinct), chosen so
+    /// that the entry BMv2 applies is the one hotplane applies:
+    /// - entries are ordered by the spec's priorities (`priority = N:`, the others numbered from
+    ///   the one before by `priority_delta`, largest or smallest first as
+    ///   `largest_priority_wins` says; as p4c orders them), stably;
+    /// - then, as p4c's BMv2 back-end numbers them, the entry at position i (from 1) weighs
+    ///   `@priority(N)` if it has that annotation, else i; the lightest wins, ties to the earlier.
+    ///
+    /// Tables whose keys are all exact or lpm need no priorities (the longest prefix wins): None.
+    fn entry_ranks(
+        &self,
+        t: &ir::Table,
+        es: &[ast::Entry],
+        order: EntryOrder,
+    ) -> DResult<Vec<Option<u32>>> {
+        let given: Vec<Option<(u64, Span)>> = es
+            .iter()
+            .map(|e| {
+                e.priority
+                    .as_ref()
+                    .map(|p| Ok((self.const_eval().eval_u32(p, "a priority")? as u64, p.span)))
+                    .transpose()
+            })
+            .collect::<DResult<_>>()?;
+        let needs_priorities =
+            t.keys.iter().any(|k| !matches!(k.kind, MatchKind::Exact | MatchKind::Lpm));
+        if let Some((_, span)) = given.iter().flatten().next() {
+            if order.is_const {
+                return self.err(
+                    *span,
+                    "entries of `const entries` cannot have priorities: they match in program order",
+                );
+            }
+            if !needs_priorities {
+                return self.err(*span, "exact and lpm keys need no entry priorities");
+            }
+            if given[0].is_none() {
+                return self.err(
+                    es[0].span,
+                    "the first entry needs a priority when others have one (spec: entry priorities)",
+                );
+            }
+        }
+        if !needs_priorities {
+            return Ok(vec![None; es.len()]);
+        }
+        // The spec's numbering, then p4c's stable sort by it.
+        let mut positions: Vec<usize> = (0..es.len()).collect();
+        if given.iter().any(Option::is_some) {
+            let mut spec = Vec::with_capacity(es.len());
+            let mut last = 0u64;
+            for (i, g) in given.iter().enumerate() {
+                let p = match g {
+                    Some((p, _)) => *p,
+                    None if order.largest_wins => {
+                        last.checked_sub(order.delta as u64).ok_or_else(|| {
+                            Diagnostic::new(
+                                es[i].span,
+                                format!(
+                                    "this entry's priority would be {last} - {} (below zero)",
+                                    order.delta
+                                ),
+                            )
+                        })?
+                    }
+                    None => last + order.delta as u64,
+                };
+                spec.push(p);
+                last = p;
+            }
+            if order.largest_wins {
+                positions.sort_by_key(|&i| std::cmp::Reverse(spec[i]));
+            } else {
+                positions.sort_by_key(|&i| spec[i]);
+            }
+        }
+        let mut weights = Vec::with_capacity(es.len());
+        for (pos, &i) in positions.iter().enumerate() {
+            let weight = match es[i].annotations.iter().find(|a| a.name.name == "priority") {
+                Some(a) => match a.body.first().map(|t| &t.tok) {
+                    Some(crate::lexer::Tok::Int { value, .. }) if a.body.len() == 1 => *value,
+                    _ => return self.err(a.name.span, "@priority takes one integer"),
+                },
+                None => pos as u128 + 1,
+            };
+            weights.push((weight, pos, i));
+        }
+        weights.sort();
+        let n = es.len() as u32;
+        let mut ranks = vec![None; es.len()];
+        for (rank, &(_, _, i)) in weights.iter().enumerate() {
+            ranks[i] = Some(n - rank as u32);
+        }
+        Ok(ranks)
+    }
+
     fn const_entry(&mut self, t: &ir::Table, e: &ast::Entry) -> DResult<ir::ConstEntry> {
         if e.keyset.len() != t.keys.len() {
             return self.err(
@@ -417,9 +539,8 @@ impl<'a> Lowerer<'a> {
             return self.err(e.action.span, format!("table {} has no such action", t.name));
         }
         let args = self.const_args(action, &e.action.args, e.action.span)?;
-        let priority =
-            e.priority.as_ref().map(|p| self.const_eval().eval_u32(p, "a priority")).transpose()?;
-        Ok(ir::ConstEntry { keys, priority, action, args })
+        // Set for all entries together (`entry_ranks`).
+        Ok(ir::ConstEntry { keys, priority: None, action, args })
     }
 
     /// A constant key or select value, truncated to the key's width.
@@ -535,4 +656,13 @@ pub(crate) fn key_text(e: &ast::Expr) -> String {
         ExprKind::Call { callee, .. } => format!("{}()", key_text(callee)),
         _ => "key".to_string(),
     }
+}
+
+/// How a table's initial entries are ordered (its `largest_priority_wins` and
+/// `priority_delta`, and whether they are `const entries`).
+#[derive(Clone, Copy)]
+struct EntryOrder {
+    largest_wins: bool,
+    delta: u32,
+    is_const: bool,
 }

@@ -551,7 +551,7 @@ impl Parser {
     /// `[const] [priority = N :] keyset : action(args) [@anno];`
     fn entry(&mut self) -> DResult<Entry> {
         let start = self.span();
-        let annotations = self.annotations()?;
+        let mut annotations = self.annotations()?;
         let is_const = self.eat_kw("const");
         let priority = if self.is_kw("priority") && self.peek_at(1).is_punct("=") {
             self.bump();
@@ -565,7 +565,8 @@ impl Parser {
         let keyset = self.keyset()?;
         self.expect_punct(":")?;
         let action = self.action_ref()?;
-        self.annotations()?;
+        // Annotations after the action (`: a(1) @priority(3);`) belong to the entry.
+        annotations.extend(self.annotations()?);
         self.expect_punct(";")?;
         Ok(Entry { annotations, is_const, priority, keyset, action, span: self.since(start) })
     }

@@ -1,0 +1,61 @@
+/* Functions returning headers and structs, and actions whose `in` parameters take values
+ * that are not locations (literals, expressions). */
+#include <core.p4>
+#include <v1model.p4>
+
+header h_t { bit<8> a; bit<8> b; }
+struct s_t { bit<8> x; bit<8> y; }
+
+struct headers { h_t p; h_t q; }
+struct metadata { }
+
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.p); transition accept; }
+}
+
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+
+h_t make(in bit<8> v) {
+    h_t h;
+    h.setValid();
+    h.a = v;
+    h.b = v + 1;
+    return h;
+}
+
+h_t nothing() {
+    h_t h;
+    h.setInvalid();
+    return h;
+}
+
+s_t swap(in s_t s) {
+    return { s.y, s.x };
+}
+
+control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    action put(in bit<8> v, inout bit<8> dst) { dst = dst + v; }
+    apply {
+        sm.egress_spec = 1;
+        if (hdr.p.a == 1) {
+            hdr.q = make(hdr.p.b);
+        } else if (hdr.p.a == 2) {
+            hdr.q = make(8w9);
+            hdr.q = nothing();
+        } else if (hdr.p.a == 3) {
+            s_t s = { hdr.p.a, hdr.p.b };
+            s = swap(s);
+            hdr.p.a = s.x;
+            hdr.p.b = s.y;
+        } else if (hdr.p.a == 4) {
+            put(8w7, hdr.p.b);
+            put(hdr.p.b + 1, hdr.p.b);
+        }
+    }
+}
+
+control Eg(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr); } }
+
+V1Switch(P(), VC(), Ing(), Eg(), CC(), D()) main;
