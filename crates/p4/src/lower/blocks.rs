@@ -3,6 +3,7 @@
 
 use super::{Binding, BlockKind, Lowerer, Shared, Storage};
 use crate::ast::{self, DeclKind, ExprKind, Transition};
+use crate::budget::Budget::ParserStates;
 use crate::diag::{DResult, Span};
 use crate::ir::{self, KeyMatch, Stmt, Target};
 use crate::types::mask;
@@ -32,6 +33,23 @@ impl<'a> Lowerer<'a> {
             Binding::Var(sh.std.clone()),
         ];
         self.bind_params(params, &bound);
+        let mut out = Vec::new();
+        let r = (|| -> DResult<u32> {
+            let init = self.parser_locals(locals, "")?;
+            let start = self.parser_states(d, states, Target::Accept, "", &mut out)?;
+            // Parser-local initialisers run before the start state.
+            out[start as usize].body.splice(0..0, init);
+            self.count(ParserStates, out.len(), "parser states", d.span)?;
+            Ok(start)
+        })();
+        self.pop_scope();
+        self.block = BlockKind::Control;
+        r.map(|start| (out, start))
+    }
+
+    /// A parser's local declarations, bound in the current scope; returns their initialisers.
+    /// Parsers instantiated here become sub-parsers (named `prefix` + their name).
+    fn parser_locals(&mut self, locals: &'a [ast::Decl], prefix: &str) -> DResult<Vec<Stmt>> {
         let mut init = Vec::new();
         for l in locals {
             match &l.kind {
@@ -41,21 +59,56 @@ impl<'a> Lowerer<'a> {
                 DeclKind::ValueSet { name, .. } => {
                     return self.err(name.span, "value_set is not supported yet")
                 }
+                DeclKind::Instantiation { ty, name, .. } => {
+                    let sub = match &ty.kind {
+                        ast::TypeKind::Named { name: tn, .. } => self.global(&tn.name),
+                        _ => None,
+                    };
+                    match sub {
+                        Some(decl) if matches!(decl.kind, DeclKind::Parser { .. }) => {
+                            let name_q = format!("{prefix}{}", name.name);
+                            self.bind(&name.name, Binding::SubParser { decl, name: name_q });
+                        }
+                        _ => {
+                            return self.err(
+                                l.span,
+                                "only parsers can be instantiated inside a parser (externs \
+                                 such as checksums are not supported there yet)",
+                            )
+                        }
+                    }
+                }
                 _ => return self.err(l.span, "this parser-local declaration is not supported"),
             }
         }
-        self.count(crate::budget::Budget::ParserStates, states.len(), "parser states", d.span)?;
+        Ok(init)
+    }
+
+    /// Lower `states` (their parser's parameters and locals bound in the current scope) into
+    /// `out`, where `accept` leads to `accept` (the end of parsing for the top parser, the
+    /// caller's continuation for a sub-parser). Returns the index of the start state.
+    fn parser_states(
+        &mut self,
+        d: &'a ast::Decl,
+        states: &'a [ast::ParserState],
+        accept: Target,
+        prefix: &str,
+        out: &mut Vec<ir::State>,
+    ) -> DResult<u32> {
+        self.count(ParserStates, out.len() + states.len(), "parser states", d.span)?;
+        let base = out.len() as u32;
         // By name: looking each transition's target up in the list would be quadratic.
         let mut by_name = std::collections::HashMap::new();
         for (i, s) in states.iter().enumerate() {
-            by_name.entry(s.name.name.as_str()).or_insert(i);
+            by_name.entry(s.name.name.as_str()).or_insert(base + i as u32);
+            out.push(placeholder(format!("{prefix}{}", s.name.name)));
         }
         let index = |name: &ast::Ident, l: &Self| -> DResult<Target> {
             match name.name.as_str() {
-                "accept" => Ok(Target::Accept),
+                "accept" => Ok(accept),
                 "reject" => Ok(Target::Reject),
                 n => match by_name.get(n) {
-                    Some(&i) => Ok(Target::State(i as u32)),
+                    Some(&i) => Ok(Target::State(i)),
                     None => l.err(name.span, format!("no parser state named `{n}`")),
                 },
             }
@@ -63,16 +116,36 @@ impl<'a> Lowerer<'a> {
         let Some(start) = states.iter().position(|s| s.name.name == "start") else {
             return self.err(d.span, "the parser has no `start` state");
         };
-        let mut out = Vec::new();
-        for s in states {
-            let mut body = self.block_stmts(&s.stmts)?;
+        for (i, s) in states.iter().enumerate() {
+            // Statements up to a sub-parser's apply stay in this state, which then goes to the
+            // sub-parser; the rest continue in a state its accept leads to.
+            let mut slot = base as usize + i;
+            let mut body = Vec::new();
+            // A state's own declarations are visible in it (and its select) only.
+            self.push_scope();
+            for st in &s.stmts {
+                if let Some((decl, name, args)) = self.sub_parser_apply(st) {
+                    let resume = out.len() as u32;
+                    out.push(placeholder(format!("{}.resume", out[slot].name)));
+                    let sub_start = self.inline_parser(
+                        decl,
+                        &name,
+                        args,
+                        st.span,
+                        Target::State(resume),
+                        &mut body,
+                        out,
+                    )?;
+                    out[slot].body = std::mem::take(&mut body);
+                    out[slot].transition = ir::Transition::Goto(sub_start);
+                    slot = resume as usize;
+                } else {
+                    self.stmt(st, &mut body)?;
+                }
+            }
             let transition = match &s.transition {
                 None => ir::Transition::Reject,
-                Some(Transition::Goto(n)) => match index(n, self)? {
-                    Target::Accept => ir::Transition::Accept,
-                    Target::Reject => ir::Transition::Reject,
-                    Target::State(i) => ir::Transition::Goto(i),
-                },
+                Some(Transition::Goto(n)) => goto(index(n, self)?),
                 Some(Transition::Select { exprs, cases, span }) => {
                     self.count_select_cases(cases.len(), *span)?;
                     let mut keys = Vec::new();
@@ -88,15 +161,104 @@ impl<'a> Lowerer<'a> {
                     ir::Transition::Select { keys, cases: ir_cases }
                 }
             };
-            out.push(ir::State { name: s.name.name.clone(), body, transition });
+            self.pop_scope();
+            out[slot].body = body;
+            out[slot].transition = transition;
         }
-        if !init.is_empty() {
-            // Parser-local initialisers run before the start state.
-            out[start].body.splice(0..0, init);
+        Ok(base + start as u32)
+    }
+
+    /// `p.apply(args);` of a sub-parser `p`: its declaration, name and arguments.
+    fn sub_parser_apply(
+        &self,
+        st: &'a ast::Stmt,
+    ) -> Option<(&'a ast::Decl, String, &'a [ast::Arg])> {
+        let ast::StmtKind::Call(call) = &st.kind else { return None };
+        let ExprKind::Call { callee, args, .. } = &call.kind else { return None };
+        let ExprKind::Member(obj, method) = &callee.kind else { return None };
+        let ExprKind::Name(n) = &obj.kind else { return None };
+        match self.lookup(&n.name) {
+            Some(Binding::SubParser { decl, name }) if method.name == "apply" => {
+                Some((decl, name, args))
+            }
+            _ => None,
         }
-        self.pop_scope();
-        self.block = BlockKind::Control;
-        Ok((out, start as u32))
+    }
+
+    /// Splice a copy of sub-parser `decl`'s states into `out` for one apply, its accept going
+    /// to `resume`; its parameters are the caller's arguments (locations, by reference; `out`
+    /// ones start invalid or zero), its locals fresh. The statements that set this up go to
+    /// `pre`. Returns its start state.
+    #[allow(clippy::too_many_arguments)]
+    fn inline_parser(
+        &mut self,
+        decl: &'a ast::Decl,
+        name: &str,
+        args: &'a [ast::Arg],
+        span: Span,
+        resume: Target,
+        pre: &mut Vec<Stmt>,
+        out: &mut Vec<ir::State>,
+    ) -> DResult<u32> {
+        let DeclKind::Parser { params, locals, states, .. } = &decl.kind else {
+            return self.err(span, "not a parser");
+        };
+        if args.len() != params.len() {
+            return self.err(
+                span,
+                format!("{name}.apply takes {} arguments, {} given", params.len(), args.len()),
+            );
+        }
+        let mut bound = Vec::new();
+        for (p, a) in params.iter().zip(args) {
+            let ty = self.resolve(&p.ty)?;
+            if matches!(ty, crate::types::Ty::Extern(..)) {
+                bound.push(Binding::PacketIn);
+                continue;
+            }
+            let storage = match self.expr(&a.value, pre)? {
+                super::expr::Val::Loc(s) => s,
+                super::expr::Val::Scalar { e: ir::Expr::Read(place), ty } => {
+                    Storage::Scalar { place, ty }
+                }
+                v if p.direction == ast::Direction::In || p.direction == ast::Direction::None => {
+                    let s = self.alloc(&ty, &p.name.name, p.name.span)?;
+                    pre.extend(self.assign(
+                        &super::stmt::storage_val(s.clone()),
+                        v,
+                        a.value.span,
+                    )?);
+                    s
+                }
+                _ => {
+                    return self.err(
+                        a.value.span,
+                        "sub-parser arguments must be variables, fields, headers or structs",
+                    )
+                }
+            };
+            if p.direction == ast::Direction::Out {
+                pre.extend(self.zero(&storage));
+            }
+            bound.push(Binding::Var(storage));
+        }
+        let saved = std::mem::replace(&mut self.scopes, vec![std::collections::HashMap::new()]);
+        let saved_calls = match self.enter_call(span) {
+            Ok(s) => s,
+            Err(e) => {
+                self.scopes = saved;
+                return Err(e);
+            }
+        };
+        self.bind_params(params, &bound);
+        let prefix = format!("{name}.");
+        let r = (|| -> DResult<u32> {
+            pre.extend(self.parser_locals(locals, &prefix)?);
+            self.parser_states(decl, states, resume, &prefix, out)
+        })();
+        self.leave_call(saved_calls);
+        self.scopes = saved;
+        r
     }
 
     fn select_keyset(
@@ -263,5 +425,18 @@ impl<'a> Lowerer<'a> {
         self.pop_scope();
         self.block = BlockKind::Control;
         r.map(|_| out)
+    }
+}
+
+/// A state whose body and transition are filled in later.
+fn placeholder(name: String) -> ir::State {
+    ir::State { name, body: Vec::new(), transition: ir::Transition::Reject }
+}
+
+fn goto(t: Target) -> ir::Transition {
+    match t {
+        Target::Accept => ir::Transition::Accept,
+        Target::Reject => ir::Transition::Reject,
+        Target::State(i) => ir::Transition::Goto(i),
     }
 }

@@ -50,6 +50,11 @@ pub(crate) enum Binding<'a> {
         decl: &'a Decl,
         name: String,
     },
+    /// A parser instantiated inside a parser: each `apply` splices a copy of its states in.
+    SubParser {
+        decl: &'a Decl,
+        name: String,
+    },
 }
 
 /// Which block is being lowered (some externs belong to one kind of block).

@@ -117,7 +117,7 @@ impl<'a> Lowerer<'a> {
     }
 
     /// Statements giving storage a defined initial value (locals are zero, headers invalid).
-    fn zero(&self, s: &Storage) -> Vec<Stmt> {
+    pub(crate) fn zero(&self, s: &Storage) -> Vec<Stmt> {
         match s {
             Storage::Scalar { place, .. } => vec![Stmt::Assign(place.clone(), Expr::Const(0))],
             Storage::Header { hdr, .. } => vec![Stmt::SetValid(hdr.clone(), false)],
