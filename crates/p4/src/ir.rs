@@ -20,6 +20,29 @@ pub struct HeaderInst {
     pub bytes: u32,
     /// (bit offset from the header start, width) per field.
     pub fields: Vec<(u32, u32)>,
+    /// Its `varbit` field, if it has one (always the last, so `bytes` is the longest).
+    pub varbit: Option<Varbit>,
+}
+
+/// A header's variable-length field: where it starts, how long it may be, and the slot
+/// holding the length it was extracted with (in bits). Only the bytes up to that length are
+/// emitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Varbit {
+    /// Bytes from the header's start to the field.
+    pub byte_off: u32,
+    pub max_bits: u32,
+    pub len_slot: SlotId,
+}
+
+impl HeaderInst {
+    /// Bytes on the wire for a varbit field of `len_bits` (the whole header if it has none).
+    pub fn wire_bytes(&self, len_bits: u128) -> usize {
+        match self.varbit {
+            Some(v) => v.byte_off as usize + (len_bits as usize).min(v.max_bits as usize) / 8,
+            None => self.bytes as usize,
+        }
+    }
 }
 
 /// A header stack: consecutive instances and the slot holding `nextIndex`.

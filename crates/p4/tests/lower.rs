@@ -183,3 +183,30 @@ fn bad_entry_priorities_are_refused() {
         assert!(err.contains(want), "{want}: {err}");
     }
 }
+
+/// What of varbit fields is not supported yet is refused with the reason.
+#[test]
+fn varbit_uses_not_supported_are_refused() {
+    let src = include_str!("../../../tests/p4/varbit.p4");
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "header opt_t { bit<8> kind; varbit<64> data; }",
+            "header opt_t { varbit<64> data; bit<8> kind; }",
+            "a varbit field is supported as the last field",
+        ),
+        (
+            "header opt_t { bit<8> kind; varbit<64> data; }",
+            "header opt_t { bit<8> kind; varbit<60> data; }",
+            "with a maximum of whole bytes",
+        ),
+        ("hdr.a.kind = 0xaa;", "hdr.b.data = hdr.a.data;", "reading, writing, comparing"),
+        ("hdr.a.kind = 0xaa;", "if (hdr.a == hdr.b) { exit; }", "reading, writing, comparing"),
+        ("pkt.extract(hdr.b, 12);", "pkt.extract(hdr.b);", "extracted with its length"),
+        ("pkt.extract(hdr.b, 12);", "pkt.extract(hdr.len, 12);", "for headers with a varbit"),
+    ];
+    for (from, to, want) in cases {
+        assert!(src.contains(from), "{from}");
+        let err = check(&src.replacen(from, to, 1)).err().unwrap_or_default();
+        assert!(err.contains(want), "{want}: {err}");
+    }
+}

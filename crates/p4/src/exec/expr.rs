@@ -76,6 +76,20 @@ impl Compiler<'_> {
     }
 
     /// Bytes of the header a reference names (stack elements all have their stack's type).
+    /// Each header instance's varbit field, by id (for closures that resolve ids at run time).
+    pub(crate) fn varbits(&self) -> std::sync::Arc<[Option<crate::ir::Varbit>]> {
+        self.prog.headers.iter().map(|h| h.varbit).collect()
+    }
+
+    /// Whether the header a reference names has a varbit field.
+    pub(crate) fn hdr_varbit(&self, h: &HdrRef) -> bool {
+        let id = match h {
+            HdrRef::Static(id) => *id,
+            HdrRef::Index(s, _) | HdrRef::Next(s) | HdrRef::Last(s) => s.first,
+        };
+        self.prog.headers[id as usize].varbit.is_some()
+    }
+
     pub(crate) fn hdr_bytes(&self, h: &HdrRef) -> usize {
         let id = match h {
             HdrRef::Static(id) => *id,

@@ -166,6 +166,53 @@ impl Compiler<'_> {
     pub(crate) fn extern_call(&self, x: &Extern) -> StmtFn {
         let std = self.std;
         match x {
+            Extern::Extract { hdr, varbit_bits: Some(bits) } => {
+                let sel = self.hdr(hdr);
+                let varbits = self.varbits();
+                let bits = self.expr(bits);
+                let next = match hdr {
+                    HdrRef::Next(s) => Some(s.next_slot as usize),
+                    _ => None,
+                };
+                let (too_short, out_of_bounds, header_too_short, invalid_argument) = (
+                    self.error_code("PacketTooShort"),
+                    self.error_code("StackOutOfBounds"),
+                    self.error_code("HeaderTooShort"),
+                    self.error_code("ParserInvalidArgument"),
+                );
+                Box::new(move |c| {
+                    let Some((id, off)) = sel.resolve(c) else {
+                        return c.reject(out_of_bounds);
+                    };
+                    let Some(v) = varbits[id as usize] else { return c.reject(out_of_bounds) };
+                    // As BMv2: longer than the field is HeaderTooShort, not whole bytes is
+                    // ParserInvalidArgument.
+                    let n = bits(c);
+                    if n > v.max_bits as u128 {
+                        return c.reject(header_too_short);
+                    }
+                    if n % 8 != 0 {
+                        return c.reject(invalid_argument);
+                    }
+                    let (fixed, max) = (v.byte_off as usize, (v.max_bits / 8) as usize);
+                    let bytes = fixed + (n / 8) as usize;
+                    let Some(src) = c.pkt.get(c.cursor..c.cursor + bytes) else {
+                        return c.reject(too_short);
+                    };
+                    let off = off as usize;
+                    copy_bytes(&mut c.st.hdr[off..off + bytes], src);
+                    // The rest of the field is zero, so copies and re-extracts never show
+                    // an older packet's bytes.
+                    c.st.hdr[off + bytes..off + fixed + max].fill(0);
+                    c.st.slots[v.len_slot as usize] = n;
+                    c.st.valid[id as usize] = true;
+                    c.cursor += bytes;
+                    if let Some(n) = next {
+                        c.st.slots[n] += 1;
+                    }
+                    Flow::Next
+                })
+            }
             Extern::Extract { hdr, .. } => {
                 let sel = self.hdr(hdr);
                 let bytes = self.hdr_bytes(hdr);
@@ -213,6 +260,21 @@ impl Compiler<'_> {
                         let e = error(c);
                         c.reject(e)
                     }
+                })
+            }
+            Extern::Emit(h) if self.hdr_varbit(h) => {
+                let (sel, varbits) = (self.hdr(h), self.varbits());
+                Box::new(move |c| {
+                    if let Some((id, off)) = sel.resolve(c) {
+                        if let (true, Some(v)) = (c.st.valid[id as usize], varbits[id as usize]) {
+                            let len = c.st.slots[v.len_slot as usize].min(v.max_bits as u128);
+                            let bytes = v.byte_off as usize + (len / 8) as usize;
+                            let st = &mut *c.st;
+                            let off = off as usize;
+                            st.out.extend_from_slice(&st.hdr[off..off + bytes]);
+                        }
+                    }
+                    Flow::Next
                 })
             }
             Extern::Emit(h) => {

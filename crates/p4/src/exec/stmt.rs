@@ -119,12 +119,19 @@ impl Compiler<'_> {
             }
             Stmt::CopyHeader { dst, src } => {
                 let bytes = self.hdr_bytes(src);
+                let varbits = self.hdr_varbit(src).then(|| self.varbits());
                 let (dst, src) = (self.hdr(dst), self.hdr(src));
                 Box::new(move |c| {
                     if let (Some((di, doff)), Some((si, soff))) = (dst.resolve(c), src.resolve(c)) {
                         let (d, s) = (doff as usize, soff as usize);
                         c.st.hdr.copy_within(s..s + bytes, d);
                         c.st.valid[di as usize] = c.st.valid[si as usize];
+                        // A varbit field's length goes with its bytes.
+                        if let Some(v) = &varbits {
+                            if let (Some(dv), Some(sv)) = (v[di as usize], v[si as usize]) {
+                                c.st.slots[dv.len_slot as usize] = c.st.slots[sv.len_slot as usize];
+                            }
+                        }
                     }
                     Flow::Next
                 })
@@ -189,17 +196,25 @@ impl Compiler<'_> {
         let (base, bytes) = (first.byte_off as usize, first.bytes as usize);
         let (id0, n, k) = (stack.first as usize, stack.count as usize, count as usize);
         let next = stack.next_slot as usize;
+        // Elements' varbit lengths sit in consecutive slots (allocated with the elements).
+        let lens = first.varbit.map(|v| v.len_slot as usize);
         Box::new(move |c| {
             let k = k.min(n);
             if up {
                 c.st.hdr.copy_within(base..base + (n - k) * bytes, base + k * bytes);
                 c.st.valid.copy_within(id0..id0 + n - k, id0 + k);
                 c.st.valid[id0..id0 + k].fill(false);
+                if let Some(l) = lens {
+                    c.st.slots.copy_within(l..l + n - k, l + k);
+                }
                 c.st.slots[next] = (c.st.slots[next] + k as u128).min(n as u128);
             } else {
                 c.st.hdr.copy_within(base + k * bytes..base + n * bytes, base);
                 c.st.valid.copy_within(id0 + k..id0 + n, id0);
                 c.st.valid[id0 + n - k..id0 + n].fill(false);
+                if let Some(l) = lens {
+                    c.st.slots.copy_within(l + k..l + n, l);
+                }
                 c.st.slots[next] = c.st.slots[next].saturating_sub(k as u128);
             }
             Flow::Next

@@ -349,6 +349,9 @@ impl<'a> Lowerer<'a> {
                     signed: false,
                 })
             }
+            (Val::Loc(Storage::Header { ty, .. }), _) if self.has_varbit(ty) => {
+                Err(Diagnostic::new(span, super::VARBIT_ALONE))
+            }
             (
                 Val::Loc(Storage::Header { hdr: ha, ty: ta }),
                 Val::Loc(Storage::Header { hdr: hb, ty: tb }),

@@ -117,7 +117,7 @@ impl<'a> Lowerer<'a> {
                 if args.is_empty() || args.len() > 2 {
                     return self.err(span, "extract takes a header (and a varbit size)");
                 }
-                let Val::Loc(Storage::Header { hdr, .. }) = self.expr(&args[0].value, pre)? else {
+                let Val::Loc(Storage::Header { hdr, ty }) = self.expr(&args[0].value, pre)? else {
                     return self.err(args[0].value.span, "extract needs a header");
                 };
                 let varbit_bits = match args.get(1) {
@@ -127,6 +127,17 @@ impl<'a> Lowerer<'a> {
                     }
                     None => None,
                 };
+                if self.has_varbit(ty) != varbit_bits.is_some() {
+                    return self.err(
+                        span,
+                        if varbit_bits.is_some() {
+                            "extract(h, bits) is for headers with a varbit field"
+                        } else {
+                            "a header with a varbit field is extracted with its length: \
+                             extract(h, bits)"
+                        },
+                    );
+                }
                 pre.extend(self.invalidate_siblings(&hdr));
                 pre.push(Stmt::Extern(Extern::Extract { hdr, varbit_bits }));
                 Ok(None)
@@ -154,6 +165,9 @@ impl<'a> Lowerer<'a> {
                 match ty {
                     Ty::Bit(_) | Ty::Int(_) | Ty::Bool => {
                         Ok(Some(Val::Scalar { e: Expr::Lookahead { width }, ty }))
+                    }
+                    Ty::Header(h) if self.has_varbit(h) => {
+                        self.err(span, "lookahead of a header with a varbit field")
                     }
                     Ty::Header(h) => {
                         // A header view of the next bits: a scratch instance filled on use.
@@ -354,6 +368,9 @@ impl<'a> Lowerer<'a> {
                 }
             }
             Val::Loc(Storage::Header { hdr, ty }) => {
+                if self.has_varbit(ty) {
+                    return self.err(span, super::VARBIT_ALONE);
+                }
                 for i in 0..self.types.composites[ty].fields.len() {
                     let (bit_off, width) = self.field_layout(ty, i);
                     out.push(ListItem {

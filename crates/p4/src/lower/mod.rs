@@ -255,6 +255,11 @@ impl<'a> Lowerer<'a> {
         })
     }
 
+    /// Whether header type `ty` has a varbit field.
+    pub(crate) fn has_varbit(&self, ty: usize) -> bool {
+        self.types.composites[ty].fields.iter().any(|f| matches!(f.ty, Ty::Varbit(_)))
+    }
+
     /// Statements that make the other members of `hdr`'s header union invalid (none when
     /// `hdr` is not a union member).
     pub(crate) fn invalidate_siblings(&self, hdr: &HdrRef) -> Vec<ir::Stmt> {
@@ -270,16 +275,25 @@ impl<'a> Lowerer<'a> {
         let c = &self.types.composites[ty];
         let mut fields = Vec::with_capacity(c.fields.len());
         let mut off = 0u32;
-        for f in &c.fields {
+        let mut varbit = None;
+        for (i, f) in c.fields.iter().enumerate() {
             let w = match &f.ty {
                 Ty::Bit(w) | Ty::Int(w) => *w,
                 Ty::Bool => 1,
                 Ty::Enum(_) | Ty::Error => f.ty.scalar_width(&self.types).unwrap_or(32),
-                Ty::Varbit(_) => {
-                    return self.err(
-                        span,
-                        format!("header {}: varbit fields are not supported yet", c.name),
-                    )
+                Ty::Varbit(w) => {
+                    if i + 1 != c.fields.len() || off % 8 != 0 || w % 8 != 0 {
+                        return self.err(
+                            span,
+                            format!(
+                                "header {}: a varbit field is supported as the last field, \
+                                 starting on a byte, with a maximum of whole bytes",
+                                c.name
+                            ),
+                        );
+                    }
+                    varbit = Some(ir::Varbit { byte_off: off / 8, max_bits: *w, len_slot: 0 });
+                    *w
                 }
                 other => {
                     return self.err(
@@ -298,12 +312,16 @@ impl<'a> Lowerer<'a> {
             );
         }
         let bytes = off / 8;
+        if let Some(v) = &mut varbit {
+            v.len_slot = self.prog.slot();
+        }
         let inst = ir::HeaderInst {
             name: name.to_string(),
             ty,
             byte_off: self.prog.header_bytes,
             bytes,
             fields,
+            varbit,
         };
         self.prog.header_bytes += bytes;
         self.prog.headers.push(inst);
@@ -327,6 +345,9 @@ impl<'a> Lowerer<'a> {
             Storage::Header { hdr, ty } => {
                 let (i, f) =
                     self.types.composites[*ty].field(&name.name).ok_or_else(|| missing(*ty))?;
+                if matches!(f.ty, Ty::Varbit(_)) {
+                    return self.err(name.span, VARBIT_ALONE);
+                }
                 let (bit_off, width) = self.field_layout(*ty, i);
                 Ok(Storage::Scalar {
                     place: Place::Field { hdr: hdr.clone(), bit_off, width },
@@ -693,3 +714,7 @@ fn mentions_composite(ty: &crate::types::Ty, index: usize) -> bool {
         _ => false,
     }
 }
+
+/// What is refused of varbit fields for now.
+pub(crate) const VARBIT_ALONE: &str = "a varbit field is extracted, emitted and copied with its \
+     header; reading, writing, comparing or hashing it alone is not supported yet";

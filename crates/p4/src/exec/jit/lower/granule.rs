@@ -152,7 +152,14 @@ mod tests {
     use super::*;
 
     fn header(bytes: u32, fields: &[(u32, u32)]) -> HeaderInst {
-        HeaderInst { name: "h".into(), ty: 0, byte_off: 0, bytes, fields: fields.to_vec() }
+        HeaderInst {
+            name: "h".into(),
+            ty: 0,
+            byte_off: 0,
+            bytes,
+            fields: fields.to_vec(),
+            varbit: None,
+        }
     }
 
     #[test]

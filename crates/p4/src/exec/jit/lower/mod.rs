@@ -191,7 +191,8 @@ impl Lower<'_, '_, '_> {
                 false
             }
             &Stmt::CopyHeader { dst: HdrRef::Static(d), src: HdrRef::Static(s) }
-                if self.c.prog.headers[s as usize].bytes <= MAX_INLINE_COPY =>
+                if self.c.prog.headers[s as usize].bytes <= MAX_INLINE_COPY
+                    && self.c.prog.headers[s as usize].varbit.is_none() =>
             {
                 let headers = &self.c.prog.headers;
                 let (from, to) =
@@ -293,7 +294,8 @@ impl Lower<'_, '_, '_> {
                 }
             }
             Stmt::Extern(Extern::Emit(HdrRef::Static(id)))
-                if self.c.prog.headers[*id as usize].bytes <= MAX_INLINE_COPY =>
+                if self.c.prog.headers[*id as usize].bytes <= MAX_INLINE_COPY
+                    && self.c.prog.headers[*id as usize].varbit.is_none() =>
             {
                 self.emit(*id, s);
                 false
@@ -483,7 +485,10 @@ impl Lower<'_, '_, '_> {
     fn deparse_in_place(&mut self, deparser: &[Stmt]) {
         let mut emits = Vec::new();
         if !only_emits(deparser, &mut emits)
-            || emits.iter().any(|&id| self.c.prog.headers[id as usize].bytes > MAX_INLINE_COPY)
+            || emits.iter().any(|&id| {
+                let h = &self.c.prog.headers[id as usize];
+                h.bytes > MAX_INLINE_COPY || h.varbit.is_some()
+            })
         {
             return;
         }
