@@ -1,7 +1,7 @@
 /* varbit fields (spec 7.1.6.4, v1model as BMv2 runs them): extracted with a length in bits
  * (longer than the field: HeaderTooShort; not whole bytes: ParserInvalidArgument), emitted
- * with that length, copied with their header (length included), and moved with header-stack
- * elements. IPv4 options are the usual case. */
+ * with that length, copied with their header (length included), moved with header-stack
+ * elements, and compared (same length and bits). IPv4 options are the usual case. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -18,10 +18,12 @@ parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_met
         transition select(hdr.len.op) {
             3: stack;
             4: odd;
+            5: two;
             default: accept;
         }
     }
     state odd { pkt.extract(hdr.b, 12); transition accept; }
+    state two { pkt.extract(hdr.b, (bit<32>)hdr.len.bytes * 8); transition accept; }
     state stack {
         pkt.extract(hdr.s.next, 16);
         pkt.extract(hdr.s.next, 8);
@@ -45,6 +47,9 @@ control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm
             hdr.a.kind = 0xaa;
         } else if (hdr.len.op == 3) {
             hdr.s.pop_front(1);
+        } else if (hdr.len.op == 5) {
+            hdr.len.op = hdr.a.data == hdr.b.data ? 8w0x51 : 8w0x50;
+            hdr.len.bytes = hdr.a == hdr.b ? 8w1 : 8w0;
         }
     }
 }

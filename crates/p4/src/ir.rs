@@ -182,6 +182,9 @@ pub enum Expr {
     },
     /// The packet's length in bytes (`packet_in.length()`).
     PacketLength,
+    /// 1 when the varbit fields of two headers (of the same type) have the same length and
+    /// the same bits up to it (spec: varbit equality).
+    VarbitEq(HdrRef, HdrRef),
 }
 
 /// One value of a field list (hash, checksum, digest data), with its width.

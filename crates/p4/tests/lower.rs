@@ -200,7 +200,7 @@ fn varbit_uses_not_supported_are_refused() {
             "with a maximum of whole bytes",
         ),
         ("hdr.a.kind = 0xaa;", "hdr.b.data = hdr.a.data;", "reading, writing, comparing"),
-        ("hdr.a.kind = 0xaa;", "if (hdr.a == hdr.b) { exit; }", "reading, writing, comparing"),
+        ("hdr.a.kind = 0xaa;", "if (hdr.a.data == hdr.len.op) { exit; }", "reading, writing"),
         ("pkt.extract(hdr.b, 12);", "pkt.extract(hdr.b);", "extracted with its length"),
         ("pkt.extract(hdr.b, 12);", "pkt.extract(hdr.len, 12);", "for headers with a varbit"),
     ];

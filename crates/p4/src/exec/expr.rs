@@ -254,6 +254,25 @@ impl Compiler<'_> {
                 }
             }
             Expr::PacketLength => Box::new(|c| c.pkt.len() as u128),
+            Expr::VarbitEq(a, b) => {
+                let (a, b, varbits) = (self.hdr(a), self.hdr(b), self.varbits());
+                Box::new(move |c| {
+                    let (Some((ia, oa)), Some((ib, ob))) = (a.resolve(c), b.resolve(c)) else {
+                        return 0;
+                    };
+                    let (Some(va), Some(vb)) = (varbits[ia as usize], varbits[ib as usize]) else {
+                        return 0;
+                    };
+                    let (la, lb) =
+                        (c.st.slots[va.len_slot as usize], c.st.slots[vb.len_slot as usize]);
+                    if la != lb {
+                        return 0;
+                    }
+                    let n = (la.min(va.max_bits as u128) / 8) as usize;
+                    let (sa, sb) = ((oa + va.byte_off) as usize, (ob + vb.byte_off) as usize);
+                    (c.st.hdr[sa..sa + n] == c.st.hdr[sb..sb + n]) as u128
+                })
+            }
         }
     }
 

@@ -349,15 +349,16 @@ impl<'a> Lowerer<'a> {
                     signed: false,
                 })
             }
-            (Val::Loc(Storage::Header { ty, .. }), _) if self.has_varbit(ty) => {
-                Err(Diagnostic::new(span, super::VARBIT_ALONE))
-            }
             (
                 Val::Loc(Storage::Header { hdr: ha, ty: ta }),
                 Val::Loc(Storage::Header { hdr: hb, ty: tb }),
             ) if ta == tb => {
                 let mut same = Vec::new();
-                for i in 0..self.types.composites[ta].fields.len() {
+                for (i, f) in self.types.composites[ta].fields.iter().enumerate() {
+                    if matches!(f.ty, Ty::Varbit(_)) {
+                        same.push(Expr::VarbitEq(ha.clone(), hb.clone()));
+                        continue;
+                    }
                     let (bit_off, width) = self.field_layout(ta, i);
                     let read = |hdr: &HdrRef| {
                         Expr::Read(Place::Field { hdr: hdr.clone(), bit_off, width })
@@ -551,10 +552,60 @@ impl<'a> Lowerer<'a> {
             pre.push(Stmt::If(undecided, pb, Vec::new()));
             return Ok(Val::Scalar { e: read, ty: Ty::Bool });
         }
+        if matches!(op, A::Eq | A::Ne) {
+            if let Some(eq) = self.varbit_eq(a, b, span, pre)? {
+                let e = if op == A::Eq { eq } else { not(eq) };
+                return Ok(Val::Scalar { e, ty: Ty::Bool });
+            }
+        }
         let va = self.expr(a, pre)?;
         let (va, vb) = self.then_expr(va, b, pre)?;
         self.check_divisor(op, b, op_span)?;
         self.binary_values(op, (va, a.span), (vb, b.span), span, op_span)
+    }
+
+    /// `h1.f == h2.f` for varbit fields `f` (of headers of one type), or None when an operand
+    /// is not a varbit field.
+    fn varbit_eq(
+        &mut self,
+        a: &ast::Expr,
+        b: &ast::Expr,
+        span: Span,
+        pre: &mut Vec<Stmt>,
+    ) -> DResult<Option<Expr>> {
+        let (ExprKind::Member(ba, fa), ExprKind::Member(bb, fb)) = (&a.kind, &b.kind) else {
+            return Ok(None);
+        };
+        let is_varbit = |l: &Self, ty: usize, f: &ast::Ident| {
+            l.types.composites[ty]
+                .field(&f.name)
+                .is_some_and(|(_, d)| matches!(d.ty, Ty::Varbit(_)))
+        };
+        // Cheap syntactic check first: only `x.f` where `x` may be a header.
+        if !matches!(ba.kind, ExprKind::Name(_) | ExprKind::Member(..) | ExprKind::Index(..))
+            || !matches!(bb.kind, ExprKind::Name(_) | ExprKind::Member(..) | ExprKind::Index(..))
+        {
+            return Ok(None);
+        }
+        let mut probe = Vec::new();
+        let (
+            Ok(Val::Loc(Storage::Header { hdr: ha, ty: ta })),
+            Ok(Val::Loc(Storage::Header { hdr: hb, ty: tb })),
+        ) = (self.expr(ba, &mut probe), self.expr(bb, &mut probe))
+        else {
+            return Ok(None);
+        };
+        if !(is_varbit(self, ta, fa) && is_varbit(self, tb, fb)) {
+            return Ok(None);
+        }
+        if ta != tb || fa.name != fb.name {
+            return self.err(
+                span,
+                "varbit fields compare only with the same field of the same header type",
+            );
+        }
+        pre.extend(probe);
+        Ok(Some(Expr::VarbitEq(ha, hb)))
     }
 
     /// p4c refuses a divisor known to be zero at compile time; so does hotplane, at the operator.

@@ -367,6 +367,7 @@ fn width_bound(e: &Expr) -> Option<u32> {
         Expr::Mux { a, b, .. } => width_bound(a)?.max(width_bound(b)?),
         Expr::Lookahead { width } => *width,
         Expr::StackIndex { .. } | Expr::PacketLength => 32,
+        Expr::VarbitEq(..) => 1,
     })
 }
 
