@@ -3,7 +3,7 @@
 
 use super::expr::Val;
 use super::{Binding, BlockKind, Lowerer, Storage};
-use crate::ast::{self, ExprKind};
+use crate::ast::{self, DeclKind, ExprKind};
 use crate::diag::{DResult, Diagnostic, Span};
 use crate::ir::{
     CloneKind, Expr, Extern, HashAlgo, HdrRef, HostTarget, InstanceKind, ListItem, Place, Stmt,
@@ -40,6 +40,19 @@ impl<'a> Lowerer<'a> {
                 Some(Binding::SubControl { decl, name }) if m == "apply" => {
                     self.inline_control(decl, &name, args, span, pre)?;
                     return Ok(None);
+                }
+                // Direct type invocation (`C.apply(x)` for a control type `C` without
+                // constructor parameters): an instance named after the type, applied once.
+                None if m == "apply" => {
+                    if let Some(decl) = self.global(&n.name) {
+                        if let DeclKind::Control { ctor_params, .. } = &decl.kind {
+                            if ctor_params.is_empty() {
+                                let name = format!("{}{}", self.prefix, n.name);
+                                self.inline_control(decl, &name, args, span, pre)?;
+                                return Ok(None);
+                            }
+                        }
+                    }
                 }
                 Some(Binding::Instance(i)) => return self.instance_call(i, m, args, span, pre),
                 Some(Binding::PacketIn) => {

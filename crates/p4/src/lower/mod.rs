@@ -88,6 +88,8 @@ pub(crate) struct Lowerer<'a> {
     /// For each header instance that is a member of a header union, the other members: making
     /// one valid makes them invalid (spec 8.20).
     union_siblings: HashMap<u32, Vec<u32>>,
+    /// Extern instances declared at the top level, by name (looked up after every scope).
+    global_bindings: HashMap<String, Binding<'a>>,
     /// Position of each declaration in the program text (includes expanded), for listing
     /// tables, actions and instances in declaration order as p4c does in P4Info.
     decl_order: HashMap<Span, u32>,
@@ -128,6 +130,7 @@ impl<'a> Lowerer<'a> {
             spent: budget::Spent { limits: limits.clone(), ..Default::default() },
             composite_depth: Vec::new(),
             union_siblings: HashMap::new(),
+            global_bindings: HashMap::new(),
             decl_order: HashMap::new(),
         }
     }
@@ -185,6 +188,9 @@ impl<'a> Lowerer<'a> {
             if let Some(b) = s.get(name) {
                 return Some(b.clone());
             }
+        }
+        if let Some(b) = self.global_bindings.get(name) {
+            return Some(b.clone());
         }
         self.consts.get(name).map(|c| Binding::Const(c.clone()))
     }
@@ -582,10 +588,29 @@ pub fn lower_with(program: &ast::Program, limits: &Limits) -> DResult<ir::Progra
     let mut l = Lowerer::new(limits);
     l.number_decls(&program.decls);
     l.declare_types(program)?;
+    l.global_instances(program)?;
     l.v1switch()
 }
 
 impl<'a> Lowerer<'a> {
+    /// Extern instances declared at the top level (`register<bit<8>>(256) r;`): one instance
+    /// each, visible in every block, action and function.
+    fn global_instances(&mut self, program: &'a ast::Program) -> DResult<()> {
+        self.push_scope();
+        let r = (|| {
+            for d in &program.decls {
+                let DeclKind::Instantiation { ty, args, name } = &d.kind else { continue };
+                let ast::TypeKind::Named { name: tn, .. } = &ty.kind else { continue };
+                if matches!(self.global(&tn.name).map(|g| &g.kind), Some(DeclKind::Extern { .. })) {
+                    self.instantiate(d, ty, args, name)?;
+                }
+            }
+            Ok(())
+        })();
+        self.global_bindings = self.scopes.pop().unwrap_or_default();
+        r
+    }
+
     fn v1switch(&mut self) -> DResult<ir::Program> {
         let Some(main) = self.global("main") else {
             return self.err(Span::default(), "the program has no `main` package instance");

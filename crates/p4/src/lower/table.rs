@@ -130,7 +130,7 @@ impl<'a> Lowerer<'a> {
         Ok(())
     }
 
-    fn instantiate(
+    pub(crate) fn instantiate(
         &mut self,
         d: &'a ast::Decl,
         ty: &ast::Type,
