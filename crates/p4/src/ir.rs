@@ -185,6 +185,9 @@ pub enum Expr {
     /// 1 when the varbit fields of two headers (of the same type) have the same length and
     /// the same bits up to it (spec: varbit equality).
     VarbitEq(HdrRef, HdrRef),
+    /// A header's varbit field as its bytes up to its length: only an item of a field list
+    /// (hash, checksum, digest data), with width 0.
+    VarbitField(HdrRef),
 }
 
 /// One value of a field list (hash, checksum, digest data), with its width.

@@ -199,8 +199,12 @@ fn varbit_uses_not_supported_are_refused() {
             "header opt_t { bit<8> kind; varbit<60> data; }",
             "with a maximum of whole bytes",
         ),
-        ("hdr.a.kind = 0xaa;", "hdr.b.data = hdr.a.data;", "reading, writing, comparing"),
-        ("hdr.a.kind = 0xaa;", "if (hdr.a.data == hdr.len.op) { exit; }", "reading, writing"),
+        ("hdr.a.kind = 0xaa;", "hdr.b.data = hdr.a.data;", "assigning it alone"),
+        (
+            "hdr.a.kind = 0xaa;",
+            "if (hdr.a.data == hdr.len.op) { exit; }",
+            "operands have different types",
+        ),
         ("pkt.extract(hdr.b, 12);", "pkt.extract(hdr.b);", "extracted with its length"),
         ("pkt.extract(hdr.b, 12);", "pkt.extract(hdr.len, 12);", "for headers with a varbit"),
     ];

@@ -254,6 +254,8 @@ impl Compiler<'_> {
                 }
             }
             Expr::PacketLength => Box::new(|c| c.pkt.len() as u128),
+            // Only a field list item (see `field_list`); as a value it has no bits.
+            Expr::VarbitField(_) => Box::new(|_| 0),
             Expr::VarbitEq(a, b) => {
                 let (a, b, varbits) = (self.hdr(a), self.hdr(b), self.varbits());
                 Box::new(move |c| {

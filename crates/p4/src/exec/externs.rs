@@ -13,8 +13,19 @@ use hotplane_tables::objects::{Color, DigestRecord};
 
 /// Part of a field list: a run of header bytes copied as they are, or one value.
 enum Segment {
-    Bytes { from: usize, len: usize },
-    Value { e: ExprFn, width: u32 },
+    Bytes {
+        from: usize,
+        len: usize,
+    },
+    Value {
+        e: ExprFn,
+        width: u32,
+    },
+    /// A varbit field: its bytes up to the length in the slot.
+    Varbit {
+        sel: super::expr::HdrSel,
+        varbits: std::sync::Arc<[Option<crate::ir::Varbit>]>,
+    },
 }
 
 /// A compiled field list (the data of a hash, checksum or digest): assembled into a bit string
@@ -32,7 +43,7 @@ impl FieldList {
             .iter()
             .map(|s| match s {
                 Segment::Bytes { from, len } => Some((*from, *len)),
-                Segment::Value { .. } => None,
+                Segment::Value { .. } | Segment::Varbit { .. } => None,
             })
             .collect::<Option<_>>()?;
         let n = runs.len();
@@ -55,6 +66,15 @@ impl FieldList {
                     }
                 }
                 Segment::Value { e, width } => push_bits(out, &mut bits, e(c), *width),
+                Segment::Varbit { sel, varbits } => {
+                    let Some((id, off)) = sel.resolve(c) else { continue };
+                    let Some(v) = varbits[id as usize] else { continue };
+                    let n = (c.st.slots[v.len_slot as usize].min(v.max_bits as u128) / 8) as usize;
+                    let from = (off + v.byte_off) as usize;
+                    for &byte in &c.st.hdr[from..from + n] {
+                        push_bits(out, &mut bits, byte as u128, 8);
+                    }
+                }
             }
         }
         bits
@@ -149,6 +169,7 @@ impl Compiler<'_> {
             }
             pieces.push(Piece::Value(item));
         }
+        let varbits = self.varbits();
         let value =
             |item: &ListItem| Segment::Value { e: self.expr(&item.value), width: item.width };
         let mut segments = Vec::new();
@@ -157,6 +178,9 @@ impl Compiler<'_> {
                 Piece::Run { start, bits, .. } if start % 8 == 0 && bits % 8 == 0 => segments
                     .push(Segment::Bytes { from: (start / 8) as usize, len: (bits / 8) as usize }),
                 Piece::Run { items, .. } => segments.extend(items.into_iter().map(value)),
+                Piece::Value(ListItem { value: Expr::VarbitField(h), .. }) => {
+                    segments.push(Segment::Varbit { sel: self.hdr(h), varbits: varbits.clone() })
+                }
                 Piece::Value(item) => segments.push(value(item)),
             }
         }

@@ -456,6 +456,9 @@ impl<'a> Lowerer<'a> {
     /// Convert a value to type `ty` as an assignment does (literals take the width).
     pub(crate) fn coerce(&self, v: Val, ty: &Ty, span: Span) -> DResult<Expr> {
         match (v, ty) {
+            (Val::Scalar { ty: Ty::Varbit(_), .. }, _) | (_, Ty::Varbit(_)) => {
+                self.err(span, super::VARBIT_ALONE)
+            }
             (Val::Scalar { e: Expr::Const(c), ty: Ty::InfInt }, Ty::Bit(w) | Ty::Int(w)) => {
                 Ok(Expr::Const(c & mask(*w)))
             }

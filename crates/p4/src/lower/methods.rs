@@ -364,6 +364,10 @@ impl<'a> Lowerer<'a> {
 
     fn flatten(&self, v: Val, span: Span, out: &mut Vec<ListItem>) -> DResult<()> {
         match v {
+            // A varbit field counts with its length at run time.
+            Val::Scalar { e: Expr::Read(Place::Field { hdr, .. }), ty: Ty::Varbit(_) } => {
+                out.push(ListItem { value: Expr::VarbitField(hdr), width: 0 });
+            }
             Val::Scalar { e, ty } => {
                 let Some(width) = ty.scalar_width(&self.types) else {
                     return self.err(span, "list elements need a width (cast literals, e.g. 8w0)");
@@ -381,10 +385,11 @@ impl<'a> Lowerer<'a> {
                 }
             }
             Val::Loc(Storage::Header { hdr, ty }) => {
-                if self.has_varbit(ty) {
-                    return self.err(span, super::VARBIT_ALONE);
-                }
-                for i in 0..self.types.composites[ty].fields.len() {
+                for (i, f) in self.types.composites[ty].fields.iter().enumerate() {
+                    if matches!(f.ty, Ty::Varbit(_)) {
+                        out.push(ListItem { value: Expr::VarbitField(hdr.clone()), width: 0 });
+                        continue;
+                    }
                     let (bit_off, width) = self.field_layout(ty, i);
                     out.push(ListItem {
                         value: Expr::Read(Place::Field { hdr: hdr.clone(), bit_off, width }),

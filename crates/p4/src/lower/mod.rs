@@ -351,9 +351,6 @@ impl<'a> Lowerer<'a> {
             Storage::Header { hdr, ty } => {
                 let (i, f) =
                     self.types.composites[*ty].field(&name.name).ok_or_else(|| missing(*ty))?;
-                if matches!(f.ty, Ty::Varbit(_)) {
-                    return self.err(name.span, VARBIT_ALONE);
-                }
                 let (bit_off, width) = self.field_layout(*ty, i);
                 Ok(Storage::Scalar {
                     place: Place::Field { hdr: hdr.clone(), bit_off, width },
@@ -741,5 +738,6 @@ fn mentions_composite(ty: &crate::types::Ty, index: usize) -> bool {
 }
 
 /// What is refused of varbit fields for now.
-pub(crate) const VARBIT_ALONE: &str = "a varbit field is extracted, emitted and copied with its \
-     header; reading, writing, comparing or hashing it alone is not supported yet";
+pub(crate) const VARBIT_ALONE: &str = "a varbit field is extracted, emitted, copied with its \
+     header, compared with another and listed in checksums and hashes; assigning it alone or \
+     using it in arithmetic is not supported yet";

@@ -368,6 +368,7 @@ fn width_bound(e: &Expr) -> Option<u32> {
         Expr::Lookahead { width } => *width,
         Expr::StackIndex { .. } | Expr::PacketLength => 32,
         Expr::VarbitEq(..) => 1,
+        Expr::VarbitField(..) => 0,
     })
 }
 
