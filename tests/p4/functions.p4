@@ -1,5 +1,6 @@
-/* Functions returning headers and structs, and actions whose `in` parameters take values
- * that are not locations (literals, expressions). */
+/* Functions returning headers and structs, actions whose `in` parameters take values that
+ * are not locations (literals, expressions), and a table's actions whose directional
+ * parameters its action list binds (`actions = { set_to(hdr.q.a); }`). */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -35,6 +36,18 @@ s_t swap(in s_t s) {
 
 control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     action put(in bit<8> v, inout bit<8> dst) { dst = dst + v; }
+    action set_to(out bit<8> x, bit<8> v) { x = v; }
+    action twice(inout bit<8> x) { x = x + x; }
+    table setter {
+        key = { hdr.p.b: exact; }
+        actions = { set_to(hdr.p.a); }
+        const default_action = set_to(hdr.p.a, 0x33);
+        const entries = { 0x21 : set_to(hdr.p.a, 0x44); }
+    }
+    table doubler {
+        actions = { twice(hdr.p.b); }
+        default_action = twice(hdr.p.b);
+    }
     apply {
         sm.egress_spec = 1;
         if (hdr.p.a == 1) {
@@ -50,6 +63,9 @@ control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm
         } else if (hdr.p.a == 4) {
             put(8w7, hdr.p.b);
             put(hdr.p.b + 1, hdr.p.b);
+        } else if (hdr.p.a == 5) {
+            setter.apply();
+            doubler.apply();
         }
     }
 }

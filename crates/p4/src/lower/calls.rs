@@ -146,6 +146,17 @@ impl<'a> Lowerer<'a> {
         span: Span,
         pre: &mut Vec<Stmt>,
     ) -> DResult<()> {
+        if self.bound_actions.contains(&a) {
+            return self.err(
+                span,
+                format!(
+                    "{} is bound to arguments in a table's action list and also called \
+                     directly: not supported yet",
+                    self.prog.actions[a as usize].name
+                ),
+            );
+        }
+        self.called_actions.insert(a);
         let calls = self.spent.action_calls.get(a as usize).copied().unwrap_or(0);
         let size = self.spent.action_statements.get(a as usize).copied().unwrap_or(0);
         // Charged before the body is copied: copies are what a hostile program multiplies.

@@ -90,6 +90,10 @@ pub(crate) struct Lowerer<'a> {
     union_siblings: HashMap<u32, Vec<u32>>,
     /// Extern instances declared at the top level, by name (looked up after every scope).
     global_bindings: HashMap<String, Binding<'a>>,
+    /// Actions whose directional parameters a table's action list binds, and actions called
+    /// directly: one action is not both (`bind_action_args`).
+    bound_actions: std::collections::HashSet<u32>,
+    called_actions: std::collections::HashSet<u32>,
     /// Position of each declaration in the program text (includes expanded), for listing
     /// tables, actions and instances in declaration order as p4c does in P4Info.
     decl_order: HashMap<Span, u32>,
@@ -131,6 +135,8 @@ impl<'a> Lowerer<'a> {
             composite_depth: Vec::new(),
             union_siblings: HashMap::new(),
             global_bindings: HashMap::new(),
+            bound_actions: Default::default(),
+            called_actions: Default::default(),
             decl_order: HashMap::new(),
         }
     }

@@ -273,6 +273,7 @@ impl<'a> Lowerer<'a> {
                 ("actions", PropertyValue::Actions(list)) => {
                     for a in list {
                         let idx = self.action_by_ref(&a.name)?;
+                        self.bind_action_args(idx, &a.args, a.span)?;
                         actions.push(idx);
                         default_only
                             .push(a.annotations.iter().any(|x| x.name.name == "defaultonly"));
@@ -399,8 +400,73 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    /// Bind the directional parameters of a table's action to the arguments its action list
+    /// gives (`actions = { set(hdr.x); }`): copy-in before the body, copy-out after it (also
+    /// on `exit`), as if the table called it so. An action is bound once; one that is bound is
+    /// not also called directly (and the other way round).
+    fn bind_action_args(&mut self, action: u32, args: &'a [ast::Arg], span: Span) -> DResult<()> {
+        let a = &self.prog.actions[action as usize];
+        let directional: Vec<ir::ActionParam> =
+            a.params.iter().filter(|p| !p.directionless).cloned().collect();
+        if directional.is_empty() {
+            return Ok(());
+        }
+        let name = a.name.clone();
+        if args.len() != directional.len() {
+            return self.err(
+                span,
+                format!(
+                    "{name}: its {} directional parameter(s) are bound in the table's action \
+                     list, e.g. `{name}(hdr.x)`",
+                    directional.len()
+                ),
+            );
+        }
+        if !self.bound_actions.insert(action) || self.called_actions.contains(&action) {
+            return self.err(
+                span,
+                format!(
+                    "{name} is bound to arguments here and also used elsewhere (another table \
+                     or a direct call): not supported yet"
+                ),
+            );
+        }
+        let mut body = Vec::new();
+        let mut copy_out = Vec::new();
+        for (p, arg) in directional.iter().zip(args) {
+            let place = Place::Slot { slot: p.slot, width: p.width };
+            let ty = Ty::Bit(p.width);
+            // Copied in for `out` ones too: their value is undefined until written.
+            let v = self.expr(&arg.value, &mut body)?;
+            let v = match v {
+                Val::Scalar { e, ty: Ty::Bool | Ty::Int(_) | Ty::Enum(_) } => {
+                    Val::Scalar { e, ty: ty.clone() }
+                }
+                v => v,
+            };
+            body.push(Stmt::Assign(place.clone(), self.coerce(v, &ty, arg.value.span)?));
+            if p.copy_out {
+                let dst = self.lvalue(&arg.value, &mut body)?;
+                copy_out.extend(self.assign(
+                    &dst,
+                    Val::Scalar { e: Expr::Read(place), ty },
+                    arg.value.span,
+                )?);
+            }
+        }
+        let old = std::mem::take(&mut self.prog.actions[action as usize].body);
+        body.push(Stmt::Call { body: vec![Stmt::Scope(old)], copy_out });
+        self.prog.actions[action as usize].body = body;
+        Ok(())
+    }
+
     fn const_args(&self, action: u32, args: &[ast::Arg], span: Span) -> DResult<Vec<u128>> {
-        let params = &self.prog.actions[action as usize].params;
+        let all = &self.prog.actions[action as usize].params;
+        // Directional parameters are bound by the action list; a default action or entry may
+        // repeat those arguments (as P4 writes it) or give only the directionless ones.
+        let bound = all.iter().filter(|p| !p.directionless).count();
+        let params: Vec<&ir::ActionParam> = all.iter().filter(|p| p.directionless).collect();
+        let args = if args.len() == all.len() && bound > 0 { &args[bound..] } else { args };
         if args.len() != params.len() {
             return self.err(
                 span,
