@@ -1,6 +1,8 @@
 /* Functions returning headers and structs, actions whose `in` parameters take values that
  * are not locations (literals, expressions), and a table's actions whose directional
- * parameters its action list binds (`actions = { set_to(hdr.q.a); }`). */
+ * parameters its action list binds (`actions = { set_to(hdr.q.a); }`), header and struct
+ * parameters of actions (`inout standard_metadata_t`), and constants for a sub-control's `in`
+ * parameters. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -34,7 +36,14 @@ s_t swap(in s_t s) {
     return { s.y, s.x };
 }
 
+control Sum(out bit<8> r, in bit<8> a, in bit<8> b) {
+    apply { r = a + b; }
+}
+
+action to_port(inout standard_metadata_t m, in h_t h) { m.egress_spec = (bit<9>)h.b; }
+
 control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    Sum() sum;
     action put(in bit<8> v, inout bit<8> dst) { dst = dst + v; }
     action set_to(out bit<8> x, bit<8> v) { x = v; }
     action twice(inout bit<8> x) { x = x + x; }
@@ -66,6 +75,9 @@ control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm
         } else if (hdr.p.a == 5) {
             setter.apply();
             doubler.apply();
+        } else if (hdr.p.a == 6) {
+            to_port(sm, hdr.p);
+            sum.apply(hdr.p.a, 8w3, hdr.p.b);
         }
     }
 }

@@ -197,6 +197,15 @@ pub fn sext(v: u128, w: u32) -> i128 {
 pub struct ConstEval<'a> {
     pub types: &'a Types,
     pub consts: &'a HashMap<String, ConstValue>,
+    /// Names declared in the blocks being lowered, which shadow the top-level constants.
+    pub locals: Option<&'a dyn LocalNames>,
+}
+
+/// What a name declared inside a block is, for compile-time evaluation.
+pub trait LocalNames {
+    /// `Some(Some(v))`: a local constant; `Some(None)`: a local that is not a constant (it
+    /// shadows any top-level constant of that name); `None`: not declared locally.
+    fn local_const(&self, name: &str) -> Option<Option<ConstValue>>;
 }
 
 impl ConstEval<'_> {
@@ -215,9 +224,11 @@ impl ConstEval<'_> {
             }
             ExprKind::Bool(b) => ConstValue::Bool(*b),
             ExprKind::Str(s) => ConstValue::Str(s.clone()),
-            ExprKind::Name(n) | ExprKind::TopName(n) => {
-                self.consts.get(&n.name).cloned().ok_or_else(not_const)?
-            }
+            ExprKind::Name(n) => match self.locals.and_then(|l| l.local_const(&n.name)) {
+                Some(v) => v.ok_or_else(not_const)?,
+                None => self.consts.get(&n.name).cloned().ok_or_else(not_const)?,
+            },
+            ExprKind::TopName(n) => self.consts.get(&n.name).cloned().ok_or_else(not_const)?,
             ExprKind::Member(base, member) => match &base.kind {
                 ExprKind::TypeRef(ast::Type { kind: TypeKind::Error, .. }) => {
                     ConstValue::Error(self.types.error_code(&member.name).ok_or_else(|| {
@@ -280,6 +291,24 @@ impl ConstEval<'_> {
                 ConstValue::Bool(false) => self.eval(b)?,
                 _ => return Err(not_const()),
             },
+            ExprKind::Slice { base, hi, lo } => {
+                let (
+                    ConstValue::Int(v, Ty::Bit(w) | Ty::Int(w)),
+                    ConstValue::Int(hi, _),
+                    ConstValue::Int(lo, _),
+                ) = (self.eval(base)?, self.eval(hi)?, self.eval(lo)?)
+                else {
+                    return Err(not_const());
+                };
+                if hi < lo || hi >= w as u128 {
+                    return Err(Diagnostic::new(
+                        e.span,
+                        format!("slice [{hi}:{lo}] is out of range for {w} bits"),
+                    ));
+                }
+                let width = (hi - lo + 1) as u32;
+                ConstValue::Int((v >> lo) & mask(width), Ty::Bit(width))
+            }
             _ => return Err(not_const()),
         })
     }
@@ -439,7 +468,7 @@ pub fn resolve_type(
     consts: &HashMap<String, ConstValue>,
     t: &ast::Type,
 ) -> DResult<Ty> {
-    let ev = ConstEval { types, consts };
+    let ev = ConstEval { types, consts, locals: None };
     let width = |e: &Expr, kind: &str| -> DResult<u32> {
         let w = ev.eval_u32(e, "a width")?;
         if w == 0 && kind != "varbit" {

@@ -367,16 +367,28 @@ impl<'a> Lowerer<'a> {
             );
         }
         let mut bound = Vec::new();
-        for a in args {
+        for (p, a) in params.iter().zip(args) {
             match self.expr(&a.value, pre)? {
                 super::expr::Val::Loc(s) => bound.push(Binding::Var(s)),
                 super::expr::Val::Scalar { e: crate::ir::Expr::Read(place), ty } => {
                     bound.push(Binding::Var(Storage::Scalar { place, ty }))
                 }
+                // A value for an `in` parameter: copied into storage of its own.
+                v if matches!(p.direction, ast::Direction::In | ast::Direction::None) => {
+                    let ty = self.resolve(&p.ty)?;
+                    let s = self.alloc(&ty, &p.name.name, p.name.span)?;
+                    pre.extend(self.assign(
+                        &super::stmt::storage_val(s.clone()),
+                        v,
+                        a.value.span,
+                    )?);
+                    bound.push(Binding::Var(s));
+                }
                 _ => {
                     return self.err(
                         a.value.span,
-                        "control arguments must be variables, fields, headers or structs",
+                        "out and inout arguments of a control must be variables, fields, \
+                         headers or structs",
                     )
                 }
             }

@@ -81,12 +81,38 @@ impl<'a> Lowerer<'a> {
         }
         self.push_scope();
         let mut ir_params = Vec::new();
+        let mut composite = Vec::new();
         for p in params {
             let ty = self.resolve(&p.ty)?;
             let Some(width) = bits_of(&ty).or_else(|| ty.scalar_width(&self.types)) else {
-                self.pop_scope();
-                return self
-                    .err(p.ty.span, "action parameters must be bit<N>, int<N>, bool or enums");
+                if p.direction == Direction::None {
+                    self.pop_scope();
+                    return self.err(
+                        p.ty.span,
+                        "control-plane (directionless) action parameters must be bit<N>, \
+                         int<N>, bool or enums",
+                    );
+                }
+                // A header or struct passed in or out: storage of the action's own (actions
+                // do not recurse), copied in and out at each call.
+                let storage = match self.alloc(&ty, &p.name.name, p.name.span) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        self.pop_scope();
+                        return Err(e);
+                    }
+                };
+                composite.push((ir_params.len(), storage.clone()));
+                ir_params.push(ir::ActionParam {
+                    name: p.name.name.clone(),
+                    width: 0,
+                    writable: false,
+                    directionless: false,
+                    copy_out: matches!(p.direction, Direction::Out | Direction::InOut),
+                    slot: 0,
+                });
+                self.bind(&p.name.name, Binding::Var(storage));
+                continue;
             };
             let slot = self.prog.slot();
             let writable = p.annotations.iter().any(|a| a.name.name == "ref");
@@ -128,6 +154,9 @@ impl<'a> Lowerer<'a> {
         self.spent.action_calls.push(calls);
         self.spent.action_statements.push(statements(&body));
         self.action_index.insert(qualified.clone(), index as u32);
+        for (i, storage) in composite {
+            self.action_param_storage.insert((index as u32, i), storage);
+        }
         self.prog.actions.push(ir::Action {
             name: qualified,
             params: ir_params,
@@ -146,7 +175,7 @@ impl<'a> Lowerer<'a> {
         span: Span,
         pre: &mut Vec<Stmt>,
     ) -> DResult<()> {
-        if self.bound_actions.contains(&a) {
+        if self.bound_actions.contains_key(&a) {
             return self.err(
                 span,
                 format!(
@@ -191,28 +220,8 @@ impl<'a> Lowerer<'a> {
         }
         let mut body = Vec::new();
         let mut copy_out = Vec::new();
-        for ((p, arg), v) in action.params.iter().zip(args).zip(values) {
-            let place = Place::Slot { slot: p.slot, width: p.width };
-            let ty = Ty::Bit(p.width);
-            let v = match v {
-                Val::Scalar { e, ty: Ty::Bool } if p.width == 1 => {
-                    Val::Scalar { e, ty: Ty::Bit(1) }
-                }
-                Val::Scalar { e, ty: Ty::Int(w) } if w == p.width => {
-                    Val::Scalar { e, ty: Ty::Bit(w) }
-                }
-                Val::Scalar { e, ty: Ty::Enum(_) } => Val::Scalar { e, ty: ty.clone() },
-                other => other,
-            };
-            if p.copy_out {
-                let dst = self.lvalue(&arg.value, pre)?;
-                copy_out.extend(self.assign(
-                    &dst,
-                    Val::Scalar { e: Expr::Read(place.clone()), ty: ty.clone() },
-                    arg.value.span,
-                )?);
-            }
-            body.push(Stmt::Assign(place, self.coerce(v, &ty, arg.value.span)?));
+        for (i, (arg, v)) in args.iter().zip(values).enumerate() {
+            self.pass_argument(a, i, v, &arg.value, pre, &mut body, &mut copy_out)?;
         }
         if copy_out.is_empty() {
             body.push(Stmt::Scope(action.body));
@@ -220,6 +229,56 @@ impl<'a> Lowerer<'a> {
             body.push(Stmt::Call { body: vec![Stmt::Scope(action.body)], copy_out });
         }
         pre.push(Stmt::Block(body));
+        Ok(())
+    }
+
+    /// Pass `value` to parameter `i` of `action`: its copy-in goes to `body`, and for `out` and
+    /// `inout` parameters the copy-out to the argument's location to `copy_out` (statements the
+    /// location needs, such as an index's, to `pre`).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn pass_argument(
+        &mut self,
+        action: u32,
+        i: usize,
+        value: Val,
+        arg: &ast::Expr,
+        pre: &mut Vec<Stmt>,
+        body: &mut Vec<Stmt>,
+        copy_out: &mut Vec<Stmt>,
+    ) -> DResult<()> {
+        let p = self.prog.actions[action as usize].params[i].clone();
+        if let Some(storage) = self.action_param_storage.get(&(action, i)).cloned() {
+            body.extend(self.assign(&storage_val(storage.clone()), value, arg.span)?);
+            if p.copy_out {
+                let dst = self.lvalue(arg, pre)?;
+                copy_out.extend(self.assign(&dst, storage_val(storage), arg.span)?);
+            }
+            return Ok(());
+        }
+        let place = Place::Slot { slot: p.slot, width: p.width };
+        let ty = Ty::Bit(p.width);
+        let v = match value {
+            Val::Scalar { e, ty: Ty::Bool } if p.width == 1 => Val::Scalar { e, ty: Ty::Bit(1) },
+            Val::Scalar { e, ty: Ty::Int(w) } if w == p.width => Val::Scalar { e, ty: Ty::Bit(w) },
+            Val::Scalar { e, ty: Ty::Enum(_) } => Val::Scalar { e, ty: ty.clone() },
+            other => other,
+        };
+        if p.copy_out {
+            let dst = self.lvalue(arg, pre)?;
+            // Read back as the argument's own type (bool, int<N>, an enum: the same bits).
+            let back = match &dst {
+                Val::Scalar { ty: t, .. } if t.scalar_width(&self.types) == Some(p.width) => {
+                    t.clone()
+                }
+                _ => ty.clone(),
+            };
+            copy_out.extend(self.assign(
+                &dst,
+                Val::Scalar { e: Expr::Read(place.clone()), ty: back },
+                arg.span,
+            )?);
+        }
+        body.push(Stmt::Assign(place, self.coerce(v, &ty, arg.span)?));
         Ok(())
     }
 

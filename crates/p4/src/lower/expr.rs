@@ -446,6 +446,10 @@ impl<'a> Lowerer<'a> {
             Val::Scalar { e, ty: Ty::Bit(w) } => {
                 Ok(Expr::Cast { e: Box::new(e), from: w, signed: false, to: width })
             }
+            // A signed index or count: sign-extended (a negative one is out of range).
+            Val::Scalar { e, ty: Ty::Int(w) } => {
+                Ok(Expr::Cast { e: Box::new(e), from: w, signed: true, to: width })
+            }
             Val::Scalar { ty, .. } => {
                 self.err(span, format!("expected bit<{width}>, found {}", self.show(&ty)))
             }

@@ -130,6 +130,17 @@ impl<'a> Lowerer<'a> {
                 if args.is_empty() || args.len() > 2 {
                     return self.err(span, "extract takes a header (and a varbit size)");
                 }
+                // `extract<T>(_)`: skip a T.
+                if let (ExprKind::DontCare, [ty], 1) = (&args[0].value.kind, type_args, args.len())
+                {
+                    let ty = self.resolve(ty)?;
+                    let bits = match ty {
+                        Ty::Header(h) if !self.has_varbit(h) => self.types.bits(&ty).unwrap_or(0),
+                        _ => return self.err(span, "extract<T>(_) skips a fixed-size header T"),
+                    };
+                    pre.push(Stmt::Extern(Extern::Advance(Expr::Const(bits as u128))));
+                    return Ok(None);
+                }
                 let Val::Loc(Storage::Header { hdr, ty }) = self.expr(&args[0].value, pre)? else {
                     return self.err(args[0].value.span, "extract needs a header");
                 };

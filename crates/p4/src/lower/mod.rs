@@ -92,7 +92,10 @@ pub(crate) struct Lowerer<'a> {
     global_bindings: HashMap<String, Binding<'a>>,
     /// Actions whose directional parameters a table's action list binds, and actions called
     /// directly: one action is not both (`bind_action_args`).
-    bound_actions: std::collections::HashSet<u32>,
+    /// (What each bound action's arguments lower to, so that tables binding it alike share it.)
+    bound_actions: HashMap<u32, String>,
+    /// Storage of actions' header and struct parameters, by (action, parameter index).
+    action_param_storage: HashMap<(u32, usize), Storage>,
     called_actions: std::collections::HashSet<u32>,
     /// Position of each declaration in the program text (includes expanded), for listing
     /// tables, actions and instances in declaration order as p4c does in P4Info.
@@ -136,6 +139,7 @@ impl<'a> Lowerer<'a> {
             union_siblings: HashMap::new(),
             global_bindings: HashMap::new(),
             bound_actions: Default::default(),
+            action_param_storage: HashMap::new(),
             called_actions: Default::default(),
             decl_order: HashMap::new(),
         }
@@ -162,7 +166,7 @@ impl<'a> Lowerer<'a> {
     }
 
     pub fn const_eval(&self) -> ConstEval<'_> {
-        ConstEval { types: &self.types, consts: &self.consts }
+        ConstEval { types: &self.types, consts: &self.consts, locals: Some(self) }
     }
 
     pub fn resolve(&self, t: &ast::Type) -> DResult<Ty> {
@@ -747,3 +751,12 @@ fn mentions_composite(ty: &crate::types::Ty, index: usize) -> bool {
 pub(crate) const VARBIT_ALONE: &str = "a varbit field is extracted, emitted, copied with its \
      header, compared with another and listed in checksums and hashes; assigning it alone or \
      using it in arithmetic is not supported yet";
+
+impl crate::types::LocalNames for Lowerer<'_> {
+    fn local_const(&self, name: &str) -> Option<Option<ConstValue>> {
+        self.scopes.iter().rev().find_map(|s| s.get(name)).map(|b| match b {
+            Binding::Const(c) => Some(c.clone()),
+            _ => None,
+        })
+    }
+}

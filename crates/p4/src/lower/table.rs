@@ -422,7 +422,23 @@ impl<'a> Lowerer<'a> {
                 ),
             );
         }
-        if !self.bound_actions.insert(action) || self.called_actions.contains(&action) {
+        // Tables that bind the action to the same locations share the one binding.
+        let mut scratch = Vec::new();
+        let mut key = String::new();
+        for a in args {
+            key.push_str(&format!("{:?};", self.expr(&a.value, &mut scratch)?));
+        }
+        if !scratch.is_empty() {
+            return self.err(span, "bound action arguments cannot call functions or tables");
+        }
+        let fresh = match self.bound_actions.get(&action) {
+            Some(k) if *k == key => return Ok(()),
+            Some(_) => false,
+            None => !self.called_actions.contains(&action),
+        };
+        if fresh {
+            self.bound_actions.insert(action, key);
+        } else {
             return self.err(
                 span,
                 format!(
@@ -433,26 +449,17 @@ impl<'a> Lowerer<'a> {
         }
         let mut body = Vec::new();
         let mut copy_out = Vec::new();
-        for (p, arg) in directional.iter().zip(args) {
-            let place = Place::Slot { slot: p.slot, width: p.width };
-            let ty = Ty::Bit(p.width);
+        let positions: Vec<usize> = (0..self.prog.actions[action as usize].params.len())
+            .filter(|&k| !self.prog.actions[action as usize].params[k].directionless)
+            .collect();
+        for (k, arg) in positions.into_iter().zip(args) {
+            let mut pre = Vec::new();
             // Copied in for `out` ones too: their value is undefined until written.
-            let v = self.expr(&arg.value, &mut body)?;
-            let v = match v {
-                Val::Scalar { e, ty: Ty::Bool | Ty::Int(_) | Ty::Enum(_) } => {
-                    Val::Scalar { e, ty: ty.clone() }
-                }
-                v => v,
-            };
-            body.push(Stmt::Assign(place.clone(), self.coerce(v, &ty, arg.value.span)?));
-            if p.copy_out {
-                let dst = self.lvalue(&arg.value, &mut body)?;
-                copy_out.extend(self.assign(
-                    &dst,
-                    Val::Scalar { e: Expr::Read(place), ty },
-                    arg.value.span,
-                )?);
-            }
+            let v = self.expr(&arg.value, &mut pre)?;
+            let mut copy_in = Vec::new();
+            self.pass_argument(action, k, v, &arg.value, &mut pre, &mut copy_in, &mut copy_out)?;
+            body.extend(pre);
+            body.extend(copy_in);
         }
         let old = std::mem::take(&mut self.prog.actions[action as usize].body);
         body.push(Stmt::Call { body: vec![Stmt::Scope(old)], copy_out });
