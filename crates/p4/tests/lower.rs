@@ -114,6 +114,12 @@ fn bad_programs_get_clear_errors() {
     let src = BASIC
         .replace("ipv4_forward;\n            drop;", "ipv4_forward;\n            no_such_action;");
     assert!(check(&src).unwrap_err().contains("no action named `no_such_action`"));
+    // `default` is a keyword; two actions may not share a control-plane name (the second
+    // would have been merged into the first).
+    let src = BASIC.replacen("action drop()", "action default()", 1);
+    assert!(check(&src).unwrap_err().contains("reserved word `default`"));
+    let src = BASIC.replacen("action drop()", "@name(\"ipv4_forward\") action drop()", 1);
+    assert!(check(&src).unwrap_err().contains("conflicting control-plane name"));
     let src = BASIC.replace("V1Switch(", "V1Switch(\n    MyParser(),");
     assert!(check(&src).unwrap_err().contains("V1Switch takes 6 blocks, 7 given"));
 }

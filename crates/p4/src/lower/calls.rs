@@ -77,7 +77,15 @@ impl<'a> Lowerer<'a> {
         };
         let qualified = self.control_plane_name(&name.name, &d.annotations);
         if let Some(&i) = self.action_index.get(&qualified) {
-            return Ok(i);
+            // The same declaration named again; another one with this control-plane name
+            // would be merged into it.
+            if self.action_decl_span.get(&qualified) == Some(&d.span) {
+                return Ok(i);
+            }
+            return self.err(
+                name.span,
+                format!("`{qualified}`: conflicting control-plane name (another action has it)"),
+            );
         }
         self.push_scope();
         let mut ir_params = Vec::new();
@@ -154,6 +162,7 @@ impl<'a> Lowerer<'a> {
         self.spent.action_calls.push(calls);
         self.spent.action_statements.push(statements(&body));
         self.action_index.insert(qualified.clone(), index as u32);
+        self.action_decl_span.insert(qualified.clone(), d.span);
         for (i, storage) in composite {
             self.action_param_storage.insert((index as u32, i), storage);
         }

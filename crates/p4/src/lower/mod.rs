@@ -81,6 +81,8 @@ pub(crate) struct Lowerer<'a> {
     global_actions: HashMap<String, u32>,
     /// Every lowered action's index by its qualified name.
     action_index: HashMap<String, u32>,
+    /// The declaration each qualified action name was lowered from.
+    action_decl_span: HashMap<String, Span>,
     /// The budgets, and what the program has used of them.
     spent: budget::Spent,
     /// How deep each struct, header and union type nests (by composite index).
@@ -138,6 +140,7 @@ impl<'a> Lowerer<'a> {
             composite_depth: Vec::new(),
             union_siblings: HashMap::new(),
             global_bindings: HashMap::new(),
+            action_decl_span: HashMap::new(),
             bound_actions: Default::default(),
             action_param_storage: HashMap::new(),
             called_actions: Default::default(),

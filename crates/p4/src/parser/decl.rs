@@ -282,7 +282,7 @@ impl Parser {
 
     fn action_decl(&mut self) -> DResult<DeclKind> {
         self.expect_kw("action")?;
-        let name = self.member_name()?;
+        let name = self.ident("an action name")?;
         let params = self.params()?;
         let body = self.block()?;
         Ok(DeclKind::Action { name, params, body })
