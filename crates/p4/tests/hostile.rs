@@ -97,6 +97,27 @@ fn action_doubling(n: usize) -> String {
     Program { decls: &decls, body: &format!("a{}();", n - 1), ..Default::default() }.text()
 }
 
+/// Sub-parsers `s0` .. `s{n-1}`, each applying the one before twice: each apply splices in a
+/// copy of its states, so the top one has 2^n copies of `s0`'s.
+fn subparser_doubling(n: usize) -> String {
+    let mut top = String::from(
+        "parser s0(packet_in pkt, inout bit<32> x) { state start { x = x + 1; transition accept; } }\n",
+    );
+    for i in 1..n {
+        writeln!(
+            top,
+            "parser s{i}(packet_in pkt, inout bit<32> x) {{ s{0}() t; \
+             state start {{ t.apply(pkt, x); t.apply(pkt, x); transition accept; }} }}",
+            i - 1
+        )
+        .unwrap();
+    }
+    // The instance goes in the main parser's body, with the state that applies it.
+    let states =
+        format!("s{}() sub;\nstate go {{ sub.apply(pkt, hdr.h.a); transition accept; }}", n - 1);
+    Program { top: &top, first: "go", states: &states, ..Default::default() }.text()
+}
+
 /// `if` statements nested `n` deep in each of a chain of `calls` actions, each action calling
 /// the one before from its innermost statement, which also assigns an expression `height`
 /// deep: statements, inlined calls and expressions nesting together.
@@ -344,6 +365,7 @@ fn program_for(case: &str) -> String {
         "sum_of_ones" => sum_of_ones(n),
         "action_chain" => action_chain(n),
         "action_doubling" => action_doubling(n),
+        "subparser_doubling" => subparser_doubling(n),
         "deep_everything" => deep_everything(n, 8, 120),
         "if_parens" => deep_if_expression(n, true),
         "if_negations" => deep_if_expression(n, false),
@@ -500,6 +522,15 @@ fn deep_unary_and_parentheses_are_refused() {
 fn long_chains_of_action_calls_are_refused() {
     refused("action_chain:10000", "calls nest deeper than");
     refused("action_chain:40", "over the `call_depth` budget (limit 32)");
+}
+
+/// Each apply of a sub-parser copies its states: doubling at every level is stopped by the
+/// `parser_states` budget (or the call depth), never by running out of memory.
+#[test]
+fn sub_parsers_that_multiply_states_are_refused() {
+    accepted("subparser_doubling:6");
+    refused("subparser_doubling:20", "over the `parser_states` budget");
+    refused("subparser_doubling:40", "calls nest deeper than");
 }
 
 #[test]
