@@ -104,6 +104,11 @@ fn bad_programs_get_clear_errors() {
         ("hdr.ipv4.nofield = 1;", "ipv4_t has no field `nofield`", "unknown field"),
         ("bit<8> y = hdr.ipv4.ttl[9:2];", "slice [9:2] is out of range", "slice range"),
         ("ipv4_forward(1);", "takes 2 arguments, 1 given", "argument count"),
+        (
+            "switch (hdr.ipv4.ttl) { 1: { } default: { } default: { } }",
+            "more than one `default` label",
+            "two defaults",
+        ),
     ];
     for (stmt, want, what) in cases {
         let src = BASIC.replacen("ipv4_lpm.apply();", &format!("ipv4_lpm.apply(); {stmt}"), 1);
@@ -114,6 +119,12 @@ fn bad_programs_get_clear_errors() {
     let src = BASIC
         .replace("ipv4_forward;\n            drop;", "ipv4_forward;\n            no_such_action;");
     assert!(check(&src).unwrap_err().contains("no action named `no_such_action`"));
+    let src = BASIC.replacen(
+        "packet.extract(hdr.ethernet);",
+        "NoAction(); packet.extract(hdr.ethernet);",
+        1,
+    );
+    assert!(check(&src).unwrap_err().contains("actions cannot be called in a parser"));
     // `default` is a keyword; two actions may not share a control-plane name (the second
     // would have been merged into the first).
     let src = BASIC.replacen("action drop()", "action default()", 1);

@@ -22,6 +22,10 @@ impl<'a> Lowerer<'a> {
                 self.method_call(obj, method, type_args, args, e.span, pre)
             }
             ExprKind::Name(n) | ExprKind::TopName(n) => match self.lookup(&n.name) {
+                _ if self.block == super::BlockKind::Parser && self.is_action(&n.name) => self.err(
+                    e.span,
+                    "actions cannot be called in a parser (spec: actions run in controls)",
+                ),
                 Some(Binding::Action(a)) => self.inline_action(a, args, e.span, pre).map(|_| None),
                 Some(_) => self.err(n.span, format!("`{}` cannot be called", n.name)),
                 None => {
@@ -44,6 +48,15 @@ impl<'a> Lowerer<'a> {
                 }
             },
             _ => self.err(callee.span, "this cannot be called"),
+        }
+    }
+
+    /// Whether `name` names an action here (a local or a top-level one).
+    fn is_action(&self, name: &str) -> bool {
+        match self.lookup(name) {
+            Some(Binding::Action(_)) => true,
+            Some(_) => false,
+            None => self.global(name).is_some_and(|d| matches!(d.kind, DeclKind::Action { .. })),
         }
     }
 

@@ -60,6 +60,14 @@ impl<'a> Lowerer<'a> {
         let Val::Scalar { e: on_expr, ty } = value else {
             return self.err(on.span, "switch needs a single value");
         };
+        let defaults: Vec<&ast::Expr> = cases
+            .iter()
+            .flat_map(|c| &c.labels)
+            .filter(|l| matches!(l.kind, ExprKind::Default))
+            .collect();
+        if let [_, second, ..] = defaults[..] {
+            return self.err(second.span, "the switch has more than one `default` label");
+        }
         let mut ir_cases = Vec::new();
         let mut default = Vec::new();
         for case in cases {
