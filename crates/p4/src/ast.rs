@@ -401,6 +401,22 @@ pub enum StmtKind {
         cases: Vec<SwitchCase>,
     },
     Decl(Box<Decl>),
+    /// `for (init; cond; update) body` (P4_16 1.2.5).
+    For {
+        init: Vec<Stmt>,
+        cond: Option<Expr>,
+        update: Vec<Stmt>,
+        body: Box<Stmt>,
+    },
+    /// `for (T x in lo .. hi) body`.
+    ForIn {
+        ty: Type,
+        name: Ident,
+        range: Expr,
+        body: Box<Stmt>,
+    },
+    Break,
+    Continue,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -328,6 +328,16 @@ pub enum Stmt {
         body: Vec<Stmt>,
         copy_out: Vec<Stmt>,
     },
+    /// A loop: `body` runs until it breaks, at most `max` times (a bound that keeps every
+    /// packet's work finite).
+    Loop {
+        body: Vec<Stmt>,
+        max: u32,
+    },
+    /// One iteration's body: `continue` ends it.
+    Iteration(Vec<Stmt>),
+    Break,
+    Continue,
     Exit,
     Return,
     /// Apply a table; its hit flag and action index go to the slots if given.
@@ -598,6 +608,7 @@ pub fn any_stmt(stmts: &[Stmt], pred: &mut impl FnMut(&Stmt) -> bool) -> bool {
                 Stmt::If(_, a, b) => any_stmt(a, pred) || any_stmt(b, pred),
                 Stmt::Block(b) | Stmt::Scope(b) => any_stmt(b, pred),
                 Stmt::Call { body, copy_out } => any_stmt(body, pred) || any_stmt(copy_out, pred),
+                Stmt::Loop { body, .. } | Stmt::Iteration(body) => any_stmt(body, pred),
                 Stmt::Switch { cases, default, .. } => {
                     cases.iter().any(|(_, b)| any_stmt(b, pred)) || any_stmt(default, pred)
                 }
@@ -622,6 +633,7 @@ pub fn nesting(stmts: &[Stmt]) -> usize {
                 Stmt::Call { body, copy_out } => {
                     stack.extend([(&body[..], depth + 1), (&copy_out[..], depth + 1)])
                 }
+                Stmt::Loop { body: a, .. } | Stmt::Iteration(a) => stack.push((a, depth + 1)),
                 Stmt::Switch { cases, default, .. } => {
                     stack.extend(cases.iter().map(|(_, c)| (&c[..], depth + 1)));
                     stack.push((default, depth + 1));
@@ -644,6 +656,7 @@ pub fn statements(stmts: &[Stmt]) -> usize {
                 Stmt::If(_, a, b) => stack.extend([&a[..], &b[..]]),
                 Stmt::Block(a) | Stmt::Scope(a) => stack.push(a),
                 Stmt::Call { body, copy_out } => stack.extend([&body[..], &copy_out[..]]),
+                Stmt::Loop { body: a, .. } | Stmt::Iteration(a) => stack.push(a),
                 Stmt::Switch { cases, default, .. } => {
                     stack.extend(cases.iter().map(|(_, c)| &c[..]));
                     stack.push(default);

@@ -231,3 +231,34 @@ fn varbit_uses_not_supported_are_refused() {
         assert!(err.contains(want), "{want}: {err}");
     }
 }
+
+/// Loops the language or the per-packet bound rules out are refused with the reason.
+#[test]
+fn bad_loops_are_refused() {
+    let src = include_str!("../../../tests/p4/loops.p4");
+    let cases: &[(&str, &str, &str)] = &[
+        ("hdr.h.sum = 0xffff;", "break;", "belong inside a `for` loop"),
+        (
+            "hdr.h.sum = hdr.h.sum + (bit<16>)i;\n        }",
+            "hdr.h.sum = hdr.h.sum + (bit<16>)i; continue; }\n        break;",
+            "belong inside a `for` loop",
+        ),
+        ("for (bit<8> k in 3 .. 6)", "for (bit<8> k in 3 .. hdr.h.n)", "compile-time constant"),
+        ("for (bit<8> k in 3 .. 6)", "for (bit<16> k in 0 .. 5000)", "at most 4096"),
+        (
+            "for (bit<8> j = 0; j < hdr.h.n; j = j + 1) {",
+            "for (bit<8> j = 0; j < hdr.h.n; j = j + 1) for (bit<8> m = 0; m < 1; m = m + 1) {",
+            "nested loops could run",
+        ),
+        (
+            "            hdr.h.sum = 0xffff;",
+            "            for (bit<8> z = 0; z < 2; z = z + 1) { triangle(); }",
+            "loops itself",
+        ),
+    ];
+    for (from, to, want) in cases {
+        assert!(src.contains(from), "{from}");
+        let err = check(&src.replacen(from, to, 1)).err().unwrap_or_default();
+        assert!(err.contains(want), "{want}: {err}");
+    }
+}

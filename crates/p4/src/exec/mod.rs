@@ -49,6 +49,9 @@ pub(crate) enum Flow {
     Exit,
     /// The parser rejects; [`Ctx::error`] says why.
     Reject,
+    /// `break` and `continue`, caught by their loop (never seen outside one).
+    Break,
+    Continue,
 }
 
 /// What a packet asked the architecture to do once the current block is over.
@@ -900,6 +903,7 @@ fn is_noop(stmts: &[ir::Stmt]) -> bool {
     stmts.iter().all(|s| match s {
         ir::Stmt::Block(b) | ir::Stmt::Scope(b) => is_noop(b),
         ir::Stmt::Call { body, copy_out } => is_noop(body) && is_noop(copy_out),
+        ir::Stmt::Iteration(b) => is_noop(b),
         _ => false,
     })
 }

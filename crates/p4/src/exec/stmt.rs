@@ -164,6 +164,28 @@ impl Compiler<'_> {
                     f => f,
                 })
             }
+            &Stmt::Loop { ref body, max } => {
+                let body = self.block(body);
+                Box::new(move |c| {
+                    for _ in 0..max {
+                        match body(c) {
+                            Flow::Next | Flow::Continue => {}
+                            Flow::Break => break,
+                            f => return f,
+                        }
+                    }
+                    Flow::Next
+                })
+            }
+            Stmt::Iteration(b) => {
+                let b = self.block(b);
+                Box::new(move |c| match b(c) {
+                    Flow::Continue => Flow::Next,
+                    f => f,
+                })
+            }
+            Stmt::Break => Box::new(|_| Flow::Break),
+            Stmt::Continue => Box::new(|_| Flow::Continue),
             Stmt::Exit => Box::new(|_| Flow::Exit),
             Stmt::Return => Box::new(|_| Flow::Return),
             &Stmt::Apply { table, hit_slot, action_slot } => {

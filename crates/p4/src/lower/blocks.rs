@@ -406,7 +406,11 @@ impl<'a> Lowerer<'a> {
                 return Err(e);
             }
         };
+        let loops = std::mem::take(&mut self.loop_depth);
+        let work = std::mem::replace(&mut self.loop_work, 1);
         let body = self.control_body(decl, name, &bound);
+        self.loop_depth = loops;
+        self.loop_work = work;
         let calls = self.leave_call(saved_calls);
         self.scopes = saved;
         let body = body?;

@@ -51,6 +51,18 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    /// A call inside a loop of a body that loops itself: the work would multiply past what
+    /// `enter_loop` accounts for.
+    fn check_loop_in_loop(&self, body: &[Stmt], span: Span) -> DResult<()> {
+        if self.loop_depth > 0 && ir::any_stmt(body, &mut |s| matches!(s, Stmt::Loop { .. })) {
+            return self.err(
+                span,
+                "a call inside a loop of an action or function that loops itself is not supported",
+            );
+        }
+        Ok(())
+    }
+
     /// Whether `name` names an action here (a local or a top-level one).
     fn is_action(&self, name: &str) -> bool {
         match self.lookup(name) {
@@ -164,7 +176,12 @@ impl<'a> Lowerer<'a> {
             }
         };
         self.return_target.push(None);
+        // A `break` in the body belongs to a loop in the body, not the caller's.
+        let loops = std::mem::take(&mut self.loop_depth);
+        let work = std::mem::replace(&mut self.loop_work, 1);
         let body = self.block_stmts(&body.stmts);
+        self.loop_depth = loops;
+        self.loop_work = work;
         self.return_target.pop();
         let calls = self.leave_call(saved);
         self.pop_scope();
@@ -213,6 +230,7 @@ impl<'a> Lowerer<'a> {
         // Charged before the body is copied: copies are what a hostile program multiplies.
         self.inlined(calls, size, span)?;
         let action = self.prog.actions[a as usize].clone();
+        self.check_loop_in_loop(&action.body, span)?;
         if args.len() != action.params.len() {
             return self.err(
                 span,
@@ -361,11 +379,16 @@ impl<'a> Lowerer<'a> {
             }
         };
         self.return_target.push(ret_place.clone());
+        let loops = std::mem::take(&mut self.loop_depth);
+        let work = std::mem::replace(&mut self.loop_work, 1);
         let lowered = self.block_stmts(&body.stmts);
+        self.loop_depth = loops;
+        self.loop_work = work;
         self.return_target.pop();
         let calls = self.leave_call(saved_calls);
         self.scopes = saved;
         let lowered = lowered?;
+        self.check_loop_in_loop(&lowered, span)?;
         self.check_nesting(&lowered, span)?;
         self.inlined(calls, statements(&lowered), span)?;
         if epilogue.is_empty() {

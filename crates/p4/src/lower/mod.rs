@@ -98,6 +98,10 @@ pub(crate) struct Lowerer<'a> {
     bound_actions: HashMap<u32, String>,
     /// Storage of actions' header and struct parameters, by (action, parameter index).
     action_param_storage: HashMap<(u32, usize), Storage>,
+    /// How many `for` loops enclose the statement being lowered (in this body).
+    loop_depth: u32,
+    /// The product of the iteration bounds of those loops.
+    loop_work: u64,
     called_actions: std::collections::HashSet<u32>,
     /// Position of each declaration in the program text (includes expanded), for listing
     /// tables, actions and instances in declaration order as p4c does in P4Info.
@@ -143,6 +147,8 @@ impl<'a> Lowerer<'a> {
             action_decl_span: HashMap::new(),
             bound_actions: Default::default(),
             action_param_storage: HashMap::new(),
+            loop_depth: 0,
+            loop_work: 1,
             called_actions: Default::default(),
             decl_order: HashMap::new(),
         }

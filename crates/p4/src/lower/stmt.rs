@@ -5,7 +5,7 @@ use super::{Binding, Lowerer, Storage};
 use crate::ast::{self, DeclKind, StmtKind};
 use crate::diag::{DResult, Diagnostic, Span};
 use crate::ir::{Expr, HdrRef, Place, Stmt};
-use crate::types::Ty;
+use crate::types::{ConstValue, Ty};
 
 impl<'a> Lowerer<'a> {
     pub(crate) fn block_stmts(&mut self, stmts: &'a [ast::Stmt]) -> DResult<Vec<Stmt>> {
@@ -77,8 +77,151 @@ impl<'a> Lowerer<'a> {
                 out.push(Stmt::Return);
             }
             StmtKind::Switch { expr, cases } => self.switch(expr, cases, out)?,
+            StmtKind::For { init, cond, update, body } => {
+                self.push_scope();
+                let r = self.for_loop(init, cond.as_ref(), update, body, out);
+                self.pop_scope();
+                r?
+            }
+            StmtKind::ForIn { ty, name, range, body } => {
+                self.push_scope();
+                let r = self.for_in(ty, name, range, body, out);
+                self.pop_scope();
+                r?
+            }
+            StmtKind::Break | StmtKind::Continue => {
+                if self.loop_depth == 0 {
+                    return self.err(s.span, "`break` and `continue` belong inside a `for` loop");
+                }
+                out.push(if matches!(s.kind, StmtKind::Break) {
+                    Stmt::Break
+                } else {
+                    Stmt::Continue
+                });
+            }
             StmtKind::Decl(d) => self.local_decl(d, out)?,
         }
+        Ok(())
+    }
+
+    /// `for (init; cond; update) body`: the initialisers, then a loop whose iteration checks
+    /// the condition, runs the body (`continue` ends only the body) and then the updates. It
+    /// runs at most 2^w + 1 times for a w-bit loop variable declared in `init`, and at most
+    /// `MAX_LOOP_ITERATIONS` in any case.
+    fn for_loop(
+        &mut self,
+        init: &'a [ast::Stmt],
+        cond: Option<&'a ast::Expr>,
+        update: &'a [ast::Stmt],
+        body: &'a ast::Stmt,
+        out: &mut Vec<Stmt>,
+    ) -> DResult<()> {
+        let mut max = MAX_LOOP_ITERATIONS;
+        for s in init {
+            if let StmtKind::Decl(d) = &s.kind {
+                if let DeclKind::Variable { ty, .. } = &d.kind {
+                    if let Some(w) = self.resolve(ty)?.scalar_width(&self.types) {
+                        max = max.min(1u32.checked_shl(w).unwrap_or(u32::MAX).saturating_add(1));
+                    }
+                }
+            }
+            self.stmt(s, out)?;
+        }
+        let mut iteration = Vec::new();
+        let outer = self.enter_loop(max, body.span)?;
+        if let Some(c) = cond {
+            let c = self.condition(c, &mut iteration)?;
+            let stop = Expr::Unary { op: crate::ir::UnOp::Not, e: Box::new(c), width: 1 };
+            iteration.push(Stmt::If(stop, vec![Stmt::Break], Vec::new()));
+        }
+        self.loop_depth += 1;
+        let b = self.stmt_scoped(body);
+        self.loop_depth -= 1;
+        let r = (|| {
+            iteration.push(Stmt::Iteration(b?));
+            for s in update {
+                self.stmt(s, &mut iteration)?;
+            }
+            Ok(())
+        })();
+        self.loop_work = outer;
+        r?;
+        out.push(Stmt::Loop { body: iteration, max });
+        Ok(())
+    }
+
+    /// Account for a loop of `max` iterations inside the loops around it: their product is
+    /// what one packet may run, bounded by `MAX_LOOP_WORK`. Returns the product outside it.
+    fn enter_loop(&mut self, max: u32, span: Span) -> DResult<u64> {
+        let outer = self.loop_work;
+        let inner = outer.saturating_mul(max as u64);
+        if inner > MAX_LOOP_WORK {
+            return self.err(
+                span,
+                format!(
+                    "nested loops could run {inner} iterations for one packet (at most \
+                     {MAX_LOOP_WORK}): bound the loop variables more tightly"
+                ),
+            );
+        }
+        self.loop_work = inner;
+        Ok(outer)
+    }
+
+    /// `for (T x in lo .. hi) body` with constant bounds: x takes each value once.
+    fn for_in(
+        &mut self,
+        ty: &ast::Type,
+        name: &ast::Ident,
+        range: &ast::Expr,
+        body: &'a ast::Stmt,
+        out: &mut Vec<Stmt>,
+    ) -> DResult<()> {
+        let ast::ExprKind::Range(lo, hi) = &range.kind else {
+            return self
+                .err(range.span, "`for (x in ...)` is supported over a constant range lo .. hi");
+        };
+        let ty = self.resolve(ty)?;
+        let bound = |l: &Self, e: &ast::Expr| -> DResult<u128> {
+            match l.const_eval().eval(e)? {
+                ConstValue::Int(v, _) => Ok(v),
+                _ => l.err(e.span, "a loop bound must be an integer constant"),
+            }
+        };
+        let (lo, hi) = (bound(self, lo)?, bound(self, hi)?);
+        let count = if hi < lo { 0 } else { hi - lo + 1 };
+        if count > MAX_LOOP_ITERATIONS as u128 {
+            return self.err(
+                range.span,
+                format!(
+                    "a loop of {count} iterations (hotplane runs at most {MAX_LOOP_ITERATIONS})"
+                ),
+            );
+        }
+        let Storage::Scalar { place, ty } = self.alloc(&ty, &name.name, name.span)? else {
+            return self.err(name.span, "the loop variable must be a bit<N> or int<N>");
+        };
+        let Some(width) = ty.scalar_width(&self.types) else {
+            return self.err(name.span, "the loop variable must be a bit<N> or int<N>");
+        };
+        self.bind(&name.name, Binding::Var(Storage::Scalar { place: place.clone(), ty }));
+        out.push(Stmt::Assign(place.clone(), Expr::Const(lo & crate::types::mask(width))));
+        let outer = self.enter_loop(count as u32, body.span)?;
+        self.loop_depth += 1;
+        let b = self.stmt_scoped(body);
+        self.loop_depth -= 1;
+        self.loop_work = outer;
+        let next = Expr::Binary {
+            op: crate::ir::BinOp::Add,
+            a: Box::new(Expr::Read(place.clone())),
+            b: Box::new(Expr::Const(1)),
+            width,
+            signed: false,
+        };
+        out.push(Stmt::Loop {
+            body: vec![Stmt::Iteration(b?), Stmt::Assign(place, next)],
+            max: count as u32,
+        });
         Ok(())
     }
 
@@ -267,3 +410,8 @@ pub(crate) fn storage_val(s: Storage) -> Val {
         other => Val::Loc(other),
     }
 }
+
+/// The most iterations one execution of a loop runs (a bound on each packet's work).
+pub(crate) const MAX_LOOP_ITERATIONS: u32 = 4096;
+/// The most iterations nested loops may run for one packet (two 8-bit loops: 257^2).
+pub(crate) const MAX_LOOP_WORK: u64 = 1 << 17;

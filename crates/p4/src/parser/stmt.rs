@@ -42,6 +42,13 @@ impl Parser {
             match word.as_str() {
                 "if" => return self.if_stmt(),
                 "switch" => return self.switch_stmt(),
+                "for" => return self.for_stmt(),
+                "break" | "continue" => {
+                    self.bump();
+                    self.expect_punct(";")?;
+                    let kind = if word == "break" { StmtKind::Break } else { StmtKind::Continue };
+                    return Ok(Stmt { kind, span: self.since(start) });
+                }
                 "exit" => {
                     self.bump();
                     self.expect_punct(";")?;
@@ -69,6 +76,90 @@ impl Parser {
                 _ => {}
             }
         }
+        let s = self.assignment_or_call(start)?;
+        self.expect_punct(";")?;
+        Ok(Stmt { kind: s.kind, span: self.since(start) })
+    }
+
+    /// `for (init; cond; update) body` or `for (T x in lo .. hi) body`.
+    fn for_stmt(&mut self) -> DResult<Stmt> {
+        let start = self.expect_kw("for")?;
+        self.expect_punct("(")?;
+        // `T x in ...`: a type, a name, then `in`.
+        if self.at_type_start() {
+            let save = self.pos;
+            let ty = self.ty()?;
+            if let Tok::Ident(_) = self.peek().tok {
+                if matches!(&self.peek_at(1).tok, Tok::Ident(w) if w == "in") {
+                    let name = self.ident("a loop variable")?;
+                    self.bump();
+                    let lo = self.expr()?;
+                    let range = if self.eat_punct("..") {
+                        let hi = self.expr()?;
+                        let span = lo.span.to(hi.span);
+                        Expr { kind: ExprKind::Range(Box::new(lo), Box::new(hi)), span }
+                    } else {
+                        lo
+                    };
+                    self.expect_punct(")")?;
+                    self.enter()?;
+                    let body = self.stmt();
+                    self.leave();
+                    let body = Box::new(body?);
+                    return Ok(Stmt {
+                        kind: StmtKind::ForIn { ty, name, range, body },
+                        span: self.since(start),
+                    });
+                }
+            }
+            self.pos = save;
+        }
+        let mut init = Vec::new();
+        while !self.eat_punct(";") {
+            if !init.is_empty() {
+                self.expect_punct(",")?;
+            }
+            let at = self.span();
+            if self.at_type_start() {
+                // A declaration: `bit<8> i = 0` (without its `;`).
+                let d = self.loop_variable()?;
+                init.push(Stmt { span: d.span, kind: StmtKind::Decl(Box::new(d)) });
+            } else {
+                init.push(self.assignment_or_call(at)?);
+            }
+        }
+        let cond = if self.is_punct(";") { None } else { Some(self.expr()?) };
+        self.expect_punct(";")?;
+        let mut update = Vec::new();
+        while !self.eat_punct(")") {
+            if !update.is_empty() {
+                self.expect_punct(",")?;
+            }
+            let at = self.span();
+            update.push(self.assignment_or_call(at)?);
+        }
+        self.enter()?;
+        let body = self.stmt();
+        self.leave();
+        let body = Box::new(body?);
+        Ok(Stmt { kind: StmtKind::For { init, cond, update, body }, span: self.since(start) })
+    }
+
+    /// `T name = value` in a `for` header.
+    fn loop_variable(&mut self) -> DResult<Decl> {
+        let start = self.span();
+        let ty = self.ty()?;
+        let name = self.ident("a variable name")?;
+        let init = if self.eat_punct("=") { Some(self.expr()?) } else { None };
+        Ok(Decl {
+            annotations: Vec::new(),
+            kind: DeclKind::Variable { ty, name, init },
+            span: self.since(start),
+        })
+    }
+
+    /// An assignment, compound assignment or call, without its `;`.
+    fn assignment_or_call(&mut self, start: crate::diag::Span) -> DResult<Stmt> {
         let lhs = self.expr()?;
         // Operators the lexer splits: `<<=` is `<<` `=`, `>>=` is `>` `>=`, `|+|=` is `|+|` `=`.
         let split = match self.peek().tok {
@@ -105,7 +196,6 @@ impl Parser {
                 "expected a statement: an assignment or a call (an expression alone does nothing)",
             ));
         };
-        self.expect_punct(";")?;
         Ok(Stmt { kind, span: self.since(start) })
     }
 

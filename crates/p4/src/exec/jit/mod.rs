@@ -207,6 +207,8 @@ fn flow_code(f: Flow) -> i64 {
         Flow::Return => code::RETURN,
         Flow::Exit => code::EXIT,
         Flow::Reject => code::REJECT,
+        // Loops run whole in closures (a fallback), so these never leave one.
+        Flow::Break | Flow::Continue => code::NEXT,
     }
 }
 
