@@ -1,6 +1,8 @@
 //! Native code and closures must agree: random programs (fields of many widths, nested
 //! arithmetic, bitwise, shift, saturating, signed, slice, concatenation, conditional and
-//! comparison expressions, slice assignments, `if`s and lookahead-driven parsing) run on both
+//! comparison expressions, slice and compound assignments, `if`s, calls with side effects in
+//! expressions, `&&` and `?:`, bounded loops with `break` and `continue`, and lookahead-driven
+//! parsing) run on both
 //! engines over random packets, and every output packet must be identical; so must those of
 //! the data plane's batched path.
 
@@ -161,7 +163,11 @@ impl Gen {
         }
         p.push_str("}\nheader tag_t { bit<8> kind; }\n");
         p.push_str("struct headers { tag_t tag; h_t h; }\n");
-        p.push_str("struct metadata { bit<32> m32; bit<64> m64; bit<100> m100; bit<5> m5; }\n");
+        p.push_str(
+            "struct metadata { bit<32> m32; bit<64> m64; bit<100> m100; bit<5> m5; bit<8> c8; }\n",
+        );
+        // A function with a side effect, for evaluation order, short circuits and `?:` arms.
+        p.push_str("bit<8> tick(inout bit<8> c) { c = c + 1; return c; }\n");
         p.push_str(
             "parser P(packet_in pk, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {\n\
              state start { transition select(pk.lookahead<bit<8>>()) { 8w0 &&& 8w0x80: parse_tag; default: parse_h; } }\n\
@@ -175,7 +181,42 @@ impl Gen {
         let targets: Vec<(String, u32)> = self.fields.clone();
         for _ in 0..(2 + self.rng.below(5)) {
             let (name, w) = targets[self.rng.below(targets.len() as u64) as usize].clone();
-            match self.rng.below(5) {
+            match self.rng.below(9) {
+                5 => {
+                    // Calls with side effects inside expressions, `&&` and `?:`.
+                    let (a, b) = (self.expr(8, 2), self.expr(8, 2));
+                    let _ = writeln!(p, "        meta.c8 = {a};");
+                    let _ = writeln!(
+                        p,
+                        "        hdr.h.{name} = (bit<{w}>)(meta.c8 + tick(meta.c8) + ({b} == 8w0 && tick(meta.c8) == 8w2 ? tick(meta.c8) : meta.c8));"
+                    );
+                }
+                6 => {
+                    let op = self.rng.pick(&["+=", "-=", "&=", "|=", "^=", "|+|=", "|-|="]);
+                    let e = self.expr(w, 3);
+                    if w > 2 && self.rng.below(2) == 0 {
+                        let _ = writeln!(
+                            p,
+                            "        hdr.h.{name}[{}:1] {op} {};",
+                            w - 1,
+                            self.expr(w - 1, 2)
+                        );
+                    } else {
+                        let _ = writeln!(p, "        hdr.h.{name} {op} {e};");
+                    }
+                }
+                7 => {
+                    // A loop bounded by a packet field, with break and continue.
+                    let e = self.expr(w, 2);
+                    let _ = writeln!(
+                        p,
+                        "        meta.c8 = 0; for (bit<4> i = 0; i < (bit<4>)hdr.h.{name}; i = i + 1) {{ if (i == 4w9) {{ break; }} if (i[0:0] == 1) {{ continue; }} meta.c8 = meta.c8 + (bit<8>)i; }} hdr.h.{name} = {e} ^ (bit<{w}>)meta.c8;"
+                    );
+                }
+                8 => {
+                    let (a, b) = (self.expr(w, 2), self.expr(w, 2));
+                    let _ = writeln!(p, "        hdr.h.{name} = tick(meta.c8) == 8w1 ? {a} : {b};");
+                }
                 0 => {
                     let mw = self.rng.pick(&[32u32, 64, 100, 5]);
                     let m = match mw {
