@@ -78,6 +78,9 @@ control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm
         } else if (hdr.p.a == 6) {
             to_port(sm, hdr.p);
             sum.apply(hdr.p.a, 8w3, hdr.p.b);
+        } else if (hdr.p.a == 7) {
+            twice(hdr.p.a);
+            doubler.apply();
         }
     }
 }

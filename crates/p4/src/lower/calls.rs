@@ -214,22 +214,15 @@ impl<'a> Lowerer<'a> {
         span: Span,
         pre: &mut Vec<Stmt>,
     ) -> DResult<()> {
-        if self.bound_actions.contains_key(&a) {
-            return self.err(
-                span,
-                format!(
-                    "{} is bound to arguments in a table's action list and also called \
-                     directly: not supported yet",
-                    self.prog.actions[a as usize].name
-                ),
-            );
-        }
-        self.called_actions.insert(a);
         let calls = self.spent.action_calls.get(a as usize).copied().unwrap_or(0);
         let size = self.spent.action_statements.get(a as usize).copied().unwrap_or(0);
         // Charged before the body is copied: copies are what a hostile program multiplies.
         self.inlined(calls, size, span)?;
-        let action = self.prog.actions[a as usize].clone();
+        let mut action = self.prog.actions[a as usize].clone();
+        // A direct call runs the body as declared, not as a table's action list bound it.
+        if let Some(body) = self.unbound_bodies.get(&a) {
+            action.body = body.clone();
+        }
         self.check_loop_in_loop(&action.body, span)?;
         if args.len() != action.params.len() {
             return self.err(

@@ -92,9 +92,8 @@ pub(crate) struct Lowerer<'a> {
     union_siblings: HashMap<u32, Vec<u32>>,
     /// Extern instances declared at the top level, by name (looked up after every scope).
     global_bindings: HashMap<String, Binding<'a>>,
-    /// Actions whose directional parameters a table's action list binds, and actions called
-    /// directly: one action is not both (`bind_action_args`).
-    /// (What each bound action's arguments lower to, so that tables binding it alike share it.)
+    /// Actions whose directional parameters a table's action list binds, with what the
+    /// arguments lower to (tables binding one alike share the binding; `bind_action_args`).
     bound_actions: HashMap<u32, String>,
     /// Storage of actions' header and struct parameters, by (action, parameter index).
     action_param_storage: HashMap<(u32, usize), Storage>,
@@ -102,7 +101,8 @@ pub(crate) struct Lowerer<'a> {
     loop_depth: u32,
     /// The product of the iteration bounds of those loops.
     loop_work: u64,
-    called_actions: std::collections::HashSet<u32>,
+    /// The body of each bound action as declared, for direct calls of it.
+    unbound_bodies: HashMap<u32, Vec<ir::Stmt>>,
     /// Position of each declaration in the program text (includes expanded), for listing
     /// tables, actions and instances in declaration order as p4c does in P4Info.
     decl_order: HashMap<Span, u32>,
@@ -149,7 +149,7 @@ impl<'a> Lowerer<'a> {
             action_param_storage: HashMap::new(),
             loop_depth: 0,
             loop_work: 1,
-            called_actions: Default::default(),
+            unbound_bodies: HashMap::new(),
             decl_order: HashMap::new(),
         }
     }

@@ -410,8 +410,8 @@ impl<'a> Lowerer<'a> {
 
     /// Bind the directional parameters of a table's action to the arguments its action list
     /// gives (`actions = { set(hdr.x); }`): copy-in before the body, copy-out after it (also
-    /// on `exit`), as if the table called it so. An action is bound once; one that is bound is
-    /// not also called directly (and the other way round).
+    /// on `exit`), as if the table called it so. Tables binding one action must bind it to the
+    /// same arguments; direct calls still run the body as declared (`unbound_bodies`).
     fn bind_action_args(&mut self, action: u32, args: &'a [ast::Arg], span: Span) -> DResult<()> {
         let a = &self.prog.actions[action as usize];
         let directional: Vec<ir::ActionParam> =
@@ -439,21 +439,19 @@ impl<'a> Lowerer<'a> {
         if !scratch.is_empty() {
             return self.err(span, "bound action arguments cannot call functions or tables");
         }
-        let fresh = match self.bound_actions.get(&action) {
+        match self.bound_actions.get(&action) {
             Some(k) if *k == key => return Ok(()),
-            Some(_) => false,
-            None => !self.called_actions.contains(&action),
-        };
-        if fresh {
-            self.bound_actions.insert(action, key);
-        } else {
-            return self.err(
-                span,
-                format!(
-                    "{name} is bound to arguments here and also used elsewhere (another table \
-                     or a direct call): not supported yet"
-                ),
-            );
+            Some(_) => {
+                return self.err(
+                    span,
+                    format!(
+                        "{name} is bound to other arguments by another table: not supported yet"
+                    ),
+                )
+            }
+            None => {
+                self.bound_actions.insert(action, key);
+            }
         }
         let mut body = Vec::new();
         let mut copy_out = Vec::new();
@@ -470,6 +468,7 @@ impl<'a> Lowerer<'a> {
             body.extend(copy_in);
         }
         let old = std::mem::take(&mut self.prog.actions[action as usize].body);
+        self.unbound_bodies.insert(action, old.clone());
         body.push(Stmt::Call { body: vec![Stmt::Scope(old)], copy_out });
         self.prog.actions[action as usize].body = body;
         Ok(())
