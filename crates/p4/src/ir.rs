@@ -220,6 +220,9 @@ pub enum Extern {
         varbit_bits: Option<Expr>,
     },
     Advance(Expr),
+    /// Reject with `PacketTooShort` unless `bits` more bits are left to parse (a lookahead
+    /// past the end, as BMv2 does); nothing is consumed.
+    Need(u32),
     Verify {
         cond: Expr,
         error: Expr,

@@ -263,6 +263,16 @@ impl Compiler<'_> {
                     Flow::Next
                 })
             }
+            &Extern::Need(bits) => {
+                let too_short = self.error_code("PacketTooShort");
+                let bytes = bits.div_ceil(8) as usize;
+                Box::new(move |c| {
+                    if c.cursor + bytes > c.pkt.len() {
+                        return c.reject(too_short);
+                    }
+                    Flow::Next
+                })
+            }
             Extern::Advance(bits) => {
                 let bits = self.expr(bits);
                 let too_short = self.error_code("PacketTooShort");

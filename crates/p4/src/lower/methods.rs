@@ -186,6 +186,8 @@ impl<'a> Lowerer<'a> {
                         "lookahead needs a type of at most 128 bits (bit<N> or a header)",
                     )
                 })?;
+                // Past the end of the packet it is a parser error, as in BMv2.
+                pre.push(Stmt::Extern(Extern::Need(width)));
                 match ty {
                     Ty::Bit(_) | Ty::Int(_) | Ty::Bool => {
                         Ok(Some(Val::Scalar { e: Expr::Lookahead { width }, ty }))
@@ -205,6 +207,29 @@ impl<'a> Lowerer<'a> {
                             Place::Field { hdr: hdr.clone(), bit_off: 0, width: inst.bytes * 8 };
                         pre.push(Stmt::Assign(place, Expr::Lookahead { width }));
                         pre.push(Stmt::SetValid(hdr.clone(), true));
+                        Ok(Some(Val::Loc(storage)))
+                    }
+                    Ty::Struct(st) => {
+                        // A struct of scalar fields: each field its slice of the next bits.
+                        let storage = self.alloc(&Ty::Struct(st), "lookahead", span)?;
+                        let Storage::Struct { fields, .. } = &storage else {
+                            unreachable!("allocated a struct")
+                        };
+                        let mut hi = width;
+                        for f in fields {
+                            let Storage::Scalar { place, ty } = f else {
+                                return self
+                                    .err(span, "lookahead of a struct of bit<N> fields only");
+                            };
+                            let w = ty.scalar_width(&self.types).unwrap_or(0);
+                            let slice = Expr::Slice {
+                                e: Box::new(Expr::Lookahead { width }),
+                                hi: hi - 1,
+                                lo: hi - w,
+                            };
+                            pre.push(Stmt::Assign(place.clone(), slice));
+                            hi -= w;
+                        }
                         Ok(Some(Val::Loc(storage)))
                     }
                     _ => self.err(span, "lookahead of this type is not supported"),

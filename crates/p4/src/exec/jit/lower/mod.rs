@@ -286,6 +286,10 @@ impl Lower<'_, '_, '_> {
                 self.extract(*id);
                 false
             }
+            &Stmt::Extern(Extern::Need(bits)) => {
+                self.need(bits.div_ceil(8));
+                false
+            }
             &Stmt::Apply { table, hit_slot, action_slot } => {
                 match self.c.apply_site(table, hit_slot, action_slot) {
                     Some(site) if !site.writes_entries() => self.apply(table, site),
@@ -616,6 +620,21 @@ impl Lower<'_, '_, '_> {
     }
 
     /// `extract` of a fixed header: bounds check, copy, valid, advance.
+    /// Leave with `PacketTooShort` unless `n` more bytes are left.
+    fn need(&mut self, n: u32) {
+        let cursor = self.b.ins().load(self.ptr, mem(), self.frame, frame::CURSOR);
+        let end = self.b.ins().iadd_imm(cursor, n as i64);
+        let len = self.b.ins().load(self.ptr, mem(), self.frame, frame::PKT_LEN);
+        let short = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, len);
+        let (fail, ok) = (self.b.create_block(), self.b.create_block());
+        self.b.set_cold_block(fail);
+        self.b.ins().brif(short, fail, &[], ok, &[]);
+        self.b.switch_to_block(fail);
+        self.set_error("PacketTooShort");
+        self.leave(code::REJECT);
+        self.b.switch_to_block(ok);
+    }
+
     fn extract(&mut self, id: u32) {
         let h = &self.c.prog.headers[id as usize];
         let (off, n) = (h.byte_off as i32, h.bytes);
