@@ -47,6 +47,7 @@ control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm
     action put(in bit<8> v, inout bit<8> dst) { dst = dst + v; }
     action set_to(out bit<8> x, bit<8> v) { x = v; }
     action twice(inout bit<8> x) { x = x + x; }
+    action clear(out h_t x) { }
     table setter {
         key = { hdr.p.b: exact; }
         actions = { set_to(hdr.p.a); }
@@ -81,6 +82,9 @@ control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm
         } else if (hdr.p.a == 7) {
             twice(hdr.p.a);
             doubler.apply();
+        } else if (hdr.p.a == 8) {
+            hdr.q = make(8w1);
+            clear(hdr.q);
         }
     }
 }

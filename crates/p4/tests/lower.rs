@@ -262,3 +262,27 @@ fn bad_loops_are_refused() {
         assert!(err.contains(want), "{want}: {err}");
     }
 }
+
+/// What the spec forbids in parsers, functions and actions is refused.
+#[test]
+fn statements_out_of_place_are_refused() {
+    let src = include_str!("../../../tests/p4/functions.p4");
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "state start { pkt.extract(hdr.p); transition accept; }",
+            "state start { pkt.extract(hdr.p); exit; }",
+            "`exit` is not allowed in a parser",
+        ),
+        ("    h.setInvalid();\n    return h;", "    exit;", "`exit` is not allowed in a function"),
+        (
+            "action twice(inout bit<8> x) { x = x + x; }",
+            "action twice(inout bit<8> x) { x = x + x; sum.apply(x, 1, 2); }",
+            "cannot be applied inside an action",
+        ),
+    ];
+    for (from, to, want) in cases {
+        assert!(src.contains(from), "{from}");
+        let err = check(&src.replacen(from, to, 1)).err().unwrap_or_default();
+        assert!(err.contains(want), "{want}: {err}");
+    }
+}

@@ -135,7 +135,7 @@ impl<'a> Lowerer<'a> {
                         return Err(e);
                     }
                 };
-                composite.push((ir_params.len(), storage.clone()));
+                composite.push((ir_params.len(), storage.clone(), p.direction == Direction::Out));
                 ir_params.push(ir::ActionParam {
                     name: p.name.name.clone(),
                     width: 0,
@@ -179,7 +179,9 @@ impl<'a> Lowerer<'a> {
         // A `break` in the body belongs to a loop in the body, not the caller's.
         let loops = std::mem::take(&mut self.loop_depth);
         let work = std::mem::replace(&mut self.loop_work, 1);
+        let in_action = std::mem::replace(&mut self.in_action, true);
         let body = self.block_stmts(&body.stmts);
+        self.in_action = in_action;
         self.loop_depth = loops;
         self.loop_work = work;
         self.return_target.pop();
@@ -193,8 +195,11 @@ impl<'a> Lowerer<'a> {
         self.spent.action_statements.push(statements(&body));
         self.action_index.insert(qualified.clone(), index as u32);
         self.action_decl_span.insert(qualified.clone(), d.span);
-        for (i, storage) in composite {
+        for (i, storage, out) in composite {
             self.action_param_storage.insert((index as u32, i), storage);
+            if out {
+                self.out_params.insert((index as u32, i));
+            }
         }
         self.prog.actions.push(ir::Action {
             name: qualified,
@@ -281,7 +286,12 @@ impl<'a> Lowerer<'a> {
     ) -> DResult<()> {
         let p = self.prog.actions[action as usize].params[i].clone();
         if let Some(storage) = self.action_param_storage.get(&(action, i)).cloned() {
-            body.extend(self.assign(&storage_val(storage.clone()), value, arg.span)?);
+            if self.out_params.contains(&(action, i)) {
+                // An `out` header starts invalid (spec 6.8), a struct's headers too.
+                body.extend(self.zero(&storage));
+            } else {
+                body.extend(self.assign(&storage_val(storage.clone()), value, arg.span)?);
+            }
             if p.copy_out {
                 let dst = self.lvalue(arg, pre)?;
                 copy_out.extend(self.assign(&dst, storage_val(storage), arg.span)?);
@@ -374,7 +384,9 @@ impl<'a> Lowerer<'a> {
         self.return_target.push(ret_place.clone());
         let loops = std::mem::take(&mut self.loop_depth);
         let work = std::mem::replace(&mut self.loop_work, 1);
+        self.in_function += 1;
         let lowered = self.block_stmts(&body.stmts);
+        self.in_function -= 1;
         self.loop_depth = loops;
         self.loop_work = work;
         self.return_target.pop();

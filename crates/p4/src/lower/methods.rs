@@ -34,10 +34,12 @@ impl<'a> Lowerer<'a> {
             match self.lookup(&n.name) {
                 Some(Binding::Table(t)) if m == "apply" => {
                     argc(0)?;
+                    self.check_apply_allowed(span)?;
                     pre.push(Stmt::Apply { table: t, hit_slot: None, action_slot: None });
                     return Ok(None);
                 }
                 Some(Binding::SubControl { decl, name }) if m == "apply" => {
+                    self.check_apply_allowed(span)?;
                     self.inline_control(decl, &name, args, span, pre)?;
                     return Ok(None);
                 }

@@ -97,6 +97,11 @@ pub(crate) struct Lowerer<'a> {
     bound_actions: HashMap<u32, String>,
     /// Storage of actions' header and struct parameters, by (action, parameter index).
     action_param_storage: HashMap<(u32, usize), Storage>,
+    /// Which of those are `out` parameters (they start invalid rather than copied in).
+    out_params: std::collections::HashSet<(u32, usize)>,
+    /// Lowering the body of an action, or of a function: what the spec forbids there.
+    in_action: bool,
+    in_function: u32,
     /// How many `for` loops enclose the statement being lowered (in this body).
     loop_depth: u32,
     /// The product of the iteration bounds of those loops.
@@ -147,6 +152,9 @@ impl<'a> Lowerer<'a> {
             action_decl_span: HashMap::new(),
             bound_actions: Default::default(),
             action_param_storage: HashMap::new(),
+            out_params: Default::default(),
+            in_action: false,
+            in_function: 0,
             loop_depth: 0,
             loop_work: 1,
             unbound_bodies: HashMap::new(),

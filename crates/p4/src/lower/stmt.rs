@@ -59,7 +59,16 @@ impl<'a> Lowerer<'a> {
                 };
                 out.push(Stmt::If(c, t, e));
             }
-            StmtKind::Exit => out.push(Stmt::Exit),
+            StmtKind::Exit => {
+                // Spec (exit statement): not allowed within parsers or functions.
+                if self.block == super::BlockKind::Parser {
+                    return self.err(s.span, "`exit` is not allowed in a parser");
+                }
+                if self.in_function > 0 {
+                    return self.err(s.span, "`exit` is not allowed in a function");
+                }
+                out.push(Stmt::Exit);
+            }
             StmtKind::Return(value) => {
                 match (value, self.return_target.last().cloned()) {
                     (Some(v), Some(Some(storage))) => {

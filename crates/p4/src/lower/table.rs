@@ -9,12 +9,21 @@ use crate::types::{mask, ConstValue, Ty};
 
 impl<'a> Lowerer<'a> {
     /// `t.apply().hit`, `.miss`, `.action_run` in an expression.
+    /// Spec (actions): no table, control or parser is applied within an action.
+    pub(crate) fn check_apply_allowed(&self, span: Span) -> DResult<()> {
+        if self.in_action {
+            return self.err(span, "tables and controls cannot be applied inside an action");
+        }
+        Ok(())
+    }
+
     pub(crate) fn apply_result(
         &mut self,
         t: u32,
         m: &ast::Ident,
         pre: &mut Vec<Stmt>,
     ) -> DResult<Val> {
+        self.check_apply_allowed(m.span)?;
         let slot = self.prog.slot();
         match m.name.as_str() {
             "hit" | "miss" => {
@@ -49,6 +58,7 @@ impl<'a> Lowerer<'a> {
                     if let ExprKind::Member(t, apply) = &callee.kind {
                         if let (ExprKind::Name(tn), "apply") = (&t.kind, apply.name.as_str()) {
                             if let Some(Binding::Table(i)) = self.lookup(&tn.name) {
+                                self.check_apply_allowed(on.span)?;
                                 table = Some(i);
                             }
                         }
