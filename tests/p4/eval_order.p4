@@ -1,7 +1,8 @@
 /* Order of evaluation and side effects (P4_16 spec 8.17 and 6.8): operands left to right, the
  * right side of && and || only when the left does not decide, one arm of ?:, arguments left to
  * right with copy-in at evaluation, table applies inside conditions only when reached, and
- * the target of a compound assignment evaluated once. */
+ * the target of a compound assignment evaluated once; an assignment's or an out argument's
+ * location fixed when it is evaluated (spec 6.8), before later side effects. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -24,6 +25,7 @@ parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_met
         pkt.extract(hdr.h);
         transition select(hdr.h.op) {
             8: words;
+            9: words;
             default: accept;
         }
     }
@@ -36,6 +38,7 @@ bit<8> bump(inout bit<8> x) { x = x + 1; return x; }
 bool yes(inout bit<8> x) { x = x + 1; return true; }
 bit<8> minus(in bit<8> x, in bit<8> y) { return x - y; }
 bit<8> post(inout bit<8> x) { bit<8> rv = x; x = x + 1; return rv; }
+void add40(inout bit<8> x, in bit<8> ignored) { x = x + 0x40; }
 
 control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     action mark() { hdr.h.d = 0x77; }
@@ -70,6 +73,9 @@ control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm
         } else if (hdr.h.op == 8) {
             hdr.w[post(hdr.h.a) & 1].x |= 0x0f;
             hdr.w[post(hdr.h.a) & 1].x |= 0xf0;
+        } else if (hdr.h.op == 9) {
+            add40(hdr.w[hdr.h.a & 1].x, post(hdr.h.a));
+            hdr.w[hdr.h.a & 1].x = post(hdr.h.a);
         } else if (hdr.h.op == 6) {
             hdr.h.c = hdr.h.a == 1 ? bump(hdr.h.b) : bump(hdr.h.d);
             hdr.h.e = (hdr.h.a == 1 && yes(hdr.h.b)) ? 8w3 : 8w4;

@@ -244,9 +244,18 @@ impl<'a> Lowerer<'a> {
         // of those before it are taken. (The parameter slots are the action's own, so they are
         // written only once all arguments are known.)
         let mut values: Vec<Val> = Vec::with_capacity(args.len());
-        for arg in args {
+        let mut dsts: Vec<Option<Val>> = Vec::with_capacity(args.len());
+        for (i, arg) in args.iter().enumerate() {
             let mut effects = Vec::new();
-            let v = self.expr(&arg.value, &mut effects)?;
+            // An out or inout argument's location is fixed as it is evaluated (spec 6.8).
+            let copies_out = action.params.get(i).is_some_and(|p| p.copy_out);
+            let (v, dst) = if copies_out {
+                let d = self.fixed_lvalue(&arg.value, &mut effects)?;
+                (d.clone(), Some(d))
+            } else {
+                (self.expr(&arg.value, &mut effects)?, None)
+            };
+            dsts.push(dst);
             if !effects.is_empty() {
                 for earlier in values.iter_mut() {
                     let taken = std::mem::replace(earlier, Val::List(Vec::new()));
@@ -258,8 +267,8 @@ impl<'a> Lowerer<'a> {
         }
         let mut body = Vec::new();
         let mut copy_out = Vec::new();
-        for (i, (arg, v)) in args.iter().zip(values).enumerate() {
-            self.pass_argument(a, i, v, &arg.value, pre, &mut body, &mut copy_out)?;
+        for (i, ((arg, v), dst)) in args.iter().zip(values).zip(dsts).enumerate() {
+            self.pass_argument(a, i, v, dst, arg.value.span, &mut body, &mut copy_out)?;
         }
         if copy_out.is_empty() {
             body.push(Stmt::Scope(action.body));
@@ -271,16 +280,16 @@ impl<'a> Lowerer<'a> {
     }
 
     /// Pass `value` to parameter `i` of `action`: its copy-in goes to `body`, and for `out` and
-    /// `inout` parameters the copy-out to the argument's location to `copy_out` (statements the
-    /// location needs, such as an index's, to `pre`).
+    /// `inout` parameters the copy-out to `dst` (the argument's location, fixed when it was
+    /// evaluated) to `copy_out`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn pass_argument(
         &mut self,
         action: u32,
         i: usize,
         value: Val,
-        arg: &ast::Expr,
-        pre: &mut Vec<Stmt>,
+        dst: Option<Val>,
+        span: Span,
         body: &mut Vec<Stmt>,
         copy_out: &mut Vec<Stmt>,
     ) -> DResult<()> {
@@ -290,11 +299,10 @@ impl<'a> Lowerer<'a> {
                 // An `out` header starts invalid (spec 6.8), a struct's headers too.
                 body.extend(self.zero(&storage));
             } else {
-                body.extend(self.assign(&storage_val(storage.clone()), value, arg.span)?);
+                body.extend(self.assign(&storage_val(storage.clone()), value, span)?);
             }
-            if p.copy_out {
-                let dst = self.lvalue(arg, pre)?;
-                copy_out.extend(self.assign(&dst, storage_val(storage), arg.span)?);
+            if let (true, Some(dst)) = (p.copy_out, &dst) {
+                copy_out.extend(self.assign(dst, storage_val(storage), span)?);
             }
             return Ok(());
         }
@@ -306,8 +314,7 @@ impl<'a> Lowerer<'a> {
             Val::Scalar { e, ty: Ty::Enum(_) } => Val::Scalar { e, ty: ty.clone() },
             other => other,
         };
-        if p.copy_out {
-            let dst = self.lvalue(arg, pre)?;
+        if let (true, Some(dst)) = (p.copy_out, dst) {
             // Read back as the argument's own type (bool, int<N>, an enum: the same bits).
             let back = match &dst {
                 Val::Scalar { ty: t, .. } if t.scalar_width(&self.types) == Some(p.width) => {
@@ -318,10 +325,10 @@ impl<'a> Lowerer<'a> {
             copy_out.extend(self.assign(
                 &dst,
                 Val::Scalar { e: Expr::Read(place.clone()), ty: back },
-                arg.span,
+                span,
             )?);
         }
-        body.push(Stmt::Assign(place, self.coerce(v, &ty, arg.span)?));
+        body.push(Stmt::Assign(place, self.coerce(v, &ty, span)?));
         Ok(())
     }
 
@@ -356,15 +363,26 @@ impl<'a> Lowerer<'a> {
         for (p, arg) in params.iter().zip(args) {
             let ty = self.resolve(&p.ty)?;
             let storage = self.alloc(&ty, &p.name.name, p.name.span)?;
-            if matches!(p.direction, Direction::None | Direction::In | Direction::InOut) {
+            // An out or inout argument's location is fixed as it is evaluated (spec 6.8).
+            let dst = match p.direction {
+                Direction::Out | Direction::InOut => Some(self.fixed_lvalue(&arg.value, pre)?),
+                _ => None,
+            };
+            match (&p.direction, &dst) {
                 // Copied in as it is evaluated, before the next argument's side effects (the
                 // storage is this call's own).
-                let v = self.expr(&arg.value, pre)?;
-                let copy_in = self.assign(&Val::Loc(storage.clone()), v, arg.value.span)?;
-                pre.extend(copy_in);
+                (Direction::InOut, Some(d)) => pre.extend(self.assign(
+                    &Val::Loc(storage.clone()),
+                    d.clone(),
+                    arg.value.span,
+                )?),
+                (Direction::Out, _) => pre.extend(self.zero(&storage)),
+                _ => {
+                    let v = self.expr(&arg.value, pre)?;
+                    pre.extend(self.assign(&Val::Loc(storage.clone()), v, arg.value.span)?);
+                }
             }
-            if matches!(p.direction, Direction::Out | Direction::InOut) {
-                let dst = self.lvalue(&arg.value, pre)?;
+            if let Some(dst) = dst {
                 epilogue.extend(self.assign(&dst, storage_val(storage.clone()), arg.value.span)?);
             }
             bindings.push((p.name.name.clone(), storage));

@@ -795,6 +795,56 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    /// The place `e` denotes, fixed now: a run-time stack index in it is read into a
+    /// temporary here, so that later side effects (another argument, the right-hand side, the
+    /// call's body) do not move it (spec 6.8: the l-value is saved at the call).
+    pub(crate) fn fixed_lvalue(&mut self, e: &ast::Expr, pre: &mut Vec<Stmt>) -> DResult<Val> {
+        let v = self.lvalue(e, pre)?;
+        Ok(match v {
+            Val::Scalar { e: Expr::Read(place), ty } => {
+                Val::Scalar { e: Expr::Read(self.fix_place(place, pre)?), ty }
+            }
+            Val::Scalar { e: Expr::Slice { e: inner, hi, lo }, ty } => match *inner {
+                Expr::Read(place) => Val::Scalar {
+                    e: Expr::Slice { e: Box::new(Expr::Read(self.fix_place(place, pre)?)), hi, lo },
+                    ty,
+                },
+                other => Val::Scalar { e: Expr::Slice { e: Box::new(other), hi, lo }, ty },
+            },
+            Val::Loc(Storage::Header { hdr, ty }) => {
+                Val::Loc(Storage::Header { hdr: self.fix_hdr(hdr, pre)?, ty })
+            }
+            other => other,
+        })
+    }
+
+    fn fix_place(&mut self, place: Place, pre: &mut Vec<Stmt>) -> DResult<Place> {
+        Ok(match place {
+            Place::Field { hdr, bit_off, width } => {
+                Place::Field { hdr: self.fix_hdr(hdr, pre)?, bit_off, width }
+            }
+            Place::Slice { base, hi, lo } => {
+                Place::Slice { base: Box::new(self.fix_place(*base, pre)?), hi, lo }
+            }
+            other => other,
+        })
+    }
+
+    fn fix_hdr(&mut self, hdr: HdrRef, pre: &mut Vec<Stmt>) -> DResult<HdrRef> {
+        Ok(match hdr {
+            HdrRef::Index(stack, index) if !matches!(*index, Expr::Const(_)) => {
+                let Storage::Scalar { place, .. } =
+                    self.alloc(&Ty::Bit(32), "index", Span::default())?
+                else {
+                    unreachable!("bit<32> is stored as a scalar")
+                };
+                pre.push(Stmt::Assign(place.clone(), *index));
+                HdrRef::Index(stack, Box::new(Expr::Read(place)))
+            }
+            other => other,
+        })
+    }
+
     /// The place an expression denotes, for assignment and out arguments.
     pub(crate) fn lvalue(&mut self, e: &ast::Expr, pre: &mut Vec<Stmt>) -> DResult<Val> {
         match &e.kind {

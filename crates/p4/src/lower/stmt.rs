@@ -21,7 +21,8 @@ impl<'a> Lowerer<'a> {
             StmtKind::Empty => {}
             StmtKind::Block(b) => out.push(Stmt::Block(self.block_stmts(&b.stmts)?)),
             StmtKind::Assign { lhs, rhs } => {
-                let dst = self.lvalue(lhs, out)?;
+                // The left side first, fixed before the right side's side effects.
+                let dst = self.fixed_lvalue(lhs, out)?;
                 let src = self.expr(rhs, out)?;
                 let stmts = self.assign(&dst, src, rhs.span)?;
                 out.extend(stmts);
@@ -29,7 +30,7 @@ impl<'a> Lowerer<'a> {
             StmtKind::CompoundAssign { op, lhs, rhs } => {
                 // `a op= b` is `a = a op b` with `a` evaluated once (an index with a call in it
                 // runs the call once).
-                let dst = self.lvalue(lhs, out)?;
+                let dst = self.fixed_lvalue(lhs, out)?;
                 let current = match &dst {
                     v @ Val::Scalar { .. } => v.clone(),
                     _ => return self.err(lhs.span, "compound assignment applies to single values"),

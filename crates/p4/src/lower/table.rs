@@ -471,9 +471,15 @@ impl<'a> Lowerer<'a> {
         for (k, arg) in positions.into_iter().zip(args) {
             let mut pre = Vec::new();
             // Copied in for `out` ones too: their value is undefined until written.
-            let v = self.expr(&arg.value, &mut pre)?;
+            let copies_out = self.prog.actions[action as usize].params[k].copy_out;
+            let (v, dst) = if copies_out {
+                let d = self.fixed_lvalue(&arg.value, &mut pre)?;
+                (d.clone(), Some(d))
+            } else {
+                (self.expr(&arg.value, &mut pre)?, None)
+            };
             let mut copy_in = Vec::new();
-            self.pass_argument(action, k, v, &arg.value, &mut pre, &mut copy_in, &mut copy_out)?;
+            self.pass_argument(action, k, v, dst, arg.value.span, &mut copy_in, &mut copy_out)?;
             body.extend(pre);
             body.extend(copy_in);
         }
