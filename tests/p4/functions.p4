@@ -40,10 +40,20 @@ control Sum(out bit<8> r, in bit<8> a, in bit<8> b) {
     apply { r = a + b; }
 }
 
+control Twice(in bit<8> v, inout bit<8> w) {
+    apply { w = w + v; w = w + v; }
+}
+
+control Forget(out h_t x) {
+    apply { }
+}
+
 action to_port(inout standard_metadata_t m, in h_t h) { m.egress_spec = (bit<9>)h.b; }
 
 control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     Sum() sum;
+    Twice() twice_c;
+    Forget() forget;
     action put(in bit<8> v, inout bit<8> dst) { dst = dst + v; }
     action set_to(out bit<8> x, bit<8> v) { x = v; }
     action twice(inout bit<8> x) { x = x + x; }
@@ -85,6 +95,10 @@ control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm
         } else if (hdr.p.a == 8) {
             hdr.q = make(8w1);
             clear(hdr.q);
+        } else if (hdr.p.a == 9) {
+            twice_c.apply(hdr.p.b, hdr.p.b);
+            hdr.q = make(8w1);
+            forget.apply(hdr.q);
         }
     }
 }

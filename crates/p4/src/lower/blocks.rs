@@ -209,39 +209,7 @@ impl<'a> Lowerer<'a> {
                 format!("{name}.apply takes {} arguments, {} given", params.len(), args.len()),
             );
         }
-        let mut bound = Vec::new();
-        for (p, a) in params.iter().zip(args) {
-            let ty = self.resolve(&p.ty)?;
-            if matches!(ty, crate::types::Ty::Extern(..)) {
-                bound.push(Binding::PacketIn);
-                continue;
-            }
-            let storage = match self.expr(&a.value, pre)? {
-                super::expr::Val::Loc(s) => s,
-                super::expr::Val::Scalar { e: ir::Expr::Read(place), ty } => {
-                    Storage::Scalar { place, ty }
-                }
-                v if p.direction == ast::Direction::In || p.direction == ast::Direction::None => {
-                    let s = self.alloc(&ty, &p.name.name, p.name.span)?;
-                    pre.extend(self.assign(
-                        &super::stmt::storage_val(s.clone()),
-                        v,
-                        a.value.span,
-                    )?);
-                    s
-                }
-                _ => {
-                    return self.err(
-                        a.value.span,
-                        "sub-parser arguments must be variables, fields, headers or structs",
-                    )
-                }
-            };
-            if p.direction == ast::Direction::Out {
-                pre.extend(self.zero(&storage));
-            }
-            bound.push(Binding::Var(storage));
-        }
+        let bound = self.block_arguments(params, args, pre)?;
         let saved = std::mem::replace(&mut self.scopes, vec![std::collections::HashMap::new()]);
         let saved_calls = match self.enter_call(span) {
             Ok(s) => s,
@@ -366,33 +334,7 @@ impl<'a> Lowerer<'a> {
                 format!("{name}.apply takes {} arguments, {} given", params.len(), args.len()),
             );
         }
-        let mut bound = Vec::new();
-        for (p, a) in params.iter().zip(args) {
-            match self.expr(&a.value, pre)? {
-                super::expr::Val::Loc(s) => bound.push(Binding::Var(s)),
-                super::expr::Val::Scalar { e: crate::ir::Expr::Read(place), ty } => {
-                    bound.push(Binding::Var(Storage::Scalar { place, ty }))
-                }
-                // A value for an `in` parameter: copied into storage of its own.
-                v if matches!(p.direction, ast::Direction::In | ast::Direction::None) => {
-                    let ty = self.resolve(&p.ty)?;
-                    let s = self.alloc(&ty, &p.name.name, p.name.span)?;
-                    pre.extend(self.assign(
-                        &super::stmt::storage_val(s.clone()),
-                        v,
-                        a.value.span,
-                    )?);
-                    bound.push(Binding::Var(s));
-                }
-                _ => {
-                    return self.err(
-                        a.value.span,
-                        "out and inout arguments of a control must be variables, fields, \
-                         headers or structs",
-                    )
-                }
-            }
-        }
+        let bound = self.block_arguments(params, args, pre)?;
         // The sub-control's locals are declared on first application; applying it twice would
         // declare its tables twice, which P4 forbids anyway.
         if self.prog.tables.iter().any(|t| t.name.starts_with(&format!("{name}."))) {
@@ -418,6 +360,80 @@ impl<'a> Lowerer<'a> {
         self.inlined(calls, crate::ir::statements(&body), span)?;
         pre.push(Stmt::Scope(body));
         Ok(())
+    }
+
+    /// The bindings of a sub-parser's or sub-control's parameters for one apply. Locations are
+    /// passed by reference, which is copy-in/copy-out (spec 6.8) as long as nothing aliases:
+    /// they are fixed when evaluated (a run-time index read then), `out` ones start invalid or
+    /// zero, and `in` ones are copied (a scalar always; a header or struct when another
+    /// argument is the same location), so a write through an `inout` alias cannot reach them.
+    fn block_arguments(
+        &mut self,
+        params: &'a [ast::Param],
+        args: &[ast::Arg],
+        pre: &mut Vec<Stmt>,
+    ) -> DResult<Vec<Binding<'a>>> {
+        let mut bound: Vec<Option<Binding<'a>>> = Vec::new();
+        let mut values = Vec::new();
+        for (p, a) in params.iter().zip(args) {
+            let ty = self.resolve(&p.ty)?;
+            if let crate::types::Ty::Extern(..) = ty {
+                // packet_in / packet_out (or an extern instance) passes as it is named.
+                let b = match &a.value.kind {
+                    ExprKind::Name(n) => self.lookup(&n.name),
+                    _ => None,
+                };
+                bound.push(Some(b.unwrap_or(Binding::PacketIn)));
+                values.push(None);
+                continue;
+            }
+            let v = match p.direction {
+                ast::Direction::Out | ast::Direction::InOut => self.fixed_lvalue(&a.value, pre)?,
+                _ => self.expr(&a.value, pre)?,
+            };
+            bound.push(None);
+            values.push(Some((v, ty)));
+        }
+        let seen: Vec<String> = values.iter().flatten().map(|(v, _)| format!("{v:?}")).collect();
+        for (k, (p, a)) in params.iter().zip(args).enumerate() {
+            let Some((v, ty)) = values[k].take() else { continue };
+            let aliased = seen.iter().filter(|s| **s == format!("{v:?}")).count() > 1;
+            let location = match &v {
+                super::expr::Val::Loc(s) => Some(s.clone()),
+                super::expr::Val::Scalar { e: ir::Expr::Read(place), ty } => {
+                    Some(Storage::Scalar { place: place.clone(), ty: ty.clone() })
+                }
+                _ => None,
+            };
+            let input = matches!(p.direction, ast::Direction::In | ast::Direction::None);
+            let by_value = input
+                && (location.is_none()
+                    || aliased
+                    || matches!(location, Some(Storage::Scalar { .. })));
+            let storage = match location {
+                Some(s) if !by_value => s,
+                _ if input => {
+                    let s = self.alloc(&ty, &p.name.name, p.name.span)?;
+                    pre.extend(self.assign(
+                        &super::stmt::storage_val(s.clone()),
+                        v,
+                        a.value.span,
+                    )?);
+                    s
+                }
+                _ => {
+                    return self.err(
+                        a.value.span,
+                        "out and inout arguments must be variables, fields, headers or structs",
+                    )
+                }
+            };
+            if p.direction == ast::Direction::Out {
+                pre.extend(self.zero(&storage));
+            }
+            bound[k] = Some(Binding::Var(storage));
+        }
+        Ok(bound.into_iter().flatten().collect())
     }
 
     pub(crate) fn deparser_block(&mut self, d: &'a ast::Decl, sh: &Shared) -> DResult<Vec<Stmt>> {
