@@ -1,6 +1,6 @@
 /* Extern instances declared at the top level (shared by every block and action that names
  * them) and controls applied directly by type name (`Double.apply(x)`, spec: direct type
- * invocation). */
+ * invocation); an extern method's arguments evaluated left to right. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -9,6 +9,9 @@ struct headers { h_t h; }
 struct metadata { }
 
 register<bit<8>>(16) seen;
+register<bit<8>>(16) order;
+
+bit<8> bump(inout bit<8> x) { x = x + 1; return x; }
 
 parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     state start { pkt.extract(hdr.h); transition accept; }
@@ -27,6 +30,9 @@ control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm
         seen.read(hdr.h.last, (bit<32>)hdr.h.idx);
         remember();
         Double.apply(hdr.h.v);
+        // Extern arguments left to right: the index is read before bump changes it.
+        order.write((bit<32>)hdr.h.idx, bump(hdr.h.idx));
+        hdr.h.idx = hdr.h.idx - 1;
     }
 }
 

@@ -298,7 +298,12 @@ impl<'a> Lowerer<'a> {
             (InstanceKind::Register { width, .. }, "write") => {
                 want(2)?;
                 let index = self.index_arg(&args[0].value, pre)?;
-                let v = self.expr(&args[1].value, pre)?;
+                // Left to right: the index is read before the value's side effects.
+                let index = Val::Scalar { e: index, ty: Ty::Bit(32) };
+                let (index, v) = self.then_expr(index, &args[1].value, pre)?;
+                let Val::Scalar { e: index, .. } = index else {
+                    unreachable!("an index stays a single value")
+                };
                 // register<int<N>> takes signed values, register<bit<N>> unsigned ones.
                 let signed = matches!(v, Val::Scalar { ty: Ty::Int(_), .. });
                 let ty = if signed { Ty::Int(*width) } else { Ty::Bit(*width) };
