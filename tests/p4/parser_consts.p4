@@ -1,6 +1,6 @@
 /* Compile-time values where the spec allows them: constants declared in a parser used in
  * its selects, slices of constants in keysets; `extract<T>(_)` skipping a header; a signed
- * value as a stack index. */
+ * value as a stack index; `lookahead` past the end of the packet. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -20,10 +20,18 @@ parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_met
         transition select(hdr.k.kind) {
             KIND_SKIP: skip;
             MAGIC[15:0]: values;
+            0x0002: peek;
             default: accept;
         }
     }
     state skip { pkt.extract<skip_t>(_); transition values; }
+    /* Looking past the end of the packet is PacketTooShort (as BMv2), not zeros. */
+    state peek {
+        transition select(pkt.lookahead<bit<32>>()) {
+            0: accept;
+            default: values;
+        }
+    }
     state values {
         pkt.extract(hdr.vs.next);
         pkt.extract(hdr.vs.next);
@@ -36,6 +44,9 @@ control VC(inout headers hdr, inout metadata meta) { apply { } }
 control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     apply {
         sm.egress_spec = 1;
+        if (sm.parser_error == error.PacketTooShort) {
+            sm.egress_spec = 3;
+        }
         if (hdr.vs[2].isValid()) {
             hdr.vs[hdr.k.idx].v = 0xee;
         }
