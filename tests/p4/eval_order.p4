@@ -39,6 +39,7 @@ bool yes(inout bit<8> x) { x = x + 1; return true; }
 bit<8> minus(in bit<8> x, in bit<8> y) { return x - y; }
 bit<8> post(inout bit<8> x) { bit<8> rv = x; x = x + 1; return rv; }
 void add40(inout bit<8> x, in bit<8> ignored) { x = x + 0x40; }
+h_t older(inout h_t x) { h_t old = x; x.a = x.a + 1; return old; }
 
 control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     action mark() { hdr.h.d = 0x77; }
@@ -73,6 +74,8 @@ control Ing(inout headers hdr, inout metadata meta, inout standard_metadata_t sm
         } else if (hdr.h.op == 8) {
             hdr.w[post(hdr.h.a) & 1].x |= 0x0f;
             hdr.w[post(hdr.h.a) & 1].x |= 0xf0;
+        } else if (hdr.h.op == 10) {
+            hdr.h.c = hdr.h == older(hdr.h) ? 8w1 : 8w0;
         } else if (hdr.h.op == 9) {
             add40(hdr.w[hdr.h.a & 1].x, post(hdr.h.a));
             hdr.w[hdr.h.a & 1].x = post(hdr.h.a);

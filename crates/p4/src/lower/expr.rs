@@ -284,8 +284,8 @@ impl<'a> Lowerer<'a> {
         Ok((earlier, v))
     }
 
-    /// `v` read now: a scalar that is not a constant is copied to a temporary. (Headers and
-    /// structs are left as locations.)
+    /// `v` read now: a scalar that is not a constant, a header or a struct is copied to a
+    /// temporary. (Stacks and unions are left as locations.)
     pub(crate) fn settle(&mut self, v: Val, span: Span, pre: &mut Vec<Stmt>) -> DResult<Val> {
         match v {
             Val::Scalar { e: e @ Expr::Const(_), ty } => Ok(Val::Scalar { e, ty }),
@@ -309,6 +309,17 @@ impl<'a> Lowerer<'a> {
                     out.push((n, self.settle(v, s, pre)?, s));
                 }
                 Ok(Val::Struct(out))
+            }
+            // A header or struct: copied whole (with validity) into storage of its own.
+            Val::Loc(storage @ (Storage::Header { .. } | Storage::Struct { .. })) => {
+                let ty = match &storage {
+                    Storage::Header { ty, .. } => Ty::Header(*ty),
+                    Storage::Struct { ty, .. } => Ty::Struct(*ty),
+                    _ => unreachable!("matched above"),
+                };
+                let copy = self.alloc(&ty, "operand", span)?;
+                pre.extend(self.assign(&Val::Loc(copy.clone()), Val::Loc(storage), span)?);
+                Ok(Val::Loc(copy))
             }
             other => Ok(other),
         }
