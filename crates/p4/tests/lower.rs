@@ -10,6 +10,16 @@ fn check(src: &str) -> Result<hotplane_p4::ir::Program, String> {
         .map_err(|e| e.to_string())
 }
 
+/// Each `(from, to, want)`: `src` with `from` replaced by `to` is refused with `want` in the
+/// message.
+fn refused_variants(src: &str, cases: &[(&str, &str, &str)]) {
+    for (from, to, want) in cases {
+        assert!(src.contains(from), "{from}");
+        let err = check(&src.replacen(from, to, 1)).err().unwrap_or_default();
+        assert!(err.contains(want), "{want}: {err}");
+    }
+}
+
 fn walk<'a>(stmts: &'a [Stmt], out: &mut Vec<&'a Stmt>) {
     for s in stmts {
         out.push(s);
@@ -194,11 +204,7 @@ fn bad_entry_priorities_are_refused() {
         ("        priority_delta = 10;", "        priority_delta = 0;", "must be a positive"),
         (": n(3) @priority(1);", ": n(3) @priority(x);", "@priority takes one integer"),
     ];
-    for (from, to, want) in cases {
-        assert!(prio.contains(from), "{from}");
-        let err = check(&prio.replacen(from, to, 1)).err().unwrap_or_default();
-        assert!(err.contains(want), "{want}: {err}");
-    }
+    refused_variants(prio, cases);
 }
 
 /// What of varbit fields is not supported yet is refused with the reason.
@@ -225,11 +231,7 @@ fn varbit_uses_not_supported_are_refused() {
         ("pkt.extract(hdr.b, 12);", "pkt.extract(hdr.b);", "extracted with its length"),
         ("pkt.extract(hdr.b, 12);", "pkt.extract(hdr.len, 12);", "for headers with a varbit"),
     ];
-    for (from, to, want) in cases {
-        assert!(src.contains(from), "{from}");
-        let err = check(&src.replacen(from, to, 1)).err().unwrap_or_default();
-        assert!(err.contains(want), "{want}: {err}");
-    }
+    refused_variants(src, cases);
 }
 
 /// Loops the language or the per-packet bound rules out are refused with the reason.
@@ -256,11 +258,7 @@ fn bad_loops_are_refused() {
             "loops itself",
         ),
     ];
-    for (from, to, want) in cases {
-        assert!(src.contains(from), "{from}");
-        let err = check(&src.replacen(from, to, 1)).err().unwrap_or_default();
-        assert!(err.contains(want), "{want}: {err}");
-    }
+    refused_variants(src, cases);
 }
 
 /// What the spec forbids in parsers, functions and actions is refused.
@@ -280,9 +278,5 @@ fn statements_out_of_place_are_refused() {
             "cannot be applied inside an action",
         ),
     ];
-    for (from, to, want) in cases {
-        assert!(src.contains(from), "{from}");
-        let err = check(&src.replacen(from, to, 1)).err().unwrap_or_default();
-        assert!(err.contains(want), "{want}: {err}");
-    }
+    refused_variants(src, cases);
 }

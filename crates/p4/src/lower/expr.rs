@@ -141,9 +141,7 @@ impl<'a> Lowerer<'a> {
                     });
                 }
                 // Only the chosen arm is evaluated, side effects included.
-                let Storage::Scalar { place, .. } = self.alloc(&ty, "?:", e.span)? else {
-                    return self.err(e.span, "the arms of `?:` must be single values");
-                };
+                let place = self.temp(&ty, "?:", e.span)?;
                 pa.push(Stmt::Assign(place.clone(), ea));
                 pb.push(Stmt::Assign(place.clone(), eb));
                 pre.push(Stmt::If(c, pa, pb));
@@ -282,6 +280,14 @@ impl<'a> Lowerer<'a> {
         let earlier = self.settle(earlier, next.span, pre)?;
         pre.extend(effects);
         Ok((earlier, v))
+    }
+
+    /// Storage for a temporary of scalar type `ty` (a value held across side effects).
+    fn temp(&mut self, ty: &Ty, name: &str, span: Span) -> DResult<Place> {
+        match self.alloc(ty, name, span)? {
+            Storage::Scalar { place, .. } => Ok(place),
+            _ => self.err(span, format!("expected a single value, not a {}", self.show(ty))),
+        }
     }
 
     /// `v` read now: a scalar that is not a constant, a header or a struct is copied to a
@@ -556,9 +562,7 @@ impl<'a> Lowerer<'a> {
             }
             // The right side's statements (a call, a table apply) run only when the left side
             // does not decide.
-            let Storage::Scalar { place, .. } = self.alloc(&Ty::Bool, "&&", span)? else {
-                unreachable!("bool is stored as a scalar")
-            };
+            let place = self.temp(&Ty::Bool, "&&", span)?;
             pre.push(Stmt::Assign(place.clone(), ca));
             let read = Expr::Read(place.clone());
             let undecided = if op == A::And {
@@ -844,11 +848,7 @@ impl<'a> Lowerer<'a> {
     fn fix_hdr(&mut self, hdr: HdrRef, pre: &mut Vec<Stmt>) -> DResult<HdrRef> {
         Ok(match hdr {
             HdrRef::Index(stack, index) if !matches!(*index, Expr::Const(_)) => {
-                let Storage::Scalar { place, .. } =
-                    self.alloc(&Ty::Bit(32), "index", Span::default())?
-                else {
-                    unreachable!("bit<32> is stored as a scalar")
-                };
+                let place = self.temp(&Ty::Bit(32), "index", Span::default())?;
                 pre.push(Stmt::Assign(place.clone(), *index));
                 HdrRef::Index(stack, Box::new(Expr::Read(place)))
             }

@@ -619,9 +619,9 @@ impl Lower<'_, '_, '_> {
         self.b.switch_to_block(end);
     }
 
-    /// `extract` of a fixed header: bounds check, copy, valid, advance.
-    /// Leave with `PacketTooShort` unless `n` more bytes are left.
-    fn need(&mut self, n: u32) {
+    /// Leave with `PacketTooShort` unless `n` more bytes are left; returns the cursor and the
+    /// cursor `n` bytes on.
+    fn need(&mut self, n: u32) -> (Value, Value) {
         let cursor = self.b.ins().load(self.ptr, mem(), self.frame, frame::CURSOR);
         let end = self.b.ins().iadd_imm(cursor, n as i64);
         let len = self.b.ins().load(self.ptr, mem(), self.frame, frame::PKT_LEN);
@@ -633,22 +633,14 @@ impl Lower<'_, '_, '_> {
         self.set_error("PacketTooShort");
         self.leave(code::REJECT);
         self.b.switch_to_block(ok);
+        (cursor, end)
     }
 
+    /// `extract` of a fixed header: bounds check, copy, valid, advance.
     fn extract(&mut self, id: u32) {
         let h = &self.c.prog.headers[id as usize];
         let (off, n) = (h.byte_off as i32, h.bytes);
-        let cursor = self.b.ins().load(self.ptr, mem(), self.frame, frame::CURSOR);
-        let end = self.b.ins().iadd_imm(cursor, n as i64);
-        let len = self.b.ins().load(self.ptr, mem(), self.frame, frame::PKT_LEN);
-        let short = self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, len);
-        let (fail, ok) = (self.b.create_block(), self.b.create_block());
-        self.b.set_cold_block(fail);
-        self.b.ins().brif(short, fail, &[], ok, &[]);
-        self.b.switch_to_block(fail);
-        self.set_error("PacketTooShort");
-        self.leave(code::REJECT);
-        self.b.switch_to_block(ok);
+        let (cursor, end) = self.need(n);
         let pkt = self.b.ins().load(self.ptr, mem(), self.frame, frame::PKT);
         let src = self.b.ins().iadd(pkt, cursor);
         let hdr = self.hdr();
