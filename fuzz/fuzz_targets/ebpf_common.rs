@@ -12,12 +12,7 @@ use hotplane_ebpf::program::{Engine, LoadOptions, MapRegistry, MapSpec, Program,
 use hotplane_ebpf::verifier::Context;
 use hotplane_ebpf::xdp;
 
-/// XDP helpers without the nondeterministic ones (clock, random, rate-limited trace).
-pub fn deterministic_helpers() -> Helpers {
-    let keep: Vec<_> =
-        xdp::helpers().iter().filter(|h| !matches!(h.id, 5 | 6 | 7 | 125)).copied().collect();
-    Helpers::new(&keep)
-}
+pub use xdp::deterministic_helpers;
 
 /// Maps raw bytecode may refer to (`lddw rX, map 0..3`).
 pub fn fuzz_maps() -> Vec<MapSpec> {

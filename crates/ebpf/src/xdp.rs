@@ -313,6 +313,17 @@ fn h(
     Helper { id, name, func, args: a, ret, changes_packet: false }
 }
 
+/// The XDP helpers whose results depend only on their arguments and the maps: no clock, no
+/// random numbers, no rate-limited trace. Two runs of one program on one packet from the same
+/// maps then agree, which is what differential checks (the fuzzers, the chain checker) need.
+pub fn deterministic_helpers() -> Helpers {
+    let nondeterministic =
+        [id::KTIME_GET_NS, id::TRACE_PRINTK, id::GET_PRANDOM_U32, id::KTIME_GET_BOOT_NS];
+    let keep: Vec<_> =
+        helpers().iter().filter(|h| !nondeterministic.contains(&h.id)).copied().collect();
+    Helpers::new(&keep)
+}
+
 /// The helpers of XDP programs.
 pub fn helpers() -> Helpers {
     use Arg::*;

@@ -15,8 +15,7 @@ use hotplane_ebpf::chain::{
     Guarantee, Outcome, PacketShape, DEFAULT_MAX_FRAME,
 };
 use hotplane_ebpf::elf;
-use hotplane_ebpf::maps::MapKind;
-use hotplane_ebpf::program::{Engine, LoadOptions, MapSpec, Program, ProgramSpec};
+use hotplane_ebpf::program::{Engine, LoadOptions, Program, ProgramSpec};
 use hotplane_ebpf::verifier::Context;
 use hotplane_ebpf::xdp;
 use proptest::prelude::*;
@@ -288,13 +287,7 @@ fn xorshift(seed: &mut u64) -> u64 {
 /// guarantee of the exit it takes.
 #[test]
 fn generated_programs_stay_within_their_guarantees() {
-    let m = MapSpec::new;
-    let maps = vec![
-        m("array", MapKind::Array, 4, 16, 4),
-        m("hash", MapKind::Hash, 8, 8, 8),
-        m("percpu", MapKind::PerCpuArray, 4, 8, 2),
-        m("lpm", MapKind::LpmTrie, 8, 4, 4),
-    ];
+    let maps = gen_maps();
     let pool = Pool::new(PoolConfig { buffers: 4, ..PoolConfig::default() }).unwrap();
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let (mut accepted, mut complete, mut checked) = (0, 0, 0);

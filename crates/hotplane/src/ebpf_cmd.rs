@@ -133,6 +133,62 @@ pub fn shape(file: &Path, section: Option<&str>, json_out: bool) -> anyhow::Resu
     Ok(())
 }
 
+/// `hotplane ebpf chain UP DOWN`: specialise DOWN to what UP passes (or to `--assume`), check
+/// it, and report. Exits non-zero when no specialisation came out or the check found a
+/// difference (the original would stay in place).
+pub fn chain(
+    up: Option<&Path>,
+    down: &Path,
+    assume: Option<&Path>,
+    opts: &chain::ChainOptions,
+    out: Option<&Path>,
+    json_out: bool,
+) -> anyhow::Result<()> {
+    let up = up.map(|f| Code::from_file(f).and_then(|c| c.spec(None))).transpose()?;
+    let down = Code::from_file(down).and_then(|c| c.spec(None))?;
+    let assumed = assume
+        .map(|f| {
+            let text = std::fs::read_to_string(f).with_context(|| f.display().to_string())?;
+            shape_file(&text).with_context(|| format!("{}: not a shape", f.display()))
+        })
+        .transpose()?;
+    if up.is_none() && assumed.is_none() {
+        bail!("give an upstream program or --assume SHAPE.json");
+    }
+    let report = chain::chain_report(up.as_ref(), assumed, &down, opts);
+    if json_out {
+        println!("{}", report.to_json());
+    } else {
+        print!("{report}");
+    }
+    if !report.accepted() {
+        bail!("{}: no specialised program may replace the original", down.name);
+    }
+    if let (Some(out), Ok(s)) = (out, &report.result) {
+        std::fs::write(out, encode_bytes(&s.spec.insns))
+            .with_context(|| out.display().to_string())?;
+        eprintln!(
+            "wrote {} ({} instructions; its maps are the original's)",
+            out.display(),
+            s.slots()
+        );
+    }
+    Ok(())
+}
+
+/// A shape as `hotplane ebpf shape --json` prints it (the `pass` exit), a guarantee, or one
+/// packet shape.
+fn shape_file(text: &str) -> anyhow::Result<chain::Guarantee> {
+    let v: serde_json::Value = serde_json::from_str(text)?;
+    if let Some(pass) = v.get("exits").and_then(|e| e.get("pass")) {
+        return Ok(chain::Guarantee::from_value(pass.clone())?);
+    }
+    if v.get("shapes").is_some() {
+        return Ok(chain::Guarantee::from_value(v)?);
+    }
+    Ok(chain::Guarantee::of(chain::PacketShape::from_json(text)?))
+}
+
 /// A 64-byte IPv4/UDP frame to 10.0.0.2:5000 (`hotplane ebpf run` without `--packet`).
 pub fn default_frame() -> Vec<u8> {
     let f = hotplane_core::wire::UdpFrame {

@@ -214,6 +214,29 @@ enum EbpfCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Specialise a downstream program to what an upstream passes, check it against the
+    /// original, and print what was removed, the guard and the time (docs/chain.md).
+    Chain {
+        /// `UP DOWN`: the upstream (its pass exit's guarantee is assumed) and the downstream to
+        /// specialise; or `DOWN` alone with `--assume`.
+        #[arg(num_args = 1..=2, required = true)]
+        programs: Vec<PathBuf>,
+        /// A shape to assume instead of (or when no) upstream: `hotplane ebpf shape --json`
+        /// output or one shape's JSON.
+        #[arg(long)]
+        assume: Option<PathBuf>,
+        /// `guarded` (every fact used is checked per packet) or `trusted` (only the length).
+        #[arg(long, default_value = "guarded")]
+        mode: hotplane_ebpf::chain::Mode,
+        /// Packets per set for the differential check (0: no check).
+        #[arg(long, default_value_t = 3000)]
+        check: usize,
+        /// Write the specialised bytecode here (if it passed the check).
+        #[arg(long, short = 'o')]
+        out: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the eBPF conformance suite (default: ../shared/conformance/ebpf/tests).
     Conformance {
         /// Directory of `.data` tests.
@@ -748,6 +771,19 @@ fn ebpf(op: EbpfCmd) -> anyhow::Result<()> {
             e::run(&file, program.as_deref(), mem.as_deref(), packet.as_deref(), engine, json)
         }
         EbpfCmd::Shape { file, section, json } => e::shape(&file, section.as_deref(), json),
+        EbpfCmd::Chain { programs, assume, mode, check, out, json } => {
+            let (up, down) = match programs.as_slice() {
+                [up, down] => (Some(up.clone()), down.clone()),
+                [down] => (None, down.clone()),
+                _ => anyhow::bail!("give UP.o DOWN.o, or DOWN.o --assume SHAPE.json"),
+            };
+            let opts = hotplane_ebpf::chain::ChainOptions {
+                mode,
+                check_packets: check,
+                ..Default::default()
+            };
+            e::chain(up.as_deref(), &down, assume.as_deref(), &opts, out.as_deref(), json)
+        }
         EbpfCmd::Conformance { dir, engine, json } => e::conformance(dir.as_deref(), engine, json),
         EbpfCmd::Map { socket, op } => e::map(
             &socket,

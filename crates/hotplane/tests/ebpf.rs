@@ -297,3 +297,74 @@ char _license[] SEC("license") = "GPL";
         refused.message
     );
 }
+
+/// `hotplane ebpf chain UP DOWN` as documented: text and JSON, the specialised bytecode
+/// written with `-o` (and it verifies and runs), `--assume` with `ebpf shape --json` output,
+/// and a refusal that exits non-zero.
+#[test]
+fn ebpf_chain_command_specialises_checks_and_writes_the_program() {
+    use std::process::Command;
+    let bin = env!("CARGO_BIN_EXE_hotplane");
+    let ex = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ebpf/chain");
+    let dir = std::env::temp_dir().join(format!("hotplane-chain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out_bin = dir.join("lb6.spec.bin");
+    let run = |args: &[&std::ffi::OsStr]| Command::new(bin).args(args).output().unwrap();
+    let o = run(&[
+        "ebpf".as_ref(),
+        "chain".as_ref(),
+        ex.join("fw6ah.o").as_os_str(),
+        ex.join("lb6.o").as_os_str(),
+        "--check".as_ref(),
+        "300".as_ref(),
+        "-o".as_ref(),
+        out_bin.as_os_str(),
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.starts_with("fw6ah -> lb6: 530 -> "), "{text}");
+    assert!(text.contains("guard: len in [98, 1542]; 12=86 13=dd; 20=33; 54=06 55=04"), "{text}");
+    assert!(text.contains("no difference from the original"), "{text}");
+    // The written program is plain bytecode that the verifier accepts only with the guard's
+    // length as a precondition.
+    let v = run(&["ebpf".as_ref(), "verify".as_ref(), out_bin.as_os_str()]);
+    assert!(!v.status.success(), "verified without the length precondition");
+    // The guarantee as JSON, then assumed by another invocation (as across nodes).
+    let shape = run(&[
+        "ebpf".as_ref(),
+        "shape".as_ref(),
+        ex.join("fw6ah.o").as_os_str(),
+        "--json".as_ref(),
+    ]);
+    assert!(shape.status.success());
+    let shape_file = dir.join("fw6ah.shape.json");
+    std::fs::write(&shape_file, &shape.stdout).unwrap();
+    let o = run(&[
+        "ebpf".as_ref(),
+        "chain".as_ref(),
+        ex.join("lb6.o").as_os_str(),
+        "--assume".as_ref(),
+        shape_file.as_os_str(),
+        "--check".as_ref(),
+        "200".as_ref(),
+        "--json".as_ref(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let line = String::from_utf8_lossy(&o.stdout);
+    let j: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+    assert_eq!(j["slots_before"], 530);
+    assert!(j["slots_after"].as_u64().unwrap() < 265, "{j}");
+    assert_eq!(j["check"]["mismatches"], 0);
+    assert_eq!(j["accepted"], true);
+    // A shape that contradicts itself cannot be assumed: a clear error, exit 1.
+    std::fs::write(&shape_file, r#"{"len":[10,5]}"#).unwrap();
+    let o = run(&[
+        "ebpf".as_ref(),
+        "chain".as_ref(),
+        ex.join("lb6.o").as_os_str(),
+        "--assume".as_ref(),
+        shape_file.as_os_str(),
+    ]);
+    assert!(!o.status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -104,13 +104,89 @@ pub struct Analysis {
     pub exits: BTreeMap<ExitAction, Guarantee>,
     pub processed: usize,
     pub outcome: Outcome,
+    /// What every path did at each instruction (empty unless the analysis is complete).
+    pub coverage: Coverage,
+}
+
+/// A scalar an instruction leaves in its destination register.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Konst {
+    /// No path reached the instruction (or it leaves no scalar).
+    #[default]
+    Unseen,
+    /// The same value on every path.
+    Const(u64),
+    Varies,
+}
+
+impl Konst {
+    fn meet(self, v: Option<u64>) -> Konst {
+        match (self, v) {
+            (Konst::Unseen, Some(c)) => Konst::Const(c),
+            (Konst::Const(a), Some(c)) if a == c => self,
+            _ => Konst::Varies,
+        }
+    }
+}
+
+/// What the paths of an input shape did at each instruction: what a specialiser may rely on
+/// for packets of that shape (`super::rewrite`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Coverage {
+    /// Some path reached the instruction.
+    pub visited: Vec<bool>,
+    /// Conditional jumps: some path jumped.
+    pub taken: Vec<bool>,
+    /// Conditional jumps: some path fell through.
+    pub fell: Vec<bool>,
+    /// Conditional jumps comparing a packet pointer with `data_end`.
+    pub bounds_check: Vec<bool>,
+    /// The scalar each ALU operation or load leaves in its destination.
+    pub konst: Vec<Konst>,
+    /// Packet bytes (offsets from `data` at entry) some load read at a fixed offset: the only
+    /// bytes whose facts can have decided anything above. Meaningless if `moves_packet`.
+    pub read: std::collections::BTreeSet<u16>,
+    /// Some path called a helper that moves or resizes the packet (offsets after it no longer
+    /// name entry bytes).
+    pub moves_packet: bool,
+}
+
+impl Coverage {
+    fn new(len: usize) -> Self {
+        Self {
+            visited: vec![false; len],
+            taken: vec![false; len],
+            fell: vec![false; len],
+            bounds_check: vec![false; len],
+            konst: vec![Konst::Unseen; len],
+            read: Default::default(),
+            moves_packet: false,
+        }
+    }
+
+    fn absorb(&mut self, o: Coverage) {
+        let or = |a: &mut Vec<bool>, b: Vec<bool>| a.iter_mut().zip(b).for_each(|(x, y)| *x |= y);
+        or(&mut self.visited, o.visited);
+        or(&mut self.taken, o.taken);
+        or(&mut self.fell, o.fell);
+        or(&mut self.bounds_check, o.bounds_check);
+        for (k, v) in self.konst.iter_mut().zip(o.konst) {
+            *k = match v {
+                Konst::Unseen => *k,
+                Konst::Const(c) => k.meet(Some(c)),
+                Konst::Varies => Konst::Varies,
+            };
+        }
+        self.read.extend(o.read);
+        self.moves_packet |= o.moves_packet;
+    }
 }
 
 impl Analysis {
     /// Nothing known about any action (the analysis gave up).
     fn top(processed: usize, outcome: Outcome) -> Self {
         let exits = ExitAction::ALL.iter().map(|a| (*a, Guarantee::top())).collect();
-        Self { exits, processed, outcome }
+        Self { exits, processed, outcome, coverage: Coverage::default() }
     }
 
     pub fn is_complete(&self) -> bool {
@@ -138,7 +214,12 @@ pub fn analyse(prog: &[Insn], input: &Guarantee, opts: &AnalysisOptions) -> Anal
 }
 
 fn analyse_all(prog: &[Insn], input: &Guarantee, opts: &AnalysisOptions) -> Analysis {
-    let mut total = Analysis { exits: BTreeMap::new(), processed: 0, outcome: Outcome::Complete };
+    let mut total = Analysis {
+        exits: BTreeMap::new(),
+        processed: 0,
+        outcome: Outcome::Complete,
+        coverage: Coverage::new(prog.len()),
+    };
     for shape in &input.shapes {
         let mut x = Explorer::new(prog, &opts.helpers, opts.budget.saturating_sub(total.processed));
         let result = x.run(shape.clone());
@@ -149,6 +230,7 @@ fn analyse_all(prog: &[Insn], input: &Guarantee, opts: &AnalysisOptions) -> Anal
                     let entry = total.exits.entry(action).or_default();
                     *entry = entry.join(&g);
                 }
+                total.coverage.absorb(x.cov);
             }
             Err(Stop::OverBudget) => return Analysis::top(total.processed, Outcome::OverBudget),
             Err(Stop::Unsupported { pc, what }) => {
@@ -184,6 +266,7 @@ struct Explorer<'a> {
     seen: Vec<Vec<AbsState>>,
     work: Vec<(usize, AbsState)>,
     exits: BTreeMap<ExitAction, Guarantee>,
+    cov: Coverage,
 }
 
 impl<'a> Explorer<'a> {
@@ -209,6 +292,7 @@ impl<'a> Explorer<'a> {
             seen: vec![Vec::new(); prog.len()],
             work: Vec::new(),
             exits: BTreeMap::new(),
+            cov: Coverage::new(prog.len()),
         }
     }
 
@@ -242,6 +326,7 @@ impl<'a> Explorer<'a> {
             let Some(&i) = self.prog.get(pc) else {
                 return Err(unsupported(pc, "the path runs past the last instruction"));
             };
+            self.cov.visited[pc] = true;
             match self.step(pc, i, &mut st)? {
                 Next::Go(n) => pc = n,
                 Next::End => return Ok(()),
@@ -253,6 +338,7 @@ impl<'a> Explorer<'a> {
         match i.class() {
             class::ALU | class::ALU64 => {
                 alu(i, st);
+                self.note_result(pc, i.dst, st);
                 Ok(Next::Go(pc + 1))
             }
             class::LD => {
@@ -270,7 +356,16 @@ impl<'a> Explorer<'a> {
                 Ok(Next::Go(pc + 2))
             }
             class::LDX => {
+                if let Reg::Ptr(p) = st.reg(i.src).reg {
+                    if let (PtrKind::Packet, Some(o)) = (p.kind, p.fixed()) {
+                        let start = o.saturating_add(i.off as i64);
+                        let bytes = (start..start.saturating_add(i.mem_size() as i64))
+                            .filter_map(|b| u16::try_from(b).ok());
+                        self.cov.read.extend(bytes);
+                    }
+                }
                 load(i, st);
+                self.note_result(pc, i.dst, st);
                 Ok(Next::Go(pc + 1))
             }
             class::ST | class::STX if i.mem_mode() == mem::ATOMIC => {
@@ -299,11 +394,21 @@ impl<'a> Explorer<'a> {
             jmp::CALL => self.call(pc, i, st),
             op => {
                 let t = target()?;
+                let b = if i.is_src_reg() { st.reg(i.src).reg } else { Reg::Uninit };
+                if let (Reg::Ptr(x), Reg::Ptr(y)) = (st.reg(i.dst).reg, b) {
+                    let kinds = [x.kind, y.kind];
+                    if kinds.contains(&PtrKind::Packet) && kinds.contains(&PtrKind::PacketEnd) {
+                        self.cov.bounds_check[pc] = true;
+                    }
+                }
                 let here = std::mem::replace(
                     st,
                     AbsState { frames: Vec::new(), packet: PacketShape::top() },
                 );
-                match branch(op, i, here) {
+                let (taken, fall) = branch(op, i, here);
+                self.cov.taken[pc] |= taken.is_some();
+                self.cov.fell[pc] |= fall.is_some();
+                match (taken, fall) {
                     (Some(taken), Some(fall)) => {
                         self.work.push((t, taken));
                         *st = fall;
@@ -321,6 +426,15 @@ impl<'a> Explorer<'a> {
                 }
             }
         }
+    }
+
+    /// Record the scalar instruction `pc` left in `dst` on this path.
+    fn note_result(&mut self, pc: usize, dst: u8, st: &AbsState) {
+        let v = match st.reg(dst).reg {
+            Reg::Scalar(s) => s.as_const(),
+            _ => None,
+        };
+        self.cov.konst[pc] = self.cov.konst[pc].meet(v);
     }
 
     fn exit(&mut self, st: &mut AbsState) -> Next {
@@ -404,6 +518,7 @@ impl<'a> Explorer<'a> {
             }
         };
         st.set(0, r0);
+        self.cov.moves_packet |= h.changes_packet;
         match h.id {
             helper::XDP_ADJUST_HEAD | helper::XDP_ADJUST_TAIL => {
                 let head = h.id == helper::XDP_ADJUST_HEAD;

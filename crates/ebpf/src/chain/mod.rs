@@ -7,20 +7,28 @@
 //! verified XDP program. Depends on this crate and `hotplane-core` only.
 
 pub mod analysis;
+pub mod difftest;
 mod domain;
+pub mod guard;
 mod refine;
+pub mod report;
+pub mod rewrite;
 pub mod shape;
 #[cfg(test)]
 mod shape_tests;
+pub mod specialise;
 mod transfer;
 
 pub use analysis::{
-    analyse, default_input, Analysis, AnalysisOptions, ExitAction, Outcome, DEFAULT_BUDGET,
-    DEFAULT_MAX_FRAME, MIN_FRAME,
+    analyse, default_input, Analysis, AnalysisOptions, Coverage, ExitAction, Konst, Outcome,
+    DEFAULT_BUDGET, DEFAULT_MAX_FRAME, MIN_FRAME,
 };
+pub use guard::{Guard, GuardWord};
+pub use report::{chain_report, ChainOptions, ChainReport, Mode};
 pub use shape::{
     ByteFact, ByteTextError, Guarantee, PacketShape, ShapeError, UsedFacts, MAX_SHAPES,
 };
+pub use specialise::{specialise, SpecialiseError, SpecialiseOptions, Specialised};
 
 use crate::program::ProgramSpec;
 use crate::verifier::{self, Context, Env, MapInfo, VerifyError};

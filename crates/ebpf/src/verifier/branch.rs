@@ -31,7 +31,7 @@ impl Explorer<'_> {
                     Reg::constant(i.imm as u32 as u64)
                 };
                 let mut taken = st.clone();
-                let mut fall = std::mem::replace(st, State { frames: Vec::new() });
+                let mut fall = std::mem::replace(st, State { frames: Vec::new(), packet_min: 0 });
                 let (t_ok, f_ok) = self.refine(pc, op, wide, i, a, b, &mut taken, &mut fall)?;
                 match (t_ok, f_ok) {
                     (true, true) => {

@@ -194,7 +194,8 @@ impl Explorer<'_> {
             },
         );
         if h.changes_packet {
-            // The packet moved: every packet pointer is stale.
+            // The packet moved: every packet pointer is stale, and so is a known length.
+            st.packet_min = 0;
             st.for_each_reg(|r| {
                 if let Reg::Ptr(p) = r {
                     if matches!(p.kind, PtrKind::Packet | PtrKind::PacketEnd | PtrKind::PacketMeta)

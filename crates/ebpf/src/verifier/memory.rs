@@ -196,7 +196,7 @@ impl Explorer<'_> {
                 }
                 let o = off;
                 match self.env.ctx {
-                    Context::Xdp => {
+                    Context::Xdp | Context::XdpMinLen { .. } => {
                         let f = xdp_field(o)
                             .filter(|_| size == 4 && !signed && o < XDP_MD_SIZE)
                             .ok_or_else(|| {
@@ -206,7 +206,10 @@ impl Explorer<'_> {
                                 )
                             })?;
                         let v = match f.kind {
-                            XdpFieldKind::Data => Reg::Ptr(Ptr::new(PtrKind::Packet, 1)),
+                            XdpFieldKind::Data => Reg::Ptr(Ptr {
+                                range: st.packet_min,
+                                ..Ptr::new(PtrKind::Packet, 1)
+                            }),
                             XdpFieldKind::DataEnd => Reg::Ptr(Ptr::new(PtrKind::PacketEnd, 0)),
                             XdpFieldKind::DataMeta => Reg::Ptr(Ptr::new(PtrKind::PacketMeta, 0)),
                             XdpFieldKind::Scalar => Reg::Scalar(Scalar::unknown32()),

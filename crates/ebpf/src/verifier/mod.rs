@@ -48,6 +48,25 @@ pub enum Context {
     Mem { len: u64 },
     /// An XDP context (`struct xdp_md *`).
     Xdp,
+    /// An XDP context whose packet is known to hold at least `min_len` bytes when the program
+    /// starts (until a helper moves the packet): a program specialised to its upstream's
+    /// guarantee, behind a guard that checks the length (`crate::chain`).
+    XdpMinLen { min_len: u32 },
+}
+
+impl Context {
+    /// Whether r1 is a `struct xdp_md *`.
+    pub fn is_xdp(self) -> bool {
+        matches!(self, Context::Xdp | Context::XdpMinLen { .. })
+    }
+
+    /// Bytes from `data` known to be in the packet at the start.
+    fn packet_min_len(self) -> u64 {
+        match self {
+            Context::XdpMinLen { min_len } => min_len as u64,
+            _ => 0,
+        }
+    }
 }
 
 /// What the verifier needs to know about a map the program uses.
@@ -184,13 +203,16 @@ fn explore(prog: &[Insn], env: &Env<'_>) -> Result<Verified, VerifyError> {
         Context::Mem { .. } => {
             Reg::Ptr(Ptr::new(PtrKind::Mem { size: mem_len(env) }, x.fresh_id()))
         }
-        Context::Xdp => Reg::Ptr(Ptr::new(PtrKind::Ctx, x.fresh_id())),
+        Context::Xdp | Context::XdpMinLen { .. } => Reg::Ptr(Ptr::new(PtrKind::Ctx, x.fresh_id())),
     };
     if let Context::Mem { len } = env.ctx {
         regs[2] = Reg::constant(len);
     }
     regs[10] = Reg::Ptr(Ptr::new(PtrKind::Stack { frame: 0 }, 0));
-    let start = State { frames: vec![Frame { regs, stack: Stack::default(), ret_pc: usize::MAX }] };
+    let start = State {
+        frames: vec![Frame { regs, stack: Stack::default(), ret_pc: usize::MAX }],
+        packet_min: env.ctx.packet_min_len(),
+    };
     x.work.push(Path { pc: 0, state: start, cp: None });
     while let Some(p) = x.work.pop() {
         x.run_path(p)?;
@@ -211,7 +233,7 @@ fn explore(prog: &[Insn], env: &Env<'_>) -> Result<Verified, VerifyError> {
 fn mem_len(env: &Env<'_>) -> u64 {
     match env.ctx {
         Context::Mem { len } => len,
-        Context::Xdp => 0,
+        Context::Xdp | Context::XdpMinLen { .. } => 0,
     }
 }
 

@@ -210,6 +210,9 @@ pub struct Frame {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct State {
     pub frames: Vec<Frame>,
+    /// Bytes from `data` known to be in the packet for a pointer freshly read from the
+    /// context ([`super::Context::XdpMinLen`]); 0 once a helper has moved the packet.
+    pub packet_min: u64,
 }
 
 impl State {
@@ -244,7 +247,7 @@ impl State {
     /// Whether every concrete state described by `new` is described by `self`: then a path
     /// from `new` is safe if it was from `self`.
     pub fn covers(&self, new: &State) -> bool {
-        if self.frames.len() != new.frames.len() {
+        if self.frames.len() != new.frames.len() || self.packet_min > new.packet_min {
             return false;
         }
         let mut ids = IdMap::default();

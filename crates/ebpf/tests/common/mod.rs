@@ -86,3 +86,15 @@ pub fn checksums_valid(f: &[u8]) -> bool {
     seg[at + 1] = 0;
     stored == l4_checksum(proto, src, dst, &seg)
 }
+
+/// The maps the fuzz generator's programs refer to (`lddw rX, map 0..3`).
+pub fn gen_maps() -> Vec<hotplane_ebpf::program::MapSpec> {
+    use hotplane_ebpf::maps::MapKind;
+    let m = hotplane_ebpf::program::MapSpec::new;
+    vec![
+        m("array", MapKind::Array, 4, 16, 4),
+        m("hash", MapKind::Hash, 8, 8, 8),
+        m("percpu", MapKind::PerCpuArray, 4, 8, 2),
+        m("lpm", MapKind::LpmTrie, 8, 4, 4),
+    ]
+}

@@ -1,0 +1,152 @@
+//! Specialise a downstream program to what its upstream guarantees: analyse it on the assumed
+//! shape, rewrite it ([`super::rewrite`]), derive the [`Guard`], and re-verify the result with
+//! the guard's length as a precondition. An unverified program never leaves this module: if the
+//! verifier refuses the specialised form, the conservative form (every packet bounds check
+//! kept) is tried, and if that is refused too the caller keeps the original.
+
+use super::analysis::{analyse, AnalysisOptions, Outcome};
+use super::guard::Guard;
+use super::rewrite::{rewrite, Mutation, RewriteError, RewriteOptions, RewriteStats};
+use super::shape::Guarantee;
+use crate::helpers::Arg;
+use crate::program::ProgramSpec;
+use crate::verifier::{self, Context, Env, MapInfo, VerifyError};
+use std::time::Instant;
+
+/// A downstream program specialised to an assumed guarantee.
+#[derive(Debug, Clone)]
+pub struct Specialised {
+    /// The specialised program (same maps, same names: it shares their state).
+    pub spec: ProgramSpec,
+    /// Packets that fail it run the original.
+    pub guard: Guard,
+    /// The context it was verified in ([`Context::XdpMinLen`] with the guard's minimum).
+    pub context: Context,
+    pub original_slots: usize,
+    pub stats: RewriteStats,
+    /// Packet bounds checks were kept (the verifier refused the program without them).
+    pub conservative: bool,
+    /// Instructions the verifier processed for the specialised program.
+    pub verify_processed: usize,
+    pub timing: Timing,
+}
+
+/// Where the optimisation time went, in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Timing {
+    pub verify_original_us: f64,
+    pub analyse_us: f64,
+    pub rewrite_us: f64,
+    pub verify_us: f64,
+}
+
+impl Timing {
+    pub fn total_us(&self) -> f64 {
+        self.verify_original_us + self.analyse_us + self.rewrite_us + self.verify_us
+    }
+}
+
+impl Specialised {
+    pub fn slots(&self) -> usize {
+        self.spec.insns.len()
+    }
+
+    /// Share of the original's instruction slots removed.
+    pub fn reduction(&self) -> f64 {
+        1.0 - self.slots() as f64 / self.original_slots.max(1) as f64
+    }
+}
+
+/// Why no specialised program came out (the original stays in place).
+#[derive(Debug, thiserror::Error)]
+pub enum SpecialiseError {
+    #[error("the verifier refuses the original program: {0}")]
+    Original(VerifyError),
+    #[error("the upstream lets no packet through: there is nothing to specialise for")]
+    NoPackets,
+    #[error("the analysis did not finish ({0:?}): nothing can be relied on")]
+    Incomplete(Outcome),
+    #[error("the rewrite failed: {0}")]
+    Rewrite(#[from] RewriteError),
+    #[error(
+        "the verifier refuses the specialised program ({specialised}) and its conservative form \
+         ({conservative})"
+    )]
+    Refused { specialised: VerifyError, conservative: VerifyError },
+}
+
+/// Limits of a specialisation.
+#[derive(Debug, Clone, Default)]
+pub struct SpecialiseOptions {
+    pub analysis: AnalysisOptions,
+    /// A deliberate bug in the rewrite (the checker's mutation tests).
+    #[doc(hidden)]
+    pub mutation: Option<Mutation>,
+}
+
+/// Specialise `down` (an XDP program) to packets described by `assumed`.
+pub fn specialise(
+    down: &ProgramSpec,
+    assumed: &Guarantee,
+    opts: &SpecialiseOptions,
+) -> Result<Specialised, SpecialiseError> {
+    let maps: Vec<MapInfo> = down.maps.iter().map(|m| m.def.into()).collect();
+    let env = |ctx| Env {
+        helpers: &opts.analysis.helpers,
+        ctx,
+        maps: &maps,
+        complexity: verifier::DEFAULT_COMPLEXITY,
+    };
+    let mut timing = Timing::default();
+    let t = Instant::now();
+    verifier::verify(&down.insns, &env(Context::Xdp)).map_err(SpecialiseError::Original)?;
+    timing.verify_original_us = micros(t);
+    // One exploration of the hull: the guard then checks one shape.
+    let shape = assumed.hull().ok_or(SpecialiseError::NoPackets)?;
+    let t = Instant::now();
+    let analysis = analyse(&down.insns, &Guarantee::of(shape.clone()), &opts.analysis);
+    timing.analyse_us = micros(t);
+    if !analysis.is_complete() {
+        return Err(SpecialiseError::Incomplete(analysis.outcome));
+    }
+    let cov = &analysis.coverage;
+    let guard = Guard::from_shape(&shape, (!cov.moves_packet).then_some(&cov.read));
+    let context = Context::XdpMinLen { min_len: guard.min_len };
+    let helper_args = |id: u32| {
+        let h = opts.analysis.helpers.get(id)?;
+        Some(h.args.iter().take_while(|a| **a != Arg::None).count())
+    };
+    let attempt = |keep_bounds_checks: bool, timing: &mut Timing| {
+        let t = Instant::now();
+        let ro = RewriteOptions { keep_bounds_checks, mutation: opts.mutation };
+        let (insns, stats) = rewrite(&down.insns, cov, ro, &helper_args)?;
+        timing.rewrite_us += micros(t);
+        let t = Instant::now();
+        let verified = verifier::verify(&insns, &env(context));
+        timing.verify_us += micros(t);
+        Ok::<_, RewriteError>((insns, stats, verified))
+    };
+    let (insns, stats, verified, conservative) = match attempt(false, &mut timing)? {
+        (insns, stats, Ok(v)) => (insns, stats, v, false),
+        (_, _, Err(specialised)) => match attempt(true, &mut timing)? {
+            (insns, stats, Ok(v)) => (insns, stats, v, true),
+            (_, _, Err(conservative)) => {
+                return Err(SpecialiseError::Refused { specialised, conservative })
+            }
+        },
+    };
+    Ok(Specialised {
+        spec: ProgramSpec { name: down.name.clone(), insns, maps: down.maps.clone() },
+        guard,
+        context,
+        original_slots: down.insns.len(),
+        stats,
+        conservative,
+        verify_processed: verified.processed,
+        timing,
+    })
+}
+
+fn micros(t: Instant) -> f64 {
+    t.elapsed().as_nanos() as f64 / 1e3
+}

@@ -1,0 +1,75 @@
+//! Chain specialisation of generated programs (`ebpf_gen.rs`) to shapes from fuzz bytes:
+//! whatever specialisation comes out must agree with the original on samples of the shape and
+//! on violators (the differential checker), and must never touch memory outside the packet
+//! for a packet its guard admits (the memory-safety oracle on the length precondition the
+//! specialised program was verified with).
+#![no_main]
+
+#[allow(dead_code)]
+#[path = "ebpf_common.rs"]
+mod common;
+#[path = "ebpf_gen.rs"]
+mod gen;
+
+use hotplane_core::{Pool, PoolConfig};
+use hotplane_ebpf::chain::difftest::{dictionary, difftest, shape_samples, violators, Rng};
+use hotplane_ebpf::chain::{
+    specialise, AnalysisOptions, Guarantee, PacketShape, SpecialiseOptions,
+};
+use hotplane_ebpf::program::{Engine, LoadOptions, Program, ProgramSpec};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    // Length interval, then up to 7 known bytes (offset, value, unknown-bits mask), then the
+    // generator's choices.
+    let [lo, span, facts, rest @ ..] = data else { return };
+    let facts = (*facts % 8) as usize;
+    let Some((fact_bytes, choices)) = rest.split_at_checked(facts * 3) else { return };
+    let min = 14 + u32::from(*lo % 100);
+    let mut shape = PacketShape::with_len(min, min + 4 * u32::from(*span));
+    for f in fact_bytes.chunks_exact(3) {
+        shape.set_byte(
+            u16::from(f[0]),
+            hotplane_ebpf::chain::ByteFact { value: f[1] & !f[2], mask: f[2] },
+        );
+    }
+    shape.normalise();
+    let spec = ProgramSpec {
+        name: "fuzz".into(),
+        insns: gen::generate(choices),
+        maps: common::fuzz_maps(),
+    };
+    let helpers = common::deterministic_helpers();
+    let opts = SpecialiseOptions {
+        analysis: AnalysisOptions { helpers: helpers.clone(), ..Default::default() },
+        ..Default::default()
+    };
+    let Ok(s) = specialise(&spec, &Guarantee::of(shape.clone()), &opts) else { return };
+    let dict = dictionary(&spec.insns);
+    let mut rng =
+        Rng::new(data.iter().fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(*b as u64)));
+    let mut frames = shape_samples(&shape, &dict, 6, &mut rng);
+    frames.extend(violators(&shape, &dict, 6, &mut rng));
+    let r = difftest(&spec, &s, &frames, &helpers, Engine::Interp, &|_| {}).expect("both load");
+    assert_eq!(
+        r.mismatches, 0,
+        "{:?}\nprogram {:?}\nspecialised {:?}\nshape {shape}",
+        r.first, spec.insns, s.spec.insns
+    );
+    // The oracle: the specialised program on the admitted packets, every access checked.
+    let load = LoadOptions { engine: Engine::Interp, cpus: 1, ..LoadOptions::default() };
+    let fast = Program::load(&s.spec, s.context, &helpers, load, None).expect("it loaded above");
+    let pool = Pool::new(PoolConfig { buffers: 2, ..Default::default() }).unwrap();
+    for f in frames.iter().filter(|f| s.guard.admits(f)) {
+        let mut p = pool.alloc().unwrap();
+        if p.set_frame(f).is_ok() {
+            if let Err(e) = fast.run_checked_xdp(&mut p, 0) {
+                panic!(
+                    "a specialised program escaped: {e}\n{:?}\nmin_len {}",
+                    s.spec.insns, s.guard.min_len
+                );
+            }
+        }
+    }
+    hotplane_ebpf::xdp::take_redirect();
+});
