@@ -138,6 +138,9 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         scope: Option<String>,
     },
+    /// Chain specialisation: per position, what its eBPF program is specialised to, the
+    /// guard, and how many packets the guard admitted and refused (docs/chain.md).
+    ChainStatus {},
     /// Stop the data plane.
     Shutdown {},
 }

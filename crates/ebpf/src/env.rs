@@ -194,6 +194,16 @@ impl EbpfEnv {
         program: Option<&str>,
         engine: Option<Engine>,
     ) -> Result<Program, EbpfError> {
+        self.program_and_spec(code, program, engine).map(|(p, _)| p)
+    }
+
+    /// [`EbpfEnv::program`], with the code it was loaded from (before the verifier's rewrites).
+    pub fn program_and_spec(
+        &self,
+        code: &Code,
+        program: Option<&str>,
+        engine: Option<Engine>,
+    ) -> Result<(Program, ProgramSpec), EbpfError> {
         let t = Instant::now();
         let r = code.spec(program).map_err(EbpfError::from).and_then(|spec| {
             let opts = LoadOptions {
@@ -201,7 +211,8 @@ impl EbpfEnv {
                 cpus: self.cpus,
                 ..LoadOptions::default()
             };
-            Ok(Program::load(&spec, Context::Xdp, &self.helpers, opts, Some(&self.maps))?)
+            let p = Program::load(&spec, Context::Xdp, &self.helpers, opts, Some(&self.maps))?;
+            Ok((p, spec))
         });
         self.last_load_ns.store(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
         match &r {
@@ -221,6 +232,20 @@ impl EbpfEnv {
     ) -> Result<StageRef, EbpfError> {
         let p = self.program(code, program, engine)?;
         Ok(Arc::new(XdpStage::new(Arc::new(p), origin)))
+    }
+
+    /// `code` as a pipeline stage that chain specialisation can give a specialised form.
+    pub fn chain_stage(
+        &self,
+        code: &Code,
+        program: Option<&str>,
+        engine: Option<Engine>,
+        origin: &str,
+        qsbr: &hotplane_core::qsbr::Qsbr,
+    ) -> Result<Arc<XdpStage>, EbpfError> {
+        let (p, spec) = self.program_and_spec(code, program, engine)?;
+        let cell = crate::chain::live::ChainCell::new(spec, qsbr, self.cpus);
+        Ok(Arc::new(XdpStage::with_chain(Arc::new(p), origin, cell)))
     }
 
     pub fn map(&self, name: &str) -> Result<Arc<Map>, EbpfError> {

@@ -2,8 +2,11 @@
 //! config, `{"stage":"ebpf","file":..}` specs, updates carrying bytecode, ELF objects or C
 //! source, and the map operations of the control API.
 
+use crate::chain::live::{ChainConfig, ChainManager, LiveMode};
+use crate::chain::Guarantee;
 use crate::env::{update_kind, Code, CodeError, EbpfEnv, EbpfError};
 use crate::program::{Engine, UnknownEngine};
+use crate::stage::XdpStage;
 use hotplane_core::kind::{BuildCx, Built, KindError, KindSetup, Program, UpdateProgram};
 use hotplane_core::ProgramKind;
 use serde::Deserialize;
@@ -16,6 +19,73 @@ use std::sync::Arc;
 struct EbpfSection {
     /// Engine for programs that do not name one: "jit" (default) or "interp".
     engine: Option<String>,
+}
+
+/// The `[chain]` section: how eBPF programs in a chain are specialised to the program before
+/// them (docs/chain.md).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct ChainSection {
+    /// "guarded" (default) or "off".
+    mode: Option<String>,
+    /// A shape file (`hotplane ebpf shape --json` of the program before this node) that
+    /// packets reaching `pre` satisfy.
+    assume: Option<String>,
+}
+
+impl ChainSection {
+    fn config(self, base_dir: Option<&std::path::Path>) -> Result<ChainConfig, KindError> {
+        let mode = match self.mode.as_deref() {
+            None | Some("guarded") => LiveMode::Guarded,
+            Some("off") => LiveMode::Off,
+            Some("trusted") => {
+                return Err(KindError::Invalid(
+                    "[chain] mode = \"trusted\" is not available in a running data plane: it \
+                     needs proof that no other path reaches a position (flow functions and \
+                     updates can); use \"guarded\" (every fact checked per packet) or \"off\""
+                        .into(),
+                ))
+            }
+            Some(m) => {
+                return Err(KindError::Invalid(format!(
+                    "[chain] mode = \"{m}\": the modes are \"guarded\" and \"off\""
+                )))
+            }
+        };
+        let assume = match self.assume {
+            None => None,
+            Some(file) => {
+                let path = match base_dir {
+                    Some(d) if std::path::Path::new(&file).is_relative() => d.join(&file),
+                    _ => file.clone().into(),
+                };
+                let bytes = hotplane_core::kind::read_local_file(&path)
+                    .map_err(|e| KindError::Invalid(format!("[chain] assume: {}", e.message())))?;
+                let text = String::from_utf8_lossy(&bytes);
+                Some(
+                    assumed_shape(&text).map_err(|e| {
+                        KindError::Invalid(format!("[chain] assume = \"{file}\": {e}"))
+                    })?,
+                )
+            }
+        };
+        Ok(ChainConfig { mode, assume })
+    }
+}
+
+/// A shape file: `hotplane ebpf shape --json` output (its `pass` exit), a guarantee
+/// (`{"shapes": [...]}`), or one packet shape.
+pub fn assumed_shape(text: &str) -> Result<Guarantee, crate::chain::ShapeError> {
+    let v: Value = serde_json::from_str(text).map_err(crate::chain::ShapeError::from)?;
+    if let Some(pass) =
+        v.get("exits").map(|e| e.get("pass").cloned().unwrap_or(json!({"shapes": []})))
+    {
+        return Guarantee::from_value(pass);
+    }
+    if v.get("shapes").is_some() {
+        return Guarantee::from_value(v);
+    }
+    Ok(Guarantee::of(crate::chain::PacketShape::from_json(text)?))
 }
 
 /// An eBPF program from a file of the node: an ELF object (`.o`), C source (`.c`, compiled with
@@ -51,11 +121,16 @@ enum MapRequest {
     },
     #[serde(rename = "ebpf-map-delete")]
     Delete { map: String, key: String },
+    #[serde(rename = "chain-status")]
+    ChainStatus {},
 }
 
-/// The eBPF program kind: one [`EbpfEnv`] (maps, load counters) per data plane.
+/// The eBPF program kind: one [`EbpfEnv`] (maps, load counters) per data plane, and the
+/// chain specialiser of its stages.
 pub struct EbpfKind {
     env: EbpfEnv,
+    chain: Option<(ChainManager, hotplane_core::qsbr::Qsbr)>,
+    workers: usize,
 }
 
 /// Make the eBPF kind for a data plane of `setup.workers` workers, reading `[ebpf]`.
@@ -67,13 +142,41 @@ pub fn make(setup: &KindSetup<'_>) -> Result<Arc<dyn ProgramKind>, KindError> {
             e.parse().map_err(|m: UnknownEngine| KindError::Invalid(format!("ebpf.engine: {m}")))?
         }
     };
-    Ok(Arc::new(EbpfKind::new(setup.workers, engine)))
+    let chain: ChainSection = setup.section("chain")?.unwrap_or_default();
+    let chain = chain.config(setup.base_dir)?;
+    let mut kind = EbpfKind::new(setup.workers, engine);
+    kind.chain = Some((ChainManager::new(chain, setup.qsbr), setup.qsbr.clone()));
+    Ok(Arc::new(kind))
 }
 
 impl EbpfKind {
     /// `engine` runs programs that do not name one.
     pub fn new(workers: usize, engine: Engine) -> Self {
-        Self { env: EbpfEnv::new(workers, engine) }
+        Self { env: EbpfEnv::new(workers, engine), chain: None, workers: workers.max(1) }
+    }
+
+    /// A stage of `code`, registered with the chain specialiser when there is one.
+    fn stage(
+        &self,
+        code: &Code,
+        program: Option<&str>,
+        engine: Option<Engine>,
+        origin: &str,
+    ) -> Result<hotplane_core::StageRef, EbpfError> {
+        match &self.chain {
+            Some((manager, qsbr)) => {
+                let stage: Arc<XdpStage> =
+                    self.env.chain_stage(code, program, engine, origin, qsbr)?;
+                manager.register(&stage);
+                Ok(stage)
+            }
+            None => self.env.stage(code, program, engine, origin),
+        }
+    }
+
+    /// The chain specialiser (a kind made for a data plane has one).
+    pub fn chain(&self) -> Option<&ChainManager> {
+        self.chain.as_ref().map(|(m, _)| m)
     }
 
     /// The maps and counters the kind's programs share.
@@ -99,7 +202,7 @@ impl ProgramKind for EbpfKind {
     }
 
     fn sections(&self) -> &'static [&'static str] {
-        &["ebpf"]
+        &["ebpf", "chain"]
     }
 
     fn stages(&self) -> &'static [&'static str] {
@@ -118,8 +221,7 @@ impl ProgramKind for EbpfKind {
         let code = Code::from_file(&path).map_err(|e| load_error(e.into()))?;
         let origin =
             path.file_name().map_or_else(|| file.clone(), |n| n.to_string_lossy().into_owned());
-        let stage =
-            self.env.stage(&code, program.as_deref(), engine, &origin).map_err(load_error)?;
+        let stage = self.stage(&code, program.as_deref(), engine, &origin).map_err(load_error)?;
         Ok(Some(stage))
     }
 
@@ -142,14 +244,25 @@ impl ProgramKind for EbpfKind {
         // The NO_JIT flag asks for the interpreter (reference semantics, debugging).
         let engine = update.no_jit.then_some(Engine::Interp);
         let stage = self
-            .env
             .stage(&code, None, engine, &origin)
             .map_err(|e| KindError::Rejected(e.to_string()))?;
         Ok(Built { program: Some(stage), note: None })
     }
 
+    fn installed(&self, target: &str, workers: &[usize], program: &Program, _version: u64) {
+        if let Some(m) = self.chain() {
+            m.installed(target, workers.len(), self.workers, program.as_ref());
+        }
+    }
+
+    fn housekeeping(&self) {
+        if let Some(m) = self.chain() {
+            m.housekeeping(&self.env.maps, self.workers);
+        }
+    }
+
     fn ops(&self) -> &'static [&'static str] {
-        &["ebpf-maps", "ebpf-map-dump", "ebpf-map-update", "ebpf-map-delete"]
+        &["ebpf-maps", "ebpf-map-dump", "ebpf-map-update", "ebpf-map-delete", "chain-status"]
     }
 
     fn request(&self, op: &str, request: &Value) -> Result<Value, KindError> {
@@ -164,12 +277,25 @@ impl ProgramKind for EbpfKind {
             MapRequest::Delete { map, key } => {
                 self.env.delete_entry(&map, &key).map(|()| json!("deleted"))
             }
+            MapRequest::ChainStatus {} => {
+                return Ok(self.chain().map_or_else(|| json!({"mode": "off"}), |m| m.status()))
+            }
         };
         answer.map_err(|e| KindError::Invalid(e.to_string()))
     }
 
     fn stats(&self) -> Option<Value> {
-        Some(self.env.stats_json())
+        let mut v = self.env.stats_json();
+        if let Some(m) = self.chain() {
+            v["chain"] = m.status();
+        }
+        Some(v)
+    }
+
+    fn prometheus(&self, out: &mut String) {
+        if let Some(m) = self.chain() {
+            m.prometheus(out);
+        }
     }
 }
 

@@ -110,7 +110,8 @@ fn only_ebpf_specs_name_node_files() {
     let spec = serde_json::json!({"stage": "ebpf", "file": "/etc/passwd"});
     assert_eq!(k.node_files(&spec), Some("`file`"));
     assert_eq!(k.node_files(&serde_json::json!({"stage": "drop"})), None);
-    assert_eq!((k.name(), k.stages(), k.sections()), ("ebpf", &["ebpf"][..], &["ebpf"][..]));
+    let sections = &["ebpf", "chain"][..];
+    assert_eq!((k.name(), k.stages(), k.sections()), ("ebpf", &["ebpf"][..], sections));
     assert_eq!(k.update_kinds(), &[16, 17, 18]);
 }
 
@@ -187,4 +188,31 @@ fn map_operations_answer_as_the_control_api_did() {
     let r = ask(json!({"op": "ebpf-map-update", "map": "xdp_lb/flows", "key": "zz", "value": "1"}));
     assert!(r.unwrap_err().to_string().contains("give hex bytes"));
     assert_eq!(k.stats().unwrap()["maps"], 4);
+}
+
+#[test]
+fn the_chain_section_is_checked() {
+    let ok = kind_from("[chain]\nmode = \"off\"").unwrap();
+    assert_eq!(
+        ok.request("chain-status", &serde_json::json!({"op": "chain-status"})).unwrap()["mode"],
+        "off"
+    );
+    let e = kind_from("[chain]\nmode = \"trusted\"").err().unwrap();
+    assert!(e.to_string().contains("needs proof that no other path"), "{e}");
+    let e = kind_from("[chain]\nmode = \"fast\"").err().unwrap();
+    assert!(e.to_string().contains("the modes are"), "{e}");
+    let e = kind_from("[chain]\nmod = \"off\"").err().unwrap();
+    assert!(e.to_string().contains("mod"), "{e}");
+    let e = kind_from("[chain]\nassume = \"/nonexistent/shape.json\"").err().unwrap();
+    assert!(e.to_string().contains("[chain] assume"), "{e}");
+    let dir = std::env::temp_dir().join(format!("hp-chain-kind-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, r#"{"len":[100,10]}"#).unwrap();
+    let e = kind_from(&format!("[chain]\nassume = \"{}\"", bad.display())).err().unwrap();
+    assert!(e.to_string().contains("is empty"), "{e}");
+    let good = dir.join("good.json");
+    std::fs::write(&good, r#"{"len":[60,1518],"bytes":{"12":"08","13":"00"}}"#).unwrap();
+    kind_from(&format!("[chain]\nassume = \"{}\"", good.display())).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,6 +9,7 @@
 //! | `XDP_REDIRECT` | `Tx` to the port chosen by `bpf_redirect`/`bpf_redirect_map` |
 //! | anything else | `Drop`, counted as invalid |
 
+use crate::chain::live::ChainCell;
 use crate::maps::set_current_cpu;
 use crate::program::Program;
 use crate::xdp::{self, XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
@@ -81,13 +82,21 @@ pub struct XdpStage {
     pub origin: String,
     /// The program calls a redirect helper (else XDP_REDIRECT has no target).
     redirects: bool,
+    /// Where a specialised form of the program is published (`crate::chain::live`); `None`
+    /// for stages built outside a data plane's kind (benchmarks).
+    pub chain: Option<ChainCell>,
 }
 
 impl XdpStage {
     pub fn new(program: Arc<Program>, origin: impl Into<String>) -> Self {
         let counters = ActionCounters::new(program.cpus);
         let redirects = program.redirects();
-        Self { program, counters, origin: origin.into(), redirects }
+        Self { program, counters, origin: origin.into(), redirects, chain: None }
+    }
+
+    /// A stage whose program may be replaced by a specialised form behind a guard.
+    pub fn with_chain(program: Arc<Program>, origin: impl Into<String>, chain: ChainCell) -> Self {
+        Self { chain: Some(chain), ..Self::new(program, origin) }
     }
 }
 
@@ -115,13 +124,24 @@ impl Stage for XdpStage {
         let (mut pass, mut drop, mut tx) = (0, 0, 0);
         let pkts = batch.as_mut_slice();
         let mut runner = self.program.xdp_runner(w as u32);
+        // A specialised form, if one is published: one atomic load per batch.
+        let variant = self.chain.as_ref().and_then(|c| c.variant(cx.guard));
+        let mut fast = variant.map(|v| (&v.guard, v.fast.xdp_runner(w as u32)));
+        let mut admitted = 0;
         for i in sel {
             let p = &mut pkts[i];
             if self.redirects {
                 // A target set for an earlier packet must not leak into this one.
                 xdp::take_redirect();
             }
-            match runner.run(p) {
+            let r0 = match &mut fast {
+                Some((guard, fast)) if guard.admits(p.data()) => {
+                    admitted += 1;
+                    fast.run(p)
+                }
+                _ => runner.run(p),
+            };
+            match r0 {
                 XDP_PASS => pass += 1,
                 XDP_DROP => {
                     p.meta.verdict = Verdict::Drop;
@@ -156,6 +176,9 @@ impl Stage for XdpStage {
         self.counters.add(w, PASS, pass);
         self.counters.add(w, DROP, drop);
         self.counters.add(w, TX, tx);
+        if let (Some(chain), Some(_)) = (&self.chain, variant) {
+            chain.count(w, admitted, sel.count() as u64 - admitted);
+        }
     }
 
     /// Runs the program on the caller's bytes themselves (no copy into a packet) and returns
@@ -175,8 +198,18 @@ impl Stage for XdpStage {
 
     fn describe(&self) -> String {
         let c = &self.counters;
+        let chain = match self.chain.as_ref().and_then(|c| c.current().map(|v| (c, v))) {
+            Some((cell, v)) => {
+                let (hits, misses) = cell.guard_counts();
+                format!(
+                    " chain: specialised to {} ({} -> {} insns) guard hits={hits} misses={misses}",
+                    v.upstream, v.original_slots, v.slots
+                )
+            }
+            None => String::new(),
+        };
         format!(
-            "ebpf {} ({}, {} insns, {}) pass={} drop={} tx={} redirect={} aborted={} invalid={}",
+            "ebpf {} ({}, {} insns, {}) pass={} drop={} tx={} redirect={} aborted={} invalid={}{chain}",
             self.program.name,
             self.origin,
             self.program.insns().len(),

@@ -149,7 +149,8 @@ pub fn chain(
     let assumed = assume
         .map(|f| {
             let text = std::fs::read_to_string(f).with_context(|| f.display().to_string())?;
-            shape_file(&text).with_context(|| format!("{}: not a shape", f.display()))
+            hotplane_ebpf::kind::assumed_shape(&text)
+                .with_context(|| format!("{}: not a shape", f.display()))
         })
         .transpose()?;
     if up.is_none() && assumed.is_none() {
@@ -174,19 +175,6 @@ pub fn chain(
         );
     }
     Ok(())
-}
-
-/// A shape as `hotplane ebpf shape --json` prints it (the `pass` exit), a guarantee, or one
-/// packet shape.
-fn shape_file(text: &str) -> anyhow::Result<chain::Guarantee> {
-    let v: serde_json::Value = serde_json::from_str(text)?;
-    if let Some(pass) = v.get("exits").and_then(|e| e.get("pass")) {
-        return Ok(chain::Guarantee::from_value(pass.clone())?);
-    }
-    if v.get("shapes").is_some() {
-        return Ok(chain::Guarantee::from_value(v)?);
-    }
-    Ok(chain::Guarantee::of(chain::PacketShape::from_json(text)?))
 }
 
 /// A 64-byte IPv4/UDP frame to 10.0.0.2:5000 (`hotplane ebpf run` without `--packet`).

@@ -144,6 +144,8 @@ pub enum PushCmd {
         #[arg(long)]
         scope: Option<String>,
     },
+    /// What each position's eBPF program is specialised to, its guard and the guard's counts.
+    ChainStatus,
     /// Stop the data plane.
     Shutdown,
 }
@@ -228,6 +230,7 @@ fn push_op(op: PushCmd) -> anyhow::Result<PushOp> {
         PushCmd::Predefined => PushOp::Request(Request::Predefined {}),
         PushCmd::Metrics => PushOp::Request(Request::Metrics {}),
         PushCmd::Shutdown => PushOp::Request(Request::Shutdown {}),
+        PushCmd::ChainStatus => PushOp::Request(Request::ChainStatus {}),
         PushCmd::WaspGet { store, key, scope } => {
             PushOp::Request(Request::WaspGet { store, key, scope })
         }

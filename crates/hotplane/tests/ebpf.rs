@@ -368,3 +368,135 @@ fn ebpf_chain_command_specialises_checks_and_writes_the_program() {
     assert!(!o.status.success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An upstream that passes only IPv4/UDP frames of at least 42 bytes.
+const UDP_ONLY: &str =
+    "ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\nmov %r0, 1\nmov %r4, %r2\nadd %r4, 42\n\
+    jgt %r4, %r3, out\nldxh %r5, [%r2+12]\njne %r5, 8, out\nldxb %r5, [%r2+23]\n\
+    jne %r5, 17, out\nmov %r0, 2\nout:\nexit\n";
+
+fn chain_status(plane: &hotplane::Engine) -> serde_json::Value {
+    let r = plane.request(Request::ChainStatus {});
+    assert!(r.ok, "{:?}", r.error);
+    r.result.unwrap()
+}
+
+/// Wait until `mid`'s chain status satisfies `ok`.
+fn wait_chain(
+    plane: &hotplane::Engine,
+    ok: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let status = chain_status(plane);
+        let mid = status["positions"].as_array().unwrap().iter().find(|p| p["position"] == "mid");
+        if let Some(mid) = mid.filter(|m| ok(m)) {
+            return mid.clone();
+        }
+        assert!(Instant::now() < deadline, "mid never got there: {status}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Chain specialisation in a running plane: `mid` (xdp_count) is specialised to what `pre`
+/// passes while packets flow, its guard admits them, the counts it keeps are those of the
+/// original; replacing `pre` re-specialises `mid`, and nothing is lost.
+#[test]
+fn mid_is_specialised_to_pre_while_packets_flow_and_follows_a_new_pre() {
+    let dir = std::env::temp_dir().join(format!("hp-chain-live-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let up = dir.join("udp_only.s");
+    std::fs::write(&up, UDP_ONLY).unwrap();
+    let plane = plane(&format!(
+        r#"
+[pipeline]
+pre = {{ stage = "ebpf", file = "{}" }}
+mid = {{ stage = "ebpf", file = "xdp_count.o" }}
+"#,
+        up.display()
+    ));
+    let mid = wait_chain(&plane, |m| m["specialised"] == true);
+    assert_eq!(mid["upstream"], "asm");
+    let (before, after) =
+        (mid["slots_before"].as_u64().unwrap(), mid["slots_after"].as_u64().unwrap());
+    assert!(after < before, "{mid}");
+    assert_eq!(mid["guard"], "len in [42, 1518]; 12=08 13=00; 23=11", "{mid}");
+    // Packets flow through the specialised program.
+    let mid = wait_chain(&plane, |m| m["guard_hits"].as_u64().unwrap() > 1000);
+    assert_eq!(mid["guard_misses"], 0, "the generator sends IPv4/UDP only: {mid}");
+    let slots = plane.request(Request::Slots {}).result.unwrap().to_string();
+    assert!(slots.contains("chain: specialised to asm"), "{slots}");
+    // A pass-everything `pre`: nothing is known any more, the variant goes (or is made for
+    // any frame); the guard never sends a packet the old facts do not cover to a program that
+    // relied on them.
+    let pass_all = Code::Asm("mov %r0, 2\nexit\n".into()).payload().unwrap();
+    let ack = api_update(&plane, Kind::EbpfBytecode, 1, Target::Position(Position::Pre), &pass_all);
+    assert_eq!(ack["status"], "applied", "{ack}");
+    let mid = wait_chain(&plane, |m| m["upstream"] == "bytecode");
+    let guard = mid["guard"].as_str().unwrap_or("");
+    assert!(!guard.contains("23=11"), "a variant still assumes UDP: {mid}");
+    std::thread::sleep(Duration::from_millis(200));
+    let metrics = plane.request(Request::Metrics {}).result.unwrap().to_string();
+    assert!(metrics.contains("hotplane_chain_guard_hits_total{position=\\\"mid\\\"}"), "{metrics}");
+    // The specialised program counted what the original would have: every packet is UDP.
+    let dump =
+        plane.request(Request::EbpfMapDump { map: "xdp_count/proto_count".into() }).result.unwrap();
+    let count = |k: usize| -> u64 {
+        dump["entries"][k]["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                u64::from_le_bytes(
+                    hex::decode(v.as_str().unwrap()).unwrap()[..8].try_into().unwrap(),
+                )
+            })
+            .sum()
+    };
+    let handles = plane.mem_handles();
+    plane.stop();
+    let report = MemReport::merge(&handles);
+    assert_eq!(report.lost(), 0);
+    let (ipv4, udp) = (count(2), count(5));
+    assert!(udp > 1000 && ipv4 == udp, "ipv4 {ipv4} udp {udp}");
+    assert_eq!((0..11).filter(|k| ![2, 5].contains(k)).map(count).sum::<u64>(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `[chain] assume`: what another node guarantees about the packets reaching `pre`, taken as
+/// the shape `pre`'s program is specialised to (guarded: the guard checks it per packet).
+#[test]
+fn pre_is_specialised_to_an_assumed_shape() {
+    let dir = std::env::temp_dir().join(format!("hp-chain-assume-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let shape = dir.join("udp.shape.json");
+    std::fs::write(&shape, r#"{"len":[42,1518],"bytes":{"12":"08","13":"00","23":"11"}}"#).unwrap();
+    let plane = plane(&format!(
+        r#"
+[chain]
+assume = "{}"
+[pipeline]
+pre = {{ stage = "ebpf", file = "xdp_count.o" }}
+"#,
+        shape.display()
+    ));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let pre = loop {
+        let status = chain_status(&plane);
+        let pre = status["positions"][0].clone();
+        if pre["guard_hits"].as_u64().unwrap_or(0) > 500 {
+            break pre;
+        }
+        assert!(Instant::now() < deadline, "pre never ran specialised: {status}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(
+        (pre["position"].as_str(), pre["upstream"].as_str()),
+        (Some("pre"), Some("[chain] assume"))
+    );
+    assert!(pre["slots_after"].as_u64() < pre["slots_before"].as_u64(), "{pre}");
+    let handles = plane.mem_handles();
+    plane.stop();
+    assert_eq!(MemReport::merge(&handles).lost(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

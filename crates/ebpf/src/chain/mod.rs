@@ -10,6 +10,7 @@ pub mod analysis;
 pub mod difftest;
 mod domain;
 pub mod guard;
+pub mod live;
 mod refine;
 pub mod report;
 pub mod rewrite;

@@ -90,17 +90,22 @@ pub fn specialise(
     assumed: &Guarantee,
     opts: &SpecialiseOptions,
 ) -> Result<Specialised, SpecialiseError> {
-    let maps: Vec<MapInfo> = down.maps.iter().map(|m| m.def.into()).collect();
-    let env = |ctx| Env {
-        helpers: &opts.analysis.helpers,
-        ctx,
-        maps: &maps,
-        complexity: verifier::DEFAULT_COMPLEXITY,
-    };
-    let mut timing = Timing::default();
     let t = Instant::now();
-    verifier::verify(&down.insns, &env(Context::Xdp)).map_err(SpecialiseError::Original)?;
-    timing.verify_original_us = micros(t);
+    verify_in(down, &down.insns, Context::Xdp, opts).map_err(SpecialiseError::Original)?;
+    let verify_original_us = micros(t);
+    let mut s = specialise_verified(down, assumed, opts)?;
+    s.timing.verify_original_us = verify_original_us;
+    Ok(s)
+}
+
+/// [`specialise`] for a program known to pass the verifier as XDP (a loaded one): the analysis
+/// means nothing for a program the verifier would refuse.
+pub fn specialise_verified(
+    down: &ProgramSpec,
+    assumed: &Guarantee,
+    opts: &SpecialiseOptions,
+) -> Result<Specialised, SpecialiseError> {
+    let mut timing = Timing::default();
     // One exploration of the hull: the guard then checks one shape.
     let shape = assumed.hull().ok_or(SpecialiseError::NoPackets)?;
     let t = Instant::now();
@@ -122,7 +127,7 @@ pub fn specialise(
         let (insns, stats) = rewrite(&down.insns, cov, ro, &helper_args)?;
         timing.rewrite_us += micros(t);
         let t = Instant::now();
-        let verified = verifier::verify(&insns, &env(context));
+        let verified = verify_in(down, &insns, context, opts);
         timing.verify_us += micros(t);
         Ok::<_, RewriteError>((insns, stats, verified))
     };
@@ -145,6 +150,23 @@ pub fn specialise(
         verify_processed: verified.processed,
         timing,
     })
+}
+
+/// Verify `insns` with `down`'s maps in `ctx`.
+fn verify_in(
+    down: &ProgramSpec,
+    insns: &[crate::insn::Insn],
+    ctx: Context,
+    opts: &SpecialiseOptions,
+) -> Result<verifier::Verified, VerifyError> {
+    let maps: Vec<MapInfo> = down.maps.iter().map(|m| m.def.into()).collect();
+    let env = Env {
+        helpers: &opts.analysis.helpers,
+        ctx,
+        maps: &maps,
+        complexity: verifier::DEFAULT_COMPLEXITY,
+    };
+    verifier::verify(insns, &env)
 }
 
 fn micros(t: Instant) -> f64 {
