@@ -91,6 +91,8 @@ smoke+=("lua --packets 200000 --repeat 1" "lua-dyn --before 5000 --after 20000 -
 smoke+=("tables --min-log2 8 --max-log2 12 --step 4 --packets 50000 --lpm-prefixes 20000 --out target/bench-smoke")
 smoke+=("p4 --program tests/p4/basic.p4 --entries tests/p4/basic.json --packets 200000")
 smoke+=("wasp --packets 20000 --repeat 1 --scale-entries 100000")
+# Exits non-zero if the differential checker finds a mismatch.
+smoke+=("chain --packets 20000 --repeat 1 --optimise-runs 3 --check 20000")
 for cmd in "${smoke[@]}"; do
   out=$("$REPO/target/debug/hotplane" bench $cmd --json | tail -n 1)
   echo "$out" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); assert d["bench"]; print(d["bench"], "ok")'

@@ -10,3 +10,7 @@ for c in *.c chain/*.c; do
     llvm-strip --strip-debug --keep-section=.BTF --keep-section=.BTF.ext "$o" 2>/dev/null || true
     echo "built $o ($(stat -c %s "$o") bytes)"
 done
+# The load balancer's parse alone (the seed's "parse part", docs/chain.md).
+clang -O2 -g -target bpf -DPARSE_ONLY -I/usr/include/$(uname -m)-linux-gnu -c chain/lb6.c -o chain/lb6_parse.o
+llvm-strip --strip-debug --keep-section=.BTF --keep-section=.BTF.ext chain/lb6_parse.o 2>/dev/null || true
+echo "built chain/lb6_parse.o"

@@ -66,7 +66,7 @@ fuzz_target!(|data: &[u8]| {
             if let Err(e) = fast.run_checked_xdp(&mut p, 0) {
                 panic!(
                     "a specialised program escaped: {e}\n{:?}\nmin_len {}",
-                    s.spec.insns, s.guard.min_len
+                    s.spec.insns, s.guard.min_len()
                 );
             }
         }

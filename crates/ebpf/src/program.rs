@@ -351,7 +351,11 @@ impl Program {
         let cpu = worker as usize;
         let cpu = if cpu < self.cpus { cpu } else { cpu % self.cpus };
         let ctx = XdpCtx { rx_queue_index: worker, ..XdpCtx::default() };
-        XdpRunner { program: self, entry: self.entry, cpu: cpu as u64, ctx }
+        let min_len = match self.context {
+            Context::XdpMinLen { min_len } => u64::from(min_len),
+            _ => 0,
+        };
+        XdpRunner { program: self, entry: self.entry, cpu: cpu as u64, ctx, min_len }
     }
 
     /// The maps and the map values (`lddw map_value`) as the memory-safety oracle sees them.
@@ -446,6 +450,9 @@ pub struct XdpRunner<'a> {
     /// Reused from packet to packet: programs cannot write their context, so only the
     /// per-packet fields need storing.
     ctx: XdpCtx,
+    /// The packet length the program was verified for ([`Context::XdpMinLen`]); shorter
+    /// packets are aborted here, whoever forgot the guard.
+    min_len: u64,
 }
 
 impl XdpRunner<'_> {
@@ -501,6 +508,10 @@ impl XdpRunner<'_> {
         packet: u64,
         buffer: impl FnOnce() -> Region,
     ) -> Result<u64, RunError> {
+        if len < self.min_len {
+            // The verifier's precondition does not hold: running would read past the packet.
+            return Ok(crate::xdp::XDP_ABORTED);
+        }
         let ctx = &mut self.ctx;
         ctx.data = start;
         ctx.data_end = start + len;

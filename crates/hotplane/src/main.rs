@@ -474,6 +474,9 @@ enum BenchCmd {
     /// Active packets (WASP): every application per packet next to native Rust and an eBPF
     /// `count`; the store at scale; colliding keys; time against code length; added latency.
     Wasp(hotplane::bench::wasp::Opts),
+    /// Chain optimisation: the seed's firewall -> load balancer, sizes, optimisation time, and
+    /// per packet original / guarded / trusted in the JIT and the interpreter (docs/chain.md).
+    Chain(hotplane::bench::chain::Opts),
     /// Active packets across namespaces (root): 4 hotplane routers and a Linux one, every
     /// application checked; a table, a picture of the topology with the results, JSON.
     WaspNet(hotplane::bench::wasp_net::Opts),
@@ -709,6 +712,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             BenchCmd::P4(o) => hotplane::bench::p4::run(&o),
             BenchCmd::Tables(o) => hotplane::bench::tables::run(&o),
             BenchCmd::Wasp(o) => hotplane::bench::wasp::run(&o),
+            BenchCmd::Chain(o) => hotplane::bench::chain::run(&o),
             BenchCmd::WaspNet(o) => hotplane::bench::wasp_net::run(&o),
             #[cfg(feature = "lua")]
             BenchCmd::Lua { json, packets, batch, repeat, core } => {

@@ -310,7 +310,9 @@ impl<'a> Explorer<'a> {
 
     fn run_path(&mut self, mut pc: usize, mut st: AbsState) -> Result<(), Stop> {
         loop {
-            self.processed += 1;
+            // A state carries its packet facts (cloned at every fork, compared at every prune
+            // point): many facts cost like many instructions.
+            self.processed += 1 + st.packet.bytes.len() / 64;
             if self.processed > self.budget {
                 return Err(Stop::OverBudget);
             }

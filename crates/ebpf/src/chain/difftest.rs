@@ -75,6 +75,8 @@ pub struct DiffReport {
     /// Packets the guard let into the specialised program.
     pub admitted: usize,
     pub mismatches: usize,
+    /// Frames that could not be run (longer than the checker's buffers).
+    pub skipped: usize,
     /// The first mismatch, for the report.
     pub first: Option<Mismatch>,
     /// The original's actions (aborted, drop, pass, tx, redirect): which paths ran.
@@ -86,6 +88,7 @@ impl DiffReport {
         self.packets += o.packets;
         self.admitted += o.admitted;
         self.mismatches += o.mismatches;
+        self.skipped += o.skipped;
         for (a, b) in self.actions.iter_mut().zip(o.actions) {
             *a += b;
         }
@@ -111,8 +114,7 @@ pub fn difftest(
     let candidate = Guarded::load(original, s, helpers, engine, &candidate_maps)?;
     prepare(&reference_maps);
     prepare(&candidate_maps);
-    let pool = Pool::new(PoolConfig { buffers: 4, ..PoolConfig::default() })
-        .map_err(|e| LoadError::Invalid(format!("packet pool: {e}")))?;
+    let pool = checker_pool()?;
     let mut report = DiffReport::default();
     let note = |report: &mut DiffReport, m: Mismatch| {
         report.mismatches += 1;
@@ -121,6 +123,7 @@ pub fn difftest(
     for (index, frame) in frames.iter().enumerate() {
         let (Some(mut a), Some(mut b)) = (pool.alloc(), pool.alloc()) else { break };
         if a.set_frame(frame).is_err() || b.set_frame(frame).is_err() {
+            report.skipped += 1;
             continue;
         }
         report.packets += 1;
@@ -167,6 +170,21 @@ pub fn difftest(
         );
     }
     Ok(report)
+}
+
+/// Packet buffers for frames up to [`MAX_FRAME`] bytes, with the usual headroom.
+fn checker_pool() -> Result<Pool, LoadError> {
+    let buffer_size = (MAX_FRAME + 512).div_ceil(64) * 64;
+    Pool::new(PoolConfig { buffers: 4, buffer_size, ..PoolConfig::default() })
+        .map_err(|e| LoadError::Invalid(format!("packet pool: {e}")))
+}
+
+impl DiffReport {
+    /// Whether the run says anything: packets ran, some through the specialised program,
+    /// none was skipped, none differed.
+    pub fn passed(&self) -> bool {
+        self.mismatches == 0 && self.skipped == 0 && self.admitted > 0
+    }
 }
 
 /// A small deterministic generator (xorshift64*): the checker must be reproducible.
@@ -223,8 +241,11 @@ pub fn dictionary(prog: &[Insn]) -> Vec<Vec<u8>> {
     out
 }
 
-/// `n` packets of `shape`: lengths at the minimum, one past it and random up to 256 bytes past
-/// it; known bits as the shape says; the other bits random, or a dictionary string dropped at
+/// The longest frame the checker builds (its packet buffers hold it).
+pub const MAX_FRAME: u32 = 9000;
+
+/// `n` packets of `shape`: lengths at and next to both bounds, near the minimum and anywhere
+/// up to the maximum (at most [`MAX_FRAME`]); known bits as the shape says; the other bits random, or a dictionary string dropped at
 /// a random offset.
 pub fn shape_samples(
     shape: &PacketShape,
@@ -232,13 +253,19 @@ pub fn shape_samples(
     n: usize,
     rng: &mut Rng,
 ) -> Vec<Vec<u8>> {
-    let (min, max) = (shape.len.0.max(1) as u64, shape.len.1.min(9000) as u64);
+    let max = shape.len.1.min(MAX_FRAME) as u64;
+    let min = (shape.len.0.max(1) as u64).min(max);
     (0..n)
         .map(|k| {
-            let len = match k % 4 {
+            // The bounds, next to them, and anywhere between (bounds checks far from the
+            // minimum must see both sides too).
+            let len = match k % 6 {
                 0 => min,
                 1 => (min + 1).min(max),
-                _ => min + rng.below((max.saturating_sub(min)).min(256) + 1),
+                2 => max,
+                3 => max.saturating_sub(1).max(min),
+                4 => min + rng.below((max - min).min(256) + 1),
+                _ => min + rng.below(max - min + 1),
             } as usize;
             let mut p: Vec<u8> = (0..len).map(|_| rng.byte()).collect();
             for _ in 0..rng.below(6) {
@@ -273,7 +300,7 @@ pub fn violators(shape: &PacketShape, dict: &[Vec<u8>], n: usize, rng: &mut Rng)
         let mut p = shape_samples(shape, dict, 1, rng).pop().unwrap_or_default();
         match k % 5 {
             0 if shape.len.0 > 14 => p.truncate(shape.len.0 as usize - 1),
-            1 if shape.len.1 < 9000 => p.resize(shape.len.1 as usize + 1, 0),
+            1 if shape.len.1 < MAX_FRAME => p.resize(shape.len.1 as usize + 1, 0),
             2 if !dict.is_empty() && !known.is_empty() => {
                 let at = known[rng.below(known.len() as u64) as usize] as usize;
                 let w = &dict[rng.below(dict.len() as u64) as usize];
@@ -413,8 +440,7 @@ pub fn upstream_outputs(
     let opts = LoadOptions { engine: Engine::Jit, ..LoadOptions::default() };
     let prog = Program::load(up, Context::Xdp, helpers, opts, Some(&maps))?;
     prepare(&maps);
-    let pool = Pool::new(PoolConfig { buffers: 2, ..PoolConfig::default() })
-        .map_err(|e| LoadError::Invalid(format!("packet pool: {e}")))?;
+    let pool = checker_pool()?;
     let mut out = Vec::new();
     for f in frames {
         let Some(mut p) = pool.alloc() else { break };

@@ -20,13 +20,19 @@ pub struct GuardWord {
     pub value: u64,
 }
 
-/// What a packet must satisfy to run the specialised program.
+/// What a packet must satisfy to run the specialised program. The fields are private: the
+/// specialised program's memory safety rests on the length check, and the fast path on every
+/// word lying inside the shortest admitted packet, which the constructors establish.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Guard {
     /// Packet length bounds, inclusive (the specialised program is verified for `min_len`).
-    pub min_len: u32,
-    pub max_len: u32,
-    pub words: Vec<GuardWord>,
+    min_len: u32,
+    max_len: u32,
+    words: Vec<GuardWord>,
+    /// Every word ends at or before `min_len`: after the length check, no word needs a bounds
+    /// check of its own.
+    #[serde(skip)]
+    inside: bool,
 }
 
 impl Guard {
@@ -56,7 +62,30 @@ impl Guard {
             w.mask |= u64::from(known) << shift;
             w.value |= u64::from(f.value & known) << shift;
         }
-        Guard { min_len, max_len, words }
+        Guard::new(min_len, max_len, words)
+    }
+
+    fn new(min_len: u32, max_len: u32, words: Vec<GuardWord>) -> Guard {
+        let inside = words.iter().all(|w| u32::from(w.off) + 8 <= min_len);
+        Guard { min_len, max_len, words, inside }
+    }
+
+    /// The length check alone (trusted mode: the content facts are not checked, memory safety
+    /// still is).
+    pub fn length_only(&self) -> Guard {
+        Guard::new(self.min_len, self.max_len, Vec::new())
+    }
+
+    pub fn min_len(&self) -> u32 {
+        self.min_len
+    }
+
+    pub fn max_len(&self) -> u32 {
+        self.max_len
+    }
+
+    pub fn words(&self) -> &[GuardWord] {
+        &self.words
     }
 
     /// Whether `pkt` may run the specialised program.
@@ -65,6 +94,16 @@ impl Guard {
         let len = pkt.len() as u64;
         if len < self.min_len as u64 || len > self.max_len as u64 {
             return false;
+        }
+        if self.inside {
+            return self.words.iter().all(|w| {
+                // SAFETY: `inside` (set by the only constructor, `new`, from these very words
+                // and `min_len`, neither of which can change afterwards) says `w.off + 8 <=
+                // min_len`, and `pkt.len() >= min_len` was checked above: the 8 bytes are in
+                // `pkt`. Unaligned reads are what `read_unaligned` is for.
+                let v = unsafe { pkt.as_ptr().add(w.off as usize).cast::<u64>().read_unaligned() };
+                u64::from_le(v) & w.mask == w.value
+            });
         }
         self.words.iter().all(|w| {
             let off = w.off as usize;
@@ -151,13 +190,22 @@ mod tests {
     }
 
     #[test]
+    fn the_length_only_guard_keeps_the_length_check() {
+        let g = Guard::from_shape(&shape(), None).length_only();
+        assert!(g.words().is_empty());
+        assert!(g.admits(&[0u8; 74]) && !g.admits(&[0u8; 73]) && !g.admits(&vec![0; 1519]));
+    }
+
+    #[test]
     fn words_stay_inside_short_packets_and_facts_past_the_end_hold() {
         let mut s = PacketShape::with_len(10, 30);
         s.set_known(9, &[1]);
         s.set_known(20, &[2]);
         let g = Guard::from_shape(&s, None);
-        // Byte 9's word starts at 2 so it fits a 10-byte packet.
+        // Byte 9's word starts at 2 so it fits a 10-byte packet; byte 20's cannot (not
+        // inside: the careful path).
         assert_eq!(g.words[0].off, 2);
+        assert!(!g.inside);
         let mut p = vec![0u8; 12];
         p[9] = 1;
         assert!(g.admits(&p), "byte 20 is past the end");

@@ -9,6 +9,7 @@
 pub mod analysis;
 pub mod difftest;
 mod domain;
+pub mod examples;
 pub mod guard;
 pub mod live;
 mod refine;
@@ -29,7 +30,9 @@ pub use report::{chain_report, ChainOptions, ChainReport, Mode};
 pub use shape::{
     ByteFact, ByteTextError, Guarantee, PacketShape, ShapeError, UsedFacts, MAX_SHAPES,
 };
-pub use specialise::{specialise, SpecialiseError, SpecialiseOptions, Specialised};
+pub use specialise::{
+    specialise, specialise_verified, SpecialiseError, SpecialiseOptions, Specialised,
+};
 
 use crate::program::ProgramSpec;
 use crate::verifier::{self, Context, Env, MapInfo, VerifyError};

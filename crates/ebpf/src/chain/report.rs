@@ -73,7 +73,7 @@ impl ChainReport {
     /// Whether the specialisation may replace the original: it exists and the check found no
     /// difference.
     pub fn accepted(&self) -> bool {
-        self.result.is_ok() && self.check.as_ref().is_none_or(|c| c.mismatches == 0)
+        self.result.is_ok() && self.check.as_ref().is_none_or(DiffReport::passed)
     }
 
     /// Analysis, rewrite, re-verification and JIT of the downstream, plus the upstream's
@@ -89,6 +89,7 @@ impl ChainReport {
                 "packets": c.packets,
                 "admitted": c.admitted,
                 "mismatches": c.mismatches,
+                "skipped": c.skipped,
                 "actions": c.actions,
                 "first": c.first.as_ref().map(|m| json!({
                     "frame": hex::encode(&m.frame),
@@ -167,7 +168,7 @@ impl fmt::Display for ChainReport {
         let guard = match self.mode {
             Mode::Guarded => s.guard.to_string(),
             Mode::Trusted => {
-                format!("len in [{}, {}] only (trusted)", s.guard.min_len, s.guard.max_len)
+                format!("len in [{}, {}] only (trusted)", s.guard.min_len(), s.guard.max_len())
             }
         };
         writeln!(f, "  guard: {guard}")?;
@@ -185,7 +186,7 @@ impl fmt::Display for ChainReport {
         )?;
         match &self.check {
             None => writeln!(f, "  not checked (--check 0)"),
-            Some(c) if c.mismatches == 0 => {
+            Some(c) if c.passed() => {
                 let actions: Vec<String> = c
                     .actions
                     .iter()
@@ -204,6 +205,15 @@ impl fmt::Display for ChainReport {
                     actions.join(", ")
                 )
             }
+            Some(c) if c.mismatches == 0 => writeln!(
+                f,
+                "  NOT CHECKED: {} packets ran, {} through the specialised program, {} could not \
+                 run (longer than {} bytes); the original stays",
+                c.packets,
+                c.admitted,
+                c.skipped,
+                super::difftest::MAX_FRAME
+            ),
             Some(c) => {
                 let m = c.first.as_ref();
                 writeln!(
@@ -257,7 +267,7 @@ pub fn chain_report(
         }
     };
     if opts.mode == Mode::Trusted {
-        s.guard.words.clear();
+        s.guard = s.guard.length_only();
     }
     let load = LoadOptions { engine: Engine::Jit, ..LoadOptions::default() };
     match Program::load(&s.spec, s.context, &opts.helpers, load, None) {

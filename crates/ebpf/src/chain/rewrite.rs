@@ -42,6 +42,8 @@ pub enum RewriteError {
     Infeasible { pc: usize },
     #[error("instruction {pc}: a remapped jump does not fit its offset field")]
     Offset { pc: usize },
+    #[error("instruction {pc}: a kept jump leads into code no path of the shape reaches")]
+    Dangling { pc: usize },
 }
 
 /// Options of the passes.
@@ -83,11 +85,16 @@ pub fn rewrite(
     }
     let mut stats = RewriteStats::default();
     let mut code: Vec<Option<Insn>> = prog.iter().copied().map(Some).collect();
+    // The conservative form keeps packet bounds checks; the code their failing side leads to
+    // was reached by no path of the shape, but the verifier will walk it: keep it as it is.
+    let revived = if opts.keep_bounds_checks { revive(prog, cov) } else { vec![false; prog.len()] };
     let mut pc = 0;
     while pc < prog.len() {
         let i = prog[pc];
         let width = if i.is_lddw() { 2 } else { 1 };
-        if !cov.visited[pc] {
+        if revived[pc] {
+            // Kept verbatim.
+        } else if !cov.visited[pc] {
             for slot in &mut code[pc..(pc + width).min(prog.len())] {
                 *slot = None;
             }
@@ -123,7 +130,12 @@ pub fn rewrite(
         pc += width;
     }
     let remap = opts.mutation != Some(Mutation::NoRemap);
-    let mut prog = compact(prog, &code, remap)?;
+    // A kept jump must never land where unreached code was taken out: its place would be
+    // taken by whatever follows.
+    let unreached: Vec<bool> = (0..prog.len())
+        .map(|pc| !cov.visited[pc] && !revived[pc] && !is_second_slot(prog, pc))
+        .collect();
+    let mut prog = compact(prog, &code, remap, &unreached)?;
     // Removing dead definitions can leave jumps to the next instruction, and removing those can
     // leave nothing new: a few rounds reach the fixpoint.
     for _ in 0..8 {
@@ -153,9 +165,48 @@ pub fn rewrite(
         if !changed {
             break;
         }
-        prog = compact(&prog, &code, remap)?;
+        prog = compact(&prog, &code, remap, &[])?;
     }
     Ok((prog, stats))
+}
+
+/// Whether `pc` is the second slot of a `lddw`.
+fn is_second_slot(prog: &[Insn], pc: usize) -> bool {
+    pc > 0 && prog[pc - 1].is_lddw() && !(pc > 1 && is_second_slot(prog, pc - 1))
+}
+
+/// Unreached instructions the failing sides of kept packet bounds checks lead to (up to where
+/// they join reached code).
+fn revive(prog: &[Insn], cov: &Coverage) -> Vec<bool> {
+    let mut revived = vec![false; prog.len()];
+    let mut work: Vec<usize> = Vec::new();
+    for (pc, i) in prog.iter().enumerate() {
+        if cov.visited[pc] && cov.bounds_check[pc] {
+            let t = target(pc, *i).and_then(|t| usize::try_from(t).ok());
+            work.extend(t.filter(|_| !cov.taken[pc]));
+            work.extend(Some(pc + 1).filter(|_| !cov.fell[pc]));
+        }
+    }
+    while let Some(pc) = work.pop() {
+        if pc >= prog.len() || cov.visited[pc] || revived[pc] {
+            continue;
+        }
+        revived[pc] = true;
+        let i = prog[pc];
+        if i.is_lddw() && pc + 1 < prog.len() {
+            revived[pc + 1] = true;
+            work.push(pc + 2);
+            continue;
+        }
+        let t = target(pc, i).and_then(|t| usize::try_from(t).ok());
+        work.extend(t);
+        let ends = matches!(i.class(), class::JMP | class::JMP32)
+            && (i.op() == jmp::EXIT || i.op() == jmp::JA);
+        if !ends {
+            work.push(pc + 1);
+        }
+    }
+    revived
 }
 
 fn is_conditional(i: Insn) -> bool {
@@ -203,8 +254,15 @@ fn target(pc: usize, i: Insn) -> Option<i64> {
 
 /// Drop the `None` slots of `code` (the instructions of `prog`, some replaced), pointing every
 /// jump and call at the instruction its target became: a removed target's place is taken by
-/// the next instruction kept, which is where execution would have gone on.
-fn compact(prog: &[Insn], code: &[Option<Insn>], remap: bool) -> Result<Vec<Insn>, RewriteError> {
+/// the next instruction kept, which is where execution would have gone on: right for an
+/// instruction removed as doing nothing, wrong for one no path reached (`unreached`: a jump
+/// there is refused).
+fn compact(
+    prog: &[Insn],
+    code: &[Option<Insn>],
+    remap: bool,
+    unreached: &[bool],
+) -> Result<Vec<Insn>, RewriteError> {
     let mut new_index = Vec::with_capacity(code.len() + 1);
     let mut kept = 0i64;
     for slot in code {
@@ -219,7 +277,11 @@ fn compact(prog: &[Insn], code: &[Option<Insn>], remap: bool) -> Result<Vec<Insn
         let t = target(pc, i).or_else(|| target(pc, prog[pc]));
         if let Some(t) = t.filter(|_| remap && !(prog[pc].is_lddw() || i.is_lddw())) {
             let here = out.len() as i64;
-            let t = usize::try_from(t).ok().and_then(|t| new_index.get(t)).copied();
+            let t = usize::try_from(t).ok();
+            if t.is_some_and(|t| unreached.get(t).copied().unwrap_or(false)) {
+                return Err(RewriteError::Dangling { pc });
+            }
+            let t = t.and_then(|t| new_index.get(t)).copied();
             let rel = t.ok_or(RewriteError::Offset { pc })? - here - 1;
             if i.op() == jmp::CALL || (i.class() == class::JMP32 && i.op() == jmp::JA) {
                 i.imm = i32::try_from(rel).map_err(|_| RewriteError::Offset { pc })?;
@@ -404,6 +466,34 @@ mod tests {
         assert_eq!(rewrite(&prog, &cov, keep, &|_| None).unwrap().0.len(), 3);
         let (out, s) = rewrite(&prog, &cov, RewriteOptions::default(), &|_| None).unwrap();
         assert_eq!((out.len(), s.bounds_checks_decided), (2, 1));
+    }
+
+    #[test]
+    fn the_conservative_form_keeps_the_failing_side_of_a_kept_bounds_check() {
+        // `jgt` is a bounds check the shape decides (never taken): the conservative form keeps
+        // it, so the code it jumps to must stay too, not be replaced by what follows.
+        let prog = assemble("jgt r2, r3, +2\nmov r0, 2\nexit\nmov r0, 1\nexit").unwrap();
+        let mut cov = cov_all(&prog);
+        cov.taken[0] = false;
+        cov.bounds_check[0] = true;
+        cov.visited[3] = false;
+        cov.visited[4] = false;
+        let keep = RewriteOptions { keep_bounds_checks: true, ..Default::default() };
+        let (out, _) = rewrite(&prog, &cov, keep, &|_| None).unwrap();
+        assert_eq!(out, prog);
+        let (out, _) = rewrite(&prog, &cov, RewriteOptions::default(), &|_| None).unwrap();
+        assert_eq!(out, assemble("mov r0, 2\nexit").unwrap());
+    }
+
+    #[test]
+    fn a_kept_jump_into_unreached_code_is_refused() {
+        // Coverage that says a jump both ways but never reached its target (inconsistent, as a
+        // bug upstream would make it): the jump is not pointed at whatever follows.
+        let prog = assemble("jeq r1, 1, +2\nmov r0, 2\nexit\nmov r0, 1\nexit").unwrap();
+        let mut cov = cov_all(&prog);
+        cov.visited[3] = false;
+        let r = rewrite(&prog, &cov, RewriteOptions::default(), &|_| None);
+        assert_eq!(r, Err(RewriteError::Dangling { pc: 0 }));
     }
 
     #[test]

@@ -313,7 +313,17 @@ pub enum ShapeError {
     EmptyLen { min: u32, max: u32 },
     #[error("shape {index}: {source}")]
     InShape { index: usize, source: Box<ShapeError> },
+    #[error("no packet is {min} bytes long (at most {MAX_PACKET_LEN})")]
+    TooLong { min: u32 },
+    #[error("{count} known bytes: a shape names at most {MAX_FACTS}")]
+    TooManyFacts { count: usize },
 }
+
+/// The longest packet a shape from outside may require (an IPv4 datagram's limit).
+pub const MAX_PACKET_LEN: u32 = 65_535;
+/// Known bytes a shape from outside may name: far more than any parser reads, few enough that
+/// the analysis, which carries them on every path, stays fast.
+pub const MAX_FACTS: usize = 1024;
 
 /// A shape as its JSON spells it.
 #[derive(Debug, Clone, Deserialize)]
@@ -352,6 +362,12 @@ impl TryFrom<RawShape> for PacketShape {
         let (min, max) = raw.len;
         if min > max {
             return Err(ShapeError::EmptyLen { min, max });
+        }
+        if min > MAX_PACKET_LEN {
+            return Err(ShapeError::TooLong { min });
+        }
+        if raw.bytes.len() > MAX_FACTS {
+            return Err(ShapeError::TooManyFacts { count: raw.bytes.len() });
         }
         let mut shape = PacketShape::with_len(min, max);
         for (key, text) in raw.bytes {

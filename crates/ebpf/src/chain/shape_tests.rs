@@ -58,6 +58,11 @@ fn bad_json_gives_typed_errors() {
     assert!(matches!(err("not json"), ShapeError::Json(_)));
     let g = Guarantee::from_json(r#"{"shapes":[{"len":[0,9]},{"len":[9,1]}]}"#).unwrap_err();
     assert!(matches!(g, ShapeError::InShape { index: 1, .. }), "{g}");
+    // Hostile sizes: a minimum no packet has, more facts than any parser reads.
+    assert!(matches!(err(r#"{"len":[65536,70000]}"#), ShapeError::TooLong { min: 65536 }));
+    let many: Vec<String> = (0..2000).map(|o| format!("\"{o}\":\"0?\"")).collect();
+    let many = format!(r#"{{"len":[64,65535],"bytes":{{{}}}}}"#, many.join(","));
+    assert!(matches!(err(&many), ShapeError::TooManyFacts { count: 2000 }));
 }
 
 #[test]

@@ -116,7 +116,7 @@ pub fn specialise_verified(
     }
     let cov = &analysis.coverage;
     let guard = Guard::from_shape(&shape, (!cov.moves_packet).then_some(&cov.read));
-    let context = Context::XdpMinLen { min_len: guard.min_len };
+    let context = Context::XdpMinLen { min_len: guard.min_len() };
     let helper_args = |id: u32| {
         let h = opts.analysis.helpers.get(id)?;
         Some(h.args.iter().take_while(|a| **a != Arg::None).count())

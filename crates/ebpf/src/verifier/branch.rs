@@ -159,6 +159,12 @@ impl Explorer<'_> {
                     let reach = p.off + if strict_safe { 1 } else { 0 };
                     if reach > 0 {
                         let target = if t { &mut *taken } else { &mut *fall };
+                        // A check on `data` itself (id 1: read from the context, moved by
+                        // constants only) bounds the packet: a later read of `data` is good
+                        // for as many bytes (until a helper moves the packet).
+                        if p.id == 1 && p.var.as_const() == Some(0) {
+                            target.packet_min = target.packet_min.max(reach as u64);
+                        }
                         target.for_each_reg(|r| {
                             if let Reg::Ptr(q) = r {
                                 if q.kind == PtrKind::Packet && q.id == p.id {

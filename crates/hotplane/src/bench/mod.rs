@@ -1,6 +1,7 @@
 //! `hotplane bench NAME`: benchmarks that measure, next to an anchor run in the same
 //! invocation where one exists, and print one JSON object as their last line.
 
+pub mod chain;
 pub mod ebpf;
 #[cfg(feature = "lua")]
 pub mod lua;

@@ -1,0 +1,385 @@
+//! `hotplane bench chain`: the seed's experiment (Krude et al.) in hotplane's engines. The
+//! firewall `fw6ah` (IPv6/TCP only, inserts an Authentication Header) in front of the load
+//! balancers `lb6` (cilium-style, Ethernet/VLAN/IPv4/IPv6/extension headers, DNAT) and
+//! `quiclb6`, and `lb6`'s parse alone (`lb6_parse`, the seed's "parse part"):
+//!
+//! - size: instruction slots before and after specialisation to fw6ah's pass guarantee;
+//! - optimisation time: the upstream's analysis, the downstream's analysis, rewrite,
+//!   re-verification and JIT (p50 and p99 of repeated runs);
+//! - per packet, side by side in one run: the original ("off"), the specialised program behind
+//!   its guard ("guarded"), and behind the length check alone ("trusted"), in the JIT and the
+//!   interpreter; the guard alone; the whole chain (fw6ah + lb6) per packet;
+//! - the differential checker on at least `--check` packets (upstream outputs with services
+//!   installed so that the DNAT path runs, shape samples, violators): mismatches must be 0.
+//!
+//! The frames are fw6ah's real outputs for generated IPv6/TCP traffic to the services; each
+//! is reset before every run (the DNAT rewrites it) and the reset's own time is subtracted.
+//! Map-content specialisation is not built yet: `mapconst_ns` is null.
+
+use super::{emit, median, Progress};
+use anyhow::{anyhow, Context as _};
+use hotplane_core::{Packet, Pool, PoolConfig};
+use hotplane_ebpf::chain::difftest::{
+    dictionary, difftest, shape_samples, traffic, upstream_outputs, violators, DiffReport, Rng,
+};
+use hotplane_ebpf::chain::examples::fill_services;
+use hotplane_ebpf::chain::{
+    analyse, default_input, specialise_verified, ExitAction, Guard, PacketShape, SpecialiseOptions,
+    Specialised,
+};
+use hotplane_ebpf::program::{Engine, LoadOptions, MapRegistry, Program, ProgramSpec};
+use hotplane_ebpf::verifier::Context;
+use hotplane_ebpf::{elf, xdp};
+use hotplane_engine::pin_to_core;
+use serde_json::{json, Value};
+use std::time::Instant;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct Opts {
+    #[arg(long)]
+    pub json: bool,
+    /// Packets per measurement.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub packets: u64,
+    /// Measurements per figure (medians reported; the variants interleave).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: u32,
+    /// Optimisation runs per program (for p50 and p99).
+    #[arg(long, default_value_t = 30)]
+    pub optimise_runs: usize,
+    /// Packets through the differential checker in all.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub check: usize,
+    /// Core to pin the benchmark to.
+    #[arg(long, default_value_t = 1)]
+    pub core: usize,
+}
+
+const UPSTREAM: (&str, &[u8]) =
+    ("fw6ah", include_bytes!("../../../../examples/ebpf/chain/fw6ah.o"));
+const DOWNSTREAMS: [(&str, &[u8]); 3] = [
+    ("lb6", include_bytes!("../../../../examples/ebpf/chain/lb6.o")),
+    ("quiclb6", include_bytes!("../../../../examples/ebpf/chain/quiclb6.o")),
+    ("lb6_parse", include_bytes!("../../../../examples/ebpf/chain/lb6_parse.o")),
+];
+const BATCH: usize = 32;
+
+fn load_spec(name: &str, object: &[u8]) -> anyhow::Result<ProgramSpec> {
+    elf::load(object, None).map_err(|e| anyhow!("{name}: {e}"))
+}
+
+fn load(
+    spec: &ProgramSpec,
+    ctx: Context,
+    engine: Engine,
+    maps: &MapRegistry,
+) -> anyhow::Result<Program> {
+    let opts = LoadOptions { engine, cpus: 1, ..LoadOptions::default() };
+    Program::load(spec, ctx, &xdp::deterministic_helpers(), opts, Some(maps))
+        .map_err(|e| anyhow!("{}: {e}", spec.name))
+}
+
+/// How a batch is run.
+enum Runner<'a> {
+    Plain(&'a Program),
+    Guarded { guard: &'a Guard, fast: &'a Program, original: &'a Program },
+}
+
+impl Runner<'_> {
+    #[inline(always)]
+    fn run(&self, p: &mut Packet) -> u64 {
+        match self {
+            Runner::Plain(prog) => prog.run_xdp(p, 0),
+            Runner::Guarded { guard, fast, original } => {
+                if guard.admits(p.data()) {
+                    fast.run_xdp(p, 0)
+                } else {
+                    original.run_xdp(p, 0)
+                }
+            }
+        }
+    }
+}
+
+/// ns per packet of `runner` on `frames` (reset before each run; the reset's time, measured
+/// on its own, is subtracted).
+fn per_packet(
+    runner: Option<&Runner<'_>>,
+    frames: &[Vec<u8>],
+    pool: &Pool,
+    packets: u64,
+) -> anyhow::Result<f64> {
+    let mut batch: Vec<Packet> = (0..BATCH)
+        .map(|_| pool.alloc().ok_or_else(|| anyhow!("pool empty")))
+        .collect::<Result<_, _>>()?;
+    let rounds = packets.div_ceil(BATCH as u64);
+    let mut k = 0usize;
+    let mut round = |batch: &mut Vec<Packet>| -> anyhow::Result<()> {
+        for p in batch.iter_mut() {
+            p.set_frame(&frames[k % frames.len()]).map_err(|e| anyhow!("{e}"))?;
+            k += 1;
+        }
+        if let Some(r) = runner {
+            for p in batch.iter_mut() {
+                std::hint::black_box(r.run(p));
+            }
+        }
+        Ok(())
+    };
+    for _ in 0..rounds / 10 + 1 {
+        round(&mut batch)?;
+    }
+    let t = Instant::now();
+    for _ in 0..rounds {
+        round(&mut batch)?;
+    }
+    Ok(t.elapsed().as_nanos() as f64 / (rounds * BATCH as u64) as f64)
+}
+
+/// ns per packet of the guard alone, over the frames again and again.
+fn guard_ns(guard: &Guard, frames: &[Vec<u8>], packets: u64) -> f64 {
+    let rounds = packets.div_ceil(frames.len() as u64);
+    let t = Instant::now();
+    let mut admitted = 0u64;
+    for _ in 0..rounds {
+        for f in frames {
+            admitted += u64::from(guard.admits(std::hint::black_box(f)));
+        }
+    }
+    std::hint::black_box(admitted);
+    t.elapsed().as_nanos() as f64 / (rounds * frames.len() as u64) as f64
+}
+
+fn percentile(mut v: Vec<f64>, q: f64) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+struct Row {
+    name: &'static str,
+    spec: ProgramSpec,
+    s: Specialised,
+    optimise_ms: Vec<f64>,
+}
+
+pub fn run(o: &Opts) -> anyhow::Result<()> {
+    pin_to_core(o.core);
+    let mut progress = Progress::new("bench chain", o.json);
+    let helpers = xdp::deterministic_helpers();
+    let up = load_spec(UPSTREAM.0, UPSTREAM.1)?;
+    let sopts = SpecialiseOptions {
+        analysis: hotplane_ebpf::chain::AnalysisOptions {
+            helpers: helpers.clone(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    // The frames: fw6ah's outputs for generated traffic, IPv6/TCP to the services.
+    let mut rng = Rng::new(0xc4a1);
+    let outputs = upstream_outputs(&up, &traffic(40_000, &mut rng), &helpers, &|_| {})
+        .map_err(|e| anyhow!("{e}"))?;
+    anyhow::ensure!(outputs.len() > 100, "fw6ah passed only {} generated frames", outputs.len());
+    let assumed: PacketShape = analyse(&up.insns, &default_input(), &sopts.analysis)
+        .guarantee(ExitAction::Pass)
+        .hull()
+        .ok_or_else(|| anyhow!("fw6ah passes nothing"))?;
+    progress.note(&format!("frames: {} outputs of fw6ah", outputs.len()));
+
+    // Optimisation, as a data plane does it on an upstream change: analyse the upstream,
+    // specialise the (already verified) downstream, JIT it.
+    let mut rows = Vec::new();
+    for (name, object) in DOWNSTREAMS {
+        let spec = load_spec(name, object)?;
+        let mut times = Vec::new();
+        let mut last = None;
+        for _ in 0..o.optimise_runs.max(1) {
+            let t = Instant::now();
+            let g =
+                analyse(&up.insns, &default_input(), &sopts.analysis).guarantee(ExitAction::Pass);
+            let s = specialise_verified(&spec, &g, &sopts).with_context(|| name.to_string())?;
+            let jit = load(&s.spec, s.context, Engine::Jit, &MapRegistry::default())?;
+            std::hint::black_box(&jit);
+            times.push(t.elapsed().as_nanos() as f64 / 1e6);
+            last = Some(s);
+        }
+        let s = last.ok_or_else(|| anyhow!("no run"))?;
+        progress.note(&format!(
+            "{name}: {} -> {} slots, optimise p50 {:.2} ms",
+            s.original_slots,
+            s.slots(),
+            median(times.clone())
+        ));
+        rows.push(Row { name, spec, s, optimise_ms: times });
+    }
+
+    let pool = Pool::new(PoolConfig { buffers: 2 * BATCH as u32, ..PoolConfig::default() })?;
+    let mut programs = Vec::new();
+    let mut timing = serde_json::Map::new();
+    let total = rows.len() as u64 * u64::from(o.repeat) * 7;
+    let mut done = 0;
+    for row in &rows {
+        let maps = MapRegistry::default();
+        let mut times: [Vec<f64>; 7] = Default::default();
+        let jit_orig = load(&row.spec, Context::Xdp, Engine::Jit, &maps)?;
+        let jit_fast = load(&row.s.spec, row.s.context, Engine::Jit, &maps)?;
+        let int_orig = load(&row.spec, Context::Xdp, Engine::Interp, &maps)?;
+        let int_fast = load(&row.s.spec, row.s.context, Engine::Interp, &maps)?;
+        fill_services(&maps).map_err(|e| anyhow!("{e}"))?;
+        let trusted = row.s.guard.length_only();
+        let interp_packets = (o.packets / 10).max(1000);
+        for _ in 0..o.repeat {
+            let runs: [(Option<Runner<'_>>, u64); 7] = [
+                (None, o.packets),
+                (Some(Runner::Plain(&jit_orig)), o.packets),
+                (
+                    Some(Runner::Guarded {
+                        guard: &row.s.guard,
+                        fast: &jit_fast,
+                        original: &jit_orig,
+                    }),
+                    o.packets,
+                ),
+                (
+                    Some(Runner::Guarded { guard: &trusted, fast: &jit_fast, original: &jit_orig }),
+                    o.packets,
+                ),
+                (None, interp_packets),
+                (Some(Runner::Plain(&int_orig)), interp_packets),
+                (
+                    Some(Runner::Guarded {
+                        guard: &row.s.guard,
+                        fast: &int_fast,
+                        original: &int_orig,
+                    }),
+                    interp_packets,
+                ),
+            ];
+            for (k, (r, n)) in runs.iter().enumerate() {
+                times[k].push(per_packet(r.as_ref(), &outputs, &pool, *n)?);
+                done += 1;
+                progress.update(done, total);
+            }
+        }
+        let [reset, off, guarded, trusted_ns, reset_i, off_i, guarded_i] = times.map(median);
+        let (off, guarded, trusted_ns) = (off - reset, guarded - reset, trusted_ns - reset);
+        let (off_i, guarded_i) = (off_i - reset_i, guarded_i - reset_i);
+        timing.insert(
+            row.name.into(),
+            json!({
+                "jit": {"off_ns": off, "guarded_ns": guarded, "trusted_ns": trusted_ns,
+                        "mapconst_ns": null, "speedup": off / guarded, "speedup_trusted": off / trusted_ns,
+                        "speedup_mapconst": null},
+                "interp": {"off_ns": off_i, "guarded_ns": guarded_i, "speedup": off_i / guarded_i},
+                "guard_ns": guard_ns(&row.s.guard, &outputs[..BATCH.min(outputs.len())], o.packets),
+            }),
+        );
+        programs.push(json!({
+            "name": row.name,
+            "slots_before": row.s.original_slots,
+            "slots_after": row.s.slots(),
+            "reduction": row.s.reduction(),
+            "conservative": row.s.conservative,
+            "guard": row.s.guard.to_string(),
+            "optimise_ms_p50": median(row.optimise_ms.clone()),
+            "optimise_ms_p99": percentile(row.optimise_ms.clone(), 0.99),
+        }));
+    }
+
+    // The whole chain per packet: fw6ah then lb6 (the seed's figure), original and guarded.
+    let lb6 = &rows[0];
+    let maps = MapRegistry::default();
+    let up_jit = load(&up, Context::Xdp, Engine::Jit, &maps)?;
+    let up_ns = median(
+        (0..o.repeat)
+            .map(|_| {
+                let reset = per_packet(None, &traffic_frames(&outputs), &pool, o.packets)?;
+                Ok(per_packet(
+                    Some(&Runner::Plain(&up_jit)),
+                    &traffic_frames(&outputs),
+                    &pool,
+                    o.packets,
+                )? - reset)
+            })
+            .collect::<anyhow::Result<Vec<f64>>>()?,
+    );
+    let lb6_t = &timing["lb6"]["jit"];
+    let off_ns = lb6_t["off_ns"].as_f64().unwrap_or(f64::NAN);
+    let best_ns = lb6_t["guarded_ns"].as_f64().unwrap_or(f64::NAN);
+
+    // The differential checker, through the JIT.
+    let mut check = DiffReport::default();
+    let per_row = o.check.div_ceil(rows.len() * 3).max(1);
+    let mut guard_misses = 0usize;
+    for row in &rows {
+        let dict = dictionary(&row.spec.insns);
+        let mut rng = Rng::new(0xd1ff ^ row.s.original_slots as u64);
+        let mut frames: Vec<Vec<u8>> =
+            (0..per_row).map(|k| outputs[k % outputs.len()].clone()).collect();
+        guard_misses += frames.iter().filter(|f| !row.s.guard.admits(f)).count();
+        frames.extend(shape_samples(&assumed, &dict, per_row, &mut rng));
+        frames.extend(violators(&assumed, &dict, per_row, &mut rng));
+        let r = difftest(&row.spec, &row.s, &frames, &helpers, Engine::Jit, &|m| {
+            let _ = fill_services(m);
+        })
+        .map_err(|e| anyhow!("{e}"))?;
+        check.absorb(r);
+    }
+    if let Some(m) = &check.first {
+        progress.note(&format!("MISMATCH: {} (frame {})", m.what, hex::encode(&m.frame)));
+    }
+    let lb = &timing["lb6"];
+    progress.finish(&format!(
+        "lb6: JIT {:.1} -> {:.1} ns ({:.2}x), interp {:.0} -> {:.0} ns ({:.2}x); {} packets checked, {} mismatches",
+        lb["jit"]["off_ns"].as_f64().unwrap_or(0.0),
+        lb["jit"]["guarded_ns"].as_f64().unwrap_or(0.0),
+        lb["jit"]["speedup"].as_f64().unwrap_or(0.0),
+        lb["interp"]["off_ns"].as_f64().unwrap_or(0.0),
+        lb["interp"]["guarded_ns"].as_f64().unwrap_or(0.0),
+        lb["interp"]["speedup"].as_f64().unwrap_or(0.0),
+        check.packets,
+        check.mismatches
+    ));
+    let out: Value = json!({
+        "bench": "chain",
+        "upstream": UPSTREAM.0,
+        "programs": programs,
+        "optimise_ms_p50": median(lb6.optimise_ms.clone()),
+        "optimise_ms_p99": percentile(lb6.optimise_ms.clone(), 0.99),
+        "jit": timing["lb6"]["jit"],
+        "interp": timing["lb6"]["interp"],
+        "guard_ns": timing["lb6"]["guard_ns"],
+        "per_program": timing,
+        "chain_mpps": {"off": 1e3 / (up_ns + off_ns), "best": 1e3 / (up_ns + best_ns), "upstream_ns": up_ns},
+        "guard_miss_rate": guard_misses as f64 / (per_row * rows.len()) as f64,
+        "differential_packets": check.packets,
+        "mismatches": check.mismatches,
+        "actions": check.actions,
+        "packets": o.packets,
+        "core": o.core,
+    });
+    emit(&out, o.json);
+    anyhow::ensure!(
+        check.mismatches == 0,
+        "the differential checker found {} mismatches",
+        check.mismatches
+    );
+    Ok(())
+}
+
+/// The traffic fw6ah itself sees: its outputs with the AH taken out would be closer, but its
+/// own cost is measured on what reaches it in the experiment, the generated IPv6/TCP frames.
+fn traffic_frames(outputs: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    outputs
+        .iter()
+        .map(|f| {
+            // Remove the 24-byte AH fw6ah inserted after the IPv6 header (offset 54) and put
+            // TCP back as the next header, with the payload length it had.
+            let mut g = f[..54].to_vec();
+            g[20] = 6;
+            let plen = u16::from_be_bytes([g[18], g[19]]).saturating_sub(24);
+            g[18..20].copy_from_slice(&plen.to_be_bytes());
+            g.extend_from_slice(&f[78..]);
+            g
+        })
+        .collect()
+}
