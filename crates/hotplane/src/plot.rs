@@ -211,3 +211,77 @@ pub fn lines_png(
     root.present()?;
     Ok(())
 }
+
+/// One panel of a timeline: its y axis and lines.
+pub struct TimelinePanel {
+    pub y_desc: String,
+    pub lines: Vec<Line>,
+}
+
+/// A PNG of panels stacked over one shared time axis (ms), with events marked in each.
+pub fn timeline_png(
+    path: &Path,
+    title: &str,
+    panels: &[TimelinePanel],
+    markers: &[Marker],
+) -> anyhow::Result<()> {
+    register_font()?;
+    let height = 300 * panels.len().max(1) as u32 + 50;
+    let root = BitMapBackend::new(path, (1100, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(title, ("sans-serif", 22))?;
+    let x1 = panels
+        .iter()
+        .flat_map(|p| p.lines.iter().flat_map(|l| l.points.iter().map(|p| p.0)))
+        .fold(1.0f64, f64::max);
+    for (area, panel) in root.split_evenly((panels.len().max(1), 1)).iter().zip(panels) {
+        let y1 = panel
+            .lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|p| p.1))
+            .fold(0.0f64, f64::max)
+            .max(1e-9)
+            * 1.15;
+        let mut chart = ChartBuilder::on(area)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0f64..x1, 0f64..y1)?;
+        chart
+            .configure_mesh()
+            .x_desc("time (ms)")
+            .y_desc(&panel.y_desc)
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()?;
+        for (k, m) in markers.iter().enumerate() {
+            chart.draw_series(LineSeries::new(
+                [(m.at_ms, 0.0), (m.at_ms, y1)],
+                RGBColor(150, 150, 150).stroke_width(1),
+            ))?;
+            // Labels of neighbouring markers on alternate heights, so they never overlap.
+            let height = if k % 2 == 0 { 0.95 } else { 0.85 };
+            chart.draw_series(std::iter::once(Text::new(
+                format!(" {}", m.label),
+                (m.at_ms, y1 * height),
+                ("sans-serif", 14),
+            )))?;
+        }
+        for l in &panel.lines {
+            let color = l.color;
+            chart
+                .draw_series(LineSeries::new(l.points.iter().copied(), color.stroke_width(2)))?
+                .label(&l.name)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()?;
+    }
+    root.present()?;
+    Ok(())
+}

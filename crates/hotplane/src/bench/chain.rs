@@ -53,8 +53,16 @@ pub struct Opts {
     /// Core to pin the benchmark to.
     #[arg(long, default_value_t = 1)]
     pub core: usize,
+    /// Length of the live replacement run (pre replaced at a third of it), ms.
+    #[arg(long, default_value_t = 600)]
+    pub live_ms: u64,
+    /// Where the replacement plot goes.
+    #[arg(long, default_value = "target/bench-chain")]
+    pub out: std::path::PathBuf,
 }
 
+const REPLACEMENT: (&str, &[u8]) =
+    ("fw6opt", include_bytes!("../../../../examples/ebpf/chain/fw6opt.o"));
 const UPSTREAM: (&str, &[u8]) =
     ("fw6ah", include_bytes!("../../../../examples/ebpf/chain/fw6ah.o"));
 const DOWNSTREAMS: [(&str, &[u8]); 3] = [
@@ -324,6 +332,15 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
         .map_err(|e| anyhow!("{e}"))?;
         check.absorb(r);
     }
+    let live = replacement(o)?;
+    progress.note(&format!(
+        "live: pre replaced at {:.0} ms, lb6 re-specialised {:.1} ms later; {} guard misses meanwhile; {} dropped; plot {}",
+        live["replaced_at_ms"].as_f64().unwrap_or(0.0),
+        live["respecialise_ms"].as_f64().unwrap_or(f64::NAN),
+        live["misses_between"],
+        live["dropped"],
+        live["plot"].as_str().unwrap_or("")
+    ));
     if let Some(m) = &check.first {
         progress.note(&format!("MISMATCH: {} (frame {})", m.what, hex::encode(&m.frame)));
     }
@@ -354,6 +371,7 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
         "differential_packets": check.packets,
         "mismatches": check.mismatches,
         "actions": check.actions,
+        "live": live,
         "packets": o.packets,
         "core": o.core,
     });
@@ -382,4 +400,154 @@ fn traffic_frames(outputs: &[Vec<u8>]) -> Vec<Vec<u8>> {
             g
         })
         .collect()
+}
+
+/// The live experiment: packets flow through `pre` (fw6ah) and `mid` (lb6) on this thread, the
+/// control side's housekeeping runs every 50 ms between batches (as the engine runs it), and a
+/// third of the way in `pre` is replaced by fw6opt (three extension headers instead of the AH).
+/// Per millisecond: lb6's time per packet and how many packets its guard sent to the original.
+fn replacement(o: &Opts) -> anyhow::Result<Value> {
+    use hotplane_core::batch::Batch;
+    use hotplane_core::{Qsbr, Stage, StageRef, Verdict, WorkerCx};
+    use hotplane_ebpf::chain::live::{ChainConfig, ChainManager};
+    use hotplane_ebpf::env::{Code, EbpfEnv};
+    let qsbr = Qsbr::new();
+    let mut reader = qsbr.register("bench chain live");
+    let env = EbpfEnv::new(1, Engine::Jit);
+    let manager = ChainManager::new(ChainConfig::default(), &qsbr);
+    let stage = |name: &str,
+                 object: &[u8]|
+     -> anyhow::Result<std::sync::Arc<hotplane_ebpf::stage::XdpStage>> {
+        let s = env.chain_stage(&Code::Elf(object.to_vec()), None, None, name, &qsbr)?;
+        manager.register(&s);
+        Ok(s)
+    };
+    let as_ref = |s: &std::sync::Arc<hotplane_ebpf::stage::XdpStage>| -> StageRef { s.clone() };
+    let pre1 = stage(UPSTREAM.0, UPSTREAM.1)?;
+    let pre2 = stage(REPLACEMENT.0, REPLACEMENT.1)?;
+    let mid = stage("lb6", DOWNSTREAMS[0].1)?;
+    fill_services(&env.maps).map_err(|e| anyhow!("{e}"))?;
+    manager.installed("pre", 1, 1, Some(&as_ref(&pre1)));
+    manager.installed("mid", 1, 1, Some(&as_ref(&mid)));
+    // Frames both firewalls pass (IPv6/TCP, long enough; no source is blocked): generated
+    // traffic to the services.
+    let mut rng = Rng::new(0x11fe);
+    let candidates = traffic(40_000, &mut rng);
+    let frames: Vec<Vec<u8>> = candidates
+        .into_iter()
+        .filter(|f| f.len() >= 74 && f[12..14] == [0x86, 0xdd] && f[20] == 6)
+        .take(4096)
+        .collect();
+    anyhow::ensure!(!frames.is_empty(), "no IPv6/TCP frame generated");
+    let pool = Pool::new(PoolConfig { buffers: 2 * BATCH as u32, ..PoolConfig::default() })?;
+    let cell = mid.chain.as_ref().ok_or_else(|| anyhow!("lb6 has no chain cell"))?;
+    let start = Instant::now();
+    let replace_at = o.live_ms as f64 / 3.0;
+    let (mut replaced, mut next_housekeeping) = (false, 0.0);
+    let mut respecialised_at: Option<f64> = None;
+    let (mut windows, mut k, mut dropped) = (Vec::<(f64, u64, u64, u64)>::new(), 0usize, 0u64);
+    let mut pre = pre1.clone();
+    loop {
+        let now = start.elapsed().as_secs_f64() * 1e3;
+        if now >= o.live_ms as f64 {
+            break;
+        }
+        if now >= next_housekeeping {
+            manager.housekeeping(&env.maps, 1);
+            next_housekeeping += 50.0;
+        }
+        if !replaced && now >= replace_at {
+            pre = pre2.clone();
+            manager.installed("pre", 1, 1, Some(&as_ref(&pre2)));
+            replaced = true;
+        }
+        if replaced
+            && respecialised_at.is_none()
+            && cell.current().is_some_and(|v| v.upstream == REPLACEMENT.0)
+        {
+            respecialised_at = Some(now);
+        }
+        let mut batch = Batch::new(BATCH);
+        for _ in 0..BATCH {
+            let mut p = pool.alloc().ok_or_else(|| anyhow!("pool empty"))?;
+            p.set_frame(&frames[k % frames.len()]).map_err(|e| anyhow!("{e}"))?;
+            k += 1;
+            let _ = batch.push(p);
+        }
+        let (_, misses0) = cell.guard_counts();
+        let guard = reader.guard();
+        let mut cx = WorkerCx::new(0, hotplane_core::time::now_ns(), &guard);
+        let all = batch.all();
+        pre.run(&mut batch, all, &mut cx);
+        let t = Instant::now();
+        mid.run(&mut batch, all, &mut cx);
+        let ns = t.elapsed().as_nanos() as u64;
+        // The worker's quiescent state between batches (old variants are freed behind it).
+        reader.quiescent();
+        dropped += batch.iter().filter(|p| p.meta.verdict == Verdict::Drop).count() as u64;
+        let (_, misses1) = cell.guard_counts();
+        let window = now.floor();
+        match windows.last_mut() {
+            Some(w) if w.0 == window => {
+                w.1 += ns;
+                w.2 += BATCH as u64;
+                w.3 += misses1 - misses0;
+            }
+            _ => windows.push((window, ns, BATCH as u64, misses1 - misses0)),
+        }
+    }
+    let replaced_at = replace_at;
+    let per_packet: Vec<(f64, f64)> =
+        windows.iter().map(|w| (w.0, w.1 as f64 / w.2 as f64)).collect();
+    let miss_share: Vec<(f64, f64)> =
+        windows.iter().map(|w| (w.0, 100.0 * w.3 as f64 / w.2 as f64)).collect();
+    let between =
+        |a: f64, b: f64| windows.iter().filter(|w| w.0 >= a && w.0 < b).map(|w| w.3).sum::<u64>();
+    let resp = respecialised_at.unwrap_or(f64::NAN);
+    std::fs::create_dir_all(&o.out).with_context(|| o.out.display().to_string())?;
+    let plot = o.out.join("chain-replacement.png");
+    let mut markers =
+        vec![crate::plot::Marker { at_ms: replaced_at, label: "pre: fw6ah -> fw6opt".into() }];
+    if let Some(r) = respecialised_at {
+        markers.push(crate::plot::Marker { at_ms: r, label: "lb6 re-specialised".into() });
+    }
+    let line = |name: &str, color, points| crate::plot::Line {
+        name: name.into(),
+        color,
+        dashed: false,
+        points,
+    };
+    crate::plot::timeline_png(
+        &plot,
+        "lb6 behind a replaced firewall: per-packet time and guard misses (1 ms windows)",
+        &[
+            crate::plot::TimelinePanel {
+                y_desc: "lb6 ns per packet".into(),
+                lines: vec![line(
+                    "lb6 (guarded)",
+                    plotters::style::RGBColor(31, 119, 180),
+                    per_packet,
+                )],
+            },
+            crate::plot::TimelinePanel {
+                y_desc: "guard misses (% of packets)".into(),
+                lines: vec![line(
+                    "to the original",
+                    plotters::style::RGBColor(214, 39, 40),
+                    miss_share,
+                )],
+            },
+        ],
+        &markers,
+    )?;
+    Ok(json!({
+        "replaced_at_ms": replaced_at,
+        "respecialise_ms": resp - replaced_at,
+        "misses_before": between(0.0, replaced_at),
+        "misses_between": between(replaced_at, resp.max(replaced_at)),
+        "misses_after": between(resp, f64::MAX),
+        "packets": k,
+        "dropped": dropped,
+        "plot": plot.display().to_string(),
+    }))
 }
