@@ -162,8 +162,14 @@ impl fmt::Display for ChainReport {
         )?;
         writeln!(
             f,
-            "  decided: {} branches ({} packet bounds checks); folded: {} loads, {} ALU results",
-            r.branches_decided, r.bounds_checks_decided, r.loads_folded, r.alu_folded
+            "  decided: {} branches ({} packet bounds checks); folded: {} loads, {} ALU results, \
+             {} register operands; {} jumps threaded",
+            r.branches_decided,
+            r.bounds_checks_decided,
+            r.loads_folded,
+            r.alu_folded,
+            r.operands_folded,
+            r.jumps_threaded
         )?;
         let guard = match self.mode {
             Mode::Guarded => s.guard.to_string(),

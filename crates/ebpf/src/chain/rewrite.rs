@@ -10,6 +10,7 @@
 //! from its original target.
 
 use super::analysis::{Coverage, Konst};
+use super::peephole;
 use crate::insn::{alu, class, jmp, mem, op, pseudo, Insn, SRC_K};
 
 /// What the passes changed, instruction slots counted as in the original program.
@@ -27,8 +28,12 @@ pub struct RewriteStats {
     pub unreachable_removed: usize,
     /// Slots computing registers nobody reads.
     pub dead_removed: usize,
-    /// Jumps to the next instruction.
+    /// Jumps to the next instruction, and `ja`s a conditional jump over them made redundant.
     pub jumps_removed: usize,
+    /// Jumps to a `ja` pointed at its target.
+    pub jumps_threaded: usize,
+    /// Register operands holding a known constant, now immediates.
+    pub operands_folded: usize,
 }
 
 /// The passes cannot apply.
@@ -139,11 +144,20 @@ pub fn rewrite(
     // Removing dead definitions can leave jumps to the next instruction, and removing those can
     // leave nothing new: a few rounds reach the fixpoint.
     for _ in 0..8 {
+        let threaded = peephole::thread_jumps(&mut prog);
+        let folded = peephole::constant_operands(&mut prog);
+        stats.jumps_threaded += threaded;
+        stats.operands_folded += folded;
+        let unreached = peephole::unreachable(&prog);
         let dead = dead_definitions(&prog, helper_args);
         let mut code: Vec<Option<Insn>> = prog.iter().copied().map(Some).collect();
-        let mut changed = false;
+        let mut changed = threaded + folded > 0;
         for (pc, i) in prog.iter().enumerate() {
-            if dead[pc] {
+            if unreached[pc] {
+                code[pc] = None;
+                stats.unreachable_removed += 1;
+                changed = true;
+            } else if dead[pc] {
                 code[pc] = None;
                 stats.dead_removed += 1;
                 changed = true;
@@ -153,10 +167,13 @@ pub fn rewrite(
                 changed = true;
             }
         }
+        let inverted = peephole::invert_over_ja(&prog, &mut code);
+        stats.jumps_removed += inverted;
+        changed |= inverted > 0;
         // The second slot of a dead `lddw` goes with the first.
         for pc in 0..prog.len() {
             if prog[pc].is_lddw() && code[pc].is_none() && pc + 1 < prog.len() {
-                if code[pc + 1].is_some() {
+                if code[pc + 1].is_some() && !unreached[pc + 1] {
                     stats.dead_removed += 1;
                 }
                 code[pc + 1] = None;
@@ -209,7 +226,7 @@ fn revive(prog: &[Insn], cov: &Coverage) -> Vec<bool> {
     revived
 }
 
-fn is_conditional(i: Insn) -> bool {
+pub(super) fn is_conditional(i: Insn) -> bool {
     matches!(i.class(), class::JMP | class::JMP32)
         && !matches!(i.op(), jmp::JA | jmp::CALL | jmp::EXIT)
 }
@@ -240,7 +257,7 @@ fn fold(i: Insn, c: u64) -> Option<Insn> {
 const MOV32_IMM: u8 = class::ALU | alu::MOV | SRC_K;
 
 /// The instruction's target relative to its own index, for jumps and bpf-to-bpf calls.
-fn target(pc: usize, i: Insn) -> Option<i64> {
+pub(super) fn target(pc: usize, i: Insn) -> Option<i64> {
     match (i.class(), i.op()) {
         (class::JMP, jmp::CALL) if i.src == pseudo::CALL && !i.is_src_reg() => {
             Some(pc as i64 + 1 + i.imm as i64)
@@ -441,8 +458,9 @@ mod tests {
         cov.konst[0] = Konst::Const(7);
         cov.konst[1] = Konst::Const(0x86dd);
         let (out, s) = rewrite(&prog, &cov, RewriteOptions::default(), &|_| None).unwrap();
-        assert_eq!(out, assemble("mov r3, 0x86dd\nmov r0, r3\nexit").unwrap());
-        assert_eq!((s.loads_folded, s.dead_removed), (2, 1));
+        // The folded value then travels into `mov r0, r3`, and r3 is read by nobody.
+        assert_eq!(out, assemble("mov r0, 0x86dd\nexit").unwrap());
+        assert_eq!((s.loads_folded, s.operands_folded, s.dead_removed), (2, 1, 2));
     }
 
     #[test]

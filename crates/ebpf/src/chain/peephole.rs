@@ -1,0 +1,288 @@
+//! Small clean-ups after the specialising rewrite ([`super::rewrite`]), each preserving what
+//! the program does on every input: jumps to a `ja` go straight to its target, code nothing
+//! reaches any more goes, a conditional jump over a lone `ja` becomes the inverted jump, and a
+//! register operand holding a constant set earlier in the same block becomes an immediate
+//! (which often leaves the `mov` that set it dead, for the liveness pass).
+
+use super::rewrite::{is_conditional, target};
+use crate::insn::{alu, class, jmp, mem, op, pseudo, Insn, SRC_K};
+
+/// How far a chain of `ja`s is followed.
+const MAX_HOPS: usize = 8;
+
+/// Point every jump whose target is a `ja` at that `ja`'s target. Returns the jumps changed.
+pub(super) fn thread_jumps(prog: &mut [Insn]) -> usize {
+    let mut changed = 0;
+    for pc in 0..prog.len() {
+        let i = prog[pc];
+        let jumps = i.code == op::JA || is_conditional(i);
+        let Some(mut t) = target(pc, i).filter(|_| jumps).and_then(|t| usize::try_from(t).ok())
+        else {
+            continue;
+        };
+        let first = t;
+        for _ in 0..MAX_HOPS {
+            match prog.get(t) {
+                Some(j) if j.code == op::JA => {
+                    match target(t, *j).and_then(|n| usize::try_from(n).ok()) {
+                        Some(n) if n != t => t = n,
+                        _ => break,
+                    }
+                }
+                _ => break,
+            }
+        }
+        if t != first {
+            if let Ok(off) = i16::try_from(t as i64 - pc as i64 - 1) {
+                prog[pc].off = off;
+                changed += 1;
+            }
+        }
+    }
+    changed
+}
+
+/// Instructions no path from the entry (or from a bpf-to-bpf call of reachable code) reaches.
+pub(super) fn unreachable(prog: &[Insn]) -> Vec<bool> {
+    let mut reached = vec![false; prog.len()];
+    let mut work = vec![0usize];
+    while let Some(pc) = work.pop() {
+        let Some(&i) = prog.get(pc) else { continue };
+        if reached[pc] {
+            continue;
+        }
+        reached[pc] = true;
+        if i.is_lddw() {
+            if let Some(r) = reached.get_mut(pc + 1) {
+                *r = true;
+            }
+            work.push(pc + 2);
+            continue;
+        }
+        let t = target(pc, i).and_then(|t| usize::try_from(t).ok());
+        let is_jump = matches!(i.class(), class::JMP | class::JMP32);
+        match (is_jump, i.op()) {
+            (true, jmp::EXIT) => {}
+            (true, jmp::JA) => work.extend(t),
+            (true, jmp::CALL) => {
+                work.push(pc + 1);
+                if i.src == pseudo::CALL && !i.is_src_reg() {
+                    work.extend(t);
+                }
+            }
+            (true, _) => {
+                work.push(pc + 1);
+                work.extend(t);
+            }
+            _ => work.push(pc + 1),
+        }
+    }
+    reached.iter().map(|r| !r).collect()
+}
+
+/// The condition that holds exactly when `op`'s does not (`jset` has none).
+fn inverse(op: u8) -> Option<u8> {
+    Some(match op {
+        jmp::JEQ => jmp::JNE,
+        jmp::JNE => jmp::JEQ,
+        jmp::JGT => jmp::JLE,
+        jmp::JLE => jmp::JGT,
+        jmp::JGE => jmp::JLT,
+        jmp::JLT => jmp::JGE,
+        jmp::JSGT => jmp::JSLE,
+        jmp::JSLE => jmp::JSGT,
+        jmp::JSGE => jmp::JSLT,
+        jmp::JSLT => jmp::JSGE,
+        _ => return None,
+    })
+}
+
+/// Whether some jump or call lands on each instruction.
+fn targeted(prog: &[Insn]) -> Vec<bool> {
+    let mut t = vec![false; prog.len() + 1];
+    for (pc, i) in prog.iter().enumerate() {
+        if let Some(x) = target(pc, *i).and_then(|x| usize::try_from(x).ok()) {
+            if let Some(slot) = t.get_mut(x) {
+                *slot = true;
+            }
+        }
+    }
+    t
+}
+
+/// `if c goto +1; ja T` becomes `if !c goto T` (the `ja` goes: marked `None` in `code`).
+/// Returns the jumps removed.
+pub(super) fn invert_over_ja(prog: &[Insn], code: &mut [Option<Insn>]) -> usize {
+    let targeted = targeted(prog);
+    let mut removed = 0;
+    for pc in 0..prog.len().saturating_sub(1) {
+        let (i, next) = (prog[pc], prog[pc + 1]);
+        if !(is_conditional(i) && i.off == 1 && next.code == op::JA && !targeted[pc + 1]) {
+            continue;
+        }
+        if code[pc].is_none() || code[pc + 1].is_none() {
+            continue;
+        }
+        let (Some(inv), Some(off)) = (inverse(i.op()), next.off.checked_add(1)) else { continue };
+        code[pc] = Some(Insn::new(
+            i.class() | inv | (i.code & crate::insn::SRC_X),
+            i.dst,
+            i.src,
+            off,
+            i.imm,
+        ));
+        code[pc + 1] = None;
+        removed += 1;
+    }
+    removed
+}
+
+/// `op dst, src` where `src` holds a constant a `mov` set earlier in the same block (no jump
+/// lands between) becomes `op dst, imm`. Returns the operands changed.
+pub(super) fn constant_operands(prog: &mut [Insn]) -> usize {
+    let targeted = targeted(prog);
+    let mut known: [Option<u64>; 11] = [None; 11];
+    let mut changed = 0;
+    let mut pc = 0;
+    while pc < prog.len() {
+        if targeted[pc] {
+            known = [None; 11];
+        }
+        let i = prog[pc];
+        let cls = i.class();
+        let wide = matches!(cls, class::ALU64 | class::JMP);
+        let src_const = if i.is_src_reg() && i.src < 11 { known[i.src as usize] } else { None };
+        // The immediate that means the same as the register's value in this operation.
+        let imm = src_const.and_then(|v| {
+            if wide {
+                i32::try_from(v as i64).ok()
+            } else {
+                Some(v as u32 as i32)
+            }
+        });
+        let alu_op = i.op();
+        let foldable_alu = matches!(cls, class::ALU | class::ALU64)
+            && match alu_op {
+                alu::END | alu::NEG => false,
+                // Division by a constant zero is refused by verifiers; by a register, defined.
+                alu::DIV | alu::MOD => imm != Some(0),
+                // A sign-extending move has no immediate form.
+                alu::MOV => i.off == 0,
+                _ => true,
+            };
+        let foldable_jump = is_conditional(i);
+        if let (Some(imm), true) = (imm, foldable_alu || foldable_jump) {
+            prog[pc] = Insn::new((i.code & !crate::insn::SRC_X) | SRC_K, i.dst, 0, i.off, imm);
+            changed += 1;
+        }
+        // A store of a known register becomes a store of an immediate (sign-extended for a
+        // double word; narrower stores keep the low bytes either way).
+        if cls == class::STX && i.mem_mode() == mem::MEM && i.src < 11 {
+            let imm = known[i.src as usize].and_then(|v| match i.mem_size() {
+                8 => i32::try_from(v as i64).ok(),
+                _ => Some(v as u32 as i32),
+            });
+            if let Some(imm) = imm {
+                let code = class::ST | mem::MEM | (i.code & 0x18);
+                prog[pc] = Insn::new(code, i.dst, 0, i.off, imm);
+                changed += 1;
+            }
+        }
+        let i = prog[pc];
+        // What this instruction leaves known.
+        match i.class() {
+            class::ALU | class::ALU64 => {
+                let d = i.dst as usize;
+                let value = match (i.op(), i.is_src_reg()) {
+                    (alu::MOV, false) if i.off == 0 => Some(if i.class() == class::ALU64 {
+                        i.imm as i64 as u64
+                    } else {
+                        i.imm as u32 as u64
+                    }),
+                    _ => None,
+                };
+                if d < 11 {
+                    known[d] = value;
+                }
+            }
+            class::LDX => known[(i.dst as usize).min(10)] = None,
+            class::LD => {
+                known[(i.dst as usize).min(10)] = None;
+                if i.is_lddw() {
+                    pc += 1;
+                }
+            }
+            class::ST | class::STX => {
+                if i.class() == class::STX && i.mem_mode() == mem::ATOMIC {
+                    // Fetching atomics write their source register, cmpxchg writes r0.
+                    known[(i.src as usize).min(10)] = None;
+                    known[0] = None;
+                }
+            }
+            _ => {
+                // Any jump, call or exit ends what this block knows.
+                known = [None; 11];
+            }
+        }
+        pc += 1;
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::asm::assemble;
+
+    #[test]
+    fn jumps_to_a_ja_go_to_its_target() {
+        let mut prog = assemble("jeq r1, 1, +1\nexit\nja +1\nmov r0, 1\nexit").unwrap();
+        assert_eq!(thread_jumps(&mut prog), 1);
+        assert_eq!(prog[0].off, 3);
+        // The `ja` is now reached by nothing.
+        assert_eq!(unreachable(&prog), vec![false, false, true, true, false]);
+    }
+
+    #[test]
+    fn a_conditional_over_a_lone_ja_is_inverted() {
+        let prog = assemble("jne r2, 96, +1\nja +2\nmov r0, 1\nexit\nmov r0, 2\nexit").unwrap();
+        let mut code: Vec<Option<Insn>> = prog.iter().copied().map(Some).collect();
+        assert_eq!(invert_over_ja(&prog, &mut code), 1);
+        assert_eq!(code[0], Some(assemble("jeq r2, 96, +3").unwrap()[0]));
+        assert_eq!(code[1], None);
+        // Not when another jump lands on the `ja`.
+        let prog = assemble("jne r2, 96, +1\nja +1\njeq r3, 0, -2\nexit").unwrap();
+        let mut code: Vec<Option<Insn>> = prog.iter().copied().map(Some).collect();
+        assert_eq!(invert_over_ja(&prog, &mut code), 0);
+    }
+
+    #[test]
+    fn constant_registers_become_immediates_within_a_block() {
+        let mut prog =
+            assemble("mov r1, 14\nmov r0, r8\nadd r0, r1\njgt r0, r1, +1\nexit\nadd r0, r1\nexit")
+                .unwrap();
+        assert_eq!(constant_operands(&mut prog), 2);
+        let want =
+            assemble("mov r1, 14\nmov r0, r8\nadd r0, 14\njgt r0, 14, +1\nexit\nadd r0, r1\nexit");
+        // After the jump's target the value is not known (another path may come there).
+        assert_eq!(prog, want.unwrap());
+        // A 32-bit move's value is zero-extended: too big for a 64-bit immediate.
+        let mut prog = assemble("mov32 r1, -1\nadd r0, r1\nexit").unwrap();
+        assert_eq!(constant_operands(&mut prog), 0);
+        let mut prog = assemble("mov32 r1, -1\nadd32 r0, r1\nexit").unwrap();
+        assert_eq!(constant_operands(&mut prog), 1);
+    }
+
+    #[test]
+    fn stores_of_constant_registers_store_immediates() {
+        let mut prog = assemble("mov r1, 6\nstxb [r10-5], r1\nstxdw [r10-16], r1\nexit").unwrap();
+        assert_eq!(constant_operands(&mut prog), 2);
+        let want = assemble("mov r1, 6\nstb [r10-5], 6\nstdw [r10-16], 6\nexit").unwrap();
+        assert_eq!(prog, want);
+        // 0xffffffff as a double word does not fit a sign-extended immediate.
+        let mut prog =
+            assemble("mov32 r1, -1\nstxdw [r10-8], r1\nstxw [r10-16], r1\nexit").unwrap();
+        assert_eq!(constant_operands(&mut prog), 1);
+        assert_eq!(prog[1], assemble("stxdw [r10-8], r1").unwrap()[0]);
+    }
+}
