@@ -458,7 +458,9 @@ mid = {{ stage = "ebpf", file = "xdp_count.o" }}
     let report = MemReport::merge(&handles);
     assert_eq!(report.lost(), 0);
     let (ipv4, udp) = (count(2), count(5));
-    assert!(udp > 1000 && ipv4 == udp, "ipv4 {ipv4} udp {udp}");
+    // The map was read while packets flowed: each worker may be between its two bumps of one
+    // packet, so the two counts differ by at most the number of workers.
+    assert!(udp > 1000 && ipv4.abs_diff(udp) <= 2, "ipv4 {ipv4} udp {udp}");
     assert_eq!((0..11).filter(|k| ![2, 5].contains(k)).map(count).sum::<u64>(), 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
