@@ -80,6 +80,11 @@ pub struct KindSetup<'a> {
 }
 
 impl KindSetup<'_> {
+    /// A file a section names, found as [`BuildCx::resolve`] finds program files.
+    pub fn resolve(&self, file: &str) -> PathBuf {
+        resolve_in(self.base_dir, file)
+    }
+
     /// One section, deserialised; `None` when the config does not have it.
     pub fn section<T: serde::de::DeserializeOwned>(
         &self,
@@ -110,14 +115,20 @@ pub struct BuildCx<'a> {
     pub base_dir: Option<&'a Path>,
 }
 
+/// A file the config names: relative to the config file's directory if it is there, else as
+/// given.
+fn resolve_in(base_dir: Option<&Path>, file: &str) -> PathBuf {
+    let path = Path::new(file);
+    match base_dir.map(|d| d.join(path)) {
+        Some(p) if path.is_relative() && p.exists() => p,
+        _ => path.to_path_buf(),
+    }
+}
+
 impl BuildCx<'_> {
     /// A program file: relative to the config file's directory if it is there, else as given.
     pub fn resolve(&self, file: &str) -> PathBuf {
-        let path = Path::new(file);
-        match self.base_dir.map(|d| d.join(path)) {
-            Some(p) if path.is_relative() && p.exists() => p,
-            _ => path.to_path_buf(),
-        }
+        resolve_in(self.base_dir, file)
     }
 
     /// The index of the port named `name`.

@@ -34,7 +34,7 @@ struct ChainSection {
 }
 
 impl ChainSection {
-    fn config(self, base_dir: Option<&std::path::Path>) -> Result<ChainConfig, KindError> {
+    fn config(self, setup: &KindSetup<'_>) -> Result<ChainConfig, KindError> {
         let mode = match self.mode.as_deref() {
             None | Some("guarded") => LiveMode::Guarded,
             Some("off") => LiveMode::Off,
@@ -55,10 +55,7 @@ impl ChainSection {
         let assume = match self.assume {
             None => None,
             Some(file) => {
-                let path = match base_dir {
-                    Some(d) if std::path::Path::new(&file).is_relative() => d.join(&file),
-                    _ => file.clone().into(),
-                };
+                let path = setup.resolve(&file);
                 let bytes = hotplane_core::kind::read_local_file(&path)
                     .map_err(|e| KindError::Invalid(format!("[chain] assume: {}", e.message())))?;
                 let text = String::from_utf8_lossy(&bytes);
@@ -143,7 +140,7 @@ pub fn make(setup: &KindSetup<'_>) -> Result<Arc<dyn ProgramKind>, KindError> {
         }
     };
     let chain: ChainSection = setup.section("chain")?.unwrap_or_default();
-    let chain = chain.config(setup.base_dir)?;
+    let chain = chain.config(setup)?;
     let mut kind = EbpfKind::new(setup.workers, engine);
     kind.chain = Some((ChainManager::new(chain, setup.qsbr), setup.qsbr.clone()));
     Ok(Arc::new(kind))

@@ -126,7 +126,7 @@ impl Stage for XdpStage {
         let mut runner = self.program.xdp_runner(w as u32);
         // A specialised form, if one is published: one atomic load per batch.
         let variant = self.chain.as_ref().and_then(|c| c.variant(cx.guard));
-        let mut fast = variant.map(|v| (&v.guard, v.fast.xdp_runner(w as u32)));
+        let mut fast = variant.map(|v| (&v.specialised.guard, v.fast.xdp_runner(w as u32)));
         let mut admitted = 0;
         for i in sel {
             let p = &mut pkts[i];
@@ -203,7 +203,9 @@ impl Stage for XdpStage {
                 let (hits, misses) = cell.guard_counts();
                 format!(
                     " chain: specialised to {} ({} -> {} insns) guard hits={hits} misses={misses}",
-                    v.upstream, v.original_slots, v.slots
+                    v.upstream,
+                    v.specialised.original_slots,
+                    v.specialised.slots()
                 )
             }
             None => String::new(),

@@ -11,7 +11,8 @@ mod gen;
 use common::*;
 use hotplane_ebpf::asm::assemble;
 use hotplane_ebpf::chain::difftest::{
-    dictionary, difftest, shape_samples, traffic, upstream_outputs, violators, DiffReport, Rng,
+    dictionary, difftest, packet_sets, shape_samples, traffic, upstream_outputs, violators,
+    DiffReport, Rng,
 };
 use hotplane_ebpf::chain::examples::fill_services;
 use hotplane_ebpf::chain::rewrite::Mutation;
@@ -91,12 +92,9 @@ fn check_all_sets(
     n: usize,
 ) -> DiffReport {
     let helpers = deterministic_helpers();
-    let dict = dictionary(&down.insns);
     let mut rng = Rng::new(0x5eed ^ down.insns.len() as u64);
-    let mut frames = shape_samples(assumed, &dict, n, &mut rng);
     let outputs = upstream_outputs(up, &traffic(4 * n, &mut rng), &helpers, &|_| {}).unwrap();
-    frames.extend(outputs);
-    frames.extend(violators(assumed, &dict, n, &mut rng));
+    let frames = packet_sets(down, assumed, outputs, n, true, &mut rng);
     let mut report = DiffReport::default();
     for engine in [Engine::Interp, Engine::Jit] {
         report.absorb(difftest(down, s, &frames, &helpers, engine, &services).unwrap());

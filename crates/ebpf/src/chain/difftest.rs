@@ -282,6 +282,26 @@ pub fn shape_samples(
         .collect()
 }
 
+/// The checker's packet sets for `down` specialised to `assumed`: `n` samples of the shape,
+/// the upstream's outputs the caller gives, and (`violating`: a guarded specialisation) `n`
+/// violators; drawn with the constants `down` compares against.
+pub fn packet_sets(
+    down: &ProgramSpec,
+    assumed: &PacketShape,
+    upstream_outputs: Vec<Vec<u8>>,
+    n: usize,
+    violating: bool,
+    rng: &mut Rng,
+) -> Vec<Vec<u8>> {
+    let dict = dictionary(&down.insns);
+    let mut frames = shape_samples(assumed, &dict, n, rng);
+    frames.extend(upstream_outputs);
+    if violating {
+        frames.extend(violators(assumed, &dict, n, rng));
+    }
+    frames
+}
+
 /// Set the known bits of `shape` in `p`.
 fn impose(shape: &PacketShape, p: &mut [u8]) {
     for (o, f) in &shape.bytes {

@@ -9,10 +9,8 @@
 //! variant follows on the next housekeeping pass, so an update never waits for the optimiser.
 
 use super::analysis::{analyse, ExitAction};
-use super::guard::Guard;
-use super::rewrite::RewriteStats;
 use super::shape::{Guarantee, PacketShape};
-use super::specialise::{specialise_verified, SpecialiseOptions};
+use super::specialise::{specialise_verified, SpecialiseOptions, Specialised};
 use crate::program::{LoadOptions, MapRegistry, Program, ProgramSpec};
 use crate::stage::XdpStage;
 use hotplane_core::metrics::LocalCounter;
@@ -30,15 +28,13 @@ pub const POSITIONS: [&str; 3] = ["pre", "mid", "post"];
 
 /// A specialised program ready to run in place of an original, behind its guard.
 pub struct ChainVariant {
-    pub guard: Guard,
+    /// The specialisation: its guard, sizes and what was removed.
+    pub specialised: Specialised,
+    /// Its program, loaded with the original's maps.
     pub fast: Program,
     /// What it was specialised to: the program before it, or the assumed shape.
     pub upstream: String,
     pub assumed: PacketShape,
-    pub original_slots: usize,
-    pub slots: usize,
-    pub stats: RewriteStats,
-    pub conservative: bool,
     /// Analysis, rewrite, re-verification and JIT.
     pub optimise_us: f64,
 }
@@ -293,14 +289,10 @@ impl ChainManager {
                     Program::load(&s.spec, s.context, &opts.analysis.helpers, load, Some(maps))
                         .map_err(|e| format!("the specialised program does not load: {e}"))?;
                 Ok(ChainVariant {
-                    guard: s.guard.clone(),
+                    specialised: s,
                     fast,
                     upstream: name.clone(),
                     assumed: assumed.hull().unwrap_or_else(PacketShape::top),
-                    original_slots: s.original_slots,
-                    slots: s.slots(),
-                    stats: s.stats,
-                    conservative: s.conservative,
                     optimise_us: t.elapsed().as_nanos() as f64 / 1e3,
                 })
             });
@@ -361,13 +353,14 @@ impl ChainManager {
             }
             if let Some(var) = cell.current() {
                 v["specialised"] = json!(true);
+                let s = &var.specialised;
                 v["upstream"] = json!(var.upstream);
-                v["slots_before"] = json!(var.original_slots);
-                v["slots_after"] = json!(var.slots);
-                v["conservative"] = json!(var.conservative);
-                v["guard"] = json!(var.guard.to_string());
+                v["slots_before"] = json!(s.original_slots);
+                v["slots_after"] = json!(s.slots());
+                v["conservative"] = json!(s.conservative);
+                v["guard"] = json!(s.guard.to_string());
                 v["optimise_ms"] = json!(var.optimise_us / 1e3);
-                v["removed"] = json!(var.stats);
+                v["removed"] = json!(s.stats);
             }
             out.push(v);
         }

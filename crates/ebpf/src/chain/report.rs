@@ -3,9 +3,7 @@
 //! what was removed and why, the guard, and where the time went.
 
 use super::analysis::{analyse, ExitAction};
-use super::difftest::{
-    dictionary, difftest, shape_samples, traffic, upstream_outputs, violators, DiffReport, Rng,
-};
+use super::difftest::{difftest, packet_sets, traffic, upstream_outputs, DiffReport, Rng};
 use super::shape::{Guarantee, PacketShape};
 use super::specialise::{specialise, SpecialiseOptions, Specialised};
 use crate::helpers::Helpers;
@@ -299,18 +297,12 @@ fn check(
     opts: &ChainOptions,
 ) -> DiffReport {
     let n = opts.check_packets;
-    let dict = dictionary(&down.insns);
     let mut rng = Rng::new(opts.seed);
-    let mut frames = shape_samples(assumed, &dict, n, &mut rng);
-    if let Some(up) = up {
-        let generated = traffic(4 * n, &mut rng);
-        if let Ok(out) = upstream_outputs(up, &generated, &opts.helpers, &|_| {}) {
-            frames.extend(out.into_iter().take(n));
-        }
-    }
-    if opts.mode == Mode::Guarded {
-        frames.extend(violators(assumed, &dict, n, &mut rng));
-    }
+    let outputs = up
+        .and_then(|up| upstream_outputs(up, &traffic(4 * n, &mut rng), &opts.helpers, &|_| {}).ok())
+        .map(|out| out.into_iter().take(n).collect())
+        .unwrap_or_default();
+    let frames = packet_sets(down, assumed, outputs, n, opts.mode == Mode::Guarded, &mut rng);
     let mut total = DiffReport::default();
     for engine in [Engine::Jit, Engine::Interp] {
         match difftest(down, s, &frames, &opts.helpers, engine, &|_| {}) {

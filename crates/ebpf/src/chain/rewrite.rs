@@ -137,9 +137,9 @@ pub fn rewrite(
     let remap = opts.mutation != Some(Mutation::NoRemap);
     // A kept jump must never land where unreached code was taken out: its place would be
     // taken by whatever follows.
-    let unreached: Vec<bool> = (0..prog.len())
-        .map(|pc| !cov.visited[pc] && !revived[pc] && !is_second_slot(prog, pc))
-        .collect();
+    let second = second_slots(prog);
+    let unreached: Vec<bool> =
+        (0..prog.len()).map(|pc| !cov.visited[pc] && !revived[pc] && !second[pc]).collect();
     let mut prog = compact(prog, &code, remap, &unreached)?;
     // Removing dead definitions can leave jumps to the next instruction, and removing those can
     // leave nothing new: a few rounds reach the fixpoint.
@@ -187,9 +187,18 @@ pub fn rewrite(
     Ok((prog, stats))
 }
 
-/// Whether `pc` is the second slot of a `lddw`.
-fn is_second_slot(prog: &[Insn], pc: usize) -> bool {
-    pc > 0 && prog[pc - 1].is_lddw() && !(pc > 1 && is_second_slot(prog, pc - 1))
+/// Which slots are the second half of a `lddw`.
+fn second_slots(prog: &[Insn]) -> Vec<bool> {
+    let mut second = vec![false; prog.len()];
+    let mut pc = 0;
+    while pc < prog.len() {
+        if prog[pc].is_lddw() && pc + 1 < prog.len() {
+            second[pc + 1] = true;
+            pc += 1;
+        }
+        pc += 1;
+    }
+    second
 }
 
 /// Unreached instructions the failing sides of kept packet bounds checks lead to (up to where

@@ -20,7 +20,7 @@ use super::{emit, median, Progress};
 use anyhow::{anyhow, Context as _};
 use hotplane_core::{Packet, Pool, PoolConfig};
 use hotplane_ebpf::chain::difftest::{
-    dictionary, difftest, shape_samples, traffic, upstream_outputs, violators, DiffReport, Rng,
+    difftest, packet_sets, traffic, upstream_outputs, DiffReport, Rng,
 };
 use hotplane_ebpf::chain::examples::fill_services;
 use hotplane_ebpf::chain::{
@@ -319,13 +319,11 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
     let per_row = o.check.div_ceil(rows.len() * 3).max(1);
     let mut guard_misses = 0usize;
     for row in &rows {
-        let dict = dictionary(&row.spec.insns);
         let mut rng = Rng::new(0xd1ff ^ row.s.original_slots as u64);
-        let mut frames: Vec<Vec<u8>> =
+        let cycled: Vec<Vec<u8>> =
             (0..per_row).map(|k| outputs[k % outputs.len()].clone()).collect();
-        guard_misses += frames.iter().filter(|f| !row.s.guard.admits(f)).count();
-        frames.extend(shape_samples(&assumed, &dict, per_row, &mut rng));
-        frames.extend(violators(&assumed, &dict, per_row, &mut rng));
+        guard_misses += cycled.iter().filter(|f| !row.s.guard.admits(f)).count();
+        let frames = packet_sets(&row.spec, &assumed, cycled, per_row, true, &mut rng);
         let r = difftest(&row.spec, &row.s, &frames, &helpers, Engine::Jit, &|m| {
             let _ = fill_services(m);
         })
