@@ -618,6 +618,7 @@ pub fn disasm_insn(i: Insn, next: Option<Insn>) -> String {
             match i.src {
                 pseudo::MAP_FD => format!("lddw %r{}, map {}", i.dst, i.imm),
                 pseudo::MAP_VALUE => format!("lddw %r{}, map_value {} + {}", i.dst, i.imm, hi),
+                pseudo::MAP_ENTRY => format!("lddw %r{}, map_entry {} slot {}", i.dst, i.imm, hi),
                 _ => format!("lddw %r{}, {v:#x}", i.dst),
             }
         }

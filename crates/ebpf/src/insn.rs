@@ -87,6 +87,10 @@ pub mod pseudo {
     pub const MAP_FD: u8 = 1;
     /// `lddw dst, map_value`: the address of a map's value (global data) plus the second imm.
     pub const MAP_VALUE: u8 = 2;
+    /// `lddw dst, map_entry`: the value of the hash map slot in the second imm. hotplane's own
+    /// (a number Linux does not use): only the chain specialiser emits it, and only its
+    /// verifier context, [`crate::verifier::Context::XdpMinLen`], accepts it.
+    pub const MAP_ENTRY: u8 = 7;
     /// `call`: imm is the PC-relative offset of a local function.
     pub const CALL: u8 = 1;
 }

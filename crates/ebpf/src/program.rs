@@ -377,9 +377,18 @@ impl Program {
             .verified
             .insns
             .iter()
-            .filter(|i| i.is_lddw() && i.src == pseudo::MAP_VALUE)
-            .filter_map(|i| self.maps.get(i.imm as usize))
-            .map(|m| Region { start: m.region().0, len: m.def.value_size as u64, writable: true })
+            .enumerate()
+            .filter(|(_, i)| i.is_lddw() && matches!(i.src, pseudo::MAP_VALUE | pseudo::MAP_ENTRY))
+            .filter_map(|(pc, i)| {
+                let m = self.maps.get(i.imm as usize)?;
+                let start = match i.src {
+                    pseudo::MAP_ENTRY => {
+                        m.slot_value_addr(self.verified.insns.get(pc + 1)?.imm as u32 as usize)?
+                    }
+                    _ => m.region().0,
+                };
+                Some(Region { start, len: m.def.value_size as u64, writable: true })
+            })
             .collect();
         (maps, values)
     }
@@ -560,12 +569,16 @@ fn link(insns: &[Insn], maps: &[Arc<Map>]) -> Result<Vec<Insn>, LoadError> {
     let mut pc = 0;
     while pc < out.len() {
         let i = out[pc];
-        if i.is_lddw() && (i.src == pseudo::MAP_FD || i.src == pseudo::MAP_VALUE) {
+        if i.is_lddw() && matches!(i.src, pseudo::MAP_FD | pseudo::MAP_VALUE | pseudo::MAP_ENTRY) {
             let m = maps.get(i.imm as usize).ok_or_else(|| {
                 LoadError::Invalid(format!("instruction {pc} refers to map {}", i.imm))
             })?;
             let addr = if i.src == pseudo::MAP_FD {
                 Arc::as_ptr(m) as u64
+            } else if i.src == pseudo::MAP_ENTRY {
+                m.slot_value_addr(out[pc + 1].imm as u32 as usize).ok_or_else(|| {
+                    LoadError::Invalid(format!("instruction {pc}: no such hash map slot"))
+                })?
             } else {
                 if m.def.kind != MapKind::Array {
                     return Err(LoadError::Invalid(format!(

@@ -128,7 +128,7 @@ const DOWNSTREAMS: [&str; 7] = [
 fn every_example_chain_agrees_with_the_original_on_all_three_packet_sets() {
     let opts = SpecialiseOptions {
         analysis: AnalysisOptions { helpers: deterministic_helpers(), ..Default::default() },
-        mutation: None,
+        ..Default::default()
     };
     let mut specialised = 0;
     for up in UPSTREAMS {
@@ -226,11 +226,14 @@ fn broken_rewrites_are_caught() {
         let assumed = Guarantee::of(shape.clone());
         for down in DOWNSTREAMS {
             let down_spec = example_spec(down);
-            let good_opts = SpecialiseOptions { analysis: analysis.clone(), mutation: None };
+            let good_opts = SpecialiseOptions { analysis: analysis.clone(), ..Default::default() };
             let good = specialise(&down_spec, &assumed, &good_opts).unwrap();
             for mutation in [Mutation::NoRemap, Mutation::WrongWay, Mutation::FoldOffByOne] {
-                let opts =
-                    SpecialiseOptions { analysis: analysis.clone(), mutation: Some(mutation) };
+                let opts = SpecialiseOptions {
+                    analysis: analysis.clone(),
+                    mutation: Some(mutation),
+                    maps: None,
+                };
                 let bad = match specialise(&down_spec, &assumed, &opts) {
                     Ok(bad) if bad.spec.insns == good.spec.insns => continue,
                     Ok(bad) => bad,
@@ -266,7 +269,7 @@ fn generated_programs_specialised_to_random_shapes_agree_with_the_originals() {
     let helpers = deterministic_helpers();
     let opts = SpecialiseOptions {
         analysis: AnalysisOptions { helpers: helpers.clone(), ..Default::default() },
-        mutation: None,
+        ..Default::default()
     };
     let mut rng = Rng::new(0x0c4a_1e55);
     let (mut tried, mut specialised, mut smaller, mut packets) = (0, 0, 0, 0);

@@ -510,3 +510,36 @@ pre = {{ stage = "ebpf", file = "xdp_count.o" }}
     assert_eq!(MemReport::merge(&handles).lost(), 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Map-content specialisation in a running plane: lb6 behind fw6ah has its (empty, small)
+/// service map folded in; a control-plane write breaks the variant's pin, and the chain
+/// manager specialises lb6 again to the new contents.
+#[test]
+fn a_map_write_respecialises_to_the_new_contents() {
+    let plane = plane(
+        r#"
+[pipeline]
+pre = { stage = "ebpf", file = "chain/fw6ah.o" }
+mid = { stage = "ebpf", file = "chain/lb6.o" }
+"#,
+    );
+    let mid = wait_chain(&plane, |m| m["specialised"] == true);
+    assert_eq!(mid["inlined_lookups"], 1, "{mid}");
+    let first = mid["guard"].as_str().unwrap().to_string();
+    assert!(first.contains("map lb6/services unwritten since write 0"), "{first}");
+    // A service for 2001:db8::1 port 80 over TCP: 4 backends from 0.
+    let key = format!("0x20010db8{}01{}", "00".repeat(11), "00500606");
+    let r = plane.request(Request::EbpfMapUpdate {
+        map: "lb6/services".into(),
+        key,
+        value: "0x0400000000000000".into(),
+        flags: 0,
+    });
+    assert!(r.ok, "{:?}", r.error);
+    let mid = wait_chain(&plane, |m| {
+        m["specialised"] == true && m["guard"].as_str().is_some_and(|g| g.contains("since write 1"))
+    });
+    assert_eq!(mid["inlined_lookups"], 1, "{mid}");
+    // (The generator's IPv4/UDP frames are all dropped by fw6ah: nothing to count here.)
+    assert_eq!(plane.stop().panics, 0);
+}

@@ -30,6 +30,8 @@ pub const DEFAULT_BUDGET: usize = 200_000;
 pub const DEFAULT_MAX_FRAME: u32 = 1518;
 /// The shortest frame a port delivers, and the shortest `adjust_head`/`adjust_tail` leave.
 pub const MIN_FRAME: u32 = 14;
+static NO_MAP_VALUES: BTreeMap<u32, Vec<Option<u8>>> = BTreeMap::new();
+
 /// States remembered per instruction for pruning (more are explored, not remembered).
 const MAX_STATES_PER_INSN: usize = 64;
 
@@ -74,11 +76,14 @@ pub struct AnalysisOptions {
     /// call may write).
     pub helpers: Helpers,
     pub budget: usize,
+    /// Map values known byte by byte (by map index; `None`: unknown byte): what loads through
+    /// a pointer into such a map read (`super::mapconst`, under its pins).
+    pub map_values: BTreeMap<u32, Vec<Option<u8>>>,
 }
 
 impl Default for AnalysisOptions {
     fn default() -> Self {
-        Self { helpers: crate::xdp::helpers(), budget: DEFAULT_BUDGET }
+        Self { helpers: crate::xdp::helpers(), budget: DEFAULT_BUDGET, map_values: BTreeMap::new() }
     }
 }
 
@@ -149,6 +154,12 @@ pub struct Coverage {
     /// Some path called a helper that moves or resizes the packet (offsets after it no longer
     /// name entry bytes).
     pub moves_packet: bool,
+    /// `map_lookup_elem` calls: the map and the key's stack offset (from its frame's r10), or
+    /// `None` where paths disagree (`super::mapconst` inlines the first kind).
+    pub lookups: BTreeMap<usize, Option<(u32, i64)>>,
+    /// Maps some path writes: through an update or delete helper, or by a store (or helper
+    /// output) into one of its values.
+    pub written_maps: std::collections::BTreeSet<u32>,
 }
 
 impl Coverage {
@@ -161,7 +172,17 @@ impl Coverage {
             konst: vec![Konst::Unseen; len],
             read: Default::default(),
             moves_packet: false,
+            lookups: BTreeMap::new(),
+            written_maps: Default::default(),
         }
+    }
+
+    fn note_lookup(&mut self, pc: usize, site: Option<(u32, i64)>) {
+        let merged = match self.lookups.get(&pc) {
+            Some(old) if *old != site => None,
+            _ => site,
+        };
+        self.lookups.insert(pc, merged);
     }
 
     fn absorb(&mut self, o: Coverage) {
@@ -179,6 +200,10 @@ impl Coverage {
         }
         self.read.extend(o.read);
         self.moves_packet |= o.moves_packet;
+        for (pc, site) in o.lookups {
+            self.note_lookup(pc, site);
+        }
+        self.written_maps.extend(o.written_maps);
     }
 }
 
@@ -222,6 +247,7 @@ fn analyse_all(prog: &[Insn], input: &Guarantee, opts: &AnalysisOptions) -> Anal
     };
     for shape in &input.shapes {
         let mut x = Explorer::new(prog, &opts.helpers, opts.budget.saturating_sub(total.processed));
+        x.map_values = &opts.map_values;
         let result = x.run(shape.clone());
         total.processed += x.processed;
         match result {
@@ -267,6 +293,7 @@ struct Explorer<'a> {
     work: Vec<(usize, AbsState)>,
     exits: BTreeMap<ExitAction, Guarantee>,
     cov: Coverage,
+    map_values: &'a BTreeMap<u32, Vec<Option<u8>>>,
 }
 
 impl<'a> Explorer<'a> {
@@ -293,6 +320,7 @@ impl<'a> Explorer<'a> {
             work: Vec::new(),
             exits: BTreeMap::new(),
             cov: Coverage::new(prog.len()),
+            map_values: &NO_MAP_VALUES,
         }
     }
 
@@ -352,6 +380,7 @@ impl<'a> Explorer<'a> {
                     pseudo::MAP_VALUE => {
                         Value::ptr(PtrKind::MapValue { map: i.imm as u32 }, hi.imm as i64)
                     }
+                    pseudo::MAP_ENTRY => Value::ptr(PtrKind::MapValue { map: i.imm as u32 }, 0),
                     _ => Value::constant(((hi.imm as u32 as u64) << 32) | i.imm as u32 as u64),
                 };
                 st.set(i.dst, v);
@@ -366,19 +395,26 @@ impl<'a> Explorer<'a> {
                         self.cov.read.extend(bytes);
                     }
                 }
+                let known = self.known_map_bytes(i, st);
                 load(i, st);
+                if let Some(v) = known {
+                    st.set(i.dst, Value::constant(v));
+                }
                 self.note_result(pc, i.dst, st);
                 Ok(Next::Go(pc + 1))
             }
             class::ST | class::STX if i.mem_mode() == mem::ATOMIC => {
+                self.note_store(st.reg(i.dst));
                 atomic_op(i, st);
                 Ok(Next::Go(pc + 1))
             }
             class::ST => {
+                self.note_store(st.reg(i.dst));
                 store(i, st, Value::constant(i.imm as i64 as u64));
                 Ok(Next::Go(pc + 1))
             }
             class::STX => {
+                self.note_store(st.reg(i.dst));
                 let v = st.reg(i.src);
                 store(i, st, v);
                 Ok(Next::Go(pc + 1))
@@ -427,6 +463,36 @@ impl<'a> Explorer<'a> {
                     (None, None) => Ok(Next::End),
                 }
             }
+        }
+    }
+
+    /// What load `i` reads if it reads known map value bytes.
+    fn known_map_bytes(&self, i: Insn, st: &AbsState) -> Option<u64> {
+        let Reg::Ptr(p @ Ptr { kind: PtrKind::MapValue { map }, .. }) = st.reg(i.src).reg else {
+            return None;
+        };
+        let bytes = self.map_values.get(&map)?;
+        let start = usize::try_from(p.fixed()?.checked_add(i.off as i64)?).ok()?;
+        let n = i.mem_size();
+        let mut v = 0u64;
+        for k in (0..n).rev() {
+            v = (v << 8) | u64::from((*bytes.get(start + k)?)?);
+        }
+        if i.mem_mode() == mem::MEMSX && n < 8 {
+            let shift = 64 - 8 * n as u32;
+            v = (((v << shift) as i64) >> shift) as u64;
+        }
+        Some(v)
+    }
+
+    /// A store through `ptr`: a map value written.
+    fn note_store(&mut self, ptr: Value) {
+        if let Reg::Ptr(Ptr {
+            kind: PtrKind::MapValue { map } | PtrKind::MapValueOrNull { map },
+            ..
+        }) = ptr.reg
+        {
+            self.cov.written_maps.insert(map);
         }
     }
 
@@ -498,9 +564,23 @@ impl<'a> Explorer<'a> {
         let Some(h) = id.and_then(|id| self.helpers.get(id)).copied() else {
             return Err(unsupported(pc, "a call to an unknown helper"));
         };
+        let map_arg = match st.reg(1).reg {
+            Reg::Ptr(Ptr { kind: PtrKind::Map { map }, .. }) => Some(map),
+            _ => None,
+        };
+        if h.id == helper::MAP_LOOKUP_ELEM {
+            let key = match st.reg(2).reg {
+                Reg::Ptr(p @ Ptr { kind: PtrKind::Stack { .. }, .. }) => p.fixed(),
+                _ => None,
+            };
+            self.cov.note_lookup(pc, map_arg.zip(key));
+        } else if let Some(map) = map_arg {
+            self.cov.written_maps.insert(map);
+        }
         // Memory a helper may write becomes unknown.
         for (k, arg) in h.args.iter().enumerate().take(4) {
             if *arg == Arg::UninitMem {
+                self.note_store(st.reg(k as u8 + 1));
                 let size = match st.reg(k as u8 + 2).reg {
                     Reg::Scalar(s) => s.umax.min(1 << 30) as i64,
                     _ => 0,

@@ -13,7 +13,7 @@
 
 use super::guard::Guard;
 use super::shape::PacketShape;
-use super::specialise::Specialised;
+use super::specialise::{specialise_verified, SpecialiseOptions, Specialised};
 use crate::helpers::Helpers;
 use crate::insn::{class, jmp, Insn};
 use crate::maps::Entry;
@@ -108,12 +108,46 @@ pub fn difftest(
     engine: Engine,
     prepare: &dyn Fn(&MapRegistry),
 ) -> Result<DiffReport, LoadError> {
-    let (reference_maps, candidate_maps) = (MapRegistry::default(), MapRegistry::default());
+    let candidate_maps = MapRegistry::default();
+    let candidate = Guarded::load(original, s, helpers, engine, &candidate_maps)?;
+    prepare(&candidate_maps);
+    difftest_with(original, &candidate, frames, helpers, engine, prepare)
+}
+
+/// A specialisation to map contents ([`SpecialiseOptions::maps`]) as the checker needs it: the
+/// original loaded into `registry`, `prepare` run on it, `down` specialised to `assumed` and
+/// those contents; then [`Guarded::load`] into the same `registry` runs on the very maps the
+/// guard's pins watch.
+pub fn specialise_to_contents(
+    down: &ProgramSpec,
+    assumed: &super::Guarantee,
+    opts: &SpecialiseOptions,
+    registry: &MapRegistry,
+    prepare: &dyn Fn(&MapRegistry),
+) -> Result<Specialised, String> {
+    let load = LoadOptions { engine: Engine::Interp, ..LoadOptions::default() };
+    let original = Program::load(down, Context::Xdp, &opts.analysis.helpers, load, Some(registry))
+        .map_err(|e| e.to_string())?;
+    prepare(registry);
+    let opts = SpecialiseOptions { maps: Some(original.maps.clone()), ..opts.clone() };
+    specialise_verified(down, assumed, &opts).map_err(|e| e.to_string())
+}
+
+/// [`difftest`] against a loaded candidate whose maps are already filled (a specialisation to
+/// their contents: filling them again would break its pins); the reference's fresh maps are
+/// filled by `prepare`.
+pub fn difftest_with(
+    original: &ProgramSpec,
+    candidate: &Guarded,
+    frames: &[Vec<u8>],
+    helpers: &Helpers,
+    engine: Engine,
+    prepare: &dyn Fn(&MapRegistry),
+) -> Result<DiffReport, LoadError> {
+    let reference_maps = MapRegistry::default();
     let opts = LoadOptions { engine, ..LoadOptions::default() };
     let reference = Program::load(original, Context::Xdp, helpers, opts, Some(&reference_maps))?;
-    let candidate = Guarded::load(original, s, helpers, engine, &candidate_maps)?;
     prepare(&reference_maps);
-    prepare(&candidate_maps);
     let pool = checker_pool()?;
     let mut report = DiffReport::default();
     let note = |report: &mut DiffReport, m: Mismatch| {

@@ -45,3 +45,26 @@ pub fn fill_services(maps: &MapRegistry) -> Result<(), MapError> {
     }
     Ok(())
 }
+
+/// `lb6`'s service key for `2001:db8::<host>` port `port` over TCP.
+pub fn lb6_tcp6_key(host: u8, port: u16) -> Vec<u8> {
+    let mut k = traffic_v6(host).to_vec();
+    k.extend_from_slice(&port.to_be_bytes());
+    k.extend_from_slice(&[6, 6]);
+    k
+}
+
+/// [`fill_services`], then only the IPv6/TCP services of hosts 1 to `hosts` on port 80 kept
+/// (at most [`TRAFFIC_HOSTS`]): a small, rarely written service map, the case map-content
+/// specialisation (`super::mapconst`) is for.
+pub fn fill_few_services(maps: &MapRegistry, hosts: u8) -> Result<(), MapError> {
+    fill_services(maps)?;
+    let Some(svc) = maps.get("lb6/services") else { return Ok(()) };
+    let keep: Vec<Vec<u8>> = (1..=hosts.min(TRAFFIC_HOSTS)).map(|h| lb6_tcp6_key(h, 80)).collect();
+    for e in svc.entries() {
+        if !keep.contains(&e.key) {
+            svc.delete_copy(&e.key)?;
+        }
+    }
+    Ok(())
+}

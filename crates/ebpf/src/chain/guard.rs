@@ -8,6 +8,7 @@
 //! loads and no byte loop.
 
 use super::shape::{ByteFact, PacketShape};
+use crate::maps::MapPin;
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::fmt;
@@ -33,6 +34,10 @@ pub struct Guard {
     /// check of its own.
     #[serde(skip)]
     inside: bool,
+    /// Map contents the program was specialised to (`super::mapconst`): each must be
+    /// unwritten since its snapshot.
+    #[serde(skip)]
+    pins: Vec<MapPin>,
 }
 
 impl Guard {
@@ -67,13 +72,24 @@ impl Guard {
 
     fn new(min_len: u32, max_len: u32, words: Vec<GuardWord>) -> Guard {
         let inside = words.iter().all(|w| u32::from(w.off) + 8 <= min_len);
-        Guard { min_len, max_len, words, inside }
+        Guard { min_len, max_len, words, inside, pins: Vec::new() }
+    }
+
+    /// This guard, also requiring `pins` to hold.
+    pub fn with_pins(mut self, pins: Vec<MapPin>) -> Guard {
+        self.pins = pins;
+        self
+    }
+
+    pub fn pins(&self) -> &[MapPin] {
+        &self.pins
     }
 
     /// The length check alone (trusted mode: the content facts are not checked, memory safety
     /// still is).
+    /// Map pins stay: map contents are never the upstream's guarantee.
     pub fn length_only(&self) -> Guard {
-        Guard::new(self.min_len, self.max_len, Vec::new())
+        Guard::new(self.min_len, self.max_len, Vec::new()).with_pins(self.pins.clone())
     }
 
     pub fn min_len(&self) -> u32 {
@@ -93,6 +109,9 @@ impl Guard {
     pub fn admits(&self, pkt: &[u8]) -> bool {
         let len = pkt.len() as u64;
         if len < self.min_len as u64 || len > self.max_len as u64 {
+            return false;
+        }
+        if !self.pins.iter().all(MapPin::holds) {
             return false;
         }
         if self.inside {
@@ -141,6 +160,9 @@ impl fmt::Display for Guard {
                 })
                 .collect();
             write!(f, "; {}", bytes.join(" "))?;
+        }
+        for p in &self.pins {
+            write!(f, "; map {} unwritten since write {}", p.map().name, p.generation())?;
         }
         Ok(())
     }

@@ -11,6 +11,7 @@
 use super::analysis::{analyse, ExitAction};
 use super::shape::{Guarantee, PacketShape};
 use super::specialise::{specialise_verified, SpecialiseOptions, Specialised};
+use crate::maps::MapPin;
 use crate::program::{LoadOptions, MapRegistry, Program, ProgramSpec};
 use crate::stage::XdpStage;
 use hotplane_core::metrics::LocalCounter;
@@ -54,6 +55,8 @@ pub struct ChainCell {
     derived_from: Mutex<Option<Source>>,
     /// What the slot holds, for the control thread (which alone publishes).
     shadow: Mutex<Option<Arc<ChainVariant>>>,
+    /// The published variant's map pins broke: it must be made again, not kept.
+    shadow_stale: Mutex<bool>,
 }
 
 /// What a variant was derived from: an upstream stage (by address) or the assumed shape.
@@ -74,6 +77,7 @@ impl ChainCell {
             guard_counts: (0..workers.max(1)).map(|_| WorkerGuard::default()).collect(),
             derived_from: Mutex::new(None),
             shadow: Mutex::new(None),
+            shadow_stale: Mutex::new(false),
         }
     }
 
@@ -208,10 +212,28 @@ impl ChainManager {
     /// period has passed. Control thread.
     pub fn housekeeping(&self, maps: &MapRegistry, workers: usize) {
         lock(&self.retired).retain(|r| !self.qsbr.poll(r.epoch()));
-        if self.config.mode == LiveMode::Off || !self.dirty.swap(false, Ordering::AcqRel) {
+        if self.config.mode == LiveMode::Off {
             return;
         }
         let positions = lock(&self.positions).clone();
+        // A map written since a variant was specialised to its contents: its guard sends every
+        // packet to the original until it is specialised again, to the new contents.
+        let mut stale = false;
+        for placed in positions.values() {
+            let Placed::Ours(w) = placed else { continue };
+            let Some(stage) = w.upgrade() else { continue };
+            let Some(cell) = stage.chain.as_ref() else { continue };
+            let broken =
+                |v: Arc<ChainVariant>| !v.specialised.guard.pins().iter().all(MapPin::holds);
+            if cell.current().is_some_and(broken) {
+                *lock(&cell.derived_from) = None;
+                *lock(&cell.shadow_stale) = true;
+                stale = true;
+            }
+        }
+        if !self.dirty.swap(false, Ordering::AcqRel) && !stale {
+            return;
+        }
         let mut before: Placed = Placed::Empty;
         for pos in POSITIONS {
             let here = positions.get(pos).cloned().unwrap_or_default();
@@ -269,14 +291,19 @@ impl ChainManager {
             return;
         }
         // The facts the published variant rests on still hold: keep it.
-        if let Some(v) = cell.current() {
+        let stale = std::mem::take(&mut *lock(&cell.shadow_stale));
+        if let Some(v) = cell.current().filter(|_| !stale) {
             if assumed.implies(&Guarantee::of(v.assumed.clone())) {
                 *lock(&cell.derived_from) = Some(source);
                 return;
             }
         }
         let t = Instant::now();
-        let opts = SpecialiseOptions::default();
+        // Small maps the program only reads are folded in too (`super::mapconst`).
+        let opts = SpecialiseOptions {
+            maps: Some(stage.program.maps.clone()),
+            ..SpecialiseOptions::default()
+        };
         let made = specialise_verified(&cell.spec, &assumed, &opts)
             .map_err(|e| e.to_string())
             .and_then(|s| {
@@ -361,6 +388,7 @@ impl ChainManager {
                 v["guard"] = json!(s.guard.to_string());
                 v["optimise_ms"] = json!(var.optimise_us / 1e3);
                 v["removed"] = json!(s.stats);
+                v["inlined_lookups"] = json!(s.inlined_lookups);
             }
             out.push(v);
         }

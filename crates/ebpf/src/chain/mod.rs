@@ -12,6 +12,7 @@ mod domain;
 pub mod examples;
 pub mod guard;
 pub mod live;
+pub mod mapconst;
 mod peephole;
 mod refine;
 pub mod report;

@@ -229,6 +229,30 @@ pub(super) fn constant_operands(prog: &mut [Insn]) -> usize {
     changed
 }
 
+/// Unsigned division and remainder by a power of two become a shift and a mask (a divide is
+/// tens of cycles; constants folded from map values, like a service's backend count, make
+/// them common). Returns the instructions changed.
+pub(super) fn strength_reduce(prog: &mut [Insn]) -> usize {
+    let mut changed = 0;
+    for i in prog.iter_mut() {
+        let alu_class = matches!(i.class(), class::ALU | class::ALU64);
+        // `off` 1 is the signed form (sdiv, smod), which rounds differently.
+        if !alu_class || i.is_src_reg() || i.off != 0 || i.imm <= 0 || i.imm & (i.imm - 1) != 0 {
+            continue;
+        }
+        let reduced = match i.op() {
+            alu::MOD => Some((alu::AND, i.imm - 1)),
+            alu::DIV => Some((alu::RSH, i.imm.trailing_zeros() as i32)),
+            _ => None,
+        };
+        if let Some((op, imm)) = reduced {
+            *i = Insn::new(i.class() | op | SRC_K, i.dst, 0, 0, imm);
+            changed += 1;
+        }
+    }
+    changed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,6 +295,28 @@ mod tests {
         assert_eq!(constant_operands(&mut prog), 0);
         let mut prog = assemble("mov32 r1, -1\nadd32 r0, r1\nexit").unwrap();
         assert_eq!(constant_operands(&mut prog), 1);
+    }
+
+    #[test]
+    fn division_by_a_power_of_two_is_a_shift() {
+        let mut prog = assemble(
+            "mod32 r1, 4
+div r2, 8
+mod r3, 6
+mod32 r4, r5
+exit",
+        )
+        .unwrap();
+        assert_eq!(strength_reduce(&mut prog), 2);
+        let want = assemble(
+            "and32 r1, 3
+rsh r2, 3
+mod r3, 6
+mod32 r4, r5
+exit",
+        )
+        .unwrap();
+        assert_eq!(prog, want);
     }
 
     #[test]

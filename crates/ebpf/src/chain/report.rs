@@ -243,6 +243,7 @@ pub fn chain_report(
     let sopts = SpecialiseOptions {
         analysis: super::AnalysisOptions { helpers: opts.helpers.clone(), ..Default::default() },
         mutation: None,
+        maps: None,
     };
     let t = Instant::now();
     let assumed = match (assumed, up) {

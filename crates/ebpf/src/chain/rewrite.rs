@@ -145,7 +145,7 @@ pub fn rewrite(
     // leave nothing new: a few rounds reach the fixpoint.
     for _ in 0..8 {
         let threaded = peephole::thread_jumps(&mut prog);
-        let folded = peephole::constant_operands(&mut prog);
+        let folded = peephole::constant_operands(&mut prog) + peephole::strength_reduce(&mut prog);
         stats.jumps_threaded += threaded;
         stats.operands_folded += folded;
         let unreached = peephole::unreachable(&prog);
@@ -429,6 +429,8 @@ mod tests {
             konst: vec![Konst::Varies; n],
             read: Default::default(),
             moves_packet: false,
+            lookups: Default::default(),
+            written_maps: Default::default(),
         }
     }
 

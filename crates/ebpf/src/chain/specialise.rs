@@ -28,6 +28,9 @@ pub struct Specialised {
     pub conservative: bool,
     /// Instructions the verifier processed for the specialised program.
     pub verify_processed: usize,
+    /// Map lookups inlined against the maps' contents (`super::mapconst`; the guard holds
+    /// their pins).
+    pub inlined_lookups: usize,
     pub timing: Timing,
 }
 
@@ -38,11 +41,17 @@ pub struct Timing {
     pub analyse_us: f64,
     pub rewrite_us: f64,
     pub verify_us: f64,
+    /// Map-content specialisation: analysis, inlining, rewrite and re-verification.
+    pub mapconst_us: f64,
 }
 
 impl Timing {
     pub fn total_us(&self) -> f64 {
-        self.verify_original_us + self.analyse_us + self.rewrite_us + self.verify_us
+        self.verify_original_us
+            + self.analyse_us
+            + self.rewrite_us
+            + self.verify_us
+            + self.mapconst_us
     }
 }
 
@@ -82,6 +91,10 @@ pub struct SpecialiseOptions {
     /// A deliberate bug in the rewrite (the checker's mutation tests).
     #[doc(hidden)]
     pub mutation: Option<Mutation>,
+    /// The program's maps as loaded (in its map order): lookups into small hash maps it never
+    /// writes are inlined against their contents, guarded by the maps' write counts. `None`:
+    /// the shape alone.
+    pub maps: Option<Vec<std::sync::Arc<crate::maps::Map>>>,
 }
 
 /// Specialise `down` (an XDP program) to packets described by `assumed`.
@@ -140,7 +153,7 @@ pub fn specialise_verified(
             }
         },
     };
-    Ok(Specialised {
+    let mut s = Specialised {
         spec: ProgramSpec { name: down.name.clone(), insns, maps: down.maps.clone() },
         guard,
         context,
@@ -148,8 +161,47 @@ pub fn specialise_verified(
         stats,
         conservative,
         verify_processed: verified.processed,
+        inlined_lookups: 0,
         timing,
-    })
+    };
+    if let Some(maps) = &opts.maps {
+        let t = Instant::now();
+        fold_map_contents(&mut s, &shape, maps, opts, &helper_args);
+        s.timing.mapconst_us = micros(t);
+    }
+    Ok(s)
+}
+
+/// Inline `s`'s lookups into small maps it never writes ([`super::mapconst`]), then fold what
+/// that decides (an empty map's null check, say) by one more analysis and rewrite. Kept only if
+/// the verifier accepts the result; otherwise `s` stays as it was.
+fn fold_map_contents(
+    s: &mut Specialised,
+    shape: &super::shape::PacketShape,
+    maps: &[std::sync::Arc<crate::maps::Map>],
+    opts: &SpecialiseOptions,
+    helper_args: super::rewrite::HelperArgs<'_>,
+) {
+    let input = Guarantee::of(shape.clone());
+    let cov = analyse(&s.spec.insns, &input, &opts.analysis);
+    if !cov.is_complete() {
+        return;
+    }
+    let Some(folded) = super::mapconst::fold_small_maps(&s.spec.insns, &cov.coverage, maps) else {
+        return;
+    };
+    let known = AnalysisOptions { map_values: folded.agreed.clone(), ..opts.analysis.clone() };
+    let again = analyse(&folded.insns, &input, &known);
+    if !again.is_complete() {
+        return;
+    }
+    let ro = RewriteOptions { keep_bounds_checks: s.conservative, mutation: None };
+    let Ok((insns, _)) = rewrite(&folded.insns, &again.coverage, ro, helper_args) else { return };
+    let Ok(verified) = verify_in(&s.spec, &insns, s.context, opts) else { return };
+    s.spec.insns = insns;
+    s.verify_processed = verified.processed;
+    s.inlined_lookups = folded.lookups;
+    s.guard = s.guard.clone().with_pins(folded.pins);
 }
 
 /// Verify `insns` with `down`'s maps in `ctx`.

@@ -238,6 +238,19 @@ impl HashStore {
         }
     }
 
+    /// Slots in the arena (the bound of a slot index).
+    pub(crate) fn slots(&self) -> usize {
+        self.mask + 1
+    }
+
+    /// Every entry's key and slot (control plane).
+    pub(crate) fn slotted_keys(&self) -> Vec<(Vec<u8>, usize)> {
+        (0..=self.mask)
+            .filter(|&i| self.state(i).load(Ordering::Acquire) == FULL)
+            .map(|i| (self.arena.read(i * self.slot_stride + 8, self.key_size), i))
+            .collect()
+    }
+
     /// Keys of every entry (control plane).
     pub(crate) fn keys(&self) -> Vec<Vec<u8>> {
         (0..=self.mask)

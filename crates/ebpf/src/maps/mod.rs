@@ -16,6 +16,11 @@ use lpm::LpmStore;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
+/// Slots of a hash map of `max_entries` (the bound of a `map_entry` slot index).
+pub fn hash_slots(max_entries: u32) -> usize {
+    hash::capacity(max_entries)
+}
+
 /// Map kinds, numbered as in Linux (`enum bpf_map_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u32)]
@@ -285,7 +290,63 @@ pub struct Map {
     per_cpu: bool,
     /// Updates from programs that gave up on a contended lock (returned -EBUSY).
     pub busy: AtomicU64,
+    /// Writes to a (shared) hash map, for code specialised to its contents.
+    writes: WriteCount,
 }
+
+/// Writes begun and ended, counted around every update and delete of a shared hash map: a
+/// program specialised to the map's contents ([`Map::pin`]) runs only while no write has begun
+/// since its snapshot, so it never acts on contents a finished write replaced.
+#[derive(Default)]
+#[repr(align(64))]
+struct WriteCount {
+    begun: AtomicU64,
+    ended: AtomicU64,
+}
+
+/// A hash map's entries as one consistent snapshot, taken between writes: what code
+/// specialised to the contents may rely on while [`MapPin::holds`].
+#[derive(Debug, Clone)]
+pub struct MapPin {
+    map: std::sync::Arc<Map>,
+    /// Writes begun when the snapshot was taken.
+    begun: u64,
+    pub entries: Vec<PinnedEntry>,
+}
+
+/// One entry of a [`MapPin`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinnedEntry {
+    pub key: Vec<u8>,
+    /// The hash slot holding it (`lddw map_entry`).
+    pub slot: usize,
+    pub value: Vec<u8>,
+}
+
+impl MapPin {
+    /// No write has begun since the snapshot (one load: the guard's per-packet check).
+    #[inline]
+    pub fn holds(&self) -> bool {
+        self.map.writes.begun.load(Ordering::Acquire) == self.begun
+    }
+
+    pub fn map(&self) -> &std::sync::Arc<Map> {
+        &self.map
+    }
+
+    /// Writes begun before the snapshot (its generation).
+    pub fn generation(&self) -> u64 {
+        self.begun
+    }
+}
+
+impl PartialEq for MapPin {
+    fn eq(&self, o: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.map, &o.map) && self.begun == o.begun
+    }
+}
+
+impl Eq for MapPin {}
 
 impl std::fmt::Debug for Map {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -336,7 +397,66 @@ impl Map {
             stride: cpu_stride * copies,
             per_cpu: def.kind.per_cpu(),
             busy: AtomicU64::new(0),
+            writes: WriteCount::default(),
         })
+    }
+
+    /// Whether writes are counted (shared hash maps: the only maps whose contents code is
+    /// specialised to; per-CPU values change per packet, arrays are inlined anyway).
+    fn counts_writes(&self) -> bool {
+        self.def.kind == MapKind::Hash
+    }
+
+    /// A snapshot of a shared hash map of at most `max` entries, taken while no write is in
+    /// progress; `None` for other maps, bigger ones, or when writes keep coming.
+    pub fn pin(self: &std::sync::Arc<Self>, max: usize) -> Option<MapPin> {
+        let Store::Hash(h) = &self.store else { return None };
+        if !self.counts_writes() {
+            return None;
+        }
+        for _ in 0..4 {
+            let ended = self.writes.ended.load(Ordering::Acquire);
+            let begun = self.writes.begun.load(Ordering::Acquire);
+            if begun != ended {
+                std::thread::yield_now();
+                continue;
+            }
+            if h.len() > max {
+                return None;
+            }
+            let entries: Vec<PinnedEntry> = h
+                .slotted_keys()
+                .into_iter()
+                .filter_map(|(key, slot)| {
+                    let value = self.lookup_copy(&key).ok().flatten()?.pop()?;
+                    Some(PinnedEntry { key, slot, value })
+                })
+                .collect();
+            std::sync::atomic::fence(Ordering::Acquire);
+            if self.writes.begun.load(Ordering::Acquire) == begun && entries.len() <= max {
+                return Some(MapPin { map: self.clone(), begun, entries });
+            }
+        }
+        None
+    }
+
+    /// Address of the value in hash slot `slot` (`lddw map_entry`), if there is such a slot.
+    pub fn slot_value_addr(&self, slot: usize) -> Option<u64> {
+        let Store::Hash(h) = &self.store else { return None };
+        (slot < h.slots()).then(|| h.value_ptr(slot) as u64)
+    }
+
+    /// Run a write, counted for [`MapPin`]s: `begun` is bumped before it touches anything, so a
+    /// packet that checks the pin after the write returns sees it changed.
+    #[inline]
+    fn counted<T>(&self, write: impl FnOnce() -> T) -> T {
+        if !self.counts_writes() {
+            return write();
+        }
+        self.writes.begun.fetch_add(1, Ordering::SeqCst);
+        let r = write();
+        self.writes.ended.fetch_add(1, Ordering::Release);
+        r
     }
 
     /// The layout the JIT needs to inline lookups, for arrays and per-CPU arrays.
@@ -459,6 +579,10 @@ impl Map {
     }
 
     fn update_from(&self, key: &[u8], flags: u64, who: Who, write: impl Fn(*mut u8)) -> i64 {
+        self.counted(|| self.update_uncounted(key, flags, who, write))
+    }
+
+    fn update_uncounted(&self, key: &[u8], flags: u64, who: Who, write: impl Fn(*mut u8)) -> i64 {
         if flags > BPF_EXIST {
             return -errno::EINVAL;
         }
@@ -494,7 +618,15 @@ impl Map {
     }
 
     fn delete_from(&self, key: &[u8], who: Who) -> i64 {
-        let r = match &self.store {
+        let r = self.counted(|| self.delete_uncounted(key, who));
+        if r == -errno::EBUSY {
+            return self.busy();
+        }
+        r
+    }
+
+    fn delete_uncounted(&self, key: &[u8], who: Who) -> i64 {
+        match &self.store {
             // A devmap entry is removed by clearing its interface index.
             Store::Array(a) if self.def.kind == MapKind::DevMap => match self.array_index(key) {
                 Some(i) => {
@@ -506,11 +638,7 @@ impl Map {
             Store::Array(_) => -errno::EINVAL,
             Store::Hash(h) => h.remove(key, who),
             Store::Lpm(l) => l.remove(key, who),
-        };
-        if r == -errno::EBUSY {
-            return self.busy();
         }
-        r
     }
 
     fn check_key(&self, key: &[u8]) -> Result<(), MapError> {

@@ -371,6 +371,19 @@ impl Explorer<'_> {
                         p.off = off;
                         Reg::Ptr(p)
                     }
+                    pseudo::MAP_ENTRY => {
+                        if !matches!(self.env.ctx, Context::XdpMinLen { .. }) {
+                            return Err(self.err(pc, "map_entry is for specialised programs only"));
+                        }
+                        let map = i.imm as u32;
+                        let slot = self.prog[pc + 1].imm as u32 as u64;
+                        let info = self.env.maps[map as usize];
+                        let slots = crate::maps::hash_slots(info.max_entries) as u64;
+                        if info.kind != MapKind::Hash || slot >= slots {
+                            return Err(self.err(pc, "map_entry needs a slot of a hash map"));
+                        }
+                        Reg::Ptr(Ptr::new(PtrKind::MapValue { map }, self.fresh_id()))
+                    }
                     _ => Reg::constant(
                         ((self.prog[pc + 1].imm as u32 as u64) << 32) | i.imm as u32 as u64,
                     ),
