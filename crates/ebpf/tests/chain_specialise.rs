@@ -11,8 +11,8 @@ mod gen;
 use common::*;
 use hotplane_ebpf::asm::assemble;
 use hotplane_ebpf::chain::difftest::{
-    dictionary, difftest, packet_sets, shape_samples, traffic, upstream_outputs, violators,
-    DiffReport, Rng,
+    dictionary, difftest, difftest_with, packet_sets, shape_samples, specialise_to_contents,
+    traffic, upstream_outputs, violators, DiffReport, Guarded, Rng,
 };
 use hotplane_ebpf::chain::examples::fill_services;
 use hotplane_ebpf::chain::rewrite::Mutation;
@@ -273,7 +273,8 @@ fn generated_programs_specialised_to_random_shapes_agree_with_the_originals() {
     };
     let mut rng = Rng::new(0x0c4a_1e55);
     let (mut tried, mut specialised, mut smaller, mut packets) = (0, 0, 0, 0);
-    for _ in 0..2500 {
+    let mut inlined = 0;
+    for round in 0..2500u64 {
         let bytes: Vec<u8> = (0..160).map(|_| rng.next_u64() as u8).collect();
         let spec =
             ProgramSpec { name: "gen".into(), insns: gen::generate(&bytes), maps: maps.clone() };
@@ -303,8 +304,24 @@ fn generated_programs_specialised_to_random_shapes_agree_with_the_originals() {
         let r = difftest(&spec, &s, &frames, &helpers, Engine::Interp, &|_| {}).unwrap();
         packets += r.packets;
         assert_eq!(r.mismatches, 0, "{:?}\n{:?}\nshape {shape}", r.first, spec.insns);
+        // The same with the hash map's contents folded in (0 to 4 entries).
+        let fill = |m: &MapRegistry| {
+            if let Some(h) = m.get("hash") {
+                for k in 0..round % 5 {
+                    h.update_copy(&k.to_le_bytes(), &(k + round).to_le_bytes(), 0).unwrap();
+                }
+            }
+        };
+        let registry = MapRegistry::default();
+        let assumed = Guarantee::of(shape.clone());
+        let s = specialise_to_contents(&spec, &assumed, &opts, &registry, &fill).unwrap();
+        inlined += usize::from(s.inlined_lookups > 0);
+        let guarded = Guarded::load(&spec, &s, &helpers, Engine::Interp, &registry).unwrap();
+        let r = difftest_with(&spec, &guarded, &frames, &helpers, Engine::Interp, &fill).unwrap();
+        assert_eq!(r.mismatches, 0, "mapconst: {:?}\n{:?}\nshape {shape}", r.first, spec.insns);
     }
-    eprintln!("{specialised} of {tried} verified programs specialised, {smaller} smaller, {packets} packets");
+    eprintln!("{specialised} of {tried} verified programs specialised, {smaller} smaller, {inlined} with lookups inlined, {packets} packets");
+    assert!(inlined >= 5, "only {inlined} programs had a lookup inlined");
     assert!(
         specialised >= 200 && specialised * 10 >= tried * 9,
         "only {specialised} of {tried} specialised"

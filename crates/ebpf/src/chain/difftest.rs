@@ -46,6 +46,11 @@ impl Guarded {
         })
     }
 
+    /// The specialised program.
+    pub fn fast(&self) -> &Program {
+        &self.fast
+    }
+
     /// Run `pkt` through the specialised program if the guard admits it, else the original.
     /// Returns the action and whether the guard admitted the packet.
     #[inline]
