@@ -2,7 +2,8 @@
 //! lexer, parser and type checker must return a diagnostic for anything they cannot take,
 //! never panic, and never run away on nesting, inlining, includes or declared sizes (the
 //! budgets of `hotplane_p4::budget`); a program they accept must
-//! compile and run packets (owned and in place) without panicking.
+//! compile and run packets (owned and in place) without panicking, and the chain fold
+//! (`hotplane_p4::chain`) must take it and leave a program that compiles.
 #![no_main]
 
 use hotplane_core::Qsbr;
@@ -33,8 +34,20 @@ fuzz_target!(|data: &[u8]| {
     };
     // P4Info generation takes any program the front-end accepts.
     let _ = hotplane_p4::p4info::text(&ir);
+    // So does the chain fold, whatever the shape (made from the input's first bytes); the
+    // folded program must compile too.
+    let mut shape = hotplane_core::shape::PacketShape::with_len(14, 1518);
+    for (k, pair) in data.chunks_exact(2).take(8).enumerate() {
+        shape.set_known(u16::from(pair[0] % 64) + k as u16, &[pair[1]]);
+    }
+    let mut folded = ir.clone();
+    let fold = hotplane_p4::chain::fold_parser(&mut folded, &shape);
     let qsbr = Qsbr::new();
     let Ok(p) = Pipeline::new(ir, &qsbr) else { return };
+    if !fold.decided.is_empty() {
+        // Only transitions changed: what compiled before compiles folded.
+        let _ = Pipeline::new(folded, &Qsbr::new()).expect("a folded program compiles");
+    }
     let reader = qsbr.register("fuzz");
     let mut sw = V1Switch::new(Arc::new(p));
     let mut out = Vec::new();

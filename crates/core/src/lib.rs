@@ -14,6 +14,7 @@ pub mod native;
 pub mod packet;
 pub mod pool;
 pub mod qsbr;
+pub mod shape;
 pub mod slot;
 pub mod stage;
 pub mod time;

@@ -53,6 +53,13 @@ pub trait Stage: Send + Sync + 'static {
     fn describe(&self) -> String {
         self.name().to_string()
     }
+
+    /// What every packet this stage passes on satisfies ([`crate::shape`]), for the stage after
+    /// it to specialise to (chain optimisation). Control thread only; may take milliseconds
+    /// the first time. `None`: nothing is known (the default).
+    fn pass_guarantee(&self) -> Option<crate::shape::Guarantee> {
+        None
+    }
 }
 
 /// The scratch packet of [`run_one_through_batch`], one per thread.

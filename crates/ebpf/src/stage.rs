@@ -117,6 +117,10 @@ impl Stage for XdpStage {
         &self.program.name
     }
 
+    fn pass_guarantee(&self) -> Option<hotplane_core::shape::Guarantee> {
+        self.chain.as_ref().map(|c| c.pass_guarantee())
+    }
+
     #[inline]
     fn run(&self, batch: &mut Batch, sel: Mask, cx: &mut WorkerCx<'_>) {
         set_current_cpu(cx.worker as u32);

@@ -107,3 +107,83 @@ fn push_p4_reports_a_mistake_in_an_included_file_before_sending() {
     assert!(err.contains("defs.p4:2:"), "{err}");
     assert!(!err.contains("nonexistent"), "the socket was not tried: {err}");
 }
+
+/// Chain specialisation across kinds: behind an eBPF program at `pre` that passes only
+/// IPv4/UDP, basic.p4's parser at `mid` is folded (the ethertype select goes straight to
+/// `parse_ipv4`); the folded pipeline, sharing the original's tables, routes and drops exactly
+/// as the original does.
+#[test]
+fn a_p4_parser_behind_an_ebpf_filter_is_folded_and_routes_the_same() {
+    const COUNT: u64 = 60_000;
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/p4");
+    let tmp = std::env::temp_dir().join(format!("hotplane-p4-chain-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let filter = tmp.join("udp_only.s");
+    std::fs::write(
+        &filter,
+        "ldxw %r2, [%r1+0]\nldxw %r3, [%r1+4]\nmov %r0, 1\nmov %r4, %r2\nadd %r4, 42\n\
+         jgt %r4, %r3, out\nldxh %r5, [%r2+12]\njne %r5, 8, out\nldxb %r5, [%r2+23]\n\
+         jne %r5, 17, out\nmov %r0, 2\nout:\nexit\n",
+    )
+    .unwrap();
+    let entries = tmp.join("entries.json");
+    std::fs::write(
+        &entries,
+        r#"{"table_entries": [
+            {"table": "MyIngress.ipv4_lpm", "match": {"hdr.ipv4.dstAddr": ["10.0.1.0", 30]},
+             "action_name": "MyIngress.ipv4_forward",
+             "action_params": {"dstAddr": "08:00:00:00:01:11", "port": 1}}
+        ]}"#,
+    )
+    .unwrap();
+    let toml = format!(
+        r#"
+[dataplane]
+workers = 2
+[[port]]
+name = "p0"
+kind = "mem"
+gen = {{ flows = 4, count = {COUNT}, rate_pps = 100000, vary = "dst-ip", dst_ip = "10.0.1.1", stamp = false }}
+[[port]]
+name = "p1"
+kind = "mem"
+sink = {{ capture = 16 }}
+[pipeline]
+pre = {{ stage = "ebpf", file = "{}" }}
+mid = {{ stage = "p4", program = "{dir}/basic.p4", entries = "{}" }}
+"#,
+        filter.display(),
+        entries.display()
+    );
+    let plane = hotplane::start(Config::parse(&toml, "test").unwrap()).unwrap();
+    let status = || {
+        let stats = plane.request(hotplane_control::api::Request::Stats {}).result.unwrap();
+        stats["p4"]["chain"]["positions"][0].clone()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mid = loop {
+        let mid = status();
+        if mid["guard_hits"].as_u64().unwrap_or(0) > 1000 {
+            break mid;
+        }
+        assert!(std::time::Instant::now() < deadline, "never folded: {mid}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(mid["position"], "mid");
+    assert_eq!(mid["folded"], true, "{mid}");
+    assert_eq!(mid["decided"][0], "parse_ethernet -> parse_ipv4", "{mid}");
+    assert_eq!(mid["guard"], "len in [42, 1518]; 12=08 13=00", "{mid}");
+    assert_eq!(mid["guard_misses"], 0, "every packet came through the filter: {mid}");
+    assert!(plane.wait_drained(Duration::from_secs(30)), "did not drain");
+    let handles = plane.mem_handles();
+    let s = plane.stop();
+    std::fs::remove_dir_all(&tmp).ok();
+    assert_eq!((s.panics, s.packets), (0, COUNT));
+    // Folded or not, 10.0.1.4 is outside 10.0.1.0/30 and dropped; the rest reach p1 rewritten.
+    assert_eq!(s.dropped, COUNT / 4);
+    let p1 = s.ports.iter().find(|(n, _)| n == "p1").unwrap();
+    assert_eq!(p1.1.tx_packets, COUNT / 4 * 3);
+    let report = hotplane_io::mem::MemReport::merge(&handles);
+    let frame = report.captured.first().expect("p1 captured frames").clone();
+    assert_eq!(&frame[0..6], &[8, 0, 0, 0, 1, 0x11], "new destination MAC");
+}

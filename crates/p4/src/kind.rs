@@ -78,12 +78,21 @@ enum P4Request {
 /// Make the P4 kind for one data plane (what the binary registers).
 pub fn make(setup: &KindSetup<'_>) -> Result<Arc<dyn ProgramKind>, KindError> {
     let section: P4Section = setup.section("p4")?.unwrap_or_default();
-    Ok(Arc::new(P4Kind::new(section.limits)))
+    // `[chain]` belongs to the eBPF kind, which checks it; P4 follows its mode.
+    let mode = setup.sections.get("chain").and_then(|c| c.get("mode")).and_then(Value::as_str);
+    let enabled = mode != Some("off");
+    let mut kind = P4Kind::new(section.limits);
+    kind.chain = Some(chain::P4Chain::new(enabled, setup.qsbr, setup.workers));
+    Ok(Arc::new(kind))
 }
+
+mod chain;
 
 /// The P4 program kind.
 pub struct P4Kind {
     limits: Limits,
+    /// Parsers folded to what the stage before them passes (`[chain] mode`, on by default).
+    chain: Option<chain::P4Chain>,
     /// Every stage this kind built that may still be alive: how it recognises its own.
     built: Mutex<Vec<Weak<P4Stage>>>,
     /// Which of its stages is installed at each (worker, target).
@@ -105,7 +114,7 @@ fn address<T: ?Sized>(p: *const T) -> *const () {
 impl P4Kind {
     /// A kind compiling every program under `limits`.
     pub fn new(limits: Limits) -> Self {
-        P4Kind { limits, built: Mutex::default(), installed: Mutex::default() }
+        P4Kind { limits, chain: None, built: Mutex::default(), installed: Mutex::default() }
     }
 
     /// The budgets every program is compiled under.
@@ -119,6 +128,12 @@ impl P4Kind {
         built.retain(|w| w.strong_count() > 0);
         built.push(Arc::downgrade(&stage));
         Some(stage as Arc<dyn Stage>)
+    }
+
+    /// `stage`, if this kind built it.
+    fn ours(&self, stage: &Arc<dyn Stage>) -> Option<Arc<P4Stage>> {
+        let at = address(Arc::as_ptr(stage));
+        lock(&self.built).iter().find(|w| address(Weak::as_ptr(w)) == at)?.upgrade()
     }
 
     /// The P4 stage installed at `target` on `worker`, if the program there is one of ours.
@@ -226,6 +241,9 @@ impl ProgramKind for P4Kind {
 
     fn installed(&self, target: &str, workers: &[usize], program: &Program, version: u64) {
         let _ = version;
+        if let Some(c) = &self.chain {
+            c.installed(target, workers.len(), program);
+        }
         // The P4 programs of the table operations and of replacements are those at positions
         // and externs. One installed as a flow function is run, not addressed: `p4-tables`
         // without a target keeps finding the pipeline's program, and a P4 update to a flow
@@ -245,6 +263,17 @@ impl ProgramKind for P4Kind {
                 None => installed.remove(&key),
             };
         }
+    }
+
+    fn housekeeping(&self) {
+        if let Some(c) = &self.chain {
+            c.housekeeping(&|s| self.ours(s));
+        }
+    }
+
+    fn stats(&self) -> Option<Value> {
+        let c = self.chain.as_ref()?;
+        Some(serde_json::json!({ "chain": c.status(&|s| self.ours(s)) }))
     }
 
     fn ops(&self) -> &'static [&'static str] {

@@ -19,6 +19,7 @@
 
 pub mod ast;
 pub mod budget;
+pub mod chain;
 pub mod control;
 pub mod diag;
 pub mod exec;

@@ -8,15 +8,18 @@
 //! extern assembled: whatever kind of program is in the slot, nothing is copied and the P4
 //! stage never needs to know which kind it is.
 
+use crate::chain::ParserFold;
 use crate::exec::{Host, Pipeline};
 use crate::ir::{self, InstanceKind};
 use crate::v1model::{Output, Replication, V1Switch};
+use hotplane_core::metrics::LocalCounter;
+use hotplane_core::shape::PacketGuard;
 use hotplane_core::{
-    Batch, ExternSlots, FlowTable, Guard, KindError, Mask, Meta, Program, Slot, Stage, Verdict,
-    WorkerCx, MAX_WORKERS,
+    Batch, ExternSlots, FlowTable, Guard, KindError, Mask, Meta, Packet, Program, Qsbr, Slot,
+    Stage, Verdict, WorkerCx, MAX_WORKERS,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// What a program's hotplane externs are wired to.
 #[derive(Clone, Default)]
@@ -59,6 +62,40 @@ impl ExternWiring {
     }
 }
 
+/// The program with its parser folded to what the stage before it passes ([`crate::chain`]):
+/// packets its guard admits run it, the others the original. It shares every table, register
+/// and counter with the original.
+pub struct P4Variant {
+    pub pipeline: Arc<Pipeline>,
+    pub guard: PacketGuard,
+    pub fold: ParserFold,
+    /// The program before it, whose guarantee it was folded to.
+    pub upstream: String,
+}
+
+/// Per-worker guard outcomes, on a cache line of their own.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct GuardCounts([LocalCounter; 2]);
+
+/// Where the kind publishes a stage's [`P4Variant`] (made on first use, on the control thread).
+pub struct ChainSlot {
+    slot: Slot<Option<Arc<P4Variant>>>,
+    counts: Box<[GuardCounts]>,
+}
+
+impl ChainSlot {
+    pub fn slot(&self) -> &Slot<Option<Arc<P4Variant>>> {
+        &self.slot
+    }
+
+    /// Packets the guard admitted and refused, over all workers.
+    pub fn guard_counts(&self) -> (u64, u64) {
+        let sum = |k: usize| self.counts.iter().map(|c| c.0[k].get()).sum();
+        (sum(0), sum(1))
+    }
+}
+
 pub struct P4Stage {
     name: String,
     pipeline: Arc<Pipeline>,
@@ -70,11 +107,14 @@ pub struct P4Stage {
     /// Copies beyond the first of a clone or multicast (this stage cannot allocate packets).
     pub extra_copies_dropped: AtomicU64,
     pub busy: AtomicU64,
+    chain: OnceLock<ChainSlot>,
 }
 
 struct Worker {
     switch: V1Switch,
     out: Vec<Output>,
+    /// The switch running the published variant, and which variant (by address) it runs.
+    fast: Option<(usize, V1Switch)>,
 }
 
 impl P4Stage {
@@ -92,7 +132,21 @@ impl P4Stage {
             workers: (0..MAX_WORKERS).map(|_| Mutex::new(None)).collect(),
             extra_copies_dropped: AtomicU64::new(0),
             busy: AtomicU64::new(0),
+            chain: OnceLock::new(),
         }
+    }
+
+    /// The stage's variant slot, made on first use (control thread).
+    pub fn chain_slot(&self, qsbr: &Qsbr) -> &ChainSlot {
+        self.chain.get_or_init(|| ChainSlot {
+            slot: Slot::new(qsbr, None),
+            counts: (0..MAX_WORKERS).map(|_| GuardCounts::default()).collect(),
+        })
+    }
+
+    /// The variant slot, if one was ever made.
+    pub fn chain(&self) -> Option<&ChainSlot> {
+        self.chain.get()
     }
 
     pub fn pipeline(&self) -> &Arc<Pipeline> {
@@ -104,6 +158,11 @@ impl P4Stage {
     }
 
     fn new_worker(&self, worker: usize) -> Worker {
+        Worker { switch: self.new_switch(worker, &self.pipeline), out: Vec::new(), fast: None }
+    }
+
+    /// A switch running `pipeline` with this stage's externs wired for `worker`.
+    fn new_switch(&self, worker: usize, pipeline: &Arc<Pipeline>) -> V1Switch {
         let flow_ran = Arc::new(AtomicBool::new(false));
         let host = WorkerHost {
             worker,
@@ -116,10 +175,20 @@ impl P4Stage {
                 .collect(),
             flows: self.wiring.flows.get(worker).cloned(),
         };
-        Worker {
-            switch: V1Switch::with_host(Arc::clone(&self.pipeline), Box::new(host))
-                .flow_ran_flag(flow_ran),
-            out: Vec::new(),
+        V1Switch::with_host(Arc::clone(pipeline), Box::new(host)).flow_ran_flag(flow_ran)
+    }
+
+    /// What leaves for a packet: the first copy takes the packet's place (this stage cannot
+    /// allocate packets); the rest are counted.
+    fn emit(&self, pkt: &mut Packet, out: &mut Vec<Output>) {
+        let mut outs = out.drain(..);
+        match outs.next() {
+            Some(o) if pkt.set_frame(&o.data).is_ok() => pkt.meta.out_port = o.port as u16,
+            _ => pkt.meta.verdict = Verdict::Drop,
+        }
+        let rest = outs.count() as u64;
+        if rest > 0 {
+            self.extra_copies_dropped.fetch_add(rest, Ordering::Relaxed);
         }
     }
 }
@@ -140,23 +209,58 @@ impl Stage for P4Stage {
             self.busy.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        let Worker { switch, out } = w.get_or_insert_with(|| self.new_worker(cx.worker));
+        let worker = cx.worker;
+        let Worker { switch, out, fast } = w.get_or_insert_with(|| self.new_worker(worker));
         let (guard, now) = (cx.guard, cx.now_ns);
-        let flows_ran =
-            switch.process_batch(batch, sel, &self.replication, guard, now, out, |_, pkt, out| {
-                // This stage cannot allocate packets: the first copy takes the packet's place.
-                let mut outs = out.drain(..);
-                match outs.next() {
-                    Some(o) if pkt.set_frame(&o.data).is_ok() => pkt.meta.out_port = o.port as u16,
-                    _ => pkt.meta.verdict = Verdict::Drop,
-                }
-                let rest = outs.count() as u64;
-                if rest > 0 {
-                    self.extra_copies_dropped.fetch_add(rest, Ordering::Relaxed);
-                }
-            });
+        let chain = self.chain.get();
+        let variant = chain.and_then(|c| c.slot.load(guard).value.as_ref());
+        let Some((v, chain)) = variant.zip(chain) else {
+            let flows_ran =
+                switch.process_batch(batch, sel, &self.replication, guard, now, out, |_, p, o| {
+                    self.emit(p, o)
+                });
+            cx.flows_done = Mask(cx.flows_done.0 | flows_ran.0);
+            return;
+        };
+        let id = Arc::as_ptr(v) as usize;
+        if fast.as_ref().is_none_or(|(f, _)| *f != id) {
+            *fast = Some((id, self.new_switch(worker, &v.pipeline)));
+        }
+        let Some((_, fast)) = fast.as_mut() else { return };
+        let mut admitted = 0u64;
+        for i in sel {
+            if v.guard.admits(batch.as_mut_slice()[i].data()) {
+                admitted |= 1 << i;
+            }
+        }
+        let hits = u64::from(admitted.count_ones());
+        if let Some(c) = chain.counts.get(worker) {
+            c.0[0].add(hits);
+            c.0[1].add(u64::from(sel.0.count_ones()) - hits);
+        }
+        // Packets run in batch order, each run of consecutive packets with the same answer on
+        // one switch: state the program keeps (registers, counters) sees them in order.
+        let mut flows_ran = 0u64;
+        let mut rest = sel.0;
+        while rest != 0 {
+            let first = rest.trailing_zeros();
+            let admit = admitted >> first & 1 == 1;
+            // The run: from `first` while the answer stays the same.
+            let same = if admit { admitted } else { !admitted };
+            let stop = (!same >> first).trailing_zeros().min(64 - first);
+            let span =
+                if first + stop >= 64 { !0u64 << first } else { ((1u64 << stop) - 1) << first };
+            let run = Mask(rest & span);
+            rest &= !span;
+            let sw = if admit { &mut *fast } else { &mut *switch };
+            let ran =
+                sw.process_batch(batch, run, &self.replication, guard, now, out, |_, p, o| {
+                    self.emit(p, o)
+                });
+            flows_ran |= ran.0;
+        }
         // The flow step after this stage must not run those packets' functions a second time.
-        cx.flows_done = Mask(cx.flows_done.0 | flows_ran.0);
+        cx.flows_done = Mask(cx.flows_done.0 | flows_ran);
     }
 }
 

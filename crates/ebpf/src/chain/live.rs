@@ -57,6 +57,8 @@ pub struct ChainCell {
     shadow: Mutex<Option<Arc<ChainVariant>>>,
     /// The published variant's map pins broke: it must be made again, not kept.
     shadow_stale: Mutex<bool>,
+    /// What the program passes, analysed once (for the stage after it).
+    passes: std::sync::OnceLock<Guarantee>,
 }
 
 /// What a variant was derived from: an upstream stage (by address) or the assumed shape.
@@ -78,6 +80,7 @@ impl ChainCell {
             derived_from: Mutex::new(None),
             shadow: Mutex::new(None),
             shadow_stale: Mutex::new(false),
+            passes: std::sync::OnceLock::new(),
         }
     }
 
@@ -99,6 +102,16 @@ impl ChainCell {
     pub fn guard_counts(&self) -> (u64, u64) {
         let sum = |k: usize| self.guard_counts.iter().map(|w| w.0[k].get()).sum();
         (sum(HITS), sum(MISSES))
+    }
+
+    /// What every packet the original passes (`XDP_PASS`) satisfies, for any input frame.
+    pub fn pass_guarantee(&self) -> Guarantee {
+        self.passes
+            .get_or_init(|| {
+                analyse(&self.spec.insns, &super::default_input(), &Default::default())
+                    .guarantee(ExitAction::Pass)
+            })
+            .clone()
     }
 
     /// The published variant, as the control thread last published it.
@@ -265,11 +278,9 @@ impl ChainManager {
         };
         let (source, name, assumed) = match (&upstream, &self.config.assume, before) {
             (Some(up), _, _) => {
-                let spec = up.chain.as_ref().map(|c| c.spec.clone());
-                let Some(spec) = spec else { return };
-                let a = analyse(&spec.insns, &super::default_input(), &Default::default());
+                let Some(c) = up.chain.as_ref() else { return };
                 let as_ref: StageRef = up.clone();
-                (Source::Stage(address(&as_ref)), spec.name.clone(), a.guarantee(ExitAction::Pass))
+                (Source::Stage(address(&as_ref)), c.spec.name.clone(), c.pass_guarantee())
             }
             (None, Some(g), Placed::Empty) => (Source::Assumed, "[chain] assume".into(), g.clone()),
             _ => {

@@ -17,9 +17,8 @@ mod peephole;
 mod refine;
 pub mod report;
 pub mod rewrite;
-pub mod shape;
-#[cfg(test)]
-mod shape_tests;
+/// Packet shapes live in `hotplane-core`: the P4 side specialises to them too.
+pub use hotplane_core::shape;
 pub mod specialise;
 mod transfer;
 

@@ -543,3 +543,10 @@ impl fmt::Display for Guarantee {
         }
     }
 }
+
+pub mod guard;
+
+pub use guard::{GuardWord, PacketGuard};
+
+#[cfg(test)]
+mod tests;

@@ -1,7 +1,7 @@
 //! Packet shapes: the JSON form, its errors, and the lattice laws on random shapes, checked
 //! against concrete packets drawn from the shapes.
 
-use super::shape::*;
+use super::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
