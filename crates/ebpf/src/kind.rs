@@ -254,7 +254,7 @@ impl ProgramKind for EbpfKind {
 
     fn housekeeping(&self) {
         if let Some(m) = self.chain() {
-            m.housekeeping(&self.env.maps, self.workers);
+            m.housekeeping(self.workers);
         }
     }
 

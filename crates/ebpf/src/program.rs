@@ -173,6 +173,15 @@ pub struct LoadStats {
     pub processed: usize,
 }
 
+/// Where a program's maps come from.
+#[derive(Clone, Copy)]
+enum MapSource<'a> {
+    /// Created, or taken from the registry by name and shape.
+    Registry(Option<&'a MapRegistry>),
+    /// These very maps.
+    Given(&'a [Arc<Map>]),
+}
+
 /// A program ready to run.
 pub struct Program {
     pub name: String,
@@ -221,6 +230,29 @@ impl Program {
         opts: LoadOptions,
         registry: Option<&MapRegistry>,
     ) -> Result<Program, LoadError> {
+        Self::load_from(spec, context, helpers, opts, MapSource::Registry(registry))
+    }
+
+    /// [`Program::load`] on exactly `maps` (in `spec`'s map order, each of the shape `spec`
+    /// declares): a specialised form of a loaded program runs on the original's very maps,
+    /// whatever another program registered under the same names since.
+    pub fn load_with_maps(
+        spec: &ProgramSpec,
+        context: Context,
+        helpers: &Helpers,
+        opts: LoadOptions,
+        maps: &[Arc<Map>],
+    ) -> Result<Program, LoadError> {
+        Self::load_from(spec, context, helpers, opts, MapSource::Given(maps))
+    }
+
+    fn load_from(
+        spec: &ProgramSpec,
+        context: Context,
+        helpers: &Helpers,
+        opts: LoadOptions,
+        source: MapSource<'_>,
+    ) -> Result<Program, LoadError> {
         if spec.maps.len() > MAX_MAPS {
             return Err(LoadError::Invalid(format!(
                 "{} maps exceed the limit of {MAX_MAPS}",
@@ -238,10 +270,29 @@ impl Program {
         let verified = verifier::verify(&spec.insns, &env)?;
         let verify_ns = t0.elapsed().as_nanos() as u64;
         // Maps only once the program is known to be good: a rejected update leaves no trace.
+        let registry = match source {
+            MapSource::Given(given) => {
+                if given.len() != spec.maps.len()
+                    || given.iter().zip(&spec.maps).any(|(g, m)| !g.compatible(&m.def))
+                {
+                    return Err(LoadError::Invalid("the given maps are not the program's".into()));
+                }
+                None
+            }
+            MapSource::Registry(r) => r,
+        };
+        let given = match source {
+            MapSource::Given(given) => Some(given),
+            MapSource::Registry(_) => None,
+        };
         let maps = spec
             .maps
             .iter()
-            .map(|m| {
+            .enumerate()
+            .map(|(k, m)| {
+                if let Some(given) = given {
+                    return Ok(Arc::clone(&given[k]));
+                }
                 let (map, new) = match registry {
                     Some(r) => r.obtain(m, opts.cpus),
                     None => Map::new(&m.name, m.def, opts.cpus).map(|m| (Arc::new(m), true)),
@@ -254,6 +305,11 @@ impl Program {
                 Ok(map)
             })
             .collect::<Result<Vec<_>, LoadError>>()?;
+        for &m in &verified.value_stores {
+            if let Some(map) = maps.get(m as usize) {
+                map.note_value_stores();
+            }
+        }
         let linked = link(&verified.insns, &maps)?;
         let t1 = Instant::now();
         let jit = match opts.engine {

@@ -135,7 +135,12 @@ fn map_entry_references_are_refused_from_outside() {
     let helpers = xdp::helpers();
     let env = |ctx| Env { helpers: &helpers, ctx, maps: &maps, complexity: DEFAULT_COMPLEXITY };
     let e = verifier::verify(&prog(0), &env(Context::Xdp)).unwrap_err();
-    assert!(e.msg.contains("specialised programs only"), "{e}");
+    assert!(e.msg.contains("lddw with unknown source 7"), "{e}");
+    // Even where no path reaches it.
+    let mut dead = vec![Insn::new(op::JA, 0, 0, 2, 0)];
+    dead.extend(prog(0));
+    let e = verifier::verify(&dead, &env(Context::Xdp)).unwrap_err();
+    assert!(e.msg.contains("lddw with unknown source 7"), "{e}");
     let inside = Context::XdpMinLen { min_len: 14 };
     verifier::verify(&prog(0), &env(inside)).unwrap();
     let e = verifier::verify(&prog(1 << 20), &env(inside)).unwrap_err();

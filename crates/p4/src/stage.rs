@@ -113,8 +113,9 @@ pub struct P4Stage {
 struct Worker {
     switch: V1Switch,
     out: Vec<Output>,
-    /// The switch running the published variant, and which variant (by address) it runs.
-    fast: Option<(usize, V1Switch)>,
+    /// The switch running the published variant's pipeline (which it keeps alive, so the
+    /// identity test below cannot be fooled by a reused address).
+    fast: Option<V1Switch>,
 }
 
 impl P4Stage {
@@ -222,11 +223,10 @@ impl Stage for P4Stage {
             cx.flows_done = Mask(cx.flows_done.0 | flows_ran.0);
             return;
         };
-        let id = Arc::as_ptr(v) as usize;
-        if fast.as_ref().is_none_or(|(f, _)| *f != id) {
-            *fast = Some((id, self.new_switch(worker, &v.pipeline)));
+        if fast.as_ref().is_none_or(|f| !Arc::ptr_eq(&f.pipeline, &v.pipeline)) {
+            *fast = Some(self.new_switch(worker, &v.pipeline));
         }
-        let Some((_, fast)) = fast.as_mut() else { return };
+        let Some(fast) = fast.as_mut() else { return };
         let mut admitted = 0u64;
         for i in sel {
             if v.guard.admits(batch.as_mut_slice()[i].data()) {

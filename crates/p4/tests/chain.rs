@@ -130,3 +130,18 @@ fn folded_parsers_behind_their_guard_agree_with_the_originals() {
     eprintln!("{decided} program/shape pairs folded, {checked} frames checked");
     assert!(decided >= 10, "only {decided} program/shape pairs had a select decided");
 }
+
+/// The folded pipeline runs on the original's very tables: an entry written through either is
+/// the other's (also for a table with an `entries` list, which a replacement would not share).
+#[test]
+fn a_folded_pipeline_shares_every_table_with_the_original() {
+    let qsbr = Qsbr::new();
+    let original = Pipeline::new(program("basic_tunnel.p4"), &qsbr).unwrap();
+    let mut folded = program("basic_tunnel.p4");
+    assert!(!fold_parser(&mut folded, &ipv4_tcp()).decided.is_empty());
+    let folded = Pipeline::sharing(folded, &original).unwrap();
+    assert_eq!(original.objects.tables.len(), folded.objects.tables.len());
+    for (a, b) in original.objects.tables.iter().zip(&folded.objects.tables) {
+        assert!(Arc::ptr_eq(a, b), "{} is not shared", a.name);
+    }
+}

@@ -591,13 +591,13 @@ impl<'a> Explorer<'a> {
         }
         let r0 = match h.ret {
             Ret::Scalar => Value::unknown(),
-            Ret::MapValueOrNull => {
-                let map = match st.reg(1).reg {
-                    Reg::Ptr(Ptr { kind: PtrKind::Map { map }, .. }) => map,
-                    _ => 0,
-                };
-                Value::ptr(PtrKind::MapValueOrNull { map }, 0)
-            }
+            Ret::MapValueOrNull => match st.reg(1).reg {
+                Reg::Ptr(Ptr { kind: PtrKind::Map { map }, .. }) => {
+                    Value::ptr(PtrKind::MapValueOrNull { map }, 0)
+                }
+                // Not a known map (the verifier rules this out): nothing may be assumed.
+                _ => Value::unknown(),
+            },
         };
         st.set(0, r0);
         self.cov.moves_packet |= h.changes_packet;

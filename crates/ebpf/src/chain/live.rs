@@ -12,7 +12,7 @@ use super::analysis::{analyse, ExitAction};
 use super::shape::{Guarantee, PacketShape};
 use super::specialise::{specialise_verified, SpecialiseOptions, Specialised};
 use crate::maps::MapPin;
-use crate::program::{LoadOptions, MapRegistry, Program, ProgramSpec};
+use crate::program::{LoadOptions, Program, ProgramSpec};
 use crate::stage::XdpStage;
 use hotplane_core::metrics::LocalCounter;
 use hotplane_core::qsbr::{Guard as ReadGuard, Qsbr};
@@ -223,7 +223,7 @@ impl ChainManager {
 
     /// Bring every variant in line with the stage before it; free old variants whose grace
     /// period has passed. Control thread.
-    pub fn housekeeping(&self, maps: &MapRegistry, workers: usize) {
+    pub fn housekeeping(&self, workers: usize) {
         lock(&self.retired).retain(|r| !self.qsbr.poll(r.epoch()));
         if self.config.mode == LiveMode::Off {
             return;
@@ -252,7 +252,7 @@ impl ChainManager {
             let here = positions.get(pos).cloned().unwrap_or_default();
             if let Placed::Ours(stage) = &here {
                 if let Some(stage) = stage.upgrade() {
-                    self.align(pos, &stage, &before, maps, workers);
+                    self.align(pos, &stage, &before, workers);
                 }
             }
             if !matches!(here, Placed::Empty) {
@@ -263,14 +263,7 @@ impl ChainManager {
 
     /// Make `stage`'s variant match what `before` (the nearest non-empty position before it)
     /// passes.
-    fn align(
-        &self,
-        pos: &'static str,
-        stage: &Arc<XdpStage>,
-        before: &Placed,
-        maps: &MapRegistry,
-        workers: usize,
-    ) {
+    fn align(&self, pos: &'static str, stage: &Arc<XdpStage>, before: &Placed, workers: usize) {
         let Some(cell) = stage.chain.as_ref() else { return };
         let upstream = match before {
             Placed::Ours(w) => w.upgrade(),
@@ -323,8 +316,10 @@ impl ChainManager {
                     cpus: workers.max(1),
                     ..LoadOptions::default()
                 };
+                // On the original's very maps: the pins and the inlined slots are theirs.
+                let helpers = &opts.analysis.helpers;
                 let fast =
-                    Program::load(&s.spec, s.context, &opts.analysis.helpers, load, Some(maps))
+                    Program::load_with_maps(&s.spec, s.context, helpers, load, &stage.program.maps)
                         .map_err(|e| format!("the specialised program does not load: {e}"))?;
                 Ok(ChainVariant {
                     specialised: s,

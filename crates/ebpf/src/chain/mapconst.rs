@@ -6,8 +6,9 @@
 //! re-specialises to the new contents).
 //!
 //! Value bytes all entries share are folded too (a service map whose entries all have four
-//! backends makes `% count` a constant): a value rewritten in place is a write, so the pin
-//! breaks and the original runs. Maps the
+//! backends makes `% count` a constant): a value rewritten by the control plane is a write, so
+//! the pin breaks and the original runs; values of a map some loaded program stores into in
+//! place (which no count sees) are never folded. Maps the
 //! program writes (update or delete helpers, stores into their values) are left alone: every
 //! packet would break the pin.
 
@@ -69,9 +70,10 @@ pub fn fold_small_maps(prog: &[Insn], cov: &Coverage, maps: &[Arc<Map>]) -> Opti
     Some(Folded { insns, pins: pins.into_iter().map(|(_, p)| p).collect(), agreed, lookups })
 }
 
-/// The value bytes all of `pin`'s entries share.
+/// The value bytes all of `pin`'s entries share (none where a program stores into the values
+/// in place: only updates are counted).
 fn agreed_bytes(pin: &MapPin) -> Vec<Option<u8>> {
-    let Some(first) = pin.entries.first() else { return Vec::new() };
+    let Some(first) = pin.entries.first().filter(|_| pin.values_stable) else { return Vec::new() };
     (0..first.value.len())
         .map(|k| {
             let b = first.value[k];
@@ -215,6 +217,23 @@ mod tests {
         assert!(m.delete_copy(&[7; 12]).is_err());
         assert!(!pin.holds(), "even a failed delete began a write");
         assert!(map(&[[1; 12], [2; 12], [3; 12], [4; 12], [5; 12]]).pin(4).is_none());
+    }
+
+    #[test]
+    fn values_a_program_stores_into_are_never_folded() {
+        let m = map(&[[1; 12], [2; 12]]);
+        let pin = m.pin(MAX_INLINE_ENTRIES).unwrap();
+        assert!(pin.values_stable);
+        assert_eq!(agreed_bytes(&pin)[1..8], [Some(0); 7], "both values are below 256");
+        // A program that stores into the values is loaded: that counts as a write...
+        m.note_value_stores();
+        assert!(!pin.holds());
+        // ...and no later snapshot folds the values (the keys still may be inlined).
+        let pin = m.pin(MAX_INLINE_ENTRIES).unwrap();
+        assert!(!pin.values_stable);
+        assert!(agreed_bytes(&pin).is_empty());
+        m.note_value_stores();
+        assert!(pin.holds(), "only the first such program counts");
     }
 
     #[test]

@@ -166,7 +166,7 @@ pub fn specialise_verified(
     };
     if let Some(maps) = &opts.maps {
         let t = Instant::now();
-        fold_map_contents(&mut s, &shape, maps, opts, &helper_args);
+        fold_map_contents(&mut s, &shape, cov, maps, opts, &helper_args);
         s.timing.mapconst_us = micros(t);
     }
     Ok(s)
@@ -178,6 +178,7 @@ pub fn specialise_verified(
 fn fold_map_contents(
     s: &mut Specialised,
     shape: &super::shape::PacketShape,
+    first: &super::analysis::Coverage,
     maps: &[std::sync::Arc<crate::maps::Map>],
     opts: &SpecialiseOptions,
     helper_args: super::rewrite::HelperArgs<'_>,
@@ -201,7 +202,12 @@ fn fold_map_contents(
     s.spec.insns = insns;
     s.verify_processed = verified.processed;
     s.inlined_lookups = folded.lookups;
-    s.guard = s.guard.clone().with_pins(folded.pins);
+    // Folded values can turn a packet read at a variable offset into one at a known offset,
+    // decided by the shape: the guard checks what either analysis read.
+    let moved = first.moves_packet || again.coverage.moves_packet;
+    let read: std::collections::BTreeSet<u16> =
+        first.read.union(&again.coverage.read).copied().collect();
+    s.guard = Guard::from_shape(shape, (!moved).then_some(&read)).with_pins(folded.pins);
 }
 
 /// Verify `insns` with `down`'s maps in `ctx`.

@@ -292,6 +292,9 @@ pub struct Map {
     pub busy: AtomicU64,
     /// Writes to a (shared) hash map, for code specialised to its contents.
     writes: WriteCount,
+    /// Some program loaded with this map stores into its values in place (no update counts
+    /// that): its values are never folded into code (`crate::chain::mapconst`).
+    values_stored: std::sync::atomic::AtomicBool,
 }
 
 /// Writes begun and ended, counted around every update and delete of a shared hash map: a
@@ -312,6 +315,9 @@ pub struct MapPin {
     /// Writes begun when the snapshot was taken.
     begun: u64,
     pub entries: Vec<PinnedEntry>,
+    /// No program stored into the values in place when the snapshot was taken (one that is
+    /// loaded later counts as a write): the values, not only the keys, may be relied on.
+    pub values_stable: bool,
 }
 
 /// One entry of a [`MapPin`].
@@ -398,7 +404,22 @@ impl Map {
             per_cpu: def.kind.per_cpu(),
             busy: AtomicU64::new(0),
             writes: WriteCount::default(),
+            values_stored: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// A program that stores into this map's values was loaded: from now on the values are not
+    /// stable between updates. Counted as a write, so code already specialised to the values
+    /// stops running before the program can change one.
+    pub fn note_value_stores(&self) {
+        if !self.values_stored.swap(true, Ordering::AcqRel) && self.counts_writes() {
+            self.counted(|| ());
+        }
+    }
+
+    /// Whether values change only through updates (no loaded program stores into them).
+    pub fn values_stable(&self) -> bool {
+        !self.values_stored.load(Ordering::Acquire)
     }
 
     /// Whether writes are counted (shared hash maps: the only maps whose contents code is
@@ -424,6 +445,7 @@ impl Map {
             if h.len() > max {
                 return None;
             }
+            let values_stable = self.values_stable();
             let entries: Vec<PinnedEntry> = h
                 .slotted_keys()
                 .into_iter()
@@ -434,7 +456,7 @@ impl Map {
                 .collect();
             std::sync::atomic::fence(Ordering::Acquire);
             if self.writes.begun.load(Ordering::Acquire) == begun && entries.len() <= max {
-                return Some(MapPin { map: self.clone(), begun, entries });
+                return Some(MapPin { map: self.clone(), begun, entries, values_stable });
             }
         }
         None
@@ -454,6 +476,9 @@ impl Map {
             return write();
         }
         self.writes.begun.fetch_add(1, Ordering::SeqCst);
+        // What the write stores must not become visible before the count (as in a seqlock):
+        // a snapshot that sees new contents sees the write begun.
+        std::sync::atomic::fence(Ordering::Release);
         let r = write();
         self.writes.ended.fetch_add(1, Ordering::Release);
         r

@@ -169,6 +169,11 @@ impl Explorer<'_> {
                             ))
                         }
                     };
+                    if let (Arg::UninitMem, Reg::Ptr(p)) = (arg, v) {
+                        if let PtrKind::MapValue { map } = p.kind {
+                            self.value_stores.insert(map);
+                        }
+                    }
                     if size > 0 || !matches!(v, Reg::Scalar(s) if s.as_const() == Some(0)) {
                         let depth =
                             check_helper_mem(self.env.maps, st, v, size, *arg == Arg::UninitMem)

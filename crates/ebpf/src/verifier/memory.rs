@@ -142,6 +142,9 @@ impl Explorer<'_> {
                 }
             }
             PtrKind::MapValue { map } => {
+                if !matches!(a, Access::Load { .. }) {
+                    self.value_stores.insert(map);
+                }
                 let limit = self.env.maps[map as usize].value_size as i64;
                 if !bounded(start_min, start_max, limit) {
                     return Err(self.err(

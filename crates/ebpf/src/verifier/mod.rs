@@ -111,6 +111,9 @@ pub struct Verified {
     /// Helper calls whose map argument is the same map on every path: the JIT may inline
     /// the lookup.
     pub call_maps: BTreeMap<usize, u32>,
+    /// Maps into whose values some path stores (a store, an atomic, a helper's output): their
+    /// contents change without an update (`crate::maps::Map::note_value_stores`).
+    pub value_stores: BTreeSet<u32>,
 }
 
 /// A rejection: the instruction and the reason.
@@ -162,6 +165,7 @@ struct Explorer<'a> {
     helpers_used: BTreeSet<u32>,
     /// Map argument per helper call site; `None` once two paths disagree.
     call_maps: HashMap<usize, Option<u32>>,
+    value_stores: BTreeSet<u32>,
 }
 
 /// Verify `prog` in `env`. Never panics: a panic inside the verifier (a bug) refuses the
@@ -197,6 +201,7 @@ fn explore(prog: &[Insn], env: &Env<'_>) -> Result<Verified, VerifyError> {
         stack_depth: 0,
         helpers_used: BTreeSet::new(),
         call_maps: HashMap::new(),
+        value_stores: BTreeSet::new(),
     };
     let mut regs = [Reg::Uninit; 11];
     regs[1] = match env.ctx {
@@ -227,6 +232,7 @@ fn explore(prog: &[Insn], env: &Env<'_>) -> Result<Verified, VerifyError> {
         stack_depth: x.stack_depth,
         helpers_used: x.helpers_used,
         call_maps: x.call_maps.into_iter().filter_map(|(pc, m)| Some((pc, m?))).collect(),
+        value_stores: x.value_stores,
     })
 }
 

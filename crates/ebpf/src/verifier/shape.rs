@@ -78,6 +78,9 @@ pub(super) fn valid_opcode(i: Insn, env: &Env<'_>) -> Result<(), OpcodeError> {
             }
             match i.src {
                 0 => {}
+                pseudo::MAP_ENTRY if !matches!(env.ctx, super::Context::XdpMinLen { .. }) => {
+                    return Err(OpcodeError::LddwSource(i.src));
+                }
                 pseudo::MAP_FD | pseudo::MAP_VALUE | pseudo::MAP_ENTRY => {
                     if i.imm < 0 || i.imm as usize >= env.maps.len() {
                         return Err(OpcodeError::NoSuchMap { map: i.imm, maps: env.maps.len() });

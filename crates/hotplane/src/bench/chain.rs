@@ -585,7 +585,7 @@ fn replacement(o: &Opts) -> anyhow::Result<Value> {
             break;
         }
         if now >= next_housekeeping {
-            manager.housekeeping(&env.maps, 1);
+            manager.housekeeping(1);
             next_housekeeping += 50.0;
         }
         if !replaced && now >= replace_at {

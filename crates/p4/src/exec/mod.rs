@@ -296,6 +296,17 @@ pub struct Objects {
 }
 
 impl Objects {
+    /// The very same state (every table, register, counter, meter and the digest queue), for
+    /// a second compilation of the same program's tables (a chain-folded parser,
+    /// `crate::chain`): what either pipeline writes, the other sees.
+    pub fn share(&self) -> Objects {
+        Objects {
+            tables: self.tables.clone(),
+            instances: self.instances.clone(),
+            digests: Arc::clone(&self.digests),
+        }
+    }
+
     /// Fresh state for `prog`: empty tables (with their `const entries` and default actions),
     /// zeroed registers and counters, meters that pass everything until configured.
     pub fn new(prog: &ir::Program, qsbr: &Qsbr) -> Result<Self, PipelineError> {
@@ -680,6 +691,12 @@ impl Pipeline {
     ) -> Result<(Self, CarryReport), PipelineError> {
         let (objects, report) = Objects::carry_over(&program, Some(old), qsbr)?;
         Ok((Self::with_engine(program, objects, old.requested)?, report))
+    }
+
+    /// Compile `program`, whose tables and externs are exactly `old`'s (only its parser
+    /// differs: `crate::chain`), on `old`'s very objects and engine.
+    pub fn sharing(program: ir::Program, old: &Pipeline) -> Result<Self, PipelineError> {
+        Self::with_engine(program, old.objects.share(), old.requested)
     }
 
     /// Compile `program` against existing objects, natively unless the environment says

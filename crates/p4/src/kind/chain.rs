@@ -137,7 +137,8 @@ impl P4Chain {
         if fold.decided.is_empty() {
             return Err("its guarantee decides no select of the parser".into());
         }
-        let (pipeline, _) = Pipeline::replacing(ir, p4.pipeline(), &self.qsbr)
+        // The same tables, registers and counters: only the parser's transitions differ.
+        let pipeline = Pipeline::sharing(ir, p4.pipeline())
             .map_err(|e| format!("the folded pipeline does not compile: {e}"))?;
         Ok(P4Variant {
             pipeline: Arc::new(pipeline),
