@@ -8,6 +8,20 @@ use std::time::Duration;
 
 const PACKETS: u64 = 8000;
 
+/// basic.p4's route: 10.0.1.0/30 to port 1 with a new destination MAC (10.0.1.4, outside it,
+/// meets the default action, drop).
+fn write_basic_entries(path: &std::path::Path) {
+    std::fs::write(
+        path,
+        r#"{"table_entries": [
+            {"table": "MyIngress.ipv4_lpm", "match": {"hdr.ipv4.dstAddr": ["10.0.1.0", 30]},
+             "action_name": "MyIngress.ipv4_forward",
+             "action_params": {"dstAddr": "08:00:00:00:01:11", "port": 1}}
+        ]}"#,
+    )
+    .unwrap();
+}
+
 #[test]
 fn basic_p4_routes_rewrites_and_drops_in_the_data_plane() {
     basic_p4_on("native");
@@ -39,15 +53,7 @@ fn basic_p4_on(engine: &str) {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/p4");
     let entries =
         std::env::temp_dir().join(format!("hotplane-p4-{}-{engine}.json", std::process::id()));
-    std::fs::write(
-        &entries,
-        r#"{"table_entries": [
-            {"table": "MyIngress.ipv4_lpm", "match": {"hdr.ipv4.dstAddr": ["10.0.1.0", 30]},
-             "action_name": "MyIngress.ipv4_forward",
-             "action_params": {"dstAddr": "08:00:00:00:01:11", "port": 1}}
-        ]}"#,
-    )
-    .unwrap();
+    write_basic_entries(&entries);
     let toml = format!(
         r#"
 [dataplane]
@@ -127,15 +133,7 @@ fn a_p4_parser_behind_an_ebpf_filter_is_folded_and_routes_the_same() {
     )
     .unwrap();
     let entries = tmp.join("entries.json");
-    std::fs::write(
-        &entries,
-        r#"{"table_entries": [
-            {"table": "MyIngress.ipv4_lpm", "match": {"hdr.ipv4.dstAddr": ["10.0.1.0", 30]},
-             "action_name": "MyIngress.ipv4_forward",
-             "action_params": {"dstAddr": "08:00:00:00:01:11", "port": 1}}
-        ]}"#,
-    )
-    .unwrap();
+    write_basic_entries(&entries);
     let toml = format!(
         r#"
 [dataplane]
