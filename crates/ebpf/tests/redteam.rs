@@ -369,3 +369,29 @@ fn trace_printk_refuses_pointer_arguments() {
         assert!(msg.contains(&format!("argument {arg}")), "{msg}");
     }
 }
+
+/// A 32-bit right shift by an unknown amount can make a value smaller (down to 0): the
+/// verifier took it to leave the value's range as it was, so it thought `r0 > 5` always held,
+/// never looked at the path where it does not, and accepted a store through a scalar there.
+/// Found by the `ebpf_bytecode` fuzz target (2026-11-27).
+#[test]
+fn a_32_bit_shift_by_an_unknown_amount_can_reach_zero() {
+    let text = "ldxw %r6, [%r1+0]
+        ldxw %r7, [%r1+4]
+        mov %r2, %r6
+        add %r2, 28
+        jgt %r2, %r7, out
+        mov %r2, 11
+        mov %r4, 5
+        ldxb %r0, [%r6+0]
+        add %r0, 0x2a2a9a
+        rsh32 %r0, %r0
+        add %r0, %r4
+        jslt %r4, %r0, out
+        stxb [%r2-64], %r0
+        out:
+        mov %r0, 2
+        exit";
+    let (pc, msg) = rejected(text);
+    assert_eq!(pc, 12, "{msg}");
+}

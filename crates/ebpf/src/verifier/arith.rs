@@ -176,7 +176,12 @@ pub(crate) fn scalar_op32(op: u8, i: Insn, a: &Scalar, b: &Scalar) -> Scalar {
     let r = match op {
         alu::AND => a.and(&b),
         alu::ADD => a.add(&b),
-        alu::RSH => b.as_const().map_or(a, |k| a.shr(k as u32 & 31)),
+        // By an unknown amount (taken mod 32) the value can only shrink: anything from the
+        // smallest shifted all the way down to the largest unshifted.
+        alu::RSH => match b.as_const() {
+            Some(k) => a.shr(k as u32 & 31),
+            None => Scalar::urange(a.umin >> 31, a.umax),
+        },
         alu::DIV if i.off == 0 => a.div(&b),
         alu::MOD if i.off == 0 => a.rem(&b),
         _ => Scalar::unknown32(),
