@@ -11,7 +11,8 @@
 //! extract inside an `if`, say) forgets everything. The packet bytes the decisions read are
 //! returned for the guard: a packet that does not have them runs the original pipeline.
 
-use crate::ir::{Expr, Extern, HdrRef, KeyMatch, Place, Program, Stmt, Target, Transition};
+use crate::exec::key_matches;
+use crate::ir::{Expr, Extern, HdrRef, Place, Program, Stmt, Target, Transition};
 use hotplane_core::shape::{PacketGuard, PacketShape};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -71,7 +72,8 @@ pub fn fold_parser(prog: &mut Program, shape: &PacketShape) -> ParserFold {
         let values: Option<Vec<u128>> =
             keys.iter().map(|k| value(&k.value, exit, shape, &mut read)).collect();
         let Some(values) = values else { continue };
-        let hit = cases.iter().find(|(ms, _)| ms.iter().zip(&values).all(|(m, v)| matches(m, *v)));
+        let hit =
+            cases.iter().find(|(ms, _)| ms.iter().zip(&values).all(|(m, v)| key_matches(m, *v)));
         let Some((_, target)) = hit else { continue };
         let (transition, name) = match *target {
             Target::Accept => (Transition::Accept, "accept".to_string()),
@@ -294,13 +296,4 @@ fn packet_bits(
     }
     read.extend(bytes);
     Some(v)
-}
-
-/// Whether a select case matches a key (as the parser's run time matches it).
-fn matches(m: &KeyMatch, v: u128) -> bool {
-    match *m {
-        KeyMatch::Mask { value, mask } => v & mask == value & mask,
-        KeyMatch::Prefix { value, .. } => v == value,
-        KeyMatch::Range { lo, hi } => lo <= v && v <= hi,
-    }
 }

@@ -926,7 +926,7 @@ fn is_noop(stmts: &[ir::Stmt]) -> bool {
 }
 
 #[inline]
-fn key_matches(m: &KeyMatch, v: u128) -> bool {
+pub(crate) fn key_matches(m: &KeyMatch, v: u128) -> bool {
     match *m {
         KeyMatch::Mask { value, mask } => v & mask == value & mask,
         // Select cases are values, masks and ranges; prefixes only appear in tables.
