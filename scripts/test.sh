@@ -25,7 +25,8 @@ fi
 # System packages the tests need: a C toolchain for the fuzzers' libFuzzer, iproute2 for the
 # network-namespace tests, util-linux for `setpriv` (privilege tests), clang and libbpf-dev
 # for the eBPF C examples and C-source updates.
-APT_PACKAGES=(build-essential iproute2 util-linux clang llvm libbpf-dev)
+# python3-venv for the P4Runtime clients' virtual environments.
+APT_PACKAGES=(build-essential iproute2 util-linux clang llvm libbpf-dev python3-venv)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -61,6 +62,18 @@ python3 scripts/crate-graph.py --check
 step "rust tests"
 cargo test --workspace --quiet
 
+step "P4Runtime .proto files, wire-equal to upstream v1.5.0 (the finsy 0.30.0 wheel from PyPI)"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/hotplane"
+wheel="$cache/finsy-0.30.0-py3-none-any.whl"
+if [ ! -f "$wheel" ]; then
+  python3 -m pip download -q --disable-pip-version-check --no-deps finsy==0.30.0 -d "$cache"
+fi
+echo "29f5194b40ac1c19caacbc4a138b3208b1efa1a6d930c51bccd834d273d22097  $wheel" | sha256sum -c --quiet
+rm -rf target/finsy-wheel
+python3 -m zipfile -e "$wheel" target/finsy-wheel
+HOTPLANE_FINSY_PROTO="$REPO/target/finsy-wheel/finsy/proto" \
+  cargo test -p hotplane-p4rt --test wire --quiet -- --ignored
+
 step "smallest build: engine, native stages, eBPF and tables (no LuaJIT, no P4, no Cranelift)"
 cargo clippy -p hotplane --no-default-features --all-targets --quiet -- -D warnings
 cargo test -p hotplane --no-default-features --quiet
@@ -76,6 +89,17 @@ HOTPLANE_TEST_SCALE=0.2 RUSTC_BOOTSTRAP=1 RUSTFLAGS="-Zsanitizer=address" \
 step "python tests"
 cargo build -p hotplane --quiet
 HOTPLANE_BIN="$REPO/target/debug/hotplane" python3 -m pytest -q "$REPO/python/tests"
+
+step "P4Runtime: a p4runtime-shell session against hotplane run"
+# p4runtime-shell pins protobuf 3.20 (other clients need newer): its own environment, cached
+# between runs.
+venv="$cache/venv-p4runtime-shell-0.0.6"
+if ! "$venv/bin/python" -c "import p4runtime_sh" 2>/dev/null; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check p4runtime-shell==0.0.6
+fi
+HOTPLANE_BIN="$REPO/target/debug/hotplane" "$venv/bin/python" tests/p4runtime/shell_session.py
 
 step "benchmark smoke runs (correct JSON; speed is measured by 'hotplane bench', not here)"
 smoke=("pipeline --packets 1000000 --no-testpmd" "swap --swaps 50")
@@ -93,13 +117,15 @@ smoke+=("p4 --program tests/p4/basic.p4 --entries tests/p4/basic.json --packets 
 smoke+=("wasp --packets 20000 --repeat 1 --scale-entries 100000")
 # Exits non-zero if the differential checker finds a mismatch.
 smoke+=("chain --packets 20000 --repeat 1 --optimise-runs 3 --check 20000")
+# Exits non-zero if a packet of the traffic flowing during the writes is lost.
+smoke+=("p4runtime --singles 200 --batched 2000 --probes 50")
 for cmd in "${smoke[@]}"; do
   out=$("$REPO/target/debug/hotplane" bench $cmd --json | tail -n 1)
   echo "$out" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); assert d["bench"]; print(d["bench"], "ok")'
 done
 
 if [ "$FUZZ_SECONDS" != 0 ]; then
-  for target in envelope classify capture ebpf_bytecode ebpf_elf lua_source table_text p4_source p4_control wasp_packet chain_shape chain_specialise; do
+  for target in envelope classify capture ebpf_bytecode ebpf_elf lua_source table_text p4_source p4_control wasp_packet chain_shape chain_specialise p4rt_request; do
     # The walls that bound untrusted code get more time than the other parsers: the verifier
     # (checked by the memory-safety oracle on every accepted program) twice the share.
     seconds=$FUZZ_SECONDS

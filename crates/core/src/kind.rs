@@ -297,6 +297,13 @@ pub trait ProgramKind: Send + Sync + 'static {
         None
     }
 
+    /// The kind itself, for an embedding program that drives one kind through its own typed
+    /// API (the P4Runtime server reaches the P4 kind's tables this way). `None`: the kind
+    /// offers nothing beyond this trait.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
+
     /// Look at the workers and stop what has run too long.
     fn watchdog(&self, now_ns: u64) {
         let _ = now_ns;

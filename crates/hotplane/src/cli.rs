@@ -20,8 +20,16 @@ pub fn run(
     json_out: bool,
     stats_every: u64,
     keep_running: bool,
+    p4runtime: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<()> {
-    let cfg = Config::load(config)?;
+    #[allow(unused_mut)]
+    let mut cfg = Config::load(config)?;
+    #[cfg(feature = "p4runtime")]
+    let p4rt = crate::p4rt_cmd::take_section(&mut cfg, p4runtime)?;
+    #[cfg(not(feature = "p4runtime"))]
+    if p4runtime.is_some() {
+        bail!("--p4runtime: this build has no P4Runtime server (feature `p4runtime`)");
+    }
     let finite = cfg.ports.iter().all(|p| p.input_is_finite());
     let has_input = cfg.ports.iter().any(|p| p.has_input());
     let exit_when_drained = finite && has_input && !keep_running;
@@ -49,6 +57,8 @@ pub fn run(
             String::new()
         }
     );
+    #[cfg(feature = "p4runtime")]
+    let p4rt = p4rt.map(|c| crate::p4rt_cmd::serve(&plane, &c)).transpose()?;
     let mut last_stats = Instant::now();
     loop {
         std::thread::sleep(Duration::from_millis(10));
@@ -72,6 +82,8 @@ pub fn run(
             eprintln!("hotplane: {pkts} packets, updates {}", s["updates"]);
         }
     }
+    #[cfg(feature = "p4runtime")]
+    drop(p4rt);
     let stats = plane.observability().stats_json();
     let summary = plane.stop();
     for (name, st) in &summary.ports {

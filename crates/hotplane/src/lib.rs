@@ -14,6 +14,8 @@ pub mod lua_cmd;
 pub mod netlab;
 #[cfg(feature = "p4")]
 pub mod p4_cmd;
+#[cfg(feature = "p4runtime")]
+pub mod p4rt_cmd;
 pub mod plot;
 pub mod push_cmd;
 pub mod tables_cmd;

@@ -34,6 +34,10 @@ enum Cmd {
         /// Keep running after finite inputs are exhausted.
         #[arg(long)]
         keep_running: bool,
+        /// Serve P4Runtime on this address (loopback, e.g. 127.0.0.1:9559); `[p4runtime]` in
+        /// the config sets the rest (docs/p4runtime.md).
+        #[arg(long, value_name = "ADDR")]
+        p4runtime: Option<std::net::SocketAddr>,
     },
     /// Two flows, one function each; flow 1's is replaced by an authenticated in-band update.
     Demo {
@@ -467,6 +471,11 @@ enum BenchCmd {
     /// on the same ports in the same run.
     #[cfg(feature = "p4")]
     P4(hotplane::bench::p4::Opts),
+    /// Table writes through the P4Runtime server (batches of 1, 100, 1000), the latency until
+    /// the data plane uses a written entry, and a read of every entry, while packets flow;
+    /// next to the control API in the same run.
+    #[cfg(feature = "p4runtime")]
+    P4runtime(hotplane::bench::p4runtime::Opts),
     /// Writable tables: in-place read-modify-write (swap action) over table sizes, static and
     /// dynamic storage, locked and unlocked, 1 and 2 workers; digest / change / pointer update
     /// methods; LPM and ternary lookup times. Writes tables.csv and tables.png to --out.
@@ -596,9 +605,9 @@ fn main() {
 
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.cmd {
-        Cmd::Run { config, json, stats_every, keep_running } => {
+        Cmd::Run { config, json, stats_every, keep_running, p4runtime } => {
             process::exit_guard()?;
-            cli::run(&config, json, stats_every, keep_running)
+            cli::run(&config, json, stats_every, keep_running, p4runtime)
         }
         Cmd::Demo { out, rate, duration_ms, json } => {
             hotplane::demo::run(&hotplane::demo::Opts { out, rate_pps: rate, duration_ms, json })
@@ -710,6 +719,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             }
             #[cfg(feature = "p4")]
             BenchCmd::P4(o) => hotplane::bench::p4::run(&o),
+            #[cfg(feature = "p4runtime")]
+            BenchCmd::P4runtime(o) => hotplane::bench::p4runtime::run(&o),
             BenchCmd::Tables(o) => hotplane::bench::tables::run(&o),
             BenchCmd::Wasp(o) => hotplane::bench::wasp::run(&o),
             BenchCmd::Chain(o) => hotplane::bench::chain::run(&o),

@@ -32,15 +32,25 @@ pub struct P4Section {
     pub limits: Limits,
 }
 
-/// A `{"stage": "p4", ...}` spec: a P4_16 v1model program compiled at load time; `entries` is
-/// a runtime JSON file of table entries (p4lang tutorials' format); `include` adds #include
-/// directories. A one-variant tagged enum, so that serde's messages (unknown fields and the
+/// A `{"stage": "p4", ...}` spec: a P4_16 v1model program compiled at load time, from the file
+/// `program` or from `source` given inline (then named `name`, and including only the
+/// built-in `core.p4`, `v1model.p4` and `hotplane.p4`, as an update does); `entries` is a
+/// runtime JSON file of table entries (p4lang tutorials' format); `include` adds #include
+/// directories; `carry_from` names a target whose P4 program's state the new one takes over
+/// where the two agree (tables of the same shape keep their entries), as a P4 update does. A one-variant tagged enum, so that serde's messages (unknown fields and the
 /// fields expected) read as they did when every spec was one enum.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(tag = "stage", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum P4Spec {
     P4 {
-        program: String,
+        #[serde(default)]
+        program: Option<String>,
+        #[serde(default)]
+        source: Option<String>,
+        #[serde(default)]
+        name: Option<String>,
+        #[serde(default)]
+        carry_from: Option<String>,
         #[serde(default)]
         entries: Option<String>,
         #[serde(default)]
@@ -153,7 +163,7 @@ impl P4Kind {
 
     /// Build the stage a `{"stage": "p4"}` spec describes.
     fn build_spec(&self, spec: &P4Spec, cx: &BuildCx<'_>) -> Result<Arc<P4Stage>, KindError> {
-        let P4Spec::P4 { program, entries, include, engine } = spec;
+        let P4Spec::P4 { program, source, name, carry_from, entries, include, engine } = spec;
         let engine = match engine.as_deref() {
             None => Engine::from_env(),
             Some("native") if !Engine::NATIVE_BUILT => {
@@ -171,16 +181,45 @@ impl P4Kind {
                 )))
             }
         };
-        let path = cx.resolve(program);
-        // The compiler reads the file itself: check it is a bounded regular file first.
-        read_local_file(&path)?;
-        let include: Vec<_> = include.iter().map(|d| cx.resolve(d)).collect();
-        let ir = crate::compile_file_with(&path, &include, &[], &self.limits)
-            .map_err(|e| KindError::Rejected(e.to_string()))?;
-        let pipeline = Objects::new(&ir, cx.qsbr)
+        let (ir, label) = match (program, source) {
+            (Some(program), None) => {
+                let path = cx.resolve(program);
+                // The compiler reads the file itself: check it is a bounded regular file first.
+                read_local_file(&path)?;
+                let include: Vec<_> = include.iter().map(|d| cx.resolve(d)).collect();
+                let ir = crate::compile_file_with(&path, &include, &[], &self.limits)
+                    .map_err(|e| KindError::Rejected(e.to_string()))?;
+                let label = path
+                    .file_name()
+                    .map_or_else(|| program.clone(), |n| n.to_string_lossy().into_owned());
+                (ir, label)
+            }
+            (None, Some(source)) => {
+                let label = name.clone().unwrap_or_else(|| "inline.p4".into());
+                let ir = crate::compile_source_with(&label, source, &[], &self.limits)
+                    .map_err(|e| KindError::Rejected(e.to_string()))?;
+                (ir, label)
+            }
+            _ => {
+                return Err(KindError::Invalid(
+                    "a p4 stage takes either `program` (a file) or `source` (the text)".into(),
+                ))
+            }
+        };
+        let old = match carry_from {
+            Some(t) => Some(self.stage_at(0, t).ok_or_else(|| {
+                KindError::Invalid(format!("carry_from: no P4 program is installed at {t}"))
+            })?),
+            None => None,
+        };
+        let objects = match &old {
+            Some(o) => Objects::carry_over(&ir, Some(o.pipeline()), cx.qsbr).map(|(o, _)| o),
+            None => Objects::new(&ir, cx.qsbr),
+        };
+        let pipeline = objects
             .and_then(|objects| Pipeline::with_engine(ir, objects, engine))
-            .map_err(|e| KindError::Rejected(format!("{}: {e}", path.display())))?;
-        let mut replication = Default::default();
+            .map_err(|e| KindError::Rejected(format!("{label}: {e}")))?;
+        let mut replication = old.map(|o| o.replication().clone()).unwrap_or_default();
         if let Some(f) = entries {
             let f = cx.resolve(f);
             let text = String::from_utf8(read_local_file(&f)?)
@@ -189,11 +228,9 @@ impl P4Kind {
                 .map_err(|e| KindError::Invalid(format!("{}: {e}", f.display())))?
                 .replication;
         }
-        let name =
-            path.file_name().map_or_else(|| program.clone(), |n| n.to_string_lossy().into_owned());
         let wiring = ExternWiring::resolve(&pipeline.program, cx.externs, cx.flows)
-            .map_err(|e| context(e, path.display()))?;
-        Ok(Arc::new(P4Stage::new(name, Arc::new(pipeline), replication, wiring)))
+            .map_err(|e| context(e, &label))?;
+        Ok(Arc::new(P4Stage::new(label, Arc::new(pipeline), replication, wiring)))
     }
 }
 
@@ -220,6 +257,10 @@ impl ProgramKind for P4Kind {
     fn node_files(&self, spec: &Value) -> Option<&'static str> {
         let _ = spec;
         Some("`program`, `entries`, `include`")
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 
     fn update_kinds(&self) -> &'static [u8] {

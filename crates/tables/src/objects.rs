@@ -114,6 +114,14 @@ impl CounterArray {
             .map_or((0, 0), |c| (c[0].load(Ordering::Relaxed), c[1].load(Ordering::Relaxed)))
     }
 
+    /// Set the cell at `i` (out-of-range indices are ignored): the control plane's write.
+    pub fn set(&self, i: usize, packets: u64, bytes: u64) {
+        if let Some(c) = self.cells.get(i) {
+            c[0].store(packets, Ordering::Relaxed);
+            c[1].store(bytes, Ordering::Relaxed);
+        }
+    }
+
     pub fn reset(&self, i: usize) {
         if let Some(c) = self.cells.get(i) {
             c[0].store(0, Ordering::Relaxed);

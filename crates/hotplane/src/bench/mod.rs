@@ -9,6 +9,8 @@ pub mod lua;
 pub mod lua_dyn;
 #[cfg(feature = "p4")]
 pub mod p4;
+#[cfg(feature = "p4runtime")]
+pub mod p4runtime;
 pub mod perf;
 pub mod pipeline;
 pub mod swap;

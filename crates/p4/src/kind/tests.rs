@@ -249,3 +249,24 @@ fn updates_replace_the_program_at_their_target_carrying_its_tables() {
     let e = rejected(includes.as_bytes());
     assert!(e.contains("flow_function.p4"), "{e}");
 }
+
+#[test]
+fn a_spec_carries_a_file_or_its_source_and_carries_state_only_from_a_p4_program() {
+    let env = Env::new("source");
+    let kind = env.kind(&BTreeMap::new()).unwrap();
+    let source = std::fs::read_to_string(format!("{EXAMPLES}/flow_function.p4")).unwrap();
+    let built = kind.build(&json!({"stage": "p4", "source": source, "name": "ff.p4"}), &env.cx());
+    let stage = built.expect("inline source builds").expect("a program");
+    assert!(stage.describe().contains("ff.p4"), "{}", stage.describe());
+    let both = json!({"stage": "p4", "source": "x", "program": "y.p4"});
+    let err = kind.build(&both, &env.cx()).err().expect("refused").to_string();
+    assert!(err.contains("either `program`") && err.contains("`source`"), "{err}");
+    let neither = kind.build(&json!({"stage": "p4"}), &env.cx()).err().expect("refused");
+    assert!(neither.to_string().contains("either `program`"), "{neither}");
+    let orphan = json!({"stage": "p4", "source": source, "carry_from": "mid"});
+    let err = kind.build(&orphan, &env.cx()).err().expect("refused").to_string();
+    assert!(err.contains("carry_from: no P4 program is installed at mid"), "{err}");
+    let broken = json!({"stage": "p4", "source": "control C( {", "name": "broken.p4"});
+    let err = kind.build(&broken, &env.cx()).err().expect("refused").to_string();
+    assert!(err.contains("broken.p4"), "{err}");
+}

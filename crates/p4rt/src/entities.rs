@@ -1,0 +1,605 @@
+//! P4Runtime entities against a running pipeline: table entries (every match kind, priorities,
+//! default entries, direct counters) and indirect counters, written and read with the spec's
+//! validity rules and status codes.
+
+use crate::bytes::{self, BytesError};
+use crate::proto::google::rpc::Code;
+use crate::proto::p4::config::v1::match_field::MatchType;
+use crate::proto::p4::v1::{
+    action, entity, field_match, table_action, update, Action, CounterData, CounterEntry, Entity,
+    FieldMatch, Index, TableAction, TableEntry, Update,
+};
+use crate::schema::{Schema, Table};
+use hotplane_p4::exec::P4Entry;
+use hotplane_p4::exec::{EntryError, InstanceRt, Pipeline};
+use hotplane_p4::ir::KeyMatch;
+use hotplane_tables::{EntryStats, TableError};
+
+/// A refused entity: the status code and a message for `p4.v1.Error`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub code: Code,
+    pub message: String,
+}
+
+impl Refused {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Refused { code, message: message.into() }
+    }
+    fn invalid(message: impl Into<String>) -> Self {
+        Refused::new(Code::InvalidArgument, message)
+    }
+}
+
+/// The status code a table's refusal maps to.
+fn entry_error(e: EntryError) -> Refused {
+    let code = match &e {
+        EntryError::Store { source, .. } | EntryError::Table(source) => match source {
+            TableError::Exists => Code::AlreadyExists,
+            TableError::NotFound => Code::NotFound,
+            TableError::Full { .. } | TableError::Alloc(_) => Code::ResourceExhausted,
+            _ => Code::InvalidArgument,
+        },
+        EntryError::ConstEntries { .. }
+        | EntryError::ConstEntriesChanged { .. }
+        | EntryError::ConstDefault { .. } => Code::PermissionDenied,
+        EntryError::InTable { source, .. } => return entry_error((**source).clone()),
+        _ => Code::InvalidArgument,
+    };
+    Refused::new(code, e.to_string())
+}
+
+fn bytes_error(what: &str, e: BytesError) -> Refused {
+    let code = match e {
+        BytesError::Unsupported { .. } => Code::Unimplemented,
+        _ => Code::InvalidArgument,
+    };
+    Refused::new(code, format!("{what}: {e}"))
+}
+
+/// The kinds of table write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Insert,
+    Modify,
+    Delete,
+}
+
+/// The table of `entry`, by id.
+fn table_of<'s>(schema: &'s Schema, entry: &TableEntry) -> Result<&'s Table, Refused> {
+    schema.table(entry.table_id).ok_or_else(|| {
+        Refused::new(Code::NotFound, format!("no table with id {:#x}", entry.table_id))
+    })
+}
+
+/// The per-field matches of `entry`'s key in the table's key order; omitted fields are
+/// "don't care" (an exact field cannot be omitted).
+fn keys(t: &Table, entry: &TableEntry) -> Result<Vec<KeyMatch>, Refused> {
+    let mut out = Vec::with_capacity(t.fields.len());
+    for f in &entry.r#match {
+        if !t.fields.iter().any(|x| x.id == f.field_id) {
+            return Err(Refused::invalid(format!(
+                "table {} has no match field {}",
+                t.name, f.field_id
+            )));
+        }
+    }
+    for (i, f) in entry.r#match.iter().enumerate() {
+        if entry.r#match[..i].iter().any(|g| g.field_id == f.field_id) {
+            return Err(Refused::invalid(format!("match field {} given twice", f.field_id)));
+        }
+    }
+    for field in &t.fields {
+        let given = entry.r#match.iter().find(|m| m.field_id == field.id);
+        let w = field.bitwidth;
+        let full = if w >= 128 { u128::MAX } else { (1u128 << w) - 1 };
+        let val = |b: &[u8]| bytes::value(b, w).map_err(|e| bytes_error(&field.name, e));
+        let km = match (given.and_then(|g| g.field_match_type.as_ref()), field.kind) {
+            (None, MatchType::Exact) => {
+                return Err(Refused::invalid(format!(
+                    "exact match field {} is missing",
+                    field.name
+                )))
+            }
+            (None, MatchType::Lpm) => KeyMatch::Prefix { value: 0, len: 0 },
+            (None, MatchType::Range) => KeyMatch::Range { lo: 0, hi: full },
+            (None, _) => KeyMatch::Mask { value: 0, mask: 0 },
+            (Some(field_match::FieldMatchType::Exact(e)), MatchType::Exact) => {
+                KeyMatch::Mask { value: val(&e.value)?, mask: full }
+            }
+            (Some(field_match::FieldMatchType::Lpm(l)), MatchType::Lpm) => {
+                let value = val(&l.value)?;
+                if l.prefix_len <= 0 || l.prefix_len as u32 > w {
+                    return Err(Refused::invalid(format!(
+                        "{}: prefix length {} (a zero length is written by omitting the field)",
+                        field.name, l.prefix_len
+                    )));
+                }
+                let len = l.prefix_len as u32;
+                let host = full >> len;
+                if value & host != 0 {
+                    return Err(Refused::invalid(format!(
+                        "{}: bits beyond the /{len} prefix are set",
+                        field.name
+                    )));
+                }
+                KeyMatch::Prefix { value, len }
+            }
+            (Some(field_match::FieldMatchType::Ternary(t)), MatchType::Ternary) => {
+                let (value, mask) = (val(&t.value)?, val(&t.mask)?);
+                if mask == 0 {
+                    return Err(Refused::invalid(format!(
+                        "{}: a zero mask is written by omitting the field",
+                        field.name
+                    )));
+                }
+                if value & !mask != 0 {
+                    return Err(Refused::invalid(format!(
+                        "{}: value bits outside the mask are set",
+                        field.name
+                    )));
+                }
+                KeyMatch::Mask { value, mask }
+            }
+            (Some(field_match::FieldMatchType::Range(r)), MatchType::Range) => {
+                let (lo, hi) = (val(&r.low)?, val(&r.high)?);
+                if lo > hi {
+                    return Err(Refused::invalid(format!("{}: low is above high", field.name)));
+                }
+                if lo == 0 && hi == full {
+                    return Err(Refused::invalid(format!(
+                        "{}: the full range is written by omitting the field",
+                        field.name
+                    )));
+                }
+                KeyMatch::Range { lo, hi }
+            }
+            (Some(field_match::FieldMatchType::Optional(o)), MatchType::Optional) => {
+                KeyMatch::Mask { value: val(&o.value)?, mask: full }
+            }
+            (Some(_), kind) => {
+                return Err(Refused::invalid(format!(
+                    "{}: the match is not of the field's kind ({})",
+                    field.name,
+                    kind.as_str_name()
+                )))
+            }
+        };
+        out.push(km);
+    }
+    Ok(out)
+}
+
+/// The action and argument values of a direct action.
+fn action_of(
+    schema: &Schema,
+    t: &Table,
+    a: &Option<TableAction>,
+) -> Result<(String, Vec<u128>), Refused> {
+    let Some(a) = a.as_ref().and_then(|a| a.r#type.as_ref()) else {
+        return Err(Refused::invalid("the entry has no action"));
+    };
+    let table_action::Type::Action(a) = a else {
+        return Err(Refused::new(
+            Code::Unimplemented,
+            "action profiles and selectors are not supported by hotplane's P4Runtime server yet",
+        ));
+    };
+    let Some(act) = schema.actions.get(&a.action_id) else {
+        return Err(Refused::new(Code::NotFound, format!("no action with id {:#x}", a.action_id)));
+    };
+    if !t.actions.contains(&a.action_id) {
+        return Err(Refused::invalid(format!(
+            "action {} is not an action of table {}",
+            act.name, t.name
+        )));
+    }
+    for p in &a.params {
+        if !act.params.iter().any(|x| x.0 == p.param_id) {
+            return Err(Refused::invalid(format!(
+                "action {} has no parameter {}",
+                act.name, p.param_id
+            )));
+        }
+    }
+    let args = act
+        .params
+        .iter()
+        .map(|(id, name, width)| {
+            let mut given = a.params.iter().filter(|p| p.param_id == *id);
+            match (given.next(), given.next()) {
+                (Some(p), None) => bytes::value(&p.value, *width).map_err(|e| bytes_error(name, e)),
+                (None, _) => Err(Refused::invalid(format!(
+                    "action {}: parameter {name} is missing",
+                    act.name
+                ))),
+                (Some(_), Some(_)) => {
+                    Err(Refused::invalid(format!("parameter {name} given twice")))
+                }
+            }
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((act.name.clone(), args))
+}
+
+/// Apply one table-entry update.
+pub fn write_table_entry(
+    schema: &Schema,
+    p: &Pipeline,
+    op: Op,
+    entry: &TableEntry,
+) -> Result<(), Refused> {
+    let t = table_of(schema, entry)?;
+    if entry.time_since_last_hit.is_some() {
+        return Err(Refused::invalid("time_since_last_hit is read-only"));
+    }
+    if entry.idle_timeout_ns != 0 {
+        return Err(Refused::new(Code::Unimplemented, "idle timeouts are not supported yet"));
+    }
+    if entry.meter_config.is_some() {
+        return Err(Refused::new(
+            Code::Unimplemented,
+            "direct meter configs are not supported yet",
+        ));
+    }
+    let table = p.objects.tables.get(t.index).filter(|x| x.name == t.name).ok_or_else(|| {
+        Refused::new(Code::Internal, format!("table {} is not in the running program", t.name))
+    })?;
+    if entry.is_default_action {
+        if !entry.r#match.is_empty() || entry.priority != 0 {
+            return Err(Refused::invalid("a default entry has no match and no priority"));
+        }
+        if op != Op::Modify {
+            return Err(Refused::invalid("the default entry can only be modified"));
+        }
+        if entry.action.is_none() {
+            // MODIFY without an action resets the default to the program's.
+            let ir = &p.program.tables[t.index];
+            let name = &p.program.actions[ir.default_action as usize].name;
+            if table.default_const {
+                return Err(Refused::new(
+                    Code::PermissionDenied,
+                    format!("table {} has a const default action", t.name),
+                ));
+            }
+            return table.set_default(name, &ir.default_args).map_err(entry_error);
+        }
+        let (name, args) = action_of(schema, t, &entry.action)?;
+        return table.set_default(&name, &args).map_err(entry_error);
+    }
+    if t.is_const {
+        return Err(Refused::new(Code::PermissionDenied, format!("table {} is const", t.name)));
+    }
+    let keys = keys(t, entry)?;
+    let priority = match (t.needs_priority, entry.priority) {
+        (true, p) if p > 0 => Some(p as u32),
+        (true, _) => {
+            return Err(Refused::invalid(format!("table {} needs a priority above 0", t.name)))
+        }
+        (false, 0) => None,
+        (false, _) => {
+            return Err(Refused::invalid(format!(
+                "table {} takes no priority (no ternary, range or optional field)",
+                t.name
+            )))
+        }
+    };
+    match op {
+        Op::Delete => table.delete(&keys, priority).map_err(entry_error),
+        Op::Insert | Op::Modify => {
+            let (action, args) = action_of(schema, t, &entry.action)?;
+            let e = P4Entry { keys, priority, action, args };
+            if op == Op::Insert { table.insert(&e) } else { table.modify(&e) }.map_err(entry_error)
+        }
+    }
+}
+
+/// The field matches of stored keys, don't-care fields omitted, values canonical.
+fn field_matches(t: &Table, keys: &[KeyMatch]) -> Vec<FieldMatch> {
+    use field_match::FieldMatchType as F;
+    t.fields
+        .iter()
+        .zip(keys)
+        .filter_map(|(f, k)| {
+            let w = f.bitwidth;
+            let full = if w >= 128 { u128::MAX } else { (1u128 << w) - 1 };
+            let b = bytes::canonical;
+            let m = match (f.kind, k.clone()) {
+                (MatchType::Exact, KeyMatch::Mask { value, .. }) => {
+                    F::Exact(field_match::Exact { value: b(value) })
+                }
+                (MatchType::Lpm, KeyMatch::Prefix { len: 0, .. }) => return None,
+                (MatchType::Lpm, KeyMatch::Prefix { value, len }) => {
+                    F::Lpm(field_match::Lpm { value: b(value), prefix_len: len as i32 })
+                }
+                (MatchType::Lpm, KeyMatch::Mask { mask: 0, .. }) => return None,
+                (MatchType::Lpm, KeyMatch::Mask { value, mask }) => F::Lpm(field_match::Lpm {
+                    value: b(value),
+                    prefix_len: mask.count_ones() as i32,
+                }),
+                (MatchType::Range, KeyMatch::Range { lo: 0, hi }) if hi == full => return None,
+                (MatchType::Range, KeyMatch::Range { lo, hi }) => {
+                    F::Range(field_match::Range { low: b(lo), high: b(hi) })
+                }
+                (_, KeyMatch::Mask { mask: 0, .. }) => return None,
+                (MatchType::Optional, KeyMatch::Mask { value, .. }) => {
+                    F::Optional(field_match::Optional { value: b(value) })
+                }
+                (_, KeyMatch::Mask { value, mask }) => {
+                    F::Ternary(field_match::Ternary { value: b(value), mask: b(mask) })
+                }
+                (_, KeyMatch::Prefix { value, len }) => {
+                    let mask = if len == 0 { 0 } else { full & !(full >> len) };
+                    F::Ternary(field_match::Ternary { value: b(value), mask: b(mask) })
+                }
+                (_, KeyMatch::Range { lo, hi }) => {
+                    F::Range(field_match::Range { low: b(lo), high: b(hi) })
+                }
+            };
+            Some(FieldMatch { field_id: f.id, field_match_type: Some(m) })
+        })
+        .collect()
+}
+
+fn table_action(schema: &Schema, name: &str, args: &[u128]) -> Option<TableAction> {
+    let (id, act) = schema
+        .actions
+        .iter()
+        .find(|(_, a)| a.name == name || a.name.ends_with(&format!(".{name}")))?;
+    let params = act
+        .params
+        .iter()
+        .zip(args)
+        .map(|((pid, _, _), v)| action::Param { param_id: *pid, value: bytes::canonical(*v) })
+        .collect();
+    Some(TableAction {
+        r#type: Some(table_action::Type::Action(Action { action_id: *id, params })),
+    })
+}
+
+/// The table entries a read filter selects: every table when `table_id` is 0; only the
+/// default entry when `is_default_action` is set; the entries with the given key when it
+/// has a match.
+pub fn read_table_entries(
+    schema: &Schema,
+    p: &Pipeline,
+    filter: &TableEntry,
+) -> Result<Vec<TableEntry>, Refused> {
+    let mut ids: Vec<u32> = if filter.table_id == 0 {
+        schema.tables.keys().copied().collect()
+    } else {
+        table_of(schema, filter)?;
+        vec![filter.table_id]
+    };
+    ids.sort_unstable();
+    let wanted_keys = if filter.table_id != 0 && !filter.r#match.is_empty() {
+        Some(keys(&schema.tables[&filter.table_id], filter)?)
+    } else {
+        None
+    };
+    let mut out = Vec::new();
+    for id in ids {
+        let t = &schema.tables[&id];
+        let Some(table) = p.objects.tables.get(t.index).filter(|x| x.name == t.name) else {
+            continue;
+        };
+        if filter.is_default_action {
+            let (name, args) = table.default_action();
+            out.push(TableEntry {
+                table_id: id,
+                action: table_action(schema, &name, &args),
+                is_default_action: true,
+                ..Default::default()
+            });
+            continue;
+        }
+        for (e, stats) in merge_ranges(t, table.entries()) {
+            if wanted_keys.as_ref().is_some_and(|k| *k != e.keys) {
+                continue;
+            }
+            if filter.priority != 0 && e.priority != Some(filter.priority as u32) {
+                continue;
+            }
+            out.push(TableEntry {
+                table_id: id,
+                r#match: field_matches(t, &e.keys),
+                action: table_action(schema, &e.action, &e.args),
+                priority: e.priority.unwrap_or(0) as i32,
+                counter_data: t.has_direct_counter.then_some(CounterData {
+                    byte_count: stats.bytes as i64,
+                    packet_count: stats.packets as i64,
+                }),
+                is_const: t.is_const,
+                ..Default::default()
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The entries as they were written: the table stores a range as the prefixes that cover it,
+/// which list one by one; pieces that agree in everything else and are contiguous join back
+/// into one range (field by field, so a product of two ranges joins too), their counters
+/// summed.
+fn merge_ranges(t: &Table, mut entries: Vec<(P4Entry, EntryStats)>) -> Vec<(P4Entry, EntryStats)> {
+    for (i, _) in t.fields.iter().enumerate().filter(|(_, f)| f.kind == MatchType::Range) {
+        let range = |e: &P4Entry| match e.keys.get(i) {
+            Some(KeyMatch::Range { lo, hi }) => Some((*lo, *hi)),
+            _ => None,
+        };
+        entries.sort_by(|(a, _), (b, _)| {
+            let rest = |e: &P4Entry| {
+                let mut k = e.keys.clone();
+                k.remove(i);
+                format!("{k:?} {:?} {} {:?}", e.priority, e.action, e.args)
+            };
+            rest(a).cmp(&rest(b)).then(range(a).cmp(&range(b)))
+        });
+        let mut merged: Vec<(P4Entry, EntryStats)> = Vec::with_capacity(entries.len());
+        for (e, st) in entries {
+            if let Some((last, last_st)) = merged.last_mut() {
+                let same_rest = last.priority == e.priority
+                    && last.action == e.action
+                    && last.args == e.args
+                    && last
+                        .keys
+                        .iter()
+                        .zip(&e.keys)
+                        .enumerate()
+                        .all(|(j, (a, b))| j == i || a == b);
+                if let (true, Some((llo, lhi)), Some((lo, hi))) =
+                    (same_rest, range(last), range(&e))
+                {
+                    if lhi.checked_add(1) == Some(lo) {
+                        last.keys[i] = KeyMatch::Range { lo: llo, hi };
+                        last_st.packets += st.packets;
+                        last_st.bytes += st.bytes;
+                        last_st.last_hit_ns = last_st.last_hit_ns.max(st.last_hit_ns);
+                        continue;
+                    }
+                }
+            }
+            merged.push((e, st));
+        }
+        entries = merged;
+    }
+    entries
+}
+
+/// The cells of an indirect counter (all of them without an index).
+pub fn read_counter(
+    schema: &Schema,
+    p: &Pipeline,
+    filter: &CounterEntry,
+) -> Result<Vec<CounterEntry>, Refused> {
+    let mut ids: Vec<u32> = if filter.counter_id == 0 {
+        schema.counters.keys().copied().collect()
+    } else {
+        vec![filter.counter_id]
+    };
+    ids.sort_unstable();
+    let mut out = Vec::new();
+    for id in ids {
+        let (name, size) = schema
+            .counters
+            .get(&id)
+            .ok_or_else(|| Refused::new(Code::NotFound, format!("no counter with id {id:#x}")))?;
+        let Some(InstanceRt::Counter(arr)) =
+            p.objects.instance_index(&p.program, name).map(|i| p.objects.instances[i].clone())
+        else {
+            return Err(Refused::new(
+                Code::Internal,
+                format!("counter {name} is not in the running program"),
+            ));
+        };
+        let cells: Vec<u64> = match &filter.index {
+            Some(Index { index }) if *index < 0 || *index as u64 >= *size => {
+                return Err(Refused::invalid(format!(
+                    "counter {name} has {size} cells; index {index}"
+                )))
+            }
+            Some(Index { index }) => vec![*index as u64],
+            None => (0..*size).collect(),
+        };
+        for i in cells {
+            let (packets, bytes) = arr.read(i as usize);
+            out.push(CounterEntry {
+                counter_id: id,
+                index: Some(Index { index: i as i64 }),
+                data: Some(CounterData { byte_count: bytes as i64, packet_count: packets as i64 }),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Set one counter cell (MODIFY); a wildcard write is not offered (as BMv2).
+pub fn write_counter(
+    schema: &Schema,
+    p: &Pipeline,
+    op: Op,
+    e: &CounterEntry,
+) -> Result<(), Refused> {
+    if op != Op::Modify {
+        return Err(Refused::invalid("counter cells can only be modified"));
+    }
+    let (name, size) = schema.counters.get(&e.counter_id).ok_or_else(|| {
+        Refused::new(Code::NotFound, format!("no counter with id {:#x}", e.counter_id))
+    })?;
+    let Some(Index { index }) = e.index else {
+        return Err(Refused::new(Code::Unimplemented, "a wildcard counter write"));
+    };
+    if index < 0 || index as u64 >= *size {
+        return Err(Refused::invalid(format!("counter {name} has {size} cells; index {index}")));
+    }
+    let Some(InstanceRt::Counter(arr)) =
+        p.objects.instance_index(&p.program, name).map(|i| p.objects.instances[i].clone())
+    else {
+        return Err(Refused::new(
+            Code::Internal,
+            format!("counter {name} is not in the running program"),
+        ));
+    };
+    let d = e.data.unwrap_or_default();
+    arr.set(index as usize, d.packet_count.max(0) as u64, d.byte_count.max(0) as u64);
+    Ok(())
+}
+
+/// Apply one update of a `Write`.
+pub fn write_update(schema: &Schema, p: &Pipeline, u: &Update) -> Result<(), Refused> {
+    let op = match update::Type::try_from(u.r#type) {
+        Ok(update::Type::Insert) => Op::Insert,
+        Ok(update::Type::Modify) => Op::Modify,
+        Ok(update::Type::Delete) => Op::Delete,
+        _ => return Err(Refused::invalid("the update's type is unspecified")),
+    };
+    match u.entity.as_ref().and_then(|e| e.entity.as_ref()) {
+        None => Err(Refused::invalid("the update has no entity")),
+        Some(entity::Entity::TableEntry(t)) => write_table_entry(schema, p, op, t),
+        Some(entity::Entity::CounterEntry(e)) => write_counter(schema, p, op, e),
+        Some(other) => Err(Refused::new(
+            Code::Unimplemented,
+            format!("{} writes are not supported yet", entity_name(other)),
+        )),
+    }
+}
+
+/// What one entity of a `Read` selects.
+pub fn read_entity(
+    schema: &Schema,
+    p: &Pipeline,
+    e: &Entity,
+) -> Result<Vec<entity::Entity>, Refused> {
+    Ok(match &e.entity {
+        None => return Err(Refused::invalid("an empty entity in a read")),
+        Some(entity::Entity::TableEntry(t)) => {
+            read_table_entries(schema, p, t)?.into_iter().map(entity::Entity::TableEntry).collect()
+        }
+        Some(entity::Entity::CounterEntry(c)) => {
+            read_counter(schema, p, c)?.into_iter().map(entity::Entity::CounterEntry).collect()
+        }
+        Some(other) => {
+            return Err(Refused::new(
+                Code::Unimplemented,
+                format!("{} reads are not supported yet", entity_name(other)),
+            ))
+        }
+    })
+}
+
+pub fn entity_name(e: &entity::Entity) -> &'static str {
+    match e {
+        entity::Entity::ExternEntry(_) => "extern entry",
+        entity::Entity::TableEntry(_) => "table entry",
+        entity::Entity::ActionProfileMember(_) => "action profile member",
+        entity::Entity::ActionProfileGroup(_) => "action profile group",
+        entity::Entity::MeterEntry(_) => "meter entry",
+        entity::Entity::DirectMeterEntry(_) => "direct meter entry",
+        entity::Entity::CounterEntry(_) => "counter entry",
+        entity::Entity::DirectCounterEntry(_) => "direct counter entry",
+        entity::Entity::PacketReplicationEngineEntry(_) => "packet replication engine entry",
+        entity::Entity::ValueSetEntry(_) => "value set entry",
+        entity::Entity::RegisterEntry(_) => "register entry",
+        entity::Entity::DigestEntry(_) => "digest entry",
+    }
+}

@@ -1,0 +1,238 @@
+//! The server side: what it needs of a data plane ([`Dataplane`], and the engine's
+//! [`EngineDataplane`]), its settings, and the thread that serves it.
+
+use crate::{proto, service, DeviceProgram};
+use hotplane_control::api::Request;
+use hotplane_core::ProgramKind;
+use hotplane_engine::{ControlLink, Engine};
+use hotplane_p4::budget::Limits;
+use hotplane_p4::exec::Pipeline;
+use hotplane_p4::kind::P4Kind;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the server needs of a data plane: a place to run one P4 program.
+pub trait Dataplane: Send + Sync + 'static {
+    /// The budgets programs are compiled under.
+    fn limits(&self) -> Limits;
+    /// Make `program` the running pipeline (blocking): with fresh state, or, when
+    /// `reconcile`, keeping the state of the running program's tables, registers and counters
+    /// that have the same shape in the new one. Returns the pipeline now running.
+    fn commit(&self, program: &DeviceProgram, reconcile: bool) -> Result<Arc<Pipeline>, String>;
+    /// The pipeline running now, if any.
+    fn pipeline(&self) -> Option<Arc<Pipeline>>;
+}
+
+/// A running engine's P4 program at one target (`pre` by default).
+pub struct EngineDataplane {
+    link: ControlLink,
+    kind: Arc<dyn ProgramKind>,
+    target: String,
+}
+
+impl EngineDataplane {
+    /// The P4 program at `target` of `engine`; `None` if this engine has no P4 kind.
+    pub fn new(engine: &Engine, target: &str) -> Option<Self> {
+        let kind = Arc::clone(engine.registry().kinds.for_stage("p4")?);
+        kind.as_any()?.downcast_ref::<P4Kind>()?;
+        Some(EngineDataplane { link: engine.link().clone(), kind, target: target.to_string() })
+    }
+
+    fn p4(&self) -> &P4Kind {
+        // Checked in `new`.
+        self.kind.as_any().and_then(|k| k.downcast_ref::<P4Kind>()).expect("the P4 kind")
+    }
+}
+
+impl Dataplane for EngineDataplane {
+    fn limits(&self) -> Limits {
+        self.p4().limits().clone()
+    }
+
+    fn commit(&self, program: &DeviceProgram, reconcile: bool) -> Result<Arc<Pipeline>, String> {
+        let mut stage = serde_json::json!({
+            "stage": "p4",
+            "source": program.source,
+            "name": program.name,
+        });
+        if reconcile && self.pipeline().is_some() {
+            stage["carry_from"] = self.target.clone().into();
+        }
+        let req = Request::Install { target: self.target.clone(), worker: None, stage };
+        self.link.call(req, Duration::from_secs(120)).into_result().map_err(|e| e.to_string())?;
+        self.pipeline().ok_or_else(|| {
+            format!("no P4 program is installed at {} after the install", self.target)
+        })
+    }
+
+    fn pipeline(&self) -> Option<Arc<Pipeline>> {
+        self.p4().locate(Some(&self.target)).ok().map(|(_, p)| p)
+    }
+}
+
+/// The server's counters.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub updates: AtomicU64,
+    pub updates_refused: AtomicU64,
+    pub reads: AtomicU64,
+    pub pipelines: AtomicU64,
+    pub packet_outs_dropped: AtomicU64,
+}
+
+impl Stats {
+    pub fn json(&self) -> serde_json::Value {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        serde_json::json!({
+            "updates": g(&self.updates),
+            "updates_refused": g(&self.updates_refused),
+            "reads": g(&self.reads),
+            "pipelines": g(&self.pipelines),
+            "packet_outs_dropped": g(&self.packet_outs_dropped),
+        })
+    }
+}
+
+/// Where and how the server listens.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// `127.0.0.1:9559` by default (IANA's P4Runtime port, loopback only).
+    pub listen: SocketAddr,
+    /// The device id clients must name (`--device-id`; 1 by default, as the spec asks for a
+    /// non-zero one; simple_switch_grpc's launcher uses 0).
+    pub device_id: u64,
+    /// The position the pipeline runs at.
+    pub target: String,
+    /// Stream channels open at once; one more is refused (RESOURCE_EXHAUSTED).
+    pub max_streams: usize,
+    /// Follow the spec's arbitration instead of BMv2's leniencies (see `arbitration`).
+    pub strict: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9559)),
+            device_id: 1,
+            target: "pre".into(),
+            max_streams: 16,
+            strict: false,
+        }
+    }
+}
+
+/// Why the server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(
+        "p4runtime listen address {0}: beyond loopback the server needs TLS, which this \
+         build does not offer yet; listen on 127.0.0.1 (or ::1)"
+    )]
+    NotLoopback(SocketAddr),
+    #[error("p4runtime: cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("p4runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// A running P4Runtime server; dropping it stops it.
+pub struct Server {
+    addr: SocketAddr,
+    stats: Arc<Stats>,
+    stop: Option<tokio::sync::watch::Sender<bool>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Largest request accepted: a pipeline config carries a whole program and its P4Info.
+const MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+impl Server {
+    /// Start serving `dataplane` as `config` says.
+    pub fn spawn(
+        config: &ServerConfig,
+        dataplane: Arc<dyn Dataplane>,
+    ) -> Result<Server, ServeError> {
+        if !config.listen.ip().is_loopback() {
+            return Err(ServeError::NotLoopback(config.listen));
+        }
+        let bind = |source| ServeError::Bind { addr: config.listen, source };
+        let listener = std::net::TcpListener::bind(config.listen).map_err(bind)?;
+        listener.set_nonblocking(true).map_err(bind)?;
+        let addr = listener.local_addr().map_err(bind)?;
+        let stats = Arc::new(Stats::default());
+        let service = service::Service::new(
+            config.device_id,
+            config.max_streams,
+            config.strict,
+            dataplane,
+            Arc::clone(&stats),
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(ServeError::Runtime)?;
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let thread = std::thread::Builder::new()
+            .name("hotplane-p4rt".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let listener = match tokio::net::TcpListener::from_std(listener) {
+                        Ok(l) => l,
+                        Err(e) => return tracing::error!("p4runtime: {e}"),
+                    };
+                    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+                    let svc = proto::p4::v1::p4_runtime_server::P4RuntimeServer::new(service)
+                        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+                    let mut graceful = stopped.clone();
+                    let served = tonic::transport::Server::builder()
+                        .add_service(svc)
+                        .serve_with_incoming_shutdown(incoming, async move {
+                            let _ = graceful.changed().await;
+                        });
+                    // Connections get a second to finish; a client that keeps its stream open
+                    // (or stopped reading) does not hold the shutdown longer.
+                    let mut hard = stopped;
+                    tokio::select! {
+                        served = served => if let Err(e) = served {
+                            tracing::error!("p4runtime server: {e}");
+                        },
+                        _ = async move {
+                            let _ = hard.changed().await;
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        } => {}
+                    }
+                })
+            })
+            .map_err(ServeError::Runtime)?;
+        tracing::info!("P4Runtime server on {addr} (device id {})", config.device_id);
+        Ok(Server { addr, stats, stop: Some(stop), thread: Some(thread) })
+    }
+
+    /// The address it listens on (the port, when the config asked for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(true);
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

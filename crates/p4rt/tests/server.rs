@@ -1,0 +1,425 @@
+//! The P4Runtime server against a running data plane, driven by a gRPC client over loopback as
+//! a controller drives it: arbitration, a pipeline pushed and fetched, table entries written,
+//! read and refused with the spec's codes, packets following the entries, and bad input that
+//! leaves the running pipeline running.
+#![cfg(feature = "server")]
+
+use hotplane_core::wire::{EthernetAddress, UdpFrame};
+use hotplane_engine::{Config, Engine};
+use hotplane_p4rt::proto::google::rpc;
+use hotplane_p4rt::proto::p4::v1::p4_runtime_client::P4RuntimeClient;
+use hotplane_p4rt::proto::p4::v1::{
+    self as v1, entity, field_match, forwarding_pipeline_config::Cookie,
+    get_forwarding_pipeline_config_request::ResponseType,
+    set_forwarding_pipeline_config_request::Action as SetAction, stream_message_request,
+    stream_message_response, table_action, update, Entity, FieldMatch, ForwardingPipelineConfig,
+    GetForwardingPipelineConfigRequest, MasterArbitrationUpdate, ReadRequest,
+    SetForwardingPipelineConfigRequest, StreamMessageRequest, TableAction, TableEntry, Uint128,
+    Update, WriteRequest,
+};
+use hotplane_p4rt::{EngineDataplane, Server, ServerConfig};
+use prost::Message;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+use tonic::Code;
+
+const BASIC: &str = include_str!("../../../tests/p4/basic.p4");
+const BASIC_P4INFO: &str = include_str!("../../../tests/p4/basic.p4info.txt");
+const DEVICE: u64 = 1;
+const IPV4_LPM: u32 = 37375156;
+const IPV4_FORWARD: u32 = 28792405;
+
+fn engine() -> Engine {
+    let toml = r#"
+[dataplane]
+workers = 1
+[[port]]
+name = "p0"
+kind = "mem"
+[[port]]
+name = "p1"
+kind = "mem"
+sink = { capture = 4096 }
+"#;
+    let cfg = Config::parse(toml, "p4rt-test").unwrap();
+    Engine::builder().kind(hotplane_p4::kind::make).start(cfg).unwrap()
+}
+
+fn frame(dst: [u8; 4]) -> Vec<u8> {
+    let f = UdpFrame {
+        src_mac: EthernetAddress([2, 0, 0, 0, 0, 1]),
+        dst_mac: EthernetAddress([2, 0, 0, 0, 0, 2]),
+        vlan: None,
+        src_ip: IpAddr::from([10, 0, 0, 1]),
+        dst_ip: IpAddr::from(dst),
+        src_port: 1000,
+        dst_port: 2000,
+    };
+    let mut buf = vec![0u8; 128];
+    let n = f.emit(&[0u8; 18], &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+/// Frames p1 has sent so far.
+fn sent_on_p1(plane: &Engine) -> u64 {
+    let stats = plane.stats().unwrap();
+    let ports = stats["ports"].as_array().unwrap();
+    let p1 = ports.iter().find(|p| p["name"] == "p1").unwrap();
+    p1["tx_packets"].as_u64().unwrap()
+}
+
+/// Send `n` frames to `dst` and wait until the engine has taken them all in.
+async fn send(plane: &Engine, dst: [u8; 4], n: usize) {
+    let p0 = plane.mem("p0").unwrap();
+    for _ in 0..n {
+        let mut f = frame(dst);
+        while let Err(back) = p0.inject(f) {
+            f = back;
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    for _ in 0..2000 {
+        if plane.drained() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!("the engine did not drain");
+}
+
+fn basic_config(cookie: u64) -> ForwardingPipelineConfig {
+    ForwardingPipelineConfig {
+        p4info: Some(hotplane_p4rt::schema::parse_text(BASIC_P4INFO).unwrap()),
+        p4_device_config: BASIC.as_bytes().to_vec(),
+        cookie: Some(Cookie { cookie }),
+    }
+}
+
+fn election(low: u64) -> Option<Uint128> {
+    Some(Uint128 { high: 0, low })
+}
+
+fn route(prefix: [u8; 4], len: i32, mac: [u8; 6], port: u16) -> TableEntry {
+    TableEntry {
+        table_id: IPV4_LPM,
+        r#match: vec![FieldMatch {
+            field_id: 1,
+            field_match_type: Some(field_match::FieldMatchType::Lpm(field_match::Lpm {
+                value: prefix.to_vec(),
+                prefix_len: len,
+            })),
+        }],
+        action: Some(TableAction {
+            r#type: Some(table_action::Type::Action(v1::Action {
+                action_id: IPV4_FORWARD,
+                params: vec![
+                    v1::action::Param { param_id: 1, value: mac.to_vec() },
+                    v1::action::Param { param_id: 2, value: port.to_be_bytes().to_vec() },
+                ],
+            })),
+        }),
+        ..Default::default()
+    }
+}
+
+fn write(low: u64, kind: update::Type, entries: Vec<TableEntry>) -> WriteRequest {
+    WriteRequest {
+        device_id: DEVICE,
+        election_id: election(low),
+        updates: entries
+            .into_iter()
+            .map(|e| Update {
+                r#type: kind as i32,
+                entity: Some(Entity { entity: Some(entity::Entity::TableEntry(e)) }),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// The per-update errors of a failed write.
+fn update_errors(status: &tonic::Status) -> Vec<(i32, String)> {
+    assert_eq!(status.code(), Code::Unknown, "{status:?}");
+    let details = rpc::Status::decode(status.details()).expect("google.rpc.Status details");
+    details
+        .details
+        .iter()
+        .map(|any| {
+            assert_eq!(any.type_url, "type.googleapis.com/p4.v1.Error");
+            let e = v1::Error::decode(&any.value[..]).unwrap();
+            (e.canonical_code, e.message)
+        })
+        .collect()
+}
+
+struct Session {
+    client: P4RuntimeClient<Channel>,
+    tx: mpsc::Sender<StreamMessageRequest>,
+    inbound: tonic::Streaming<v1::StreamMessageResponse>,
+}
+
+async fn connect(server: &Server, low: u64) -> Session {
+    let mut client = P4RuntimeClient::connect(format!("http://{}", server.addr())).await.unwrap();
+    let (tx, rx) = mpsc::channel(16);
+    let inbound = client.stream_channel(ReceiverStream::new(rx)).await.unwrap().into_inner();
+    let mut s = Session { client, tx, inbound };
+    s.arbitrate(low).await;
+    s
+}
+
+impl Session {
+    async fn arbitrate(&mut self, low: u64) {
+        let a = MasterArbitrationUpdate {
+            device_id: DEVICE,
+            election_id: election(low),
+            ..Default::default()
+        };
+        let msg =
+            StreamMessageRequest { update: Some(stream_message_request::Update::Arbitration(a)) };
+        self.tx.send(msg).await.unwrap();
+    }
+
+    /// The next arbitration status on the stream: (code, primary's election id low word).
+    async fn arbitration(&mut self) -> (i32, u64) {
+        let msg = tokio::time::timeout(Duration::from_secs(5), self.inbound.message())
+            .await
+            .expect("an answer within 5 s")
+            .unwrap()
+            .expect("the stream is open");
+        match msg.update {
+            Some(stream_message_response::Update::Arbitration(a)) => {
+                (a.status.unwrap().code, a.election_id.unwrap_or_default().low)
+            }
+            other => panic!("not an arbitration update: {other:?}"),
+        }
+    }
+
+    async fn set_pipeline(
+        &mut self,
+        low: u64,
+        action: SetAction,
+        config: ForwardingPipelineConfig,
+    ) -> Result<(), tonic::Status> {
+        let req = SetForwardingPipelineConfigRequest {
+            device_id: DEVICE,
+            election_id: election(low),
+            action: action as i32,
+            config: Some(config),
+            ..Default::default()
+        };
+        self.client.set_forwarding_pipeline_config(req).await.map(|_| ())
+    }
+
+    async fn read_routes(&mut self) -> Vec<TableEntry> {
+        let filter = Entity { entity: Some(entity::Entity::TableEntry(TableEntry::default())) };
+        let req = ReadRequest { device_id: DEVICE, entities: vec![filter], ..Default::default() };
+        let mut stream = self.client.read(req).await.unwrap().into_inner();
+        let mut out = Vec::new();
+        while let Some(r) = stream.message().await.unwrap() {
+            for e in r.entities {
+                if let Some(entity::Entity::TableEntry(t)) = e.entity {
+                    out.push(t);
+                }
+            }
+        }
+        out
+    }
+}
+
+fn start() -> (Engine, Server) {
+    let plane = engine();
+    let dp = EngineDataplane::new(&plane, "pre").expect("the engine has the P4 kind");
+    let cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        device_id: DEVICE,
+        ..Default::default()
+    };
+    let server = Server::spawn(&cfg, Arc::new(dp)).unwrap();
+    (plane, server)
+}
+
+#[tokio::test]
+async fn a_controller_pushes_basic_p4_and_packets_follow_the_entries_it_writes() {
+    let (plane, server) = start();
+    let mut s = connect(&server, 1).await;
+    assert_eq!(s.arbitration().await, (Code::Ok as i32, 1));
+
+    let caps =
+        s.client.capabilities(v1::CapabilitiesRequest::default()).await.unwrap().into_inner();
+    assert_eq!(caps.p4runtime_api_version, "1.5.0");
+    let get = |t: ResponseType| GetForwardingPipelineConfigRequest {
+        device_id: DEVICE,
+        response_type: t as i32,
+    };
+    let none = s.client.get_forwarding_pipeline_config(get(ResponseType::All)).await.unwrap_err();
+    assert_eq!(none.code(), Code::FailedPrecondition);
+    assert!(none.message().contains("No forwarding pipeline config"), "finsy's regex: {none:?}");
+
+    s.set_pipeline(1, SetAction::VerifyAndCommit, basic_config(42)).await.unwrap();
+    let got = s
+        .client
+        .get_forwarding_pipeline_config(get(ResponseType::CookieOnly))
+        .await
+        .unwrap()
+        .into_inner();
+    let got = got.config.unwrap();
+    assert_eq!(got.cookie, Some(Cookie { cookie: 42 }));
+    assert!(got.p4info.is_none() && got.p4_device_config.is_empty());
+    let all =
+        s.client.get_forwarding_pipeline_config(get(ResponseType::All)).await.unwrap().into_inner();
+    assert_eq!(all.config.unwrap().p4_device_config, BASIC.as_bytes(), "returned as pushed");
+
+    // No route yet: basic.p4's default action drops.
+    send(&plane, [10, 0, 1, 1], 10).await;
+    assert_eq!(sent_on_p1(&plane), 0);
+
+    let mac = [8, 0, 0, 0, 1, 0x11];
+    s.client
+        .write(write(1, update::Type::Insert, vec![route([10, 0, 1, 0], 30, mac, 1)]))
+        .await
+        .unwrap();
+    send(&plane, [10, 0, 1, 1], 10).await;
+    send(&plane, [10, 0, 2, 1], 10).await;
+    assert_eq!(sent_on_p1(&plane), 10, "only the routed prefix reaches p1");
+
+    // Read back canonically (the port was sent padded to 2 bytes, 1 comes back as [1]).
+    let routes = s.read_routes().await;
+    assert_eq!(routes.len(), 1, "{routes:?}");
+    let Some(table_action::Type::Action(a)) = routes[0].action.clone().unwrap().r#type else {
+        panic!()
+    };
+    assert_eq!(a.params[1].value, vec![1]);
+    let Some(field_match::FieldMatchType::Lpm(l)) = routes[0].r#match[0].field_match_type.clone()
+    else {
+        panic!()
+    };
+    assert_eq!((l.value, l.prefix_len), (vec![10, 0, 1, 0], 30));
+
+    // A batch with a duplicate and a bad prefix: one error per update, in order.
+    let batch = vec![
+        route([10, 0, 3, 0], 24, mac, 2),
+        route([10, 0, 1, 0], 30, mac, 1),
+        route([10, 0, 4, 1], 24, mac, 1),
+    ];
+    let e = s.client.write(write(1, update::Type::Insert, batch)).await.unwrap_err();
+    let codes: Vec<i32> = update_errors(&e).iter().map(|x| x.0).collect();
+    assert_eq!(
+        codes,
+        vec![Code::Ok as i32, Code::AlreadyExists as i32, Code::InvalidArgument as i32]
+    );
+    let missing = s
+        .client
+        .write(write(1, update::Type::Delete, vec![route([10, 9, 0, 0], 16, mac, 1)]))
+        .await;
+    assert_eq!(update_errors(&missing.unwrap_err())[0].0, Code::NotFound as i32);
+    assert_eq!(s.read_routes().await.len(), 2);
+
+    // RECONCILE_AND_COMMIT keeps the table's entries; VERIFY_AND_COMMIT starts clean.
+    s.set_pipeline(1, SetAction::ReconcileAndCommit, basic_config(43)).await.unwrap();
+    assert_eq!(s.read_routes().await.len(), 2, "reconcile keeps the entries");
+    send(&plane, [10, 0, 1, 2], 5).await;
+    assert_eq!(sent_on_p1(&plane), 15);
+    s.set_pipeline(1, SetAction::VerifyAndCommit, basic_config(44)).await.unwrap();
+    assert!(s.read_routes().await.is_empty(), "verify-and-commit starts clean");
+    drop(server);
+    let p1 = plane.mem("p1").unwrap().clone();
+    assert_eq!(plane.stop().panics, 0);
+    let out = p1.report().captured;
+    assert_eq!(out.len(), 15);
+    assert!(out.iter().all(|f| f[0..6] == mac), "the entry's MAC");
+}
+
+#[tokio::test]
+async fn backups_bad_programs_and_bad_requests_are_refused_and_the_pipeline_keeps_running() {
+    let (plane, server) = start();
+    let mut primary = connect(&server, 5).await;
+    assert_eq!(primary.arbitration().await, (Code::Ok as i32, 5));
+    let mut backup = connect(&server, 3).await;
+    assert_eq!(backup.arbitration().await, (Code::AlreadyExists as i32, 5));
+    // The same election id again is refused with BMv2's words, and that stream ends.
+    let mut dup = connect(&server, 5).await;
+    let refused = dup.inbound.message().await.unwrap_err();
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert!(refused.message().contains("Election id already exists"));
+
+    primary.set_pipeline(5, SetAction::VerifyAndCommit, basic_config(1)).await.unwrap();
+    let mac = [8, 0, 0, 0, 1, 0x11];
+    primary
+        .client
+        .write(write(5, update::Type::Insert, vec![route([10, 0, 1, 0], 24, mac, 1)]))
+        .await
+        .unwrap();
+
+    // A backup may neither write nor push a pipeline.
+    let e = backup
+        .client
+        .write(write(3, update::Type::Insert, vec![route([10, 0, 2, 0], 24, mac, 1)]))
+        .await;
+    assert_eq!(e.unwrap_err().code(), Code::PermissionDenied);
+    let e = backup.set_pipeline(3, SetAction::VerifyAndCommit, basic_config(2)).await;
+    assert_eq!(e.unwrap_err().code(), Code::PermissionDenied);
+
+    // A program that does not compile, and a P4Info of another program.
+    let mut broken = basic_config(3);
+    broken.p4_device_config = b"control C( { }".to_vec();
+    let e = primary.set_pipeline(5, SetAction::VerifyAndCommit, broken).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("does not compile"), "{e:?}");
+    let mut other = basic_config(3);
+    other.p4info.as_mut().unwrap().tables[0].match_fields[0].bitwidth = 31;
+    let e = primary.set_pipeline(5, SetAction::VerifyAndCommit, other).await.unwrap_err();
+    assert!(e.message().contains("does not describe") && e.message().contains("31 bits"), "{e:?}");
+    let mut bmv2 = basic_config(3);
+    bmv2.p4_device_config =
+        br#"{"__meta__": {"version": [2, 23]}, "program": "./basic.p4i"}"#.to_vec();
+    let e = primary.set_pipeline(5, SetAction::VerifyAndCommit, bmv2).await.unwrap_err();
+    assert!(e.message().contains("BMv2 JSON"), "{e:?}");
+
+    // Malformed entries: an unknown table, a missing exact/lpm value, an action of no table.
+    let mut unknown = route([10, 0, 5, 0], 24, mac, 1);
+    unknown.table_id = 0x0200_0001;
+    let mut short = route([10, 0, 6, 0], 24, mac, 1);
+    if let Some(table_action::Type::Action(a)) = short.action.as_mut().unwrap().r#type.as_mut() {
+        a.params.pop();
+    }
+    let mut wide = route([10, 0, 7, 0], 24, mac, 1);
+    wide.r#match[0].field_match_type = Some(field_match::FieldMatchType::Lpm(field_match::Lpm {
+        value: vec![1, 2, 3, 4, 5],
+        prefix_len: 24,
+    }));
+    let e = primary
+        .client
+        .write(write(5, update::Type::Insert, vec![unknown, short, wide]))
+        .await
+        .unwrap_err();
+    let errors = update_errors(&e);
+    assert_eq!(errors[0].0, Code::NotFound as i32);
+    assert_eq!(errors[1].0, Code::InvalidArgument as i32);
+    assert!(errors[1].1.contains("missing"), "{errors:?}");
+    assert_eq!(errors[2].0, Code::InvalidArgument as i32);
+    let e = primary
+        .client
+        .write(WriteRequest { device_id: 9, ..write(5, update::Type::Insert, vec![]) })
+        .await;
+    assert_eq!(e.unwrap_err().code(), Code::NotFound);
+
+    // Through all of it the committed pipeline kept routing.
+    send(&plane, [10, 0, 1, 9], 20).await;
+    assert_eq!(sent_on_p1(&plane), 20);
+
+    // The primary leaves: the backup is told it is primary now, and may write.
+    drop(primary);
+    assert_eq!(backup.arbitration().await, (Code::Ok as i32, 3));
+    backup
+        .client
+        .write(write(3, update::Type::Insert, vec![route([10, 0, 2, 0], 24, mac, 1)]))
+        .await
+        .unwrap();
+    drop(server);
+    assert_eq!(plane.stop().panics, 0);
+}
