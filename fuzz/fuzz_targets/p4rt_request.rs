@@ -26,7 +26,7 @@ fn fixture() -> &'static Fixture {
     F.get_or_init(|| {
         let ir = hotplane_p4::compile_source_with("tables.p4", PROGRAM, &[], &Default::default())
             .expect("tables.p4 compiles");
-        let schema = Schema::new(p4info_of(&ir).expect("its P4Info"), &ir);
+        let schema = Schema::new(p4info_of(&ir).expect("its P4Info"), &ir).expect("its schema");
         Fixture { qsbr: Qsbr::new(), ir, schema }
     })
 }

@@ -181,7 +181,8 @@ impl P4Kind {
                 )))
             }
         };
-        let (ir, label) = match (program, source) {
+        // `label` names the stage in listings; `origin` is where errors point (the file).
+        let (ir, label, origin) = match (program, source) {
             (Some(program), None) => {
                 let path = cx.resolve(program);
                 // The compiler reads the file itself: check it is a bounded regular file first.
@@ -192,13 +193,13 @@ impl P4Kind {
                 let label = path
                     .file_name()
                     .map_or_else(|| program.clone(), |n| n.to_string_lossy().into_owned());
-                (ir, label)
+                (ir, label, path.display().to_string())
             }
             (None, Some(source)) => {
                 let label = name.clone().unwrap_or_else(|| "inline.p4".into());
                 let ir = crate::compile_source_with(&label, source, &[], &self.limits)
                     .map_err(|e| KindError::Rejected(e.to_string()))?;
-                (ir, label)
+                (ir, label.clone(), label)
             }
             _ => {
                 return Err(KindError::Invalid(
@@ -218,7 +219,7 @@ impl P4Kind {
         };
         let pipeline = objects
             .and_then(|objects| Pipeline::with_engine(ir, objects, engine))
-            .map_err(|e| KindError::Rejected(format!("{label}: {e}")))?;
+            .map_err(|e| KindError::Rejected(format!("{origin}: {e}")))?;
         let mut replication = old.map(|o| o.replication().clone()).unwrap_or_default();
         if let Some(f) = entries {
             let f = cx.resolve(f);
@@ -229,7 +230,7 @@ impl P4Kind {
                 .replication;
         }
         let wiring = ExternWiring::resolve(&pipeline.program, cx.externs, cx.flows)
-            .map_err(|e| context(e, &label))?;
+            .map_err(|e| context(e, &origin))?;
         Ok(Arc::new(P4Stage::new(label, Arc::new(pipeline), replication, wiring)))
     }
 }

@@ -148,10 +148,10 @@ impl Arbiter {
 
     /// May a request of `role` carrying `election` change the pipeline or its state?
     pub fn check_write(&self, role: &str, election: Option<u128>) -> Result<(), Status> {
-        let any = self.members.values().any(|m| m.role == role);
-        if !any && !self.strict && election.is_none() {
-            // BMv2: with no stream open, a write without an election id is accepted
-            // (what grpc_cli and p4c's PTF base class do).
+        if self.members.is_empty() && !self.strict && election.is_none() {
+            // BMv2: with no stream open at all, a write without an election id is accepted
+            // (what grpc_cli and p4c's PTF base class do). Only with none at all: naming a
+            // role nobody holds must not get around the primary of another.
             return Ok(());
         }
         match self.primary(role) {
@@ -235,6 +235,8 @@ mod tests {
         lenient.arbitrate(1, "", None, &t).unwrap();
         assert_eq!(status(&mut r), (Code::Ok as i32, Some(0)));
         assert!(lenient.check_write("", None).is_ok());
+        // With a stream open (of any role), another role is no way around its primary.
+        assert_eq!(lenient.check_write("x", None).unwrap_err().code(), Code::PermissionDenied);
         let mut strict = Arbiter::new(0, 4, true);
         assert!(strict.check_write("", None).is_err());
         strict.arbitrate(1, "", None, &t).unwrap();

@@ -116,7 +116,7 @@ fn keys(t: &Table, entry: &TableEntry) -> Result<Vec<KeyMatch>, Refused> {
                     )));
                 }
                 let len = l.prefix_len as u32;
-                let host = full >> len;
+                let host = full.checked_shr(len).unwrap_or(0);
                 if value & host != 0 {
                     return Err(Refused::invalid(format!(
                         "{}: bits beyond the /{len} prefix are set",
@@ -341,11 +341,17 @@ fn field_matches(t: &Table, keys: &[KeyMatch]) -> Vec<FieldMatch> {
         .collect()
 }
 
-fn table_action(schema: &Schema, name: &str, args: &[u128]) -> Option<TableAction> {
-    let (id, act) = schema
-        .actions
-        .iter()
-        .find(|(_, a)| a.name == name || a.name.ends_with(&format!(".{name}")))?;
+/// The action of table `t` called `name` (as the table layer names it) with `args`.
+fn table_action(schema: &Schema, t: &Table, name: &str, args: &[u128]) -> Option<TableAction> {
+    let of_table = || t.actions.iter().filter_map(|id| Some((id, schema.actions.get(id)?)));
+    let (id, act) = of_table().find(|(_, a)| a.name == name).or_else(|| {
+        let suffix = format!(".{name}");
+        let mut found = of_table().filter(|(_, a)| a.name.ends_with(&suffix));
+        match (found.next(), found.next()) {
+            (Some(one), None) => Some(one),
+            _ => None,
+        }
+    })?;
     let params = act
         .params
         .iter()
@@ -387,7 +393,7 @@ pub fn read_table_entries(
             let (name, args) = table.default_action();
             out.push(TableEntry {
                 table_id: id,
-                action: table_action(schema, &name, &args),
+                action: table_action(schema, t, &name, &args),
                 is_default_action: true,
                 ..Default::default()
             });
@@ -403,7 +409,7 @@ pub fn read_table_entries(
             out.push(TableEntry {
                 table_id: id,
                 r#match: field_matches(t, &e.keys),
-                action: table_action(schema, &e.action, &e.args),
+                action: table_action(schema, t, &e.action, &e.args),
                 priority: e.priority.unwrap_or(0) as i32,
                 counter_data: t.has_direct_counter.then_some(CounterData {
                     byte_count: stats.bytes as i64,

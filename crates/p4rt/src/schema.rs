@@ -15,6 +15,8 @@ pub enum SchemaError {
     Ids(#[from] hotplane_p4::p4info::P4InfoError),
     #[error("P4Info text: {0}")]
     Text(String),
+    #[error("table {0} of the P4Info is not a table of the program (or is named twice)")]
+    NoTable(String),
 }
 
 /// A match field of a table.
@@ -50,6 +52,7 @@ pub struct Action {
 /// The pipeline's control-plane objects by id.
 #[derive(Debug, Clone)]
 pub struct Schema {
+    /// The program's own P4Info.
     pub p4info: P4Info,
     pub tables: HashMap<u32, Table>,
     pub actions: HashMap<u32, Action>,
@@ -76,15 +79,16 @@ pub fn parse_text(text: &str) -> Result<P4Info, SchemaError> {
 }
 
 impl Schema {
-    /// Index `p4info`, the P4Info of `program`.
-    pub fn new(p4info: P4Info, program: &ir::Program) -> Schema {
+    /// Index `p4info`, the P4Info of `program` as [`p4info_of`] derives it (never one a client
+    /// pushed: sizes, field order and flags come from the program).
+    pub fn new(p4info: P4Info, program: &ir::Program) -> Result<Schema, SchemaError> {
         let direct: BTreeSet<u32> =
             p4info.direct_counters.iter().map(|c| c.direct_table_id).collect();
         let preamble = |p: &Option<info::Preamble>| p.clone().unwrap_or_default();
         let tables = p4info
             .tables
             .iter()
-            .map(|t| {
+            .map(|t| -> Result<(u32, Table), SchemaError> {
                 let p = preamble(&t.preamble);
                 let fields: Vec<MatchField> = t
                     .match_fields
@@ -104,7 +108,11 @@ impl Schema {
                 use info::match_field::MatchType as M;
                 let needs_priority =
                     fields.iter().any(|f| matches!(f.kind, M::Ternary | M::Range | M::Optional));
-                let index = program.tables.iter().position(|x| x.name == p.name).unwrap_or(0);
+                let mut same = program.tables.iter().enumerate().filter(|(_, x)| x.name == p.name);
+                let index = match (same.next(), same.next()) {
+                    (Some((i, _)), None) => i,
+                    _ => return Err(SchemaError::NoTable(p.name.clone())),
+                };
                 let table = Table {
                     name: p.name.clone(),
                     index,
@@ -114,9 +122,9 @@ impl Schema {
                     has_direct_counter: direct.contains(&p.id),
                     needs_priority,
                 };
-                (p.id, table)
+                Ok((p.id, table))
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         let actions = p4info
             .actions
             .iter()
@@ -135,7 +143,7 @@ impl Schema {
                 (p.id, (p.name, c.size as u64))
             })
             .collect();
-        Schema { p4info, tables, actions, counters }
+        Ok(Schema { p4info, tables, actions, counters })
     }
 
     /// The table with `id`.

@@ -209,7 +209,10 @@ impl Server {
                             tokio::time::sleep(Duration::from_secs(1)).await;
                         } => {}
                     }
-                })
+                });
+                // A compile or table write still running on a blocking thread is not waited
+                // for: the data plane it works on is stopping too.
+                runtime.shutdown_timeout(Duration::from_secs(1));
             })
             .map_err(ServeError::Runtime)?;
         tracing::info!("P4Runtime server on {addr} (device id {})", config.device_id);

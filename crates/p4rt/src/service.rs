@@ -6,6 +6,7 @@ use crate::arbitration::{election, Arbiter, StreamTx};
 use crate::device::{self, DeviceProgram};
 use crate::entities::{self, Refused};
 use crate::proto::google::rpc;
+use crate::proto::p4::v1::PacketOut;
 use crate::proto::p4::v1::{
     get_forwarding_pipeline_config_request::ResponseType, p4_runtime_server::P4Runtime,
     set_forwarding_pipeline_config_request::Action as SetAction, stream_error,
@@ -20,7 +21,7 @@ use crate::{Dataplane, Stats};
 use hotplane_p4::exec::Pipeline;
 use prost::Message;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio_stream::Stream;
 use tonic::{Code, Request, Response, Status};
@@ -33,6 +34,15 @@ const NO_PIPELINE: &str = "No forwarding pipeline config set for this device";
 
 /// Messages a stream may have waiting before further notifications to it are dropped.
 const STREAM_DEPTH: usize = 64;
+
+/// Updates one `Write` may carry.
+const MAX_UPDATES: usize = 100_000;
+
+/// Entities (filters) one `Read` may carry.
+const MAX_READ_ENTITIES: usize = 1024;
+
+/// Entities per `ReadResponse`.
+const READ_CHUNK: usize = 4096;
 
 /// A pipeline that compiled and whose P4Info matches the program.
 #[derive(Clone)]
@@ -59,8 +69,12 @@ struct DeviceState {
 pub struct Service {
     device_id: u64,
     state: Arc<Mutex<DeviceState>>,
-    /// One pipeline change at a time (compiles run outside `state`'s lock).
-    commit: Arc<tokio::sync::Mutex<()>>,
+    /// Pipeline changes hold it exclusively, writes shared: a write never lands in tables a
+    /// reconcile is copying (compiles run outside `state`'s lock).
+    commit: Arc<tokio::sync::RwLock<()>>,
+    /// Stream channels open, arbitrated or not (bounded by `max_streams`).
+    open_streams: Arc<AtomicUsize>,
+    max_streams: usize,
     dataplane: Arc<dyn Dataplane>,
     next_stream: AtomicU64,
     stats: Arc<Stats>,
@@ -93,6 +107,8 @@ impl Service {
             device_id,
             state: Arc::new(Mutex::new(state)),
             commit: Arc::default(),
+            open_streams: Arc::default(),
+            max_streams,
             dataplane,
             next_stream: AtomicU64::new(1),
             stats,
@@ -150,7 +166,9 @@ impl Service {
                     "the P4Info does not describe the P4 program: {shown}{more}"
                 )));
             }
-            Ok(Schema::new(pushed, &ir))
+            // The program's own P4Info drives the data plane (sizes, field and parameter
+            // order, flags); the pushed one, equal in ids, names and widths, is only echoed.
+            Schema::new(ours, &ir).map_err(|e| Status::invalid_argument(e.to_string()))
         })
         .await
         .map_err(|e| Status::internal(format!("the compile task failed: {e}")))??;
@@ -212,10 +230,23 @@ impl P4Runtime for Service {
             return Err(Status::unimplemented("only CONTINUE_ON_ERROR atomicity is supported"));
         }
         lock(&self.state).arbiter.check_write(&req.role, election(&req.election_id))?;
+        if req.updates.len() > MAX_UPDATES {
+            return Err(Status::resource_exhausted(format!(
+                "{} updates in one write; at most {MAX_UPDATES}",
+                req.updates.len()
+            )));
+        }
+        let _no_commit_meanwhile = self.commit.read().await;
         let c = self.committed()?;
-        let schema = &c.verified.schema;
-        let results: Vec<_> =
-            req.updates.iter().map(|u| entities::write_update(schema, &c.pipeline, u)).collect();
+        // Table writes can wait for a grace period: off the runtime's only thread, so streams
+        // and other requests go on meanwhile.
+        let results = tokio::task::spawn_blocking(move || {
+            let schema = &c.verified.schema;
+            let apply = |u| entities::write_update(schema, &c.pipeline, u);
+            req.updates.iter().map(apply).collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| Status::internal(format!("the write task failed: {e}")))?;
         let failed = results.iter().filter(|r| r.is_err()).count() as u64;
         self.stats.updates.fetch_add(results.len() as u64, Ordering::Relaxed);
         self.stats.updates_refused.fetch_add(failed, Ordering::Relaxed);
@@ -233,16 +264,42 @@ impl P4Runtime for Service {
     ) -> Result<Response<Self::ReadStream>, Status> {
         let req = request.into_inner();
         self.check_device(req.device_id)?;
-        let c = self.committed()?;
-        let schema = &c.verified.schema;
-        let mut entities = Vec::new();
-        for e in &req.entities {
-            let found = entities::read_entity(schema, &c.pipeline, e)?;
-            entities.extend(found.into_iter().map(|e| Entity { entity: Some(e) }));
+        if req.entities.len() > MAX_READ_ENTITIES {
+            return Err(Status::resource_exhausted(format!(
+                "{} entities in one read; at most {MAX_READ_ENTITIES}",
+                req.entities.len()
+            )));
         }
+        let c = self.committed()?;
+        let found = tokio::task::spawn_blocking(move || {
+            let schema = &c.verified.schema;
+            let mut seen: Vec<&Entity> = Vec::new();
+            let mut found = Vec::new();
+            for e in &req.entities {
+                // The same filter twice selects nothing new.
+                if seen.contains(&e) {
+                    continue;
+                }
+                seen.push(e);
+                found.extend(entities::read_entity(schema, &c.pipeline, e)?);
+            }
+            Ok::<_, Refused>(found)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("the read task failed: {e}")))??;
         self.stats.reads.fetch_add(1, Ordering::Relaxed);
-        let out = tokio_stream::iter(vec![Ok(ReadResponse { entities })]);
-        Ok(Response::new(Box::pin(out)))
+        // In responses of a bounded size, whatever the tables hold.
+        let mut responses = Vec::with_capacity(found.len() / READ_CHUNK + 1);
+        let mut found = found.into_iter().map(|e| Entity { entity: Some(e) }).peekable();
+        loop {
+            let entities: Vec<Entity> = found.by_ref().take(READ_CHUNK).collect();
+            let last = found.peek().is_none();
+            responses.push(Ok(ReadResponse { entities }));
+            if last {
+                break;
+            }
+        }
+        Ok(Response::new(Box::pin(tokio_stream::iter(responses))))
     }
 
     async fn set_forwarding_pipeline_config(
@@ -253,7 +310,7 @@ impl P4Runtime for Service {
         self.check_device(req.device_id)?;
         lock(&self.state).arbiter.check_write(&req.role, election(&req.election_id))?;
         let action = SetAction::try_from(req.action).unwrap_or(SetAction::Unspecified);
-        let _one_at_a_time = self.commit.lock().await;
+        let _one_at_a_time = self.commit.write().await;
         let verified = match (action, req.config) {
             (SetAction::Unspecified, _) => {
                 return Err(Status::invalid_argument("the action is unspecified"))
@@ -323,6 +380,15 @@ impl P4Runtime for Service {
         request: Request<tonic::Streaming<StreamMessageRequest>>,
     ) -> Result<Response<Self::StreamChannelStream>, Status> {
         let mut inbound = request.into_inner();
+        // Counted from the moment it opens: streams that never arbitrate are streams too.
+        if self.open_streams.fetch_add(1, Ordering::AcqRel) >= self.max_streams {
+            self.open_streams.fetch_sub(1, Ordering::AcqRel);
+            return Err(Status::resource_exhausted(format!(
+                "Too many connections (at most {})",
+                self.max_streams
+            )));
+        }
+        let open = Arc::clone(&self.open_streams);
         let (tx, rx) = tokio::sync::mpsc::channel(STREAM_DEPTH);
         let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
         let state = Arc::clone(&self.state);
@@ -341,6 +407,7 @@ impl P4Runtime for Service {
             // The client closed (or broke) its side: it is gone at once, so the same election
             // id can come back on the next stream (PTF tests reconnect right away).
             lock(&state).arbiter.leave(id);
+            open.fetch_sub(1, Ordering::AcqRel);
         });
         Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
     }
@@ -405,8 +472,10 @@ async fn handle_stream_message(
                     canonical_code: Code::Unimplemented as i32,
                     message: "packet-out needs a CPU port, which this server does not offer yet"
                         .into(),
+                    // Its metadata only: echoing a payload of any size back would let a client
+                    // make the server hold it.
                     details: Some(stream_error::Details::PacketOut(PacketOutError {
-                        packet_out: Some(p),
+                        packet_out: Some(PacketOut { payload: Vec::new(), metadata: p.metadata }),
                     })),
                     ..Default::default()
                 };

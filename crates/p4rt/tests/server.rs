@@ -364,6 +364,20 @@ async fn backups_bad_programs_and_bad_requests_are_refused_and_the_pipeline_keep
     let e = backup.set_pipeline(3, SetAction::VerifyAndCommit, basic_config(2)).await;
     assert_eq!(e.unwrap_err().code(), Code::PermissionDenied);
 
+    // Nor may anyone get around the primary by naming a role nobody holds.
+    let other_role = WriteRequest {
+        role: "x".into(),
+        election_id: None,
+        ..write(0, update::Type::Insert, vec![route([10, 0, 2, 0], 24, mac, 1)])
+    };
+    let e = backup.client.write(other_role).await;
+    assert_eq!(e.unwrap_err().code(), Code::PermissionDenied);
+    // A read of too many filters is refused before anything is read.
+    let filter = Entity { entity: Some(entity::Entity::TableEntry(TableEntry::default())) };
+    let huge =
+        ReadRequest { device_id: DEVICE, entities: vec![filter; 5000], ..Default::default() };
+    assert_eq!(backup.client.read(huge).await.unwrap_err().code(), Code::ResourceExhausted);
+
     // A program that does not compile, and a P4Info of another program.
     let mut broken = basic_config(3);
     broken.p4_device_config = b"control C( { }".to_vec();

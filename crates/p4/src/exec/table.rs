@@ -447,7 +447,20 @@ impl P4Table {
         if self.entries_const {
             return Err(EntryError::ConstEntriesChanged { table: self.name.clone() });
         }
-        for (s, prio, a, words) in self.checked_specs(e)? {
+        let specs = self.checked_specs(e)?;
+        if op == Op::Insert && specs.len() > 1 {
+            // A range stored as several prefixes goes in whole or not at all (a ternary table
+            // checks the batch first): a refused piece leaves none of the others behind.
+            let batch = specs
+                .into_iter()
+                .map(|(s, prio, a, words)| (s, prio, self.action_names[a].as_str(), words))
+                .collect();
+            return self
+                .table
+                .insert_many(batch)
+                .map_err(|source| EntryError::Store { table: self.name.clone(), source });
+        }
+        for (s, prio, a, words) in specs {
             let r = match op {
                 Op::Insert => self.table.insert(&s, prio, &self.action_names[a], &words),
                 Op::Modify => self.table.modify(&s, prio, &self.action_names[a], &words),
@@ -580,7 +593,7 @@ fn copy_entries(from: &Table, to: &Table) -> Result<usize, EntryError> {
     Ok(entries.len())
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Op {
     Insert,
     Modify,

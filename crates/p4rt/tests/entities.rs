@@ -1,0 +1,147 @@
+//! P4Runtime entities against tables.p4 without a server: what is written is what reads
+//! return, and a refused entry leaves nothing behind.
+
+use hotplane_core::Qsbr;
+use hotplane_p4::exec::{Engine, Objects, Pipeline};
+use hotplane_p4rt::entities::{read_entity, write_update};
+use hotplane_p4rt::proto::google::rpc::Code;
+use hotplane_p4rt::proto::p4::v1::{
+    self as v1, entity, field_match, table_action, update, Entity, FieldMatch, TableAction,
+    TableEntry, Update,
+};
+use hotplane_p4rt::schema::{p4info_of, Schema};
+
+const PROGRAM: &str = include_str!("../../../tests/p4/tables.p4");
+
+fn setup() -> (Schema, Pipeline, Qsbr) {
+    let ir =
+        hotplane_p4::compile_source_with("tables.p4", PROGRAM, &[], &Default::default()).unwrap();
+    let schema = Schema::new(p4info_of(&ir).unwrap(), &ir).unwrap();
+    let qsbr = Qsbr::new();
+    let objects = Objects::new(&ir, &qsbr).unwrap();
+    let p = Pipeline::with_engine(ir, objects, Engine::Closures).unwrap();
+    (schema, p, qsbr)
+}
+
+fn id(schema: &Schema, name: &str) -> u32 {
+    let t = schema.tables.iter().find(|(_, t)| t.name == name).map(|(id, _)| *id);
+    let a = schema.actions.iter().find(|(_, a)| a.name == name).map(|(id, _)| *id);
+    t.or(a).unwrap_or_else(|| panic!("no {name}"))
+}
+
+/// `Ing.classify`: `a` ternary 0x10/0xf0, `b` in `lo..=hi`, priority 10, `set_tag(tag)`.
+fn classify(schema: &Schema, lo: u8, hi: u8, tag: u8) -> TableEntry {
+    TableEntry {
+        table_id: id(schema, "Ing.classify"),
+        r#match: vec![
+            FieldMatch {
+                field_id: 1,
+                field_match_type: Some(field_match::FieldMatchType::Ternary(
+                    field_match::Ternary { value: vec![0x10], mask: vec![0xf0] },
+                )),
+            },
+            FieldMatch {
+                field_id: 2,
+                field_match_type: Some(field_match::FieldMatchType::Range(field_match::Range {
+                    low: vec![lo],
+                    high: vec![hi],
+                })),
+            },
+        ],
+        action: Some(TableAction {
+            r#type: Some(table_action::Type::Action(v1::Action {
+                action_id: id(schema, "Ing.set_tag"),
+                params: vec![v1::action::Param { param_id: 1, value: vec![tag] }],
+            })),
+        }),
+        priority: 10,
+        ..Default::default()
+    }
+}
+
+fn insert(e: TableEntry) -> Update {
+    Update {
+        r#type: update::Type::Insert as i32,
+        entity: Some(Entity { entity: Some(entity::Entity::TableEntry(e)) }),
+    }
+}
+
+fn read_all(schema: &Schema, p: &Pipeline, table: u32) -> Vec<TableEntry> {
+    let filter = Entity {
+        entity: Some(entity::Entity::TableEntry(TableEntry {
+            table_id: table,
+            ..Default::default()
+        })),
+    };
+    read_entity(schema, p, &filter)
+        .unwrap()
+        .into_iter()
+        .map(|e| match e {
+            entity::Entity::TableEntry(t) => t,
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn a_range_reads_back_whole_and_a_refused_one_leaves_no_piece() {
+    let (schema, p, _q) = setup();
+    let table = id(&schema, "Ing.classify");
+    write_update(&schema, &p, &insert(classify(&schema, 8, 9, 1))).unwrap();
+    // [0, 9] is stored as [0-7] and [8-9]; [8-9] is taken, so nothing of it may stay.
+    let refused = write_update(&schema, &p, &insert(classify(&schema, 0, 9, 2))).unwrap_err();
+    assert_eq!(refused.code, Code::AlreadyExists, "{refused:?}");
+    let got = read_all(&schema, &p, table);
+    assert_eq!(got, vec![classify(&schema, 8, 9, 1)], "only the first entry, as written");
+    // A range of many prefixes reads back as the one range written.
+    write_update(&schema, &p, &insert(classify(&schema, 100, 200, 3))).unwrap();
+    let got = read_all(&schema, &p, table);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got.contains(&classify(&schema, 100, 200, 3)), "{got:?}");
+}
+
+#[test]
+fn malformed_matches_are_refused_with_the_spec_codes() {
+    let (schema, p, _q) = setup();
+    let mut zero_mask = classify(&schema, 1, 2, 1);
+    zero_mask.r#match[0].field_match_type =
+        Some(field_match::FieldMatchType::Ternary(field_match::Ternary {
+            value: vec![0],
+            mask: vec![0],
+        }));
+    let mut stray_bits = classify(&schema, 1, 2, 1);
+    stray_bits.r#match[0].field_match_type =
+        Some(field_match::FieldMatchType::Ternary(field_match::Ternary {
+            value: vec![0x11],
+            mask: vec![0xf0],
+        }));
+    let mut full_range = classify(&schema, 0, 0, 1);
+    full_range.r#match[1].field_match_type =
+        Some(field_match::FieldMatchType::Range(field_match::Range {
+            low: vec![0],
+            high: vec![0xff, 0xff],
+        }));
+    let mut no_priority = classify(&schema, 1, 2, 1);
+    no_priority.priority = 0;
+    let mut wrong_kind = classify(&schema, 1, 2, 1);
+    wrong_kind.r#match[1].field_match_type =
+        Some(field_match::FieldMatchType::Exact(field_match::Exact { value: vec![1] }));
+    let mut twice = classify(&schema, 1, 2, 1);
+    twice.r#match.push(twice.r#match[0].clone());
+    for (what, e) in [
+        ("zero mask", zero_mask),
+        ("value outside mask", stray_bits),
+        ("full range", full_range),
+        ("no priority", no_priority),
+        ("wrong kind", wrong_kind),
+        ("field twice", twice),
+    ] {
+        let r = write_update(&schema, &p, &insert(e)).unwrap_err();
+        assert_eq!(r.code, Code::InvalidArgument, "{what}: {r:?}");
+    }
+    let unspecified = Update { r#type: 0, ..insert(classify(&schema, 1, 2, 1)) };
+    assert_eq!(write_update(&schema, &p, &unspecified).unwrap_err().code, Code::InvalidArgument);
+    let empty = Update { r#type: update::Type::Insert as i32, entity: None };
+    assert_eq!(write_update(&schema, &p, &empty).unwrap_err().code, Code::InvalidArgument);
+    assert!(read_all(&schema, &p, id(&schema, "Ing.classify")).is_empty(), "nothing was written");
+}
