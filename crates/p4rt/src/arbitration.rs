@@ -162,15 +162,6 @@ impl Arbiter {
             )),
         }
     }
-
-    /// The primary streams' senders (packet-ins and digests go to primaries only).
-    pub fn primaries(&self) -> Vec<StreamTx> {
-        self.members
-            .iter()
-            .filter(|(id, _)| self.is_primary(**id))
-            .map(|(_, m)| m.tx.clone())
-            .collect()
-    }
 }
 
 #[cfg(test)]

@@ -309,9 +309,6 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
     }
     let anchor = o.batched as f64 / t0.elapsed().as_secs_f64();
     drop(server);
-    if std::env::var_os("HOTPLANE_BENCH_DEBUG").is_some() {
-        eprintln!("{}", plane.stats()?);
-    }
     let handles = plane.mem_handles();
     plane.stop();
     let report = MemReport::merge(&handles);
