@@ -1,24 +1,30 @@
 //! P4Runtime requests as the server receives them: any bytes, decoded as a `WriteRequest` (its
 //! updates applied to a program with every kind of table, then everything read back), as a
-//! `ReadRequest`, and as a pipeline's device config. Bad input gets a status; it must never
-//! panic.
+//! `ReadRequest`, as a pipeline's device config, as a packet-out (its metadata made into
+//! packet_io.p4's `packet_out` header) and as a frame from the CPU port (its `packet_in` header
+//! made into metadata). Bad input gets a status; it must never panic.
 #![no_main]
 
 use hotplane_core::Qsbr;
 use hotplane_p4::exec::{Engine, Objects, Pipeline};
 use hotplane_p4rt::entities;
-use hotplane_p4rt::proto::p4::v1::{entity, Entity, ReadRequest, TableEntry, WriteRequest};
+use hotplane_p4rt::packet_io::PacketIo;
+use hotplane_p4rt::proto::p4::v1::{
+    entity, Entity, PacketOut, ReadRequest, TableEntry, WriteRequest,
+};
 use hotplane_p4rt::schema::{p4info_of, Schema};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 use std::sync::OnceLock;
 
 const PROGRAM: &str = include_str!("../../tests/p4/tables.p4");
+const PACKET_IO: &str = include_str!("../../tests/p4/packet_io.p4");
 
 struct Fixture {
     qsbr: Qsbr,
     ir: hotplane_p4::ir::Program,
     schema: Schema,
+    packet_io: PacketIo,
 }
 
 fn fixture() -> &'static Fixture {
@@ -27,7 +33,9 @@ fn fixture() -> &'static Fixture {
         let ir = hotplane_p4::compile_source_with("tables.p4", PROGRAM, &[], &Default::default())
             .expect("tables.p4 compiles");
         let schema = Schema::new(p4info_of(&ir).expect("its P4Info"), &ir).expect("its schema");
-        Fixture { qsbr: Qsbr::new(), ir, schema }
+        let io = hotplane_p4::compile_source("packet_io.p4", PACKET_IO, &[])
+            .expect("packet_io.p4 compiles");
+        Fixture { qsbr: Qsbr::new(), ir, schema, packet_io: PacketIo::of(&io) }
     })
 }
 
@@ -44,6 +52,14 @@ fuzz_target!(|data: &[u8]| {
         }
         let all = Entity { entity: Some(entity::Entity::TableEntry(TableEntry::default())) };
         let _ = entities::read_entity(&f.schema, &p, &all);
+    }
+    if let Ok(out) = PacketOut::decode(data) {
+        if let Ok(frame) = f.packet_io.packet_out_frame(&out.metadata, &out.payload) {
+            assert_eq!(frame.len(), 2 + out.payload.len(), "a 2-byte packet_out header");
+        }
+    }
+    if let Ok(packet) = f.packet_io.packet_in(data) {
+        assert_eq!(packet.payload.len() + 2, data.len());
     }
     if let Ok(req) = ReadRequest::decode(data) {
         for e in &req.entities {

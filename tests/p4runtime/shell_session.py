@@ -4,7 +4,8 @@ p4runtime-shell 0.0.6 (PyPI, unchanged) connects, wins arbitration, pushes table
 P4Info `hotplane p4 info` writes, then writes and reads entries of every match kind (exact,
 ternary + range with priorities, exact + lpm, exact + optional in a const table), modifies and
 resets a default action, reads direct counters, and meets the spec's refusals (a duplicate, a
-missing entry, a const table). Run by scripts/test.sh in its own virtual environment
+missing entry, a const table). A second session pushes packet_io.p4 and sends a packet-out
+that the program loops back to the CPU port, so it returns as a packet-in. Run by scripts/test.sh in its own virtual environment
 (p4runtime-shell pins protobuf 3.20, which other clients cannot share):
 
     HOTPLANE_BIN=target/debug/hotplane VENV/bin/python tests/p4runtime/shell_session.py
@@ -25,6 +26,7 @@ from p4runtime_sh.p4runtime import P4RuntimeWriteException
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAM = REPO / "tests" / "p4" / "tables.p4"
+PACKET_IO = REPO / "tests" / "p4" / "packet_io.p4"
 
 
 def free_port():
@@ -55,13 +57,18 @@ def refused(code, action):
     raise AssertionError(f"expected {code}, the write succeeded")
 
 
-def session(addr, p4info, work):
+def connect(addr, p4info, program):
+    """Connect as the primary and push `program` with its P4Info."""
     sh.setup(
         device_id=1,
         grpc_addr=addr,
         election_id=(0, 1),
-        config=sh.FwdPipeConfig(str(p4info), str(PROGRAM)),
+        config=sh.FwdPipeConfig(str(p4info), str(program)),
     )
+
+
+def session(addr, p4info, work):
+    connect(addr, p4info, PROGRAM)
     try:
         # exact
         te = sh.TableEntry("Ing.by_kind")(action="Ing.to_port")
@@ -141,6 +148,23 @@ def session(addr, p4info, work):
         sh.teardown()
 
 
+def packet_session(addr, p4info):
+    connect(addr, p4info, PACKET_IO)
+    try:
+        sniffer = sh.PacketIn()
+        # An Ethernet frame (the program parses one behind the packet_out header).
+        frame = bytes.fromhex("020000000002" "020000000001" "88b5") + b"hotplane" * 6
+        sh.PacketOut(frame, egress_port="255").send()
+        got = list(sniffer.sniff(timeout=2))
+        assert len(got) == 1, got
+        packet = got[0].packet
+        assert packet.payload == frame, packet
+        metadata = {m.metadata_id: m.value for m in packet.metadata}
+        assert metadata == {1: b"\xff", 2: b"\x00"}, packet
+    finally:
+        sh.teardown()
+
+
 def main():
     binary = os.environ.get("HOTPLANE_BIN", str(REPO / "target" / "debug" / "hotplane"))
     port = free_port()
@@ -148,6 +172,8 @@ def main():
         work = Path(work)
         p4info = work / "tables.p4info.txtpb"
         subprocess.run([binary, "p4", "info", str(PROGRAM), "--out", str(p4info)], check=True)
+        io_info = work / "packet_io.p4info.txtpb"
+        subprocess.run([binary, "p4", "info", str(PACKET_IO), "--out", str(io_info)], check=True)
         config = work / "switch.toml"
         config.write_text(
             f"""
@@ -160,6 +186,7 @@ kind = "mem"
 [p4runtime]
 listen = "127.0.0.1:{port}"
 device_id = 1
+cpu_port = 255
 """
         )
         log = open(work / "hotplane.log", "w")
@@ -171,6 +198,7 @@ device_id = 1
             try:
                 with contextlib.redirect_stdout(said):
                     session(f"127.0.0.1:{port}", p4info, work)
+                    packet_session(f"127.0.0.1:{port}", io_info)
             except BaseException:
                 print(said.getvalue())
                 raise

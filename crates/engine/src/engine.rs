@@ -4,6 +4,7 @@
 
 use crate::config::{Config, ConfigError, PortKind};
 use crate::control::Control;
+use crate::cpu_port::{CpuLink, CpuPort, CpuPortError};
 use crate::kinds::{Kinds, KindsError};
 use crate::observe::{Observability, PortObs};
 use crate::registry::Registry;
@@ -94,6 +95,9 @@ pub struct Engine {
     worker_stats: Vec<Arc<WorkerStats>>,
     punts: Vec<Arc<ArrayQueue<Packet>>>,
     injects: Vec<Arc<ArrayQueue<Packet>>>,
+    cpu: Arc<CpuLink>,
+    pools: Vec<Pool>,
+    nports: usize,
     control: Option<JoinHandle<()>>,
     servers: Vec<JoinHandle<()>>,
     mem: BTreeMap<String, MemHandle>,
@@ -200,11 +204,13 @@ impl Engine {
         }
         let worker_stats: Vec<Arc<WorkerStats>> =
             (0..n).map(|_| Arc::new(WorkerStats::default())).collect();
+        let cpu = Arc::new(CpuLink::new(n));
         let obs = Arc::new(Observability::new(
             port_obs,
             worker_stats.clone(),
             receiver.counters(),
             registry.clone(),
+            cpu.clone(),
         ));
         let punts: Vec<_> = (0..n).map(|_| Arc::new(ArrayQueue::new(RING_DEPTH))).collect();
         let injects: Vec<_> = (0..n).map(|_| Arc::new(ArrayQueue::new(RING_DEPTH))).collect();
@@ -247,6 +253,7 @@ impl Engine {
                 slots: registry.workers[w].clone(),
                 punt: punts[w].clone(),
                 inject: injects[w].clone(),
+                cpu: cpu.clone(),
                 stats: worker_stats[w].clone(),
                 update_port: c.update_port,
                 own_addresses: own_addresses.clone(),
@@ -271,6 +278,9 @@ impl Engine {
             worker_stats,
             punts,
             injects,
+            cpu,
+            pools,
+            nports: cfg.ports.len(),
             control: Some(control),
             servers: Vec::new(),
             mem,
@@ -417,6 +427,13 @@ impl Engine {
         self.request(Request::Shutdown {}).into_result()
     }
 
+    /// Open the CPU port as number `port` (see [`CpuPort`]): the controller's way to send
+    /// packets into the pipeline and take those programs send to `port`. One at a time; it
+    /// closes when the returned handle is dropped.
+    pub fn open_cpu_port(&self, port: u32) -> Result<CpuPort, CpuPortError> {
+        CpuPort::open(self.cpu.clone(), self.pools.clone(), port, self.nports)
+    }
+
     /// The handle of a `mem` port, to inject frames and read its report after `stop`.
     pub fn mem(&self, name: &str) -> Option<&MemHandle> {
         self.mem.get(name)
@@ -438,6 +455,7 @@ impl Engine {
             self.worker_stats.iter().all(|w| w.inputs_done.load(Ordering::Acquire))
                 && self.punts.iter().all(|p| p.is_empty())
                 && self.injects.iter().all(|p| p.is_empty())
+                && self.cpu.is_idle()
                 && !self.control_busy.load(Ordering::Acquire)
                 && self.link.tx.is_empty()
         };

@@ -11,6 +11,7 @@
 pub mod addresses;
 pub mod config;
 mod control;
+pub mod cpu_port;
 mod engine;
 pub mod kinds;
 pub mod metrics_http;
@@ -24,6 +25,7 @@ mod worker;
 
 pub use config::{Config, ConfigError, PortConfig, PortKind};
 pub use control::ack_json;
+pub use cpu_port::{CpuCounters, CpuPort, CpuPortError};
 pub use engine::{Engine, EngineBuilder, EngineError, RunSummary};
 pub use kinds::Kinds;
 pub use native::StageSpec;

@@ -2,6 +2,7 @@
 //! outcomes by reason, and update latency (HdrHistogram), as JSON for the control API and as
 //! Prometheus text.
 
+use crate::cpu_port::{CpuCounters, CpuLink};
 use crate::registry::Registry;
 use crate::worker::{WorkerStats, TRACKED};
 use hdrhistogram::Histogram;
@@ -35,22 +36,25 @@ pub struct Observability {
     pub workers: Vec<Arc<WorkerStats>>,
     pub updates: Arc<UpdateCounters>,
     pub registry: Arc<Registry>,
+    cpu: Arc<CpuLink>,
     apply_latency: Mutex<Histogram<u64>>,
     started: Instant,
 }
 
 impl Observability {
-    pub fn new(
+    pub(crate) fn new(
         ports: Vec<PortObs>,
         workers: Vec<Arc<WorkerStats>>,
         updates: Arc<UpdateCounters>,
         registry: Arc<Registry>,
+        cpu: Arc<CpuLink>,
     ) -> Self {
         Self {
             ports,
             workers,
             updates,
             registry,
+            cpu,
             apply_latency: Mutex::new(
                 Histogram::new_with_bounds(1, 60_000_000_000, 3)
                     .expect("static histogram bounds are valid"),
@@ -109,6 +113,7 @@ impl Observability {
             .collect();
         let u = &self.updates;
         let (n, p50, p99) = self.apply_quantiles();
+        let c = &self.cpu.counters;
         json!({
             "uptime_s": self.started.elapsed().as_secs_f64(),
             "ports": ports,
@@ -121,6 +126,13 @@ impl Observability {
                 "applied_count": n,
                 "apply_us_p50": p50 as f64 / 1000.0,
                 "apply_us_p99": p99 as f64 / 1000.0,
+            },
+            "cpu_port": {
+                "port": self.cpu.port(),
+                "to_controller": c.to_controller.load(Ordering::Relaxed),
+                "to_controller_dropped": c.to_controller_dropped.load(Ordering::Relaxed),
+                "from_controller": c.from_controller.load(Ordering::Relaxed),
+                "from_controller_refused": c.from_controller_refused.load(Ordering::Relaxed),
             },
             "targets": self.registry.target_stats(),
             "slots": self.registry.slots(),
@@ -236,6 +248,27 @@ impl Observability {
             "counter",
             "In-band update packets dropped: control ring full.",
             worker_metric(|w| w.punt_overflow.get()),
+        );
+        let cpu = |f: fn(&CpuCounters) -> &std::sync::atomic::AtomicU64| {
+            vec![(String::new(), f(&self.cpu.counters).load(Ordering::Relaxed).to_string())]
+        };
+        family(
+            "hotplane_cpu_port_to_controller_total",
+            "counter",
+            "Packets programs sent to the controller through the CPU port.",
+            cpu(|c| &c.to_controller),
+        );
+        family(
+            "hotplane_cpu_port_to_controller_dropped_total",
+            "counter",
+            "Packets for the controller dropped: its ring was full.",
+            cpu(|c| &c.to_controller_dropped),
+        );
+        family(
+            "hotplane_cpu_port_from_controller_total",
+            "counter",
+            "Packets the controller sent into the pipeline.",
+            cpu(|c| &c.from_controller),
         );
         let mut running = Vec::new();
         for (i, w) in self.workers.iter().enumerate() {

@@ -6,7 +6,7 @@ use crate::config::IdlePolicy;
 use crate::registry::WorkerSlots;
 use crossbeam_queue::ArrayQueue;
 use hotplane_core::metrics::LocalCounter;
-use hotplane_core::qsbr::Guard;
+use hotplane_core::qsbr::{Guard, Reader};
 use hotplane_core::{
     time, Batch, Layers, Packet, PoolCache, Position, Qsbr, Verdict, WorkerCx, NO_PORT,
 };
@@ -51,6 +51,8 @@ pub(crate) struct Worker {
     pub slots: Arc<WorkerSlots>,
     pub punt: Arc<ArrayQueue<Packet>>,
     pub inject: Arc<ArrayQueue<Packet>>,
+    /// The CPU port's rings to and from the controller.
+    pub cpu: Arc<crate::cpu_port::CpuLink>,
     pub stats: Arc<WorkerStats>,
     /// UDP destination port of in-band updates; 0 = disabled.
     pub update_port: u16,
@@ -85,27 +87,23 @@ impl Worker {
         let mut inputs_done = false;
         while !self.stop.load(Ordering::Relaxed) {
             let mut got = self.send_injected(&mut tx);
+            if let Some(p) = self.cpu.down(self.id) {
+                // Packets from the controller: a batch of their own, as if received.
+                let _ = batch.push(p);
+                while batch.len() < self.burst {
+                    let Some(p) = self.cpu.down(self.id) else { break };
+                    let _ = batch.push(p);
+                }
+                got += batch.len();
+                self.run_batch(&mut batch, &mut tx, &mut reader, time::now_ns(), &mut seen);
+            }
             for q in 0..self.ports.len() {
                 let now = time::now_ns();
                 if self.ports[q].recv(&mut batch, &mut self.cache, now) == 0 {
                     continue;
                 }
                 got += batch.len();
-                let ran = {
-                    let guard = reader.guard();
-                    // A program that panics (a bug) costs this batch, never the worker.
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        self.process(&mut batch, &guard, now, &mut seen);
-                        // A second clock read per batch: sinks measure latency at transmit time.
-                        self.transmit(&mut batch, &mut tx, time::now_ns());
-                    }))
-                };
-                if ran.is_err() {
-                    self.stats.panics.add(1);
-                    self.stats.dropped.add(batch.len() as u64);
-                    batch.free_all(&mut self.cache);
-                }
-                reader.quiescent();
+                self.run_batch(&mut batch, &mut tx, &mut reader, now, &mut seen);
             }
             reader.quiescent();
             if got > 0 {
@@ -143,6 +141,33 @@ impl Worker {
         }
         self.stats.running.store(false, Ordering::Release);
         std::mem::take(&mut self.ports)
+    }
+
+    /// Run one received batch to completion, then announce a quiescent state.
+    #[inline]
+    fn run_batch(
+        &mut self,
+        batch: &mut Batch,
+        tx: &mut [Batch],
+        reader: &mut Reader,
+        now: u64,
+        seen: &mut [u64; 4],
+    ) {
+        let ran = {
+            let guard = reader.guard();
+            // A program that panics (a bug) costs this batch, never the worker.
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.process(batch, &guard, now, seen);
+                // A second clock read per batch: sinks measure latency at transmit time.
+                self.transmit(batch, tx, time::now_ns());
+            }))
+        };
+        if ran.is_err() {
+            self.stats.panics.add(1);
+            self.stats.dropped.add(batch.len() as u64);
+            batch.free_all(&mut self.cache);
+        }
+        reader.quiescent();
     }
 
     /// Parse, punt in-band updates, run the pipeline positions and flow functions.
@@ -279,6 +304,10 @@ impl Worker {
     fn queue_tx(&mut self, tx: &mut [Batch], p: Packet, now: u64) {
         let out = p.meta.out_port as usize;
         if out >= tx.len() {
+            if self.cpu.port() == Some(out as u16) {
+                self.send_to_controller(p);
+                return;
+            }
             self.stats.no_route.add(1);
             self.cache.free(p);
             return;
@@ -286,6 +315,17 @@ impl Worker {
         if let Err(p) = tx[out].push(p) {
             self.ports[out].send(&mut tx[out], &mut self.cache, now);
             let _ = tx[out].push(p);
+        }
+    }
+
+    /// A packet a program sent to the CPU port: to the controller, or dropped and counted when
+    /// its ring is full (the worker never waits for the controller).
+    #[cold]
+    fn send_to_controller(&mut self, p: Packet) {
+        if let Err(p) = self.cpu.up(self.id, p) {
+            self.cpu.counters.to_controller_dropped.fetch_add(1, Ordering::Relaxed);
+            self.stats.dropped.add(1);
+            self.cache.free(p);
         }
     }
 

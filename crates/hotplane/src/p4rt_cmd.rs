@@ -27,11 +27,18 @@ pub fn take_section(
 
 /// Start the P4Runtime server on `plane`.
 pub fn serve(plane: &Engine, c: &ServerConfig) -> anyhow::Result<Server> {
-    let dp = EngineDataplane::new(plane, &c.target)
+    let mut dp = EngineDataplane::new(plane, &c.target)
         .context("p4runtime: this data plane has no P4 kind")?;
+    if c.cpu_port != 0 {
+        dp = dp.with_cpu_port(plane, c.cpu_port).context("p4runtime: cpu_port")?;
+    }
     let server = Server::spawn(c, Arc::new(dp))?;
+    let cpu = match c.cpu_port {
+        0 => "no CPU port".to_string(),
+        p => format!("CPU port {p}"),
+    };
     eprintln!(
-        "hotplane: P4Runtime on {} (device id {}, pipeline at {})",
+        "hotplane: P4Runtime on {} (device id {}, pipeline at {}, {cpu})",
         server.addr(),
         c.device_id,
         c.target

@@ -20,6 +20,7 @@ use std::fmt::Write as _;
 pub enum Resource {
     Action = 0x01,
     Table = 0x02,
+    ControllerHeader = 0x04,
     Counter = 0x12,
     DirectCounter = 0x13,
     Meter = 0x14,
@@ -39,6 +40,49 @@ impl Resource {
             InstanceKind::ExternSlot { .. } => return None,
         })
     }
+}
+
+/// A header the program exchanges with its controller through the CPU port
+/// (`@controller_header("packet_in")`): P4Info's `controller_packet_metadata`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerHeader {
+    /// The annotation's name (`packet_in`, `packet_out`), which P4Runtime uses.
+    pub name: String,
+    /// The header type's name.
+    pub header: String,
+    /// Fields in wire order with their widths; metadata id `i + 1` is field `i`.
+    pub fields: Vec<(String, u32)>,
+}
+
+impl ControllerHeader {
+    /// Its length on the wire, in bits.
+    pub fn bits(&self) -> u32 {
+        self.fields.iter().map(|f| f.1).sum()
+    }
+}
+
+/// The program's controller headers, in declaration order.
+pub fn controller_headers(prog: &Program) -> Vec<ControllerHeader> {
+    use crate::types::CompositeKind;
+    let types = &prog.types;
+    types
+        .composites
+        .iter()
+        .filter(|c| c.kind == CompositeKind::Header)
+        .filter_map(|c| {
+            let a = c.annotations.iter().find(|a| a.name.name == "controller_header")?;
+            let name = match a.body.first().map(|t| &t.tok) {
+                Some(crate::lexer::Tok::Str(s)) => s.clone(),
+                _ => return None,
+            };
+            let fields = c
+                .fields
+                .iter()
+                .map(|f| (f.name.clone(), f.ty.scalar_width(types).unwrap_or(0)))
+                .collect();
+            Some(ControllerHeader { name, header: c.name.clone(), fields })
+        })
+        .collect()
 }
 
 /// The Jenkins one-at-a-time hash of `bytes`.
@@ -221,8 +265,19 @@ pub fn text(prog: &Program) -> Result<String, P4InfoError> {
             symbols.push((res, i.name.clone(), id_annotation(&i.annotations)?));
         }
     }
+    let controller = controller_headers(prog);
+    for h in &controller {
+        let decl = prog.types.composites.iter().find(|c| c.name == h.header);
+        let fixed = match decl {
+            Some(c) => id_annotation(&c.annotations)?,
+            None => None,
+        };
+        // p4c hashes the header type's name (`packet_in_t`), not the annotation's.
+        symbols.push((Resource::ControllerHeader, h.header.clone(), fixed));
+    }
     let ids = assign_ids(&symbols)?;
-    let alias = aliases(symbols.iter().map(|s| s.1.as_str()));
+    let alias =
+        aliases(symbols.iter().filter(|s| s.0 != Resource::ControllerHeader).map(|s| s.1.as_str()));
     let id = |res: Resource, name: &str| ids.get(&(res, name.to_string())).copied().unwrap_or(0);
     let alias_of = |name: &str| alias.get(name).cloned().unwrap_or_else(|| name.to_string());
     // Which table each direct counter or meter belongs to.
@@ -332,6 +387,24 @@ pub fn text(prog: &Program) -> Result<String, P4InfoError> {
         (Resource::Register, "registers"),
     ];
     for (res, section) in sections {
+        // Field 9, between direct meters (8) and registers (11).
+        if res == Resource::Register {
+            for h in &controller {
+                let decl = prog.types.composites.iter().find(|c| c.name == h.header);
+                let annotations = decl.map(|c| listed(&c.annotations)).unwrap_or_default();
+                out.open("controller_packet_metadata");
+                let the_id = id(Resource::ControllerHeader, &h.header);
+                out.preamble(the_id, &h.name, &h.name, &annotations);
+                for (i, (name, bits)) in h.fields.iter().enumerate() {
+                    out.open("metadata");
+                    out.field("id", i + 1);
+                    out.field("name", quoted(name));
+                    out.field("bitwidth", bits);
+                    out.close();
+                }
+                out.close();
+            }
+        }
         for i in instances.iter().filter(|i| Resource::of(&i.kind) == Some(res)) {
             let the_id = id(res, &i.name);
             out.open(section);

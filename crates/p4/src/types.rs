@@ -78,6 +78,8 @@ pub struct Composite {
     pub name: String,
     pub kind: CompositeKind,
     pub fields: Vec<FieldDef>,
+    /// The declaration's annotations (`@controller_header("packet_in")`, ...).
+    pub annotations: Vec<ast::Annotation>,
     pub span: Span,
 }
 

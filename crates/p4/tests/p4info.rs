@@ -104,3 +104,25 @@ fn a_bundled_program_is_the_program_its_files_make() {
     assert!(err.contains("headers.p4"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Controller headers become `controller_packet_metadata`, named by their annotation and with
+/// p4c's ids: the hash of the header type's name (ONOS's p4c-built P4Infos give
+/// `packet_in_t` 80671331 and `packet_out_t` 75327753), placed before the registers.
+#[test]
+fn controller_headers_are_packet_metadata_with_p4c_ids() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/p4");
+    let ir = hotplane_p4::compile_file(&dir.join("packet_io.p4"), &[], &[])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let text = hotplane_p4::p4info::text(&ir).expect("p4info");
+    let at = text.find("controller_packet_metadata").expect("controller headers");
+    let tail = &text[at..];
+    for (id, name) in [(80671331, "packet_in"), (75327753, "packet_out")] {
+        let want = format!("id: {id}\n    name: \"{name}\"\n    alias: \"{name}\"\n");
+        assert!(tail.contains(&want), "{tail}");
+    }
+    assert!(tail.contains("name: \"ingress_port\"\n    bitwidth: 9"), "{tail}");
+    let headers = hotplane_p4::p4info::controller_headers(&ir);
+    assert_eq!(headers.len(), 2);
+    assert_eq!(headers[0].bits(), 16);
+    assert_eq!(headers[1].fields[0], ("egress_port".to_string(), 9));
+}

@@ -14,7 +14,7 @@ use crate::proto::google::rpc;
 use crate::proto::p4::v1::{
     stream_message_response, MasterArbitrationUpdate, Role, StreamMessageResponse, Uint128,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use tokio::sync::mpsc;
 use tonic::{Code, Status};
 
@@ -72,6 +72,16 @@ impl Arbiter {
     /// Whether stream `id` is the primary of its role.
     pub fn is_primary(&self, id: u64) -> bool {
         self.members.get(&id).is_some_and(|m| self.primary(&m.role).map(|p| p.0) == Some(id))
+    }
+
+    /// Where each role's primary hears its messages (packet-ins go to every primary).
+    pub fn primaries(&self) -> Vec<StreamTx> {
+        let roles: BTreeSet<&str> = self.members.values().map(|m| m.role.as_str()).collect();
+        roles
+            .into_iter()
+            .filter_map(|r| self.primary(r))
+            .filter_map(|(id, _)| self.members.get(&id).map(|m| m.tx.clone()))
+            .collect()
     }
 
     /// Stream `id` asks to join (or, already a member, to change its election id) with

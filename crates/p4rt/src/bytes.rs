@@ -41,12 +41,6 @@ pub fn canonical(v: u128) -> Vec<u8> {
     b[start..].to_vec()
 }
 
-/// The full-width byte string of `v` (`ceil(width / 8)` bytes), as packet metadata uses.
-pub fn padded(v: u128, width: u32) -> Vec<u8> {
-    let n = (width as usize).div_ceil(8).clamp(1, 16);
-    v.to_be_bytes()[16 - n..].to_vec()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,7 +60,5 @@ mod tests {
     fn canonical_strips_leading_zeros_but_keeps_one_byte() {
         assert_eq!(canonical(0), vec![0]);
         assert_eq!(canonical(0x1ff), vec![1, 0xff]);
-        assert_eq!(padded(1, 48), vec![0, 0, 0, 0, 0, 1]);
-        assert_eq!(padded(0x1ff, 9), vec![1, 0xff]);
     }
 }

@@ -18,6 +18,7 @@ pub mod arbitration;
 pub mod bytes;
 pub mod device;
 pub mod entities;
+pub mod packet_io;
 pub mod proto;
 pub mod schema;
 #[cfg(feature = "server")]

@@ -58,6 +58,8 @@ pub struct Schema {
     pub actions: HashMap<u32, Action>,
     /// Indirect counters: id -> (name, size).
     pub counters: HashMap<u32, (String, u64)>,
+    /// The controller headers packets to and from the controller carry.
+    pub packet_io: crate::packet_io::PacketIo,
 }
 
 /// The P4Info of `program`, with p4c's ids.
@@ -143,7 +145,8 @@ impl Schema {
                 (p.id, (p.name, c.size as u64))
             })
             .collect();
-        Ok(Schema { p4info, tables, actions, counters })
+        let packet_io = crate::packet_io::PacketIo::of(program);
+        Ok(Schema { p4info, tables, actions, counters, packet_io })
     }
 
     /// The table with `id`.

@@ -4,7 +4,7 @@
 use crate::{proto, service, DeviceProgram};
 use hotplane_control::api::Request;
 use hotplane_core::ProgramKind;
-use hotplane_engine::{ControlLink, Engine};
+use hotplane_engine::{ControlLink, CpuPort, CpuPortError, Engine};
 use hotplane_p4::budget::Limits;
 use hotplane_p4::exec::Pipeline;
 use hotplane_p4::kind::P4Kind;
@@ -23,6 +23,16 @@ pub trait Dataplane: Send + Sync + 'static {
     fn commit(&self, program: &DeviceProgram, reconcile: bool) -> Result<Arc<Pipeline>, String>;
     /// The pipeline running now, if any.
     fn pipeline(&self) -> Option<Arc<Pipeline>>;
+    /// Run `frame` through the pipeline as if it arrived on the CPU port (a packet-out).
+    fn packet_out(&self, frame: &[u8]) -> Result<(), String> {
+        let _ = frame;
+        Err("this data plane has no CPU port".into())
+    }
+    /// Frames the program sent to the CPU port (packet-ins), oldest first; at most `max`.
+    fn packet_ins(&self, max: usize, each: &mut dyn FnMut(&[u8])) -> usize {
+        let _ = (max, each);
+        0
+    }
 }
 
 /// A running engine's P4 program at one target (`pre` by default).
@@ -30,6 +40,7 @@ pub struct EngineDataplane {
     link: ControlLink,
     kind: Arc<dyn ProgramKind>,
     target: String,
+    cpu: Option<CpuPort>,
 }
 
 impl EngineDataplane {
@@ -37,7 +48,19 @@ impl EngineDataplane {
     pub fn new(engine: &Engine, target: &str) -> Option<Self> {
         let kind = Arc::clone(engine.registry().kinds.for_stage("p4")?);
         kind.as_any()?.downcast_ref::<P4Kind>()?;
-        Some(EngineDataplane { link: engine.link().clone(), kind, target: target.to_string() })
+        Some(EngineDataplane {
+            link: engine.link().clone(),
+            kind,
+            target: target.to_string(),
+            cpu: None,
+        })
+    }
+
+    /// Exchange packets with the program through CPU port `port` of `engine` (packet-in and
+    /// packet-out).
+    pub fn with_cpu_port(mut self, engine: &Engine, port: u32) -> Result<Self, CpuPortError> {
+        self.cpu = Some(engine.open_cpu_port(port)?);
+        Ok(self)
     }
 
     fn p4(&self) -> &P4Kind {
@@ -70,6 +93,17 @@ impl Dataplane for EngineDataplane {
     fn pipeline(&self) -> Option<Arc<Pipeline>> {
         self.p4().locate(Some(&self.target)).ok().map(|(_, p)| p)
     }
+
+    fn packet_out(&self, frame: &[u8]) -> Result<(), String> {
+        match &self.cpu {
+            Some(cpu) => cpu.send(frame).map_err(|e| e.to_string()),
+            None => Err("the switch has no CPU port (set cpu_port)".into()),
+        }
+    }
+
+    fn packet_ins(&self, max: usize, each: &mut dyn FnMut(&[u8])) -> usize {
+        self.cpu.as_ref().map_or(0, |cpu| cpu.receive(max, each))
+    }
 }
 
 /// The server's counters.
@@ -79,7 +113,14 @@ pub struct Stats {
     pub updates_refused: AtomicU64,
     pub reads: AtomicU64,
     pub pipelines: AtomicU64,
+    /// Packet-outs sent into the pipeline, and those dropped (from a backup, malformed, or
+    /// refused by the data plane).
+    pub packet_outs: AtomicU64,
     pub packet_outs_dropped: AtomicU64,
+    /// Packet-ins delivered to primaries, and those dropped (no primary or no pipeline, a
+    /// primary not reading its stream, a frame shorter than its packet_in header).
+    pub packet_ins: AtomicU64,
+    pub packet_ins_dropped: AtomicU64,
 }
 
 impl Stats {
@@ -90,7 +131,10 @@ impl Stats {
             "updates_refused": g(&self.updates_refused),
             "reads": g(&self.reads),
             "pipelines": g(&self.pipelines),
+            "packet_outs": g(&self.packet_outs),
             "packet_outs_dropped": g(&self.packet_outs_dropped),
+            "packet_ins": g(&self.packet_ins),
+            "packet_ins_dropped": g(&self.packet_ins_dropped),
         })
     }
 }
@@ -110,6 +154,9 @@ pub struct ServerConfig {
     pub max_streams: usize,
     /// Follow the spec's arbitration instead of BMv2's leniencies (see `arbitration`).
     pub strict: bool,
+    /// The CPU port's number (`--cpu-port`): packets the program sends there are packet-ins,
+    /// packet-outs arrive on it. 255 by default; 0 for none.
+    pub cpu_port: u32,
 }
 
 impl Default for ServerConfig {
@@ -120,6 +167,7 @@ impl Default for ServerConfig {
             target: "pre".into(),
             max_streams: 16,
             strict: false,
+            cpu_port: 255,
         }
     }
 }
@@ -174,6 +222,7 @@ impl Server {
             dataplane,
             Arc::clone(&stats),
         );
+        let pump = service.packet_in_pump();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -187,6 +236,7 @@ impl Server {
                         Ok(l) => l,
                         Err(e) => return tracing::error!("p4runtime: {e}"),
                     };
+                    tokio::spawn(service::pump_packet_ins(pump));
                     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
                     let svc = proto::p4::v1::p4_runtime_server::P4RuntimeServer::new(service)
                         .max_decoding_message_size(MAX_MESSAGE_BYTES)

@@ -391,22 +391,17 @@ impl P4Runtime for Service {
         let open = Arc::clone(&self.open_streams);
         let (tx, rx) = tokio::sync::mpsc::channel(STREAM_DEPTH);
         let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let state = Arc::clone(&self.state);
-        let stats = Arc::clone(&self.stats);
-        let device_id = self.device_id;
+        let cx = self.stream_cx();
         tokio::spawn(async move {
             let mut joined = false;
             while let Ok(Some(msg)) = inbound.message().await {
-                let end =
-                    handle_stream_message(&state, &stats, device_id, id, &tx, &mut joined, msg)
-                        .await;
-                if end {
+                if cx.handle(id, &tx, &mut joined, msg).await {
                     break;
                 }
             }
             // The client closed (or broke) its side: it is gone at once, so the same election
             // id can come back on the next stream (PTF tests reconnect right away).
-            lock(&state).arbiter.leave(id);
+            lock(&cx.state).arbiter.leave(id);
             open.fetch_sub(1, Ordering::AcqRel);
         });
         Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
@@ -424,80 +419,187 @@ impl P4Runtime for Service {
     }
 }
 
-/// One message on a stream; true when the stream must end.
-async fn handle_stream_message(
-    state: &Mutex<DeviceState>,
-    stats: &Stats,
+/// What stream tasks and the packet-in pump share with the service.
+#[derive(Clone)]
+pub struct StreamCx {
+    state: Arc<Mutex<DeviceState>>,
+    stats: Arc<Stats>,
+    dataplane: Arc<dyn Dataplane>,
     device_id: u64,
-    id: u64,
-    tx: &StreamTx,
-    joined: &mut bool,
-    msg: StreamMessageRequest,
-) -> bool {
-    use stream_message_request::Update as U;
-    let refuse = |s: Status| async move {
-        let _ = tx.send(Err(s)).await;
-        true
+}
+
+/// A `StreamError` for the stream that sent `packet`: its metadata only, since echoing a
+/// payload of any size back would let a client make the server hold it.
+fn packet_out_error(code: Code, message: String, packet: PacketOut) -> StreamMessageResponse {
+    let err = StreamError {
+        canonical_code: code as i32,
+        message,
+        details: Some(stream_error::Details::PacketOut(PacketOutError {
+            packet_out: Some(PacketOut { payload: Vec::new(), metadata: packet.metadata }),
+        })),
+        ..Default::default()
     };
-    match msg.update {
-        Some(U::Arbitration(a)) => {
-            if a.device_id != device_id {
-                return refuse(Status::not_found(format!(
-                    "device {} is not this switch (its device id is {device_id})",
-                    a.device_id
-                )))
-                .await;
-            }
-            let role = a.role.map(|r| r.name).unwrap_or_default();
-            let r = lock(state).arbiter.arbitrate(id, &role, election(&a.election_id), tx);
-            match r {
-                Ok(()) => {
-                    *joined = true;
-                    false
+    StreamMessageResponse { update: Some(stream_message_response::Update::Error(err)) }
+}
+
+impl Service {
+    fn stream_cx(&self) -> StreamCx {
+        StreamCx {
+            state: Arc::clone(&self.state),
+            stats: Arc::clone(&self.stats),
+            dataplane: Arc::clone(&self.dataplane),
+            device_id: self.device_id,
+        }
+    }
+
+    /// What the packet-in pump needs ([`pump_packet_ins`]).
+    pub fn packet_in_pump(&self) -> StreamCx {
+        self.stream_cx()
+    }
+}
+
+/// Packet-ins per look at the CPU port.
+const PACKET_IN_BATCH: usize = 256;
+
+/// Deliver the frames programs send to the CPU port to every primary, for as long as the
+/// runtime runs. It looks every millisecond while packets come, backing off to 16 ms when
+/// none do; a primary that does not read its stream misses packet-ins (counted), and while
+/// no primary or no pipeline is there they are dropped (counted), never kept.
+pub async fn pump_packet_ins(cx: StreamCx) {
+    const BUSY: std::time::Duration = std::time::Duration::from_millis(1);
+    let mut pause = BUSY;
+    loop {
+        pause = if cx.packet_ins_once() > 0 { BUSY } else { (pause * 2).min(BUSY * 16) };
+        tokio::time::sleep(pause).await;
+    }
+}
+
+impl StreamCx {
+    /// Deliver the packet-ins waiting now; how many there were.
+    fn packet_ins_once(&self) -> usize {
+        let (schema, primaries) = {
+            let st = lock(&self.state);
+            let schema = st.committed.as_ref().map(|c| Arc::clone(&c.verified.schema));
+            (schema, st.arbiter.primaries())
+        };
+        let (mut sent, mut dropped) = (0u64, 0u64);
+        let n = self.dataplane.packet_ins(PACKET_IN_BATCH, &mut |frame| {
+            let packet = match (&schema, primaries.is_empty()) {
+                (Some(s), false) => s.packet_io.packet_in(frame),
+                _ => {
+                    dropped += 1;
+                    return;
                 }
-                Err(s) => refuse(s).await,
+            };
+            let Ok(packet) = packet else {
+                dropped += 1;
+                return;
+            };
+            for tx in &primaries {
+                let msg = StreamMessageResponse {
+                    update: Some(stream_message_response::Update::Packet(packet.clone())),
+                };
+                match tx.try_send(Ok(msg)) {
+                    Ok(()) => sent += 1,
+                    Err(_) => dropped += 1,
+                }
+            }
+        });
+        self.stats.packet_ins.fetch_add(sent, Ordering::Relaxed);
+        self.stats.packet_ins_dropped.fetch_add(dropped, Ordering::Relaxed);
+        n
+    }
+
+    /// A packet-out from stream `id`: from the primary only (a backup's are dropped without
+    /// a word, as BMv2 does), through the program's packet_out header into the pipeline.
+    fn packet_out(&self, id: u64, tx: &StreamTx, packet: PacketOut) {
+        let schema = {
+            let st = lock(&self.state);
+            if !st.arbiter.is_primary(id) {
+                self.stats.packet_outs_dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            st.committed.as_ref().map(|c| Arc::clone(&c.verified.schema))
+        };
+        let sent = match schema {
+            None => Err((Code::FailedPrecondition, NO_PIPELINE.to_string())),
+            Some(s) => s
+                .packet_io
+                .packet_out_frame(&packet.metadata, &packet.payload)
+                .map_err(|e| (Code::InvalidArgument, e.to_string()))
+                .and_then(|frame| {
+                    self.dataplane.packet_out(&frame).map_err(|e| (Code::Unavailable, e))
+                }),
+        };
+        match sent {
+            Ok(()) => {
+                self.stats.packet_outs.fetch_add(1, Ordering::Relaxed);
+            }
+            Err((code, message)) => {
+                self.stats.packet_outs_dropped.fetch_add(1, Ordering::Relaxed);
+                let _ = tx.try_send(Ok(packet_out_error(code, message, packet)));
             }
         }
-        _ if !*joined => {
-            refuse(Status::failed_precondition(
-                "the first message on a stream must be an arbitration update",
-            ))
-            .await
-        }
-        Some(U::Packet(p)) => {
-            // Non-primaries' packets are dropped silently, as BMv2 does; the primary hears why.
-            stats.packet_outs_dropped.fetch_add(1, Ordering::Relaxed);
-            if lock(state).arbiter.is_primary(id) {
+    }
+
+    /// One message on stream `id`; true when the stream must end.
+    async fn handle(
+        &self,
+        id: u64,
+        tx: &StreamTx,
+        joined: &mut bool,
+        msg: StreamMessageRequest,
+    ) -> bool {
+        use stream_message_request::Update as U;
+        let device_id = self.device_id;
+        let refuse = |s: Status| async move {
+            let _ = tx.send(Err(s)).await;
+            true
+        };
+        match msg.update {
+            Some(U::Arbitration(a)) => {
+                if a.device_id != device_id {
+                    return refuse(Status::not_found(format!(
+                        "device {} is not this switch (its device id is {device_id})",
+                        a.device_id
+                    )))
+                    .await;
+                }
+                let role = a.role.map(|r| r.name).unwrap_or_default();
+                let r =
+                    lock(&self.state).arbiter.arbitrate(id, &role, election(&a.election_id), tx);
+                match r {
+                    Ok(()) => {
+                        *joined = true;
+                        false
+                    }
+                    Err(s) => refuse(s).await,
+                }
+            }
+            _ if !*joined => {
+                refuse(Status::failed_precondition(
+                    "the first message on a stream must be an arbitration update",
+                ))
+                .await
+            }
+            Some(U::Packet(p)) => {
+                self.packet_out(id, tx, p);
+                false
+            }
+            // No digests are sent yet, so there is nothing to acknowledge.
+            Some(U::DigestAck(_)) => false,
+            Some(U::Other(_)) | None => {
                 let err = StreamError {
                     canonical_code: Code::Unimplemented as i32,
-                    message: "packet-out needs a CPU port, which this server does not offer yet"
-                        .into(),
-                    // Its metadata only: echoing a payload of any size back would let a client
-                    // make the server hold it.
-                    details: Some(stream_error::Details::PacketOut(PacketOutError {
-                        packet_out: Some(PacketOut { payload: Vec::new(), metadata: p.metadata }),
-                    })),
+                    message: "unknown stream message".into(),
                     ..Default::default()
                 };
                 let msg = StreamMessageResponse {
                     update: Some(stream_message_response::Update::Error(err)),
                 };
                 let _ = tx.try_send(Ok(msg));
+                false
             }
-            false
-        }
-        // No digests are sent yet, so there is nothing to acknowledge.
-        Some(U::DigestAck(_)) => false,
-        Some(U::Other(_)) | None => {
-            let err = StreamError {
-                canonical_code: Code::Unimplemented as i32,
-                message: "unknown stream message".into(),
-                ..Default::default()
-            };
-            let msg =
-                StreamMessageResponse { update: Some(stream_message_response::Update::Error(err)) };
-            let _ = tx.try_send(Ok(msg));
-            false
         }
     }
 }

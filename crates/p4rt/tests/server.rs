@@ -437,3 +437,135 @@ async fn backups_bad_programs_and_bad_requests_are_refused_and_the_pipeline_keep
     drop(server);
     assert_eq!(plane.stop().panics, 0);
 }
+
+const PACKET_IO: &str = include_str!("../../../tests/p4/packet_io.p4");
+
+/// The id of the P4Info object named `name` in `p4info` (tables, actions).
+fn id_of(p4info: &hotplane_p4rt::proto::p4::config::v1::P4Info, name: &str) -> u32 {
+    let tables = p4info.tables.iter().map(|t| t.preamble.as_ref().unwrap());
+    let actions = p4info.actions.iter().map(|a| a.preamble.as_ref().unwrap());
+    tables.chain(actions).find(|p| p.name == name).map(|p| p.id).expect(name)
+}
+
+impl Session {
+    /// The next packet-in on the stream (skipping arbitration updates).
+    async fn packet_in(&mut self) -> v1::PacketIn {
+        loop {
+            let msg = tokio::time::timeout(Duration::from_secs(5), self.inbound.message())
+                .await
+                .expect("a packet-in within 5 s")
+                .unwrap()
+                .expect("the stream is open");
+            match msg.update {
+                Some(stream_message_response::Update::Packet(p)) => return p,
+                Some(stream_message_response::Update::Arbitration(_)) => continue,
+                other => panic!("not a packet-in: {other:?}"),
+            }
+        }
+    }
+
+    async fn packet_out(&mut self, metadata: Vec<(u32, Vec<u8>)>, payload: Vec<u8>) {
+        let metadata = metadata
+            .into_iter()
+            .map(|(metadata_id, value)| v1::PacketMetadata { metadata_id, value })
+            .collect();
+        let p = v1::PacketOut { payload, metadata };
+        let msg = StreamMessageRequest { update: Some(stream_message_request::Update::Packet(p)) };
+        self.tx.send(msg).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn packets_cross_the_cpu_port_with_their_controller_headers() {
+    let plane = engine();
+    assert!(plane.open_cpu_port(1).is_err(), "port 1 is a data plane port");
+    let dp = EngineDataplane::new(&plane, "pre").unwrap().with_cpu_port(&plane, 255).unwrap();
+    assert!(plane.open_cpu_port(300).is_err(), "one CPU port at a time");
+    let cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        device_id: DEVICE,
+        ..Default::default()
+    };
+    let server = Server::spawn(&cfg, Arc::new(dp)).unwrap();
+    let mut s = connect(&server, 1).await;
+    assert_eq!(s.arbitration().await, (Code::Ok as i32, 1));
+    let ir = hotplane_p4::compile_source("packet_io.p4", PACKET_IO, &[]).unwrap();
+    let p4info = hotplane_p4rt::schema::p4info_of(&ir).unwrap();
+    assert_eq!(p4info.controller_packet_metadata.len(), 2);
+    let config = ForwardingPipelineConfig {
+        p4info: Some(p4info.clone()),
+        p4_device_config: PACKET_IO.as_bytes().to_vec(),
+        cookie: None,
+    };
+    s.set_pipeline(1, SetAction::VerifyAndCommit, config).await.unwrap();
+
+    // IPv4 goes to the controller, with the port it came in on.
+    let to_cpu = TableEntry {
+        table_id: id_of(&p4info, "I.ether"),
+        r#match: vec![FieldMatch {
+            field_id: 1,
+            field_match_type: Some(field_match::FieldMatchType::Exact(field_match::Exact {
+                value: vec![0x08, 0x00],
+            })),
+        }],
+        action: Some(TableAction {
+            r#type: Some(table_action::Type::Action(v1::Action {
+                action_id: id_of(&p4info, "I.to_cpu"),
+                params: vec![],
+            })),
+        }),
+        ..Default::default()
+    };
+    s.client.write(write(1, update::Type::Insert, vec![to_cpu])).await.unwrap();
+    send(&plane, [10, 0, 1, 1], 3).await;
+    for _ in 0..3 {
+        let p = s.packet_in().await;
+        assert_eq!(p.payload, frame([10, 0, 1, 1]), "the frame, without its packet_in header");
+        let md: Vec<(u32, Vec<u8>)> =
+            p.metadata.into_iter().map(|m| (m.metadata_id, m.value)).collect();
+        assert_eq!(md, vec![(1, vec![0]), (2, vec![0])], "ingress port 0, canonical bytes");
+    }
+
+    // A packet-out leaves by the port its packet_out header names (1, sent padded).
+    let payload = frame([10, 0, 9, 9]);
+    s.packet_out(vec![(1, vec![0, 1])], payload.clone()).await;
+    // A malformed one is refused on the stream, naming the problem, and nothing is sent.
+    s.packet_out(vec![(7, vec![1])], payload.clone()).await;
+    let err = loop {
+        let msg = tokio::time::timeout(Duration::from_secs(5), s.inbound.message())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Some(stream_message_response::Update::Error(e)) = msg.update {
+            break e;
+        }
+    };
+    assert_eq!(err.canonical_code, Code::InvalidArgument as i32);
+    assert!(err.message.contains("metadata id 7"), "{err:?}");
+    // A backup's packet-outs are dropped without a word, as BMv2 does.
+    let mut backup = connect(&server, 0).await;
+    backup.packet_out(vec![(1, vec![1])], payload.clone()).await;
+    for _ in 0..500 {
+        if server.stats().packet_outs_dropped.load(std::sync::atomic::Ordering::Relaxed) >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    for _ in 0..2000 {
+        if sent_on_p1(&plane) >= 1 && plane.drained() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let stats = plane.stats().unwrap();
+    assert_eq!(stats["cpu_port"]["from_controller"], 1, "{}", stats["cpu_port"]);
+    assert_eq!(stats["cpu_port"]["to_controller"], 3, "{}", stats["cpu_port"]);
+    let json = server.stats().json();
+    assert_eq!((json["packet_outs"].as_u64(), json["packet_ins"].as_u64()), (Some(1), Some(3)));
+    assert_eq!(json["packet_outs_dropped"], 2, "{json}");
+    drop(server);
+    let p1 = plane.mem("p1").unwrap().clone();
+    assert_eq!(plane.stop().panics, 0);
+    assert_eq!(p1.report().captured, vec![payload], "exactly the packet-out, header removed");
+}

@@ -456,6 +456,7 @@ impl<'a> Lowerer<'a> {
                     name: name.name.clone(),
                     kind,
                     fields: Vec::new(),
+                    annotations: d.annotations.clone(),
                     span: name.span,
                 });
                 self.composite_depth.push(1);
