@@ -1,6 +1,6 @@
 //! P4Runtime requests as the server receives them: any bytes, decoded as a `WriteRequest` (its
-//! updates applied to a program with every kind of table, then everything read back), as a
-//! `ReadRequest`, as a pipeline's device config, as a packet-out (its metadata made into
+//! updates applied to a program with every kind of table and to a replication engine, then
+//! everything read back), as a `ReadRequest`, as a pipeline's device config, as a packet-out (its metadata made into
 //! packet_io.p4's `packet_out` header) and as a frame from the CPU port (its `packet_in` header
 //! made into metadata). Bad input gets a status; it must never panic.
 #![no_main]
@@ -9,8 +9,9 @@ use hotplane_core::Qsbr;
 use hotplane_p4::exec::{Engine, Objects, Pipeline};
 use hotplane_p4rt::entities;
 use hotplane_p4rt::packet_io::PacketIo;
+use hotplane_p4rt::pre::Pre;
 use hotplane_p4rt::proto::p4::v1::{
-    entity, Entity, PacketOut, ReadRequest, TableEntry, WriteRequest,
+    entity, update, Entity, PacketOut, ReadRequest, TableEntry, WriteRequest,
 };
 use hotplane_p4rt::schema::{p4info_of, Schema};
 use libfuzzer_sys::fuzz_target;
@@ -47,9 +48,21 @@ fuzz_target!(|data: &[u8]| {
     let objects = Objects::new(&f.ir, &f.qsbr).expect("tables.p4 tables");
     let p = Pipeline::with_engine(f.ir.clone(), objects, Engine::Closures).expect("builds");
     if let Ok(req) = WriteRequest::decode(data) {
+        // Replication engine entries go to their own state, as the server sends them.
+        let mut pre = Pre::default();
         for u in &req.updates {
-            let _ = entities::write_update(&f.schema, &p, u);
+            match u.entity.as_ref().and_then(|e| e.entity.as_ref()) {
+                Some(entity::Entity::PacketReplicationEngineEntry(e)) => {
+                    let op = update::Type::try_from(u.r#type).unwrap_or(update::Type::Unspecified);
+                    let _ = pre.write(op, e);
+                }
+                _ => {
+                    let _ = entities::write_update(&f.schema, &p, u);
+                }
+            }
         }
+        let _ = pre.replication();
+        let _ = pre.read(&Default::default());
         let all = Entity { entity: Some(entity::Entity::TableEntry(TableEntry::default())) };
         let _ = entities::read_entity(&f.schema, &p, &all);
     }

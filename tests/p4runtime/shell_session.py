@@ -4,7 +4,8 @@ p4runtime-shell 0.0.6 (PyPI, unchanged) connects, wins arbitration, pushes table
 P4Info `hotplane p4 info` writes, then writes and reads entries of every match kind (exact,
 ternary + range with priorities, exact + lpm, exact + optional in a const table), modifies and
 resets a default action, reads direct counters, and meets the spec's refusals (a duplicate, a
-missing entry, a const table). A second session pushes packet_io.p4 and sends a packet-out
+missing entry, a const table), writes, reads, modifies and deletes a multicast group and a
+clone session. A second session pushes packet_io.p4 and sends a packet-out
 that the program loops back to the CPU port, so it returns as a packet-in. Run by scripts/test.sh in its own virtual environment
 (p4runtime-shell pins protobuf 3.20, which other clients cannot share):
 
@@ -144,6 +145,22 @@ def session(addr, p4info, work):
         assert now.action.action.params[0].value == b"\x07", now
         te.delete()
         assert not list(sh.TableEntry("Ing.by_kind").read())
+
+        # Multicast groups and clone sessions (the shell writes the numeric `egress_port` form,
+        # and reads it back).
+        sh.MulticastGroupEntry(1).add(1, 1).add(2, 1).insert()
+        groups = list(sh.MulticastGroupEntry(1).read())
+        assert len(groups) == 1, groups
+        replicas = [(r.egress_port, r.instance) for r in groups[0].msg().multicast_group_entry.replicas]
+        assert replicas == [(1, 1), (2, 1)], groups[0].msg()
+        sh.MulticastGroupEntry(1).add(3, 1).modify()
+        now = list(sh.MulticastGroupEntry(1).read())[0].msg().multicast_group_entry
+        assert [r.egress_port for r in now.replicas] == [3], now
+        refused("ALREADY_EXISTS", sh.MulticastGroupEntry(1).add(1, 1).insert)
+        sh.CloneSessionEntry(5).add(2).insert()
+        assert len(list(sh.CloneSessionEntry(5).read())) == 1
+        sh.MulticastGroupEntry(1).delete()
+        refused("NOT_FOUND", sh.MulticastGroupEntry(1).delete)
     finally:
         sh.teardown()
 

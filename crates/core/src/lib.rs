@@ -32,4 +32,4 @@ pub use packet::{Layers, Meta, Packet, Verdict, NO_PORT};
 pub use pool::{Pool, PoolCache, PoolConfig};
 pub use qsbr::{Guard, Qsbr, Reader};
 pub use slot::{Slot, Versioned};
-pub use stage::{Position, Stage, StageRef, UnknownPosition, WorkerCx, MAX_WORKERS};
+pub use stage::{Position, Replica, Stage, StageRef, UnknownPosition, WorkerCx, MAX_WORKERS};

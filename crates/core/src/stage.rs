@@ -21,11 +21,22 @@ pub struct WorkerCx<'g> {
     /// Packets of this batch whose flow function already ran (a P4 program called it): the
     /// flow step skips them rather than run the function twice.
     pub flows_done: Mask,
+    /// Packets a stage made beyond those of its batch (multicast and clone copies). The worker
+    /// sends them after the batch, as they are: later positions do not see them. Empty, and
+    /// without an allocation, unless a stage copies.
+    pub replicas: Vec<Replica>,
+}
+
+/// A packet a stage made: its frame and the port it leaves by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replica {
+    pub port: u16,
+    pub data: Vec<u8>,
 }
 
 impl<'g> WorkerCx<'g> {
     pub fn new(worker: usize, now_ns: u64, guard: &'g Guard<'g>) -> Self {
-        WorkerCx { worker, now_ns, guard, flows_done: Mask::EMPTY }
+        WorkerCx { worker, now_ns, guard, flows_done: Mask::EMPTY, replicas: Vec::new() }
     }
 }
 

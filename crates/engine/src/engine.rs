@@ -254,6 +254,7 @@ impl Engine {
                 punt: punts[w].clone(),
                 inject: injects[w].clone(),
                 cpu: cpu.clone(),
+                replicas: Vec::new(),
                 stats: worker_stats[w].clone(),
                 update_port: c.update_port,
                 own_addresses: own_addresses.clone(),

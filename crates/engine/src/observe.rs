@@ -105,6 +105,7 @@ impl Observability {
                     "punt_overflow": w.punt_overflow.get(),
                     "no_route": w.no_route.get(),
                     "injected": w.injected.get(),
+                    "replicated": w.replicated.get(),
                     "idle_polls": w.idle_polls.get(),
                     "program_panics": w.panics.get(),
                     "running_versions": versions,

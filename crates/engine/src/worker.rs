@@ -8,7 +8,7 @@ use crossbeam_queue::ArrayQueue;
 use hotplane_core::metrics::LocalCounter;
 use hotplane_core::qsbr::{Guard, Reader};
 use hotplane_core::{
-    time, Batch, Layers, Packet, PoolCache, Position, Qsbr, Verdict, WorkerCx, NO_PORT,
+    time, Batch, Layers, Packet, PoolCache, Position, Qsbr, Replica, Verdict, WorkerCx, NO_PORT,
 };
 use hotplane_io::Port;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,6 +30,8 @@ pub struct WorkerStats {
     /// Packets whose output port does not exist.
     pub no_route: LocalCounter,
     pub injected: LocalCounter,
+    /// Packets stages made beyond their batches (multicast and clone copies) and sent.
+    pub replicated: LocalCounter,
     pub idle_polls: LocalCounter,
     /// Batches abandoned because a program panicked (their packets count as dropped).
     pub panics: LocalCounter,
@@ -51,6 +53,8 @@ pub(crate) struct Worker {
     pub slots: Arc<WorkerSlots>,
     pub punt: Arc<ArrayQueue<Packet>>,
     pub inject: Arc<ArrayQueue<Packet>>,
+    /// Kept between batches so that copies do not allocate a vector each time.
+    pub replicas: Vec<Replica>,
     /// The CPU port's rings to and from the controller.
     pub cpu: Arc<crate::cpu_port::CpuLink>,
     pub stats: Arc<WorkerStats>,
@@ -157,9 +161,16 @@ impl Worker {
             let guard = reader.guard();
             // A program that panics (a bug) costs this batch, never the worker.
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                self.process(batch, &guard, now, seen);
+                let kept = std::mem::take(&mut self.replicas);
+                let replicas = self.process(batch, &guard, now, seen, kept);
                 // A second clock read per batch: sinks measure latency at transmit time.
-                self.transmit(batch, tx, time::now_ns());
+                let now = time::now_ns();
+                self.transmit(batch, tx, now);
+                if replicas.is_empty() {
+                    self.replicas = replicas;
+                } else {
+                    self.send_replicas(replicas, tx, now);
+                }
             }))
         };
         if ran.is_err() {
@@ -171,8 +182,16 @@ impl Worker {
     }
 
     /// Parse, punt in-band updates, run the pipeline positions and flow functions.
+    /// Returns the packets stages made (in `replicas`, a recycled, empty vector).
     #[inline]
-    fn process(&self, batch: &mut Batch, guard: &Guard<'_>, now: u64, seen: &mut [u64; 4]) {
+    fn process(
+        &self,
+        batch: &mut Batch,
+        guard: &Guard<'_>,
+        now: u64,
+        seen: &mut [u64; 4],
+        replicas: Vec<Replica>,
+    ) -> Vec<Replica> {
         let nports = self.default_out.len();
         for p in batch.iter_mut() {
             let key = p.classify();
@@ -191,6 +210,7 @@ impl Worker {
         self.stats.batches.add(1);
         self.stats.packets.add(batch.len() as u64);
         let mut cx = WorkerCx::new(self.id, now, guard);
+        cx.replicas = replicas;
         let slots = &*self.slots;
         let mut live = batch.live();
         let track = |i: usize, v: u64, seen: &mut [u64; 4]| {
@@ -222,6 +242,28 @@ impl Worker {
                 live = batch.live();
             }
         }
+        cx.replicas
+    }
+
+    /// Send the packets stages made; `replicas` is kept (emptied) for the next batch.
+    #[cold]
+    fn send_replicas(&mut self, mut replicas: Vec<Replica>, tx: &mut [Batch], now: u64) {
+        for r in replicas.drain(..) {
+            let Some(mut p) = self.cache.alloc() else {
+                self.stats.dropped.add(1);
+                continue;
+            };
+            if p.set_frame(&r.data).is_err() {
+                self.stats.dropped.add(1);
+                self.cache.free(p);
+                continue;
+            }
+            p.meta.out_port = r.port;
+            self.stats.replicated.add(1);
+            self.queue_tx(tx, p, now);
+        }
+        self.flush_tx(tx, now);
+        self.replicas = replicas;
     }
 
     /// Send each packet where its verdict says; the batch is empty afterwards.

@@ -89,7 +89,7 @@ pub fn replacement(
     }
     let wiring = ExternWiring::resolve(&pipeline.program, cx.externs, cx.flows)
         .map_err(|e| rejected(e.message()))?;
-    Ok((Arc::new(P4Stage::new(name, Arc::new(pipeline), replication, wiring)), note))
+    Ok((Arc::new(P4Stage::new(name, Arc::new(pipeline), replication, wiring, cx.qsbr)), note))
 }
 
 /// Why the control API's P4 request found no program to act on.

@@ -231,7 +231,7 @@ impl P4Kind {
         }
         let wiring = ExternWiring::resolve(&pipeline.program, cx.externs, cx.flows)
             .map_err(|e| context(e, &origin))?;
-        Ok(Arc::new(P4Stage::new(label, Arc::new(pipeline), replication, wiring)))
+        Ok(Arc::new(P4Stage::new(label, Arc::new(pipeline), replication, wiring, cx.qsbr)))
     }
 }
 

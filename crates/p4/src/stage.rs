@@ -15,8 +15,8 @@ use crate::v1model::{Output, Replication, V1Switch};
 use hotplane_core::metrics::LocalCounter;
 use hotplane_core::shape::PacketGuard;
 use hotplane_core::{
-    Batch, ExternSlots, FlowTable, Guard, KindError, Mask, Meta, Packet, Program, Qsbr, Slot,
-    Stage, Verdict, WorkerCx, MAX_WORKERS,
+    Batch, ExternSlots, FlowTable, Guard, KindError, Mask, Meta, Packet, Program, Qsbr, Replica,
+    Slot, Stage, Verdict, WorkerCx, MAX_WORKERS,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -96,15 +96,24 @@ impl ChainSlot {
     }
 }
 
+/// Copies beyond the first one (multicast, clones) one batch may send; more are dropped and
+/// counted, so that one batch cannot take every buffer of the worker.
+pub const MAX_REPLICAS: usize = 1024;
+
 pub struct P4Stage {
     name: String,
     pipeline: Arc<Pipeline>,
-    replication: Replication,
+    /// The packet replication engine's sessions and groups, as the workers read them (one
+    /// load per batch); P4Runtime changes them while packets flow.
+    replication: Slot<Replication>,
+    /// The same, for the control plane (which holds no QSBR guard); the lock also makes
+    /// changes one at a time.
+    replication_ctl: Mutex<Replication>,
     wiring: ExternWiring,
     /// Per worker: only worker `w` locks slot `w`, so the lock is never contended; it makes
     /// the per-worker state safe to reach through `&self`.
     workers: Box<[Mutex<Option<Worker>>]>,
-    /// Copies beyond the first of a clone or multicast (this stage cannot allocate packets).
+    /// Copies beyond [`MAX_REPLICAS`] in one batch, dropped.
     pub extra_copies_dropped: AtomicU64,
     pub busy: AtomicU64,
     chain: OnceLock<ChainSlot>,
@@ -124,11 +133,13 @@ impl P4Stage {
         pipeline: Arc<Pipeline>,
         replication: Replication,
         wiring: ExternWiring,
+        qsbr: &Qsbr,
     ) -> Self {
         P4Stage {
             name,
             pipeline,
-            replication,
+            replication: Slot::new(qsbr, replication.clone()),
+            replication_ctl: Mutex::new(replication),
             wiring,
             workers: (0..MAX_WORKERS).map(|_| Mutex::new(None)).collect(),
             extra_copies_dropped: AtomicU64::new(0),
@@ -154,8 +165,21 @@ impl P4Stage {
         &self.pipeline
     }
 
-    pub fn replication(&self) -> &Replication {
-        &self.replication
+    /// The replication engine's configuration now.
+    pub fn replication(&self) -> Replication {
+        self.replication_ctl.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Make `replication` the replication engine's configuration (control thread; returns once
+    /// no worker uses the old one). Packets in flight meanwhile see the old or the new one.
+    pub fn set_replication(
+        &self,
+        replication: Replication,
+    ) -> Result<(), hotplane_core::qsbr::GraceError> {
+        let mut ctl = self.replication_ctl.lock().unwrap_or_else(|e| e.into_inner());
+        self.replication.replace(replication.clone())?;
+        *ctl = replication;
+        Ok(())
     }
 
     fn new_worker(&self, worker: usize) -> Worker {
@@ -179,17 +203,21 @@ impl P4Stage {
         V1Switch::with_host(Arc::clone(pipeline), Box::new(host)).flow_ran_flag(flow_ran)
     }
 
-    /// What leaves for a packet: the first copy takes the packet's place (this stage cannot
-    /// allocate packets); the rest are counted.
-    fn emit(&self, pkt: &mut Packet, out: &mut Vec<Output>) {
+    /// What leaves for a packet: the first copy takes the packet's place; the worker sends the
+    /// rest (multicast and clones) after the batch, up to [`MAX_REPLICAS`] per batch (beyond
+    /// that they are counted and dropped).
+    fn emit(&self, pkt: &mut Packet, out: &mut Vec<Output>, replicas: &mut Vec<Replica>) {
         let mut outs = out.drain(..);
         match outs.next() {
             Some(o) if pkt.set_frame(&o.data).is_ok() => pkt.meta.out_port = o.port as u16,
             _ => pkt.meta.verdict = Verdict::Drop,
         }
-        let rest = outs.count() as u64;
-        if rest > 0 {
-            self.extra_copies_dropped.fetch_add(rest, Ordering::Relaxed);
+        for o in outs {
+            if replicas.len() >= MAX_REPLICAS {
+                self.extra_copies_dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            replicas.push(Replica { port: o.port as u16, data: o.data });
         }
     }
 }
@@ -213,13 +241,14 @@ impl Stage for P4Stage {
         let worker = cx.worker;
         let Worker { switch, out, fast } = w.get_or_insert_with(|| self.new_worker(worker));
         let (guard, now) = (cx.guard, cx.now_ns);
+        let pre = &self.replication.load(guard).value;
+        let replicas = &mut cx.replicas;
         let chain = self.chain.get();
         let variant = chain.and_then(|c| c.slot.load(guard).value.as_ref());
         let Some((v, chain)) = variant.zip(chain) else {
-            let flows_ran =
-                switch.process_batch(batch, sel, &self.replication, guard, now, out, |_, p, o| {
-                    self.emit(p, o)
-                });
+            let flows_ran = switch.process_batch(batch, sel, pre, guard, now, out, |_, p, o| {
+                self.emit(p, o, replicas)
+            });
             cx.flows_done = Mask(cx.flows_done.0 | flows_ran.0);
             return;
         };
@@ -253,10 +282,9 @@ impl Stage for P4Stage {
             let run = Mask(rest & span);
             rest &= !span;
             let sw = if admit { &mut *fast } else { &mut *switch };
-            let ran =
-                sw.process_batch(batch, run, &self.replication, guard, now, out, |_, p, o| {
-                    self.emit(p, o)
-                });
+            let ran = sw.process_batch(batch, run, pre, guard, now, out, |_, p, o| {
+                self.emit(p, o, replicas)
+            });
             flows_ran |= ran.0;
         }
         // The flow step after this stage must not run those packets' functions a second time.
@@ -430,7 +458,8 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
                 std::slice::from_ref(&self.flows),
             )
             .unwrap();
-            P4Stage::new("flows".into(), Arc::new(pipeline), Replication::default(), wiring)
+            let qsbr = &self.qsbr;
+            P4Stage::new("flows".into(), Arc::new(pipeline), Replication::default(), wiring, qsbr)
         }
 
         /// Run `frames` as one batch; the output ports, the first bytes and `flows_done`.

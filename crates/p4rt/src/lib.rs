@@ -19,6 +19,7 @@ pub mod bytes;
 pub mod device;
 pub mod entities;
 pub mod packet_io;
+pub mod pre;
 pub mod proto;
 pub mod schema;
 #[cfg(feature = "server")]

@@ -8,6 +8,7 @@ use hotplane_engine::{ControlLink, CpuPort, CpuPortError, Engine};
 use hotplane_p4::budget::Limits;
 use hotplane_p4::exec::Pipeline;
 use hotplane_p4::kind::P4Kind;
+use hotplane_p4::v1model::Replication;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -23,6 +24,11 @@ pub trait Dataplane: Send + Sync + 'static {
     fn commit(&self, program: &DeviceProgram, reconcile: bool) -> Result<Arc<Pipeline>, String>;
     /// The pipeline running now, if any.
     fn pipeline(&self) -> Option<Arc<Pipeline>>;
+    /// Make `replication` the running program's multicast groups and clone sessions.
+    fn set_replication(&self, replication: Replication) -> Result<(), String> {
+        let _ = replication;
+        Err("this data plane has no packet replication engine".into())
+    }
     /// Run `frame` through the pipeline as if it arrived on the CPU port (a packet-out).
     fn packet_out(&self, frame: &[u8]) -> Result<(), String> {
         let _ = frame;
@@ -92,6 +98,19 @@ impl Dataplane for EngineDataplane {
 
     fn pipeline(&self) -> Option<Arc<Pipeline>> {
         self.p4().locate(Some(&self.target)).ok().map(|(_, p)| p)
+    }
+
+    fn set_replication(&self, replication: Replication) -> Result<(), String> {
+        let stage = self
+            .p4()
+            .stage_at(0, &self.target)
+            .ok_or_else(|| format!("no P4 program is installed at {}", self.target))?;
+        // On a grace-period timeout the new configuration is live all the same; only the old
+        // one is freed later.
+        if let Err(e) = stage.set_replication(replication) {
+            tracing::warn!("p4runtime: replication engine: {e}");
+        }
+        Ok(())
     }
 
     fn packet_out(&self, frame: &[u8]) -> Result<(), String> {

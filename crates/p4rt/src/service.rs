@@ -5,16 +5,18 @@
 use crate::arbitration::{election, Arbiter, StreamTx};
 use crate::device::{self, DeviceProgram};
 use crate::entities::{self, Refused};
+use crate::pre::Pre;
 use crate::proto::google::rpc;
 use crate::proto::p4::v1::PacketOut;
+use crate::proto::p4::v1::{entity, update};
 use crate::proto::p4::v1::{
     get_forwarding_pipeline_config_request::ResponseType, p4_runtime_server::P4Runtime,
     set_forwarding_pipeline_config_request::Action as SetAction, stream_error,
     stream_message_request, stream_message_response, write_request::Atomicity, CapabilitiesRequest,
     CapabilitiesResponse, Entity, ForwardingPipelineConfig, GetForwardingPipelineConfigRequest,
-    GetForwardingPipelineConfigResponse, PacketOutError, ReadRequest, ReadResponse,
-    SetForwardingPipelineConfigRequest, SetForwardingPipelineConfigResponse, StreamError,
-    StreamMessageRequest, StreamMessageResponse, WriteRequest, WriteResponse,
+    GetForwardingPipelineConfigResponse, PacketOutError, PacketReplicationEngineEntry, ReadRequest,
+    ReadResponse, SetForwardingPipelineConfigRequest, SetForwardingPipelineConfigResponse,
+    StreamError, StreamMessageRequest, StreamMessageResponse, WriteRequest, WriteResponse,
 };
 use crate::schema::{self, Schema};
 use crate::{Dataplane, Stats};
@@ -72,6 +74,9 @@ pub struct Service {
     /// Pipeline changes hold it exclusively, writes shared: a write never lands in tables a
     /// reconcile is copying (compiles run outside `state`'s lock).
     commit: Arc<tokio::sync::RwLock<()>>,
+    /// The replication engine's entries as written; its lock is held by one write at a time,
+    /// on a blocking thread, while the data plane takes the new configuration.
+    pre: Arc<Mutex<Pre>>,
     /// Stream channels open, arbitrated or not (bounded by `max_streams`).
     open_streams: Arc<AtomicUsize>,
     max_streams: usize,
@@ -107,6 +112,7 @@ impl Service {
             device_id,
             state: Arc::new(Mutex::new(state)),
             commit: Arc::default(),
+            pre: Arc::default(),
             open_streams: Arc::default(),
             max_streams,
             dataplane,
@@ -185,10 +191,27 @@ impl Service {
             .map_err(|e| {
                 Status::invalid_argument(format!("the data plane refused the program: {e}"))
             })?;
+        // The new program starts with an empty replication engine unless it reconciles (then
+        // the engine carried the old one over, as the tables).
+        if !reconcile {
+            *lock(&self.pre) = Pre::default();
+        }
         let mut st = lock(&self.state);
         st.committed = Some(Committed { verified: v, pipeline });
         st.saved = None;
         Ok(())
+    }
+}
+
+/// The operation and entry of an update of the replication engine.
+fn pre_entry(
+    u: &crate::proto::p4::v1::Update,
+) -> Option<(update::Type, &PacketReplicationEngineEntry)> {
+    match u.entity.as_ref()?.entity.as_ref()? {
+        entity::Entity::PacketReplicationEngineEntry(e) => {
+            Some((update::Type::try_from(u.r#type).unwrap_or(update::Type::Unspecified), e))
+        }
+        _ => None,
     }
 }
 
@@ -240,10 +263,35 @@ impl P4Runtime for Service {
         let c = self.committed()?;
         // Table writes can wait for a grace period: off the runtime's only thread, so streams
         // and other requests go on meanwhile.
+        let (pre, dp) = (Arc::clone(&self.pre), Arc::clone(&self.dataplane));
         let results = tokio::task::spawn_blocking(move || {
             let schema = &c.verified.schema;
-            let apply = |u| entities::write_update(schema, &c.pipeline, u);
-            req.updates.iter().map(apply).collect::<Vec<_>>()
+            if !req.updates.iter().any(|u| pre_entry(u).is_some()) {
+                let apply = |u| entities::write_update(schema, &c.pipeline, u);
+                return req.updates.iter().map(apply).collect::<Vec<_>>();
+            }
+            let mut pre = lock(&pre);
+            let before = pre.clone();
+            let mut results: Vec<_> = req
+                .updates
+                .iter()
+                .map(|u| match pre_entry(u) {
+                    Some((op, e)) => pre.write(op, e),
+                    None => entities::write_update(schema, &c.pipeline, u),
+                })
+                .collect();
+            if *pre != before {
+                if let Err(e) = dp.set_replication(pre.replication()) {
+                    // Nothing of the replication engine changed: its updates failed.
+                    *pre = before;
+                    for (u, r) in req.updates.iter().zip(results.iter_mut()) {
+                        if pre_entry(u).is_some() && r.is_ok() {
+                            *r = Err(Refused::new(rpc::Code::Internal, e.clone()));
+                        }
+                    }
+                }
+            }
+            results
         })
         .await
         .map_err(|e| Status::internal(format!("the write task failed: {e}")))?;
@@ -271,6 +319,7 @@ impl P4Runtime for Service {
             )));
         }
         let c = self.committed()?;
+        let pre = Arc::clone(&self.pre);
         let found = tokio::task::spawn_blocking(move || {
             let schema = &c.verified.schema;
             let mut seen: Vec<&Entity> = Vec::new();
@@ -281,7 +330,12 @@ impl P4Runtime for Service {
                     continue;
                 }
                 seen.push(e);
-                found.extend(entities::read_entity(schema, &c.pipeline, e)?);
+                match &e.entity {
+                    Some(entity::Entity::PacketReplicationEngineEntry(f)) => {
+                        found.extend(lock(&pre).read(f))
+                    }
+                    _ => found.extend(entities::read_entity(schema, &c.pipeline, e)?),
+                }
             }
             Ok::<_, Refused>(found)
         })

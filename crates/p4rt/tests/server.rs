@@ -34,18 +34,18 @@ const IPV4_LPM: u32 = 37375156;
 const IPV4_FORWARD: u32 = 28792405;
 
 fn engine() -> Engine {
-    let toml = r#"
-[dataplane]
-workers = 1
-[[port]]
-name = "p0"
-kind = "mem"
-[[port]]
-name = "p1"
-kind = "mem"
-sink = { capture = 4096 }
-"#;
-    let cfg = Config::parse(toml, "p4rt-test").unwrap();
+    engine_with_ports(2)
+}
+
+/// An engine with memory ports p0..p`n-1`; all but p0 capture what they send.
+fn engine_with_ports(n: usize) -> Engine {
+    let mut toml =
+        "[dataplane]\nworkers = 1\n[[port]]\nname = \"p0\"\nkind = \"mem\"\n".to_string();
+    for i in 1..n {
+        toml +=
+            &format!("[[port]]\nname = \"p{i}\"\nkind = \"mem\"\nsink = {{ capture = 4096 }}\n");
+    }
+    let cfg = Config::parse(&toml, "p4rt-test").unwrap();
     Engine::builder().kind(hotplane_p4::kind::make).start(cfg).unwrap()
 }
 
@@ -568,4 +568,130 @@ async fn packets_cross_the_cpu_port_with_their_controller_headers() {
     let p1 = plane.mem("p1").unwrap().clone();
     assert_eq!(plane.stop().panics, 0);
     assert_eq!(p1.report().captured, vec![payload], "exactly the packet-out, header removed");
+}
+
+const REPLICATE: &str = include_str!("../../../tests/p4/replicate.p4");
+
+fn pre_update(kind: update::Type, e: v1::packet_replication_engine_entry::Type) -> Update {
+    Update {
+        r#type: kind as i32,
+        entity: Some(Entity {
+            entity: Some(entity::Entity::PacketReplicationEngineEntry(
+                v1::PacketReplicationEngineEntry { r#type: Some(e) },
+            )),
+        }),
+    }
+}
+
+#[tokio::test]
+async fn multicast_groups_and_clone_sessions_copy_packets_in_the_data_plane() {
+    use v1::packet_replication_engine_entry::Type as Pre;
+    let plane = engine_with_ports(3);
+    let dp = EngineDataplane::new(&plane, "pre").unwrap();
+    let cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        device_id: DEVICE,
+        cpu_port: 0,
+        ..Default::default()
+    };
+    let server = Server::spawn(&cfg, Arc::new(dp)).unwrap();
+    let mut s = connect(&server, 1).await;
+    assert_eq!(s.arbitration().await, (Code::Ok as i32, 1));
+    let ir = hotplane_p4::compile_source("replicate.p4", REPLICATE, &[]).unwrap();
+    let config = ForwardingPipelineConfig {
+        p4info: Some(hotplane_p4rt::schema::p4info_of(&ir).unwrap()),
+        p4_device_config: REPLICATE.as_bytes().to_vec(),
+        cookie: None,
+    };
+    s.set_pipeline(1, SetAction::VerifyAndCommit, config.clone()).await.unwrap();
+
+    // Group 1: ports 0, 1 and 2 (0 is dropped in egress for frames from p0). Port 2 in the
+    // deprecated numeric form, which must read back as it was written.
+    let mut group = hotplane_p4rt::pre::group(1, &[(0, 1), (1, 1), (2, 1)]);
+    #[allow(deprecated)]
+    {
+        group.replicas[2].port_kind = Some(v1::replica::PortKind::EgressPort(2));
+    }
+    let session = v1::CloneSessionEntry {
+        session_id: 5,
+        replicas: hotplane_p4rt::pre::group(0, &[(2, 0)]).replicas,
+        ..Default::default()
+    };
+    let req = WriteRequest {
+        device_id: DEVICE,
+        election_id: election(1),
+        updates: vec![
+            pre_update(update::Type::Insert, Pre::MulticastGroupEntry(group.clone())),
+            pre_update(update::Type::Insert, Pre::CloneSessionEntry(session.clone())),
+        ],
+        ..Default::default()
+    };
+    s.client.write(req).await.unwrap();
+    let filter = Entity {
+        entity: Some(entity::Entity::PacketReplicationEngineEntry(
+            v1::PacketReplicationEngineEntry {
+                r#type: Some(Pre::MulticastGroupEntry(v1::MulticastGroupEntry::default())),
+            },
+        )),
+    };
+    let req = ReadRequest { device_id: DEVICE, entities: vec![filter], ..Default::default() };
+    let mut stream = s.client.read(req).await.unwrap().into_inner();
+    let read = stream.message().await.unwrap().unwrap().entities;
+    assert_eq!(read.len(), 1);
+    let Some(entity::Entity::PacketReplicationEngineEntry(e)) = read[0].entity.clone() else {
+        panic!("{read:?}")
+    };
+    assert_eq!(e.r#type, Some(Pre::MulticastGroupEntry(group)), "read back as written");
+
+    // Multicast: each IPv4 frame from p0 leaves by p1 and by p2.
+    send(&plane, [10, 0, 0, 1], 10).await;
+    // A clone: the frame leaves by p1, its clone by p2 (session 5).
+    let p0 = plane.mem("p0").unwrap();
+    for _ in 0..4 {
+        let mut f = frame([10, 0, 0, 2]);
+        f[13] = 0x01;
+        p0.inject(f).unwrap();
+    }
+    for _ in 0..2000 {
+        if plane.drained() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // A duplicate group is refused; a group of a port beyond v1model's 9 bits too.
+    let bad = WriteRequest {
+        device_id: DEVICE,
+        election_id: election(1),
+        updates: vec![
+            pre_update(
+                update::Type::Insert,
+                Pre::MulticastGroupEntry(hotplane_p4rt::pre::group(1, &[])),
+            ),
+            pre_update(
+                update::Type::Insert,
+                Pre::MulticastGroupEntry(hotplane_p4rt::pre::group(2, &[(600, 1)])),
+            ),
+        ],
+        ..Default::default()
+    };
+    let codes: Vec<i32> =
+        update_errors(&s.client.write(bad).await.unwrap_err()).iter().map(|e| e.0).collect();
+    assert_eq!(codes, vec![Code::AlreadyExists as i32, Code::InvalidArgument as i32]);
+    // A new pipeline (VERIFY_AND_COMMIT) starts with an empty replication engine.
+    s.set_pipeline(1, SetAction::VerifyAndCommit, config).await.unwrap();
+    let filter =
+        Entity { entity: Some(entity::Entity::PacketReplicationEngineEntry(Default::default())) };
+    let req = ReadRequest { device_id: DEVICE, entities: vec![filter], ..Default::default() };
+    let mut stream = s.client.read(req).await.unwrap().into_inner();
+    assert!(stream.message().await.unwrap().unwrap().entities.is_empty());
+
+    drop(server);
+    let (p1, p2) = (plane.mem("p1").unwrap().clone(), plane.mem("p2").unwrap().clone());
+    let stats = plane.stats().unwrap();
+    assert_eq!(stats["workers"][0]["replicated"], 14, "{}", stats["workers"]);
+    assert_eq!(plane.stop().panics, 0);
+    let (out1, out2) = (p1.report().captured, p2.report().captured);
+    assert_eq!(out1.len(), 14, "10 multicast copies and 4 originals");
+    assert_eq!(out2.len(), 14, "10 multicast copies and 4 clones");
+    assert_eq!(out2.iter().filter(|f| f[13] == 0x01).count(), 4);
 }
