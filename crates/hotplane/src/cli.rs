@@ -22,8 +22,30 @@ pub fn run(
     keep_running: bool,
     p4runtime: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<()> {
-    #[allow(unused_mut)]
-    let mut cfg = Config::load(config)?;
+    run_config(Config::load(config)?, json_out, stats_every, keep_running, p4runtime)
+}
+
+/// The value of `flag` in a hand-parsed command line of another tool's shape (`hotplane p4c`,
+/// `hotplane switch`): the part after `=`, or the next argument.
+pub fn flag_value(
+    flag: &str,
+    inline: Option<&str>,
+    rest: &mut std::slice::Iter<'_, String>,
+) -> anyhow::Result<String> {
+    match inline {
+        Some(v) => Ok(v.to_string()),
+        None => rest.next().cloned().with_context(|| format!("{flag} needs a value")),
+    }
+}
+
+/// `hotplane run` on a config already loaded (`hotplane switch` makes one).
+pub fn run_config(
+    #[allow(unused_mut)] mut cfg: Config,
+    json_out: bool,
+    stats_every: u64,
+    keep_running: bool,
+    p4runtime: Option<std::net::SocketAddr>,
+) -> anyhow::Result<()> {
     #[cfg(feature = "p4runtime")]
     let p4rt = crate::p4rt_cmd::take_section(&mut cfg, p4runtime)?;
     #[cfg(not(feature = "p4runtime"))]

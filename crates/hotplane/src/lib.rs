@@ -15,9 +15,13 @@ pub mod netlab;
 #[cfg(feature = "p4")]
 pub mod p4_cmd;
 #[cfg(feature = "p4runtime")]
+pub mod p4c_cmd;
+#[cfg(feature = "p4runtime")]
 pub mod p4rt_cmd;
 pub mod plot;
 pub mod push_cmd;
+#[cfg(feature = "p4runtime")]
+pub mod switch_cmd;
 pub mod tables_cmd;
 
 pub use hotplane_control::inband;

@@ -135,6 +135,24 @@ enum Cmd {
         #[command(subcommand)]
         op: LuaCmd,
     },
+    /// A P4Runtime switch with simple_switch_grpc's command line (`-i PORT@IFACE`,
+    /// `--device-id`, `--no-p4`, `-- --grpc-server-addr ADDR --cpu-port N`); also what the
+    /// binary runs when called `simple_switch_grpc` (docs/p4runtime.md).
+    #[cfg(feature = "p4runtime")]
+    #[command(disable_help_flag = true)]
+    Switch {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Compile with p4c's command line (`--p4runtime-files X.p4info.txtpb -o DIR X.p4`):
+    /// writes the P4Info and the device config a controller sends; also what the binary runs
+    /// when called `p4c` or `p4c-bm2-ss`.
+    #[cfg(feature = "p4runtime")]
+    #[command(disable_help_flag = true)]
+    P4c {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// P4_16 (v1model) programs: check, run STF tests.
     #[cfg(feature = "p4")]
     P4 {
@@ -597,14 +615,45 @@ fn main() {
         .with_writer(std::io::stderr)
         .init();
     process::quiet_panics();
+    // Called by another tool's name (a link: `simple_switch_grpc`, `p4c`), it is that tool.
+    #[cfg(feature = "p4runtime")]
+    if let Some(tool) = as_other_tool() {
+        if let Err(e) = tool {
+            eprintln!("hotplane: error: {e:#}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Err(e) = dispatch(Cli::parse()) {
         eprintln!("hotplane: error: {e:#}");
         std::process::exit(1);
     }
 }
 
+/// Run as the tool the binary was called as, if it was called by another tool's name.
+#[cfg(feature = "p4runtime")]
+fn as_other_tool() -> Option<anyhow::Result<()>> {
+    let argv0 = std::env::args().next()?;
+    let name = std::path::Path::new(&argv0).file_name()?.to_str()?.to_string();
+    let rest: Vec<String> = std::env::args().skip(1).collect();
+    if name.starts_with("simple_switch") || name.contains("grpc") {
+        Some(process::exit_guard().and_then(|()| hotplane::switch_cmd::main(&rest)))
+    } else if name.starts_with("p4c") {
+        Some(hotplane::p4c_cmd::main(&rest))
+    } else {
+        None
+    }
+}
+
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.cmd {
+        #[cfg(feature = "p4runtime")]
+        Cmd::Switch { args } => {
+            process::exit_guard()?;
+            hotplane::switch_cmd::main(&args)
+        }
+        #[cfg(feature = "p4runtime")]
+        Cmd::P4c { args } => hotplane::p4c_cmd::main(&args),
         Cmd::Run { config, json, stats_every, keep_running, p4runtime } => {
             process::exit_guard()?;
             cli::run(&config, json, stats_every, keep_running, p4runtime)

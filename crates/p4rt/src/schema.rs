@@ -70,14 +70,28 @@ pub fn p4info_of(program: &ir::Program) -> Result<P4Info, SchemaError> {
 
 /// A P4Info in protobuf text format (`p4c --p4runtime-files x.p4info.txtpb`).
 pub fn parse_text(text: &str) -> Result<P4Info, SchemaError> {
+    dynamic_of_text(text)?.transcode_to::<P4Info>().map_err(|e| SchemaError::Text(e.to_string()))
+}
+
+/// A P4Info in text format, parsed against hotplane's own descriptors.
+fn dynamic_of_text(text: &str) -> Result<DynamicMessage, SchemaError> {
     let pool = DescriptorPool::decode(crate::proto::DESCRIPTOR_SET)
         .map_err(|e| SchemaError::Text(e.to_string()))?;
     let desc = pool
         .get_message_by_name("p4.config.v1.P4Info")
         .ok_or_else(|| SchemaError::Text("no P4Info in the descriptor set".into()))?;
-    let msg = DynamicMessage::parse_text_format(desc, text)
-        .map_err(|e| SchemaError::Text(e.to_string()))?;
-    msg.transcode_to::<P4Info>().map_err(|e| SchemaError::Text(e.to_string()))
+    DynamicMessage::parse_text_format(desc, text).map_err(|e| SchemaError::Text(e.to_string()))
+}
+
+/// A P4Info in text format as the protobuf wire format (`p4c --p4runtime-files x.p4info.binpb`).
+pub fn binary_of_text(text: &str) -> Result<Vec<u8>, SchemaError> {
+    Ok(prost::Message::encode_to_vec(&parse_text(text)?))
+}
+
+/// A P4Info in text format as protobuf JSON (`p4c --p4runtime-files x.p4info.json`).
+pub fn json_of_text(text: &str) -> Result<String, SchemaError> {
+    serde_json::to_string_pretty(&dynamic_of_text(text)?)
+        .map_err(|e| SchemaError::Text(e.to_string()))
 }
 
 impl Schema {
