@@ -29,15 +29,16 @@ fi
 # System packages the tests need: a C toolchain for the fuzzers' libFuzzer, iproute2 for the
 # network-namespace tests, util-linux for `setpriv` (privilege tests), clang and libbpf-dev
 # for the eBPF C examples and C-source updates.
-# python3-venv for the P4Runtime clients' virtual environments.
-APT_PACKAGES=(build-essential iproute2 util-linux clang llvm libbpf-dev python3-venv)
+# python3-venv for the P4Runtime clients' virtual environments; Mininet (without Open vSwitch,
+# which it only recommends) and ping for the Mininet topologies.
+APT_PACKAGES=(build-essential iproute2 util-linux clang llvm libbpf-dev python3-venv iputils-ping mininet)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
   step "apt: ${missing[*]}"
   if [ "$(id -u)" -ne 0 ]; then echo "need root to install: ${missing[*]}" >&2; exit 1; fi
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
 step "python packages"
@@ -126,6 +127,28 @@ case $rc in
   2) not_run+=("the tutorials' PTF tests") ;;
   *) exit 1 ;;
 esac
+
+step "P4Runtime in Mininet: three hotplane switches and one controller; the tutorials' exercises"
+# Debian's python3 (Mininet is its package) with the P4Runtime client packages and what the
+# SDK (python/, put on sys.path by the tests) needs.
+venv="$cache/venv-mininet-1"
+if ! "$venv/bin/python" -c "import mininet, grpc, psutil, blake3, p4.v1.p4runtime_pb2" 2>/dev/null; then
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check p4runtime==1.4.1 protobuf==3.20.3 \
+    grpcio==1.85.3 scapy==2.8.0 psutil==7.1.3 blake3==1.0.11
+fi
+site=$("$venv/bin/python" -c "import os, p4; print(os.path.dirname(p4.__file__))")
+rm -rf "$site/tmp" && cp -r tests/p4runtime/p4tmp "$site/tmp"
+for t in mininet_topology tutorials_mininet; do
+  rc=0
+  HOTPLANE_BIN="$REPO/target/debug/hotplane" "$venv/bin/python" "tests/p4runtime/$t.py" || rc=$?
+  case $rc in
+    0) ;;
+    2) not_run+=("tests/p4runtime/$t.py") ;;
+    *) exit 1 ;;
+  esac
+done
 
 step "benchmark smoke runs (correct JSON; speed is measured by 'hotplane bench', not here)"
 smoke=("pipeline --packets 1000000 --no-testpmd" "swap --swaps 50")

@@ -16,10 +16,11 @@ files are not next to the checkout: set HOTPLANE_SHARED to the directory holding
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from netns import run_inside
 
 REPO = Path(__file__).resolve().parents[2]
 EXERCISES = ["basic", "basic_tunnel"]
@@ -50,8 +51,8 @@ def tools(work, binary):
     return bin_dir
 
 
-def run_exercise(ns, tut, work, name, env):
-    """Run the exercise's runptf.sh in namespace `ns`; True when PTF passed."""
+def run_exercise(tut, work, name, env):
+    """Run the exercise's runptf.sh in a namespace of its own; True when PTF passed."""
     copy = work / name
     for part in [f"exercises/{name}", "utils", "bin"]:
         if not (copy / part).exists():
@@ -59,9 +60,9 @@ def run_exercise(ns, tut, work, name, env):
     exercise = copy / "exercises" / name
     # basic_fwd.py logs its requests to logs/ (basic's runptf.sh does not make it).
     (exercise / "logs").mkdir(exist_ok=True)
-    script = f"ip link set lo up && cd {exercise} && ./runptf.sh"
-    r = subprocess.run(
-        ["ip", "netns", "exec", ns, "bash", "-c", script],
+    r = run_inside(
+        f"hp-ptf-{name}",
+        ["bash", "-c", f"cd {exercise} && ./runptf.sh"],
         env=env,
         capture_output=True,
         text=True,
@@ -89,21 +90,13 @@ def main():
     venv_bin = Path(sys.executable).parent
     if not (venv_bin / "ptf").exists():
         not_run(f"no ptf next to {sys.executable}")
-    ns = f"hp-ptf-{os.getpid()}"
     ok = True
     with tempfile.TemporaryDirectory(prefix="hotplane-ptf-") as w:
         work = Path(w)
         env = dict(os.environ)
         env["PATH"] = f"{tools(work, binary)}:{venv_bin}:{env.get('PATH', '/usr/bin:/bin')}"
-        subprocess.run(["ip", "netns", "add", ns], check=True)
-        try:
-            for name in EXERCISES:
-                ok &= run_exercise(ns, tut, work, name, env)
-        finally:
-            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
-            for pid in pids.stdout.split():
-                subprocess.run(["kill", "-9", pid], capture_output=True)
-            subprocess.run(["ip", "netns", "del", ns], check=False)
+        for name in EXERCISES:
+            ok &= run_exercise(tut, work, name, env)
     sys.exit(0 if ok else 1)
 
 
