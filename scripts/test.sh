@@ -54,8 +54,8 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "note: not root: the network-namespace tests will fail (they need CAP_SYS_ADMIN and CAP_NET_ADMIN)" >&2
 fi
 # Namespaces left by a killed earlier run.
-for ns in $(ip netns list 2>/dev/null | awk '/^hp(lab|-ptf)-/{print $1}'); do
-  pid=${ns#hplab-}; pid=${pid#hp-ptf-}; pid=${pid%%-*}
+for ns in $(ip netns list 2>/dev/null | awk '/^hp(lab|-ptf|-mn|-topo)-/{print $1}'); do
+  pid=${ns#hplab-}; pid=${pid#hp-ptf-*-}; pid=${pid#hp-mn-}; pid=${pid#hp-topo-}; pid=${pid%%-*}
   [ -d "/proc/$pid" ] || ip netns del "$ns" 2>/dev/null || true
 done
 

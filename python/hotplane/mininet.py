@@ -21,6 +21,7 @@ Needs Mininet (import it from Debian's python3, or a virtual environment made wi
 """
 
 import os
+import shlex
 import socket
 import time
 
@@ -89,8 +90,9 @@ class HotplaneSwitch(Switch):
         """Start the switch and wait until its P4Runtime server answers."""
         if self._listening():
             raise RuntimeError(f"{self.name}: port {self.grpc_port} is taken by another process")
-        cmd = " ".join(self.command_line())
-        self.switch_pid = int(self.cmd(f"{cmd} > {self.log_file} 2>&1 & echo $!").strip().split()[-1])
+        cmd = shlex.join(self.command_line())
+        log = shlex.quote(self.log_file)
+        self.switch_pid = int(self.cmd(f"{cmd} > {log} 2>&1 & echo $!").strip().split()[-1])
         deadline = time.time() + self.start_timeout
         while time.time() < deadline:
             if not os.path.exists(f"/proc/{self.switch_pid}"):

@@ -35,7 +35,8 @@ pub(crate) struct CpuLink {
 pub struct CpuCounters {
     /// Packets programs sent to the controller and the controller took.
     pub to_controller: AtomicU64,
-    /// Packets for the controller dropped: its ring was full (a slow controller).
+    /// Packets for the controller dropped: its ring was full (a slow controller), or a
+    /// pipeline change came before the controller took them.
     pub to_controller_dropped: AtomicU64,
     /// Packets the controller sent into the pipeline.
     pub from_controller: AtomicU64,
@@ -78,6 +79,13 @@ impl CpuLink {
         self.down[w].pop()
     }
 
+    /// Drop every packet waiting for the controller (back to their pools).
+    pub(crate) fn drain_up(&self) {
+        for q in &self.up {
+            while q.pop().is_some() {}
+        }
+    }
+
     pub(crate) fn is_idle(&self) -> bool {
         self.down.iter().all(|q| q.is_empty())
     }
@@ -105,7 +113,11 @@ pub struct CpuPort {
     link: Arc<CpuLink>,
     pools: Vec<Pool>,
     port: u16,
+    /// The worker ring `send` tries first (round robin).
     next: AtomicUsize,
+    /// The worker ring `receive` takes from first (round robin, so no worker's packets
+    /// starve behind another's).
+    first: AtomicUsize,
 }
 
 impl CpuPort {
@@ -125,7 +137,16 @@ impl CpuPort {
         link.port
             .compare_exchange(CLOSED, port, Ordering::AcqRel, Ordering::Acquire)
             .map_err(CpuPortError::AlreadyOpen)?;
-        Ok(CpuPort { link, pools, port: port as u16, next: AtomicUsize::new(0) })
+        // A worker that saw the last port open just before it closed may have left a packet:
+        // it was for the controller before this one.
+        link.drain_up();
+        Ok(CpuPort {
+            link,
+            pools,
+            port: port as u16,
+            next: AtomicUsize::new(0),
+            first: AtomicUsize::new(0),
+        })
     }
 
     /// The port's number, as programs see it (`standard_metadata.ingress_port`, `egress_spec`).
@@ -166,7 +187,10 @@ impl CpuPort {
     /// Packets programs sent to the controller, oldest first per worker; at most `max`.
     pub fn receive(&self, max: usize, mut each: impl FnMut(&[u8])) -> usize {
         let mut n = 0;
-        for q in &self.link.up {
+        let rings = self.link.up.len();
+        let first = self.first.fetch_add(1, Ordering::Relaxed);
+        for k in 0..rings {
+            let q = &self.link.up[(first + k) % rings];
             while n < max {
                 let Some(p) = q.pop() else { break };
                 each(p.data());
@@ -174,6 +198,19 @@ impl CpuPort {
             }
         }
         self.link.counters.to_controller.fetch_add(n as u64, Ordering::Relaxed);
+        n
+    }
+
+    /// Drop the packets waiting for the controller: programs sent them before a pipeline
+    /// change, and their controller headers are the old program's.
+    pub fn discard_pending(&self) -> usize {
+        let mut n = 0;
+        for q in &self.link.up {
+            while q.pop().is_some() {
+                n += 1;
+            }
+        }
+        self.link.counters.to_controller_dropped.fetch_add(n as u64, Ordering::Relaxed);
         n
     }
 
@@ -187,8 +224,6 @@ impl Drop for CpuPort {
     fn drop(&mut self) {
         self.link.port.store(CLOSED, Ordering::Release);
         // Packets nobody will take go back to their pools.
-        for q in &self.link.up {
-            while q.pop().is_some() {}
-        }
+        self.link.drain_up();
     }
 }

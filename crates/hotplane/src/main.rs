@@ -630,19 +630,29 @@ fn main() {
     }
 }
 
-/// Run as the tool the binary was called as, if it was called by another tool's name.
+/// Run as the tool the binary was called as, if it was called by another tool's name:
+/// `simple_switch_grpc` (or any name containing `grpc`, as the Mininet glue asks, but not
+/// `hotplane...`), `p4c` or `p4c-...`.
 #[cfg(feature = "p4runtime")]
 fn as_other_tool() -> Option<anyhow::Result<()>> {
-    let argv0 = std::env::args().next()?;
+    let argv0 = std::env::args_os().next()?;
     let name = std::path::Path::new(&argv0).file_name()?.to_str()?.to_string();
-    let rest: Vec<String> = std::env::args().skip(1).collect();
-    if name.starts_with("simple_switch") || name.contains("grpc") {
-        Some(process::exit_guard().and_then(|()| hotplane::switch_cmd::main(&rest)))
-    } else if name.starts_with("p4c") {
-        Some(hotplane::p4c_cmd::main(&rest))
-    } else {
-        None
+    let switch = name.starts_with("simple_switch")
+        || (name.contains("grpc") && !name.starts_with("hotplane"));
+    let p4c = name == "p4c" || name.starts_with("p4c-");
+    if !switch && !p4c {
+        return None;
     }
+    let rest: Result<Vec<String>, _> =
+        std::env::args_os().skip(1).map(|a| a.into_string()).collect();
+    let Ok(rest) = rest else {
+        return Some(Err(anyhow::anyhow!("{name}: an argument is not valid UTF-8")));
+    };
+    Some(if switch {
+        process::exit_guard().and_then(|()| hotplane::switch_cmd::main(&rest))
+    } else {
+        hotplane::p4c_cmd::main(&rest)
+    })
 }
 
 fn dispatch(cli: Cli) -> anyhow::Result<()> {

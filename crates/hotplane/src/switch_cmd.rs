@@ -31,7 +31,6 @@ const IGNORED: &[(&str, bool)] = &[
     ("--dump-packet-data", true),
     ("--nanolog", true),
     ("--notifications-addr", true),
-    ("--pcap", true),
     ("--debugger", false),
     ("--debugger-addr", true),
     ("--restore-state", true),
@@ -129,6 +128,13 @@ fn parse(args: &[String]) -> anyhow::Result<SwitchArgs> {
                 "{flag}: TLS is not offered yet; hotplane's P4Runtime server listens on \
                  loopback only"
             ),
+            // BMv2's `--pcap [DIR]`: the directory is optional.
+            "--pcap" => {
+                if inline.is_none() && it.as_slice().first().is_some_and(|n| !n.starts_with('-')) {
+                    it.next();
+                }
+                a.ignored.push("--pcap".into());
+            }
             f if IGNORED.iter().any(|(i, _)| *i == f) => {
                 if IGNORED.iter().any(|(i, takes)| *i == f && *takes) && inline.is_none() {
                     it.next();
@@ -258,6 +264,8 @@ mod tests {
         assert!(parse(&args("-i x@a")).is_err());
         assert!(parse(&args("-- --grpc-server-ssl")).unwrap_err().to_string().contains("TLS"));
         assert!(parse(&args("--frobnicate")).is_err());
+        let c = parse(&args("--pcap -i 0@veth0 --no-p4")).unwrap();
+        assert_eq!(c.ports, vec![(0, "veth0".into())], "--pcap takes no value here");
     }
 
     #[test]

@@ -314,8 +314,22 @@ impl ProgramKind for P4Kind {
     }
 
     fn stats(&self) -> Option<Value> {
-        let c = self.chain.as_ref()?;
-        Some(serde_json::json!({ "chain": c.status(&|s| self.ours(s)) }))
+        // Per installed program (worker 0 holds the one each target runs): copies of multicast
+        // and clones beyond a batch's budget.
+        let stages: Vec<Value> = lock(&self.installed)
+            .iter()
+            .filter(|((w, _), _)| *w == 0)
+            .filter_map(|((_, target), s)| {
+                let s = s.upgrade()?;
+                let dropped = s.extra_copies_dropped.load(std::sync::atomic::Ordering::Relaxed);
+                Some(serde_json::json!({ "target": target, "copies_dropped": dropped }))
+            })
+            .collect();
+        let mut v = serde_json::json!({ "stages": stages });
+        if let Some(c) = &self.chain {
+            v["chain"] = c.status(&|s| self.ours(s));
+        }
+        Some(v)
     }
 
     fn ops(&self) -> &'static [&'static str] {

@@ -97,8 +97,9 @@ impl ChainSlot {
 }
 
 /// Copies beyond the first one (multicast, clones) one batch may send; more are dropped and
-/// counted, so that one batch cannot take every buffer of the worker.
-pub const MAX_REPLICAS: usize = 1024;
+/// counted (`copies_dropped` in the P4 kind's stats), so that one batch cannot take every
+/// buffer of the worker. A full batch multicast to 128 ports fits.
+pub const MAX_REPLICAS: usize = 4096;
 
 pub struct P4Stage {
     name: String,
@@ -177,8 +178,9 @@ impl P4Stage {
         replication: Replication,
     ) -> Result<(), hotplane_core::qsbr::GraceError> {
         let mut ctl = self.replication_ctl.lock().unwrap_or_else(|e| e.into_inner());
-        self.replication.replace(replication.clone())?;
-        *ctl = replication;
+        // The control side first: on a grace-period timeout the new one is live all the same.
+        *ctl = replication.clone();
+        self.replication.replace(replication)?;
         Ok(())
     }
 

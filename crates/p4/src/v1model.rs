@@ -29,6 +29,11 @@ pub mod instance {
 /// this the copies are dropped and counted, so a program cannot loop forever.
 pub const MAX_PASSES: usize = 64;
 
+/// Multicast copies one arriving packet may make in all (a group may have up to 1024
+/// replicas, as P4Runtime's engine allows); beyond this they are dropped and counted. They are
+/// not passes: a copy goes through egress once, and cannot loop without a recirculation.
+pub const MAX_MULTICAST_COPIES: usize = 1024;
+
 /// The packet replication engine's configuration: mirroring sessions and multicast groups.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Replication {
@@ -100,6 +105,8 @@ struct Run<'r, 'g> {
     now_ns: u64,
     jobs: VecDeque<Job>,
     out: &'r mut Vec<Output>,
+    /// Multicast copies made so far (at most [`MAX_MULTICAST_COPIES`]).
+    copies: usize,
 }
 
 /// One worker's view of a v1model switch running a pipeline.
@@ -142,7 +149,7 @@ impl V1Switch {
         out: &mut Vec<Output>,
     ) {
         self.stats.received += 1;
-        let mut r = Run { pre, guard, now_ns, jobs: VecDeque::new(), out };
+        let mut r = Run { pre, guard, now_ns, jobs: VecDeque::new(), out, copies: 0 };
         r.jobs.push_back(Job::Ingress {
             data: data.to_vec(),
             port,
@@ -154,7 +161,8 @@ impl V1Switch {
     fn drain(&mut self, r: &mut Run<'_, '_>) {
         let mut passes = 0;
         while let Some(job) = r.jobs.pop_front() {
-            passes += 1;
+            let copy = matches!(job, Job::Egress { instance_type: instance::REPLICATED, .. });
+            passes += usize::from(!copy);
             if passes > MAX_PASSES {
                 self.stats.lost_copies += 1 + r.jobs.len() as u64;
                 r.jobs.clear();
@@ -222,7 +230,7 @@ impl V1Switch {
         let plain = fx.clone.is_none() && !fx.resubmit && self.st.slots[std.mcast_grp] == 0;
         if !plain {
             let data = pkt.data().to_vec();
-            let mut r = Run { pre, guard, now_ns, jobs: VecDeque::new(), out };
+            let mut r = Run { pre, guard, now_ns, jobs: VecDeque::new(), out, copies: 0 };
             self.after_ingress(&data, port, payload, fx, &mut r);
             self.drain(&mut r);
             return InPlace::Copies;
@@ -243,7 +251,7 @@ impl V1Switch {
         };
         if fx.clone.is_some() || fx.recirculate {
             let data = pkt.data().to_vec();
-            let mut r = Run { pre, guard, now_ns, jobs: VecDeque::new(), out };
+            let mut r = Run { pre, guard, now_ns, jobs: VecDeque::new(), out, copies: 0 };
             self.after_egress(&data, payload, spec, fx, &mut r);
             self.drain(&mut r);
             return InPlace::Copies;
@@ -470,7 +478,12 @@ impl V1Switch {
         if group != 0 {
             match r.pre.groups.get(&group) {
                 Some(copies) => {
-                    for &(rid, to) in copies {
+                    // Within the budget of copies per arriving packet, counted before any
+                    // state is cloned.
+                    let room = (MAX_MULTICAST_COPIES.saturating_sub(r.copies)).min(copies.len());
+                    self.stats.lost_copies += (copies.len() - room) as u64;
+                    r.copies += room;
+                    for &(rid, to) in &copies[..room] {
                         self.stats.replicated += 1;
                         r.jobs.push_back(Job::Egress {
                             st: Box::new(self.st.clone()),

@@ -138,3 +138,26 @@ fn a_batch_leaves_each_packet_as_the_owned_path_does() {
         assert_eq!(sw.stats.dropped, 2);
     }
 }
+
+/// A multicast group larger than the passes one packet may make delivers every copy: copies
+/// are not passes. Beyond the copy budget they are dropped and counted.
+#[test]
+fn large_multicast_groups_deliver_every_copy_up_to_the_budget() {
+    use hotplane_p4::v1model::{MAX_MULTICAST_COPIES, MAX_PASSES};
+    let qsbr = Qsbr::new();
+    let ir = hotplane_p4::compile_source("batch.p4", PROGRAM, &[]).expect("compiles");
+    let p = Arc::new(Pipeline::new(ir, &qsbr).expect("pipeline"));
+    let mut pre = Replication::default();
+    let big = MAX_PASSES as u32 + 36;
+    pre.groups.insert(7, (0..big).map(|i| (1, 10 + i)).collect());
+    let packets = vec![(1, frame(0x88b5, Some((1, 20)), 30))];
+    let mut sw = V1Switch::new(Arc::clone(&p));
+    let out = owned(&mut sw, &qsbr, &pre, &packets);
+    assert_eq!(out[0].len(), big as usize, "every replica of a {big}-port group");
+    assert_eq!(sw.stats.lost_copies, 0);
+    let huge = MAX_MULTICAST_COPIES as u32 + 5;
+    pre.groups.insert(7, (0..huge).map(|i| (1, 10 + i)).collect());
+    let out = owned(&mut sw, &qsbr, &pre, &packets);
+    assert_eq!(out[0].len(), MAX_MULTICAST_COPIES);
+    assert_eq!(sw.stats.lost_copies, 5);
+}

@@ -563,6 +563,7 @@ pub fn write_update(schema: &Schema, p: &Pipeline, u: &Update) -> Result<(), Ref
         None => Err(Refused::invalid("the update has no entity")),
         Some(entity::Entity::TableEntry(t)) => write_table_entry(schema, p, op, t),
         Some(entity::Entity::CounterEntry(e)) => write_counter(schema, p, op, e),
+        Some(entity::Entity::RegisterEntry(e)) => crate::registers::write(schema, p, op, e),
         Some(other) => Err(Refused::new(
             Code::Unimplemented,
             format!("{} writes are not supported yet", entity_name(other)),
@@ -584,6 +585,10 @@ pub fn read_entity(
         Some(entity::Entity::CounterEntry(c)) => {
             read_counter(schema, p, c)?.into_iter().map(entity::Entity::CounterEntry).collect()
         }
+        Some(entity::Entity::RegisterEntry(r)) => crate::registers::read(schema, p, r)?
+            .into_iter()
+            .map(entity::Entity::RegisterEntry)
+            .collect(),
         Some(other) => {
             return Err(Refused::new(
                 Code::Unimplemented,

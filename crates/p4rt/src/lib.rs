@@ -21,6 +21,7 @@ pub mod entities;
 pub mod packet_io;
 pub mod pre;
 pub mod proto;
+pub mod registers;
 pub mod schema;
 #[cfg(feature = "server")]
 mod server;

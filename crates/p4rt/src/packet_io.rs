@@ -23,7 +23,7 @@ pub enum PacketIoError {
         #[source]
         source: bytes::BytesError,
     },
-    #[error("the {name} header is {bits} bits long, not a whole number of bytes")]
+    #[error("the {name} header ({bits} bits) is not whole bytes of bit<W> fields (W at most 128)")]
     NotWholeBytes { name: String, bits: u32 },
     #[error("the frame is {len} bytes, shorter than its {need}-byte packet_in header")]
     Short { len: usize, need: usize },
@@ -114,7 +114,9 @@ impl PacketIo {
 /// A controller header's length in bytes; fields wider than 128 bits are refused with it.
 fn header_bytes(h: &ControllerHeader) -> Result<usize, PacketIoError> {
     let bits = h.bits();
-    if !bits.is_multiple_of(8) || h.fields.iter().any(|f| f.1 > 128) {
+    // A field of no scalar width (a struct, say) has width 0 here: refused, since it would
+    // shift every field after it.
+    if !bits.is_multiple_of(8) || h.fields.iter().any(|f| f.1 == 0 || f.1 > 128) {
         return Err(PacketIoError::NotWholeBytes { name: h.name.clone(), bits });
     }
     Ok(bits as usize / 8)

@@ -18,6 +18,12 @@ pub const MAX_GROUPS: usize = 4096;
 /// Replicas one multicast group may have.
 pub const MAX_REPLICAS: usize = 1024;
 
+/// Replicas of all groups and sessions together.
+pub const MAX_TOTAL_REPLICAS: usize = 65_536;
+
+/// Bytes of a multicast group's `metadata` (opaque to the switch, kept and echoed).
+pub const MAX_METADATA: usize = 1024;
+
 /// v1model's ports are 9 bits wide.
 const PORT_BITS: u32 = 9;
 
@@ -111,6 +117,29 @@ fn apply<E: Clone>(
 }
 
 impl Pre {
+    /// Refused when `adding` replicas in place of `replacing` would exceed the total.
+    fn room_for(&self, adding: usize, replacing: usize) -> Result<(), Refused> {
+        let total: usize = self.groups.values().map(|g| g.replicas.len()).sum::<usize>()
+            + self.clones.values().map(|c| c.replicas.len()).sum::<usize>();
+        if total - replacing + adding > MAX_TOTAL_REPLICAS {
+            return Err(Refused::new(
+                Code::ResourceExhausted,
+                format!("the replication engine holds at most {MAX_TOTAL_REPLICAS} replicas"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A read filter reduced to what it selects (kind and id), so that filters differing only
+    /// in fields a read ignores count once.
+    pub fn selector(filter: &PacketReplicationEngineEntry) -> (u8, u32) {
+        match &filter.r#type {
+            None => (0, 0),
+            Some(PreType::MulticastGroupEntry(g)) => (1, g.multicast_group_id),
+            Some(PreType::CloneSessionEntry(c)) => (2, c.session_id),
+        }
+    }
+
     /// Apply one update. Deletes look only at the id.
     pub fn write(
         &mut self,
@@ -122,6 +151,18 @@ impl Pre {
             Some(PreType::MulticastGroupEntry(g)) => {
                 if op != update::Type::Delete {
                     replicas(&g.replicas)?;
+                    if g.metadata.len() > MAX_METADATA {
+                        return Err(Refused::new(
+                            Code::InvalidArgument,
+                            format!(
+                                "{} bytes of metadata; at most {MAX_METADATA}",
+                                g.metadata.len()
+                            ),
+                        ));
+                    }
+                    let now =
+                        self.groups.get(&g.multicast_group_id).map_or(0, |o| o.replicas.len());
+                    self.room_for(g.replicas.len(), now)?;
                 }
                 apply(&mut self.groups, op, g.multicast_group_id, g, "multicast group")
             }
@@ -133,6 +174,8 @@ impl Pre {
                             "v1model clone sessions send to one port: give exactly one replica",
                         ));
                     }
+                    let now = self.clones.get(&c.session_id).map_or(0, |o| o.replicas.len());
+                    self.room_for(c.replicas.len(), now)?;
                     if c.packet_length_bytes != 0 {
                         return Err(Refused::new(
                             Code::Unimplemented,

@@ -58,6 +58,8 @@ pub struct Schema {
     pub actions: HashMap<u32, Action>,
     /// Indirect counters: id -> (name, size).
     pub counters: HashMap<u32, (String, u64)>,
+    /// Registers by id.
+    pub registers: HashMap<u32, crate::registers::Register>,
     /// The controller headers packets to and from the controller carry.
     pub packet_io: crate::packet_io::PacketIo,
 }
@@ -159,8 +161,26 @@ impl Schema {
                 (p.id, (p.name, c.size as u64))
             })
             .collect();
+        let registers = p4info
+            .registers
+            .iter()
+            .map(|r| {
+                use info::{p4_bitstring_like_type_spec as bs, p4_data_type_spec as ts};
+                let p = preamble(&r.preamble);
+                let bits = match r.type_spec.as_ref().and_then(|t| t.type_spec.as_ref()) {
+                    Some(ts::TypeSpec::Bitstring(b)) => match &b.type_spec {
+                        Some(bs::TypeSpec::Bit(w)) => w.bitwidth as u32,
+                        Some(bs::TypeSpec::Int(w)) => w.bitwidth as u32,
+                        _ => 0,
+                    },
+                    _ => 0,
+                };
+                let r = crate::registers::Register { name: p.name, size: r.size as u64, bits };
+                (p.id, r)
+            })
+            .collect();
         let packet_io = crate::packet_io::PacketIo::of(program);
-        Ok(Schema { p4info, tables, actions, counters, packet_io })
+        Ok(Schema { p4info, tables, actions, counters, registers, packet_io })
     }
 
     /// The table with `id`.

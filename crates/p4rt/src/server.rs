@@ -91,6 +91,10 @@ impl Dataplane for EngineDataplane {
         }
         let req = Request::Install { target: self.target.clone(), worker: None, stage };
         self.link.call(req, Duration::from_secs(120)).into_result().map_err(|e| e.to_string())?;
+        // Packets the old program sent to the controller carry its controller headers.
+        if let Some(cpu) = &self.cpu {
+            cpu.discard_pending();
+        }
         self.pipeline().ok_or_else(|| {
             format!("no P4 program is installed at {} after the install", self.target)
         })

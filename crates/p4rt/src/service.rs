@@ -43,6 +43,9 @@ const MAX_UPDATES: usize = 100_000;
 /// Entities (filters) one `Read` may carry.
 const MAX_READ_ENTITIES: usize = 1024;
 
+/// Entities one `Read` may return in all.
+const MAX_READ_RESULTS: usize = 1 << 21;
+
 /// Entities per `ReadResponse`.
 const READ_CHUNK: usize = 4096;
 
@@ -323,6 +326,7 @@ impl P4Runtime for Service {
         let found = tokio::task::spawn_blocking(move || {
             let schema = &c.verified.schema;
             let mut seen: Vec<&Entity> = Vec::new();
+            let mut seen_pre = Vec::new();
             let mut found = Vec::new();
             for e in &req.entities {
                 // The same filter twice selects nothing new.
@@ -332,9 +336,22 @@ impl P4Runtime for Service {
                 seen.push(e);
                 match &e.entity {
                     Some(entity::Entity::PacketReplicationEngineEntry(f)) => {
-                        found.extend(lock(&pre).read(f))
+                        // Replication filters differing in fields a read ignores too.
+                        let selector = Pre::selector(f);
+                        if !seen_pre.contains(&selector) {
+                            seen_pre.push(selector);
+                            found.extend(lock(&pre).read(f));
+                        }
                     }
                     _ => found.extend(entities::read_entity(schema, &c.pipeline, e)?),
+                }
+                // Filters that select much the same (wildcards that differ in ignored fields)
+                // must not multiply a read without bound.
+                if found.len() > MAX_READ_RESULTS {
+                    return Err(Refused::new(
+                        rpc::Code::ResourceExhausted,
+                        format!("a read of more than {MAX_READ_RESULTS} entities; narrow it"),
+                    ));
                 }
             }
             Ok::<_, Refused>(found)

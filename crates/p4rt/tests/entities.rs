@@ -145,3 +145,56 @@ fn malformed_matches_are_refused_with_the_spec_codes() {
     assert_eq!(write_update(&schema, &p, &empty).unwrap_err().code, Code::InvalidArgument);
     assert!(read_all(&schema, &p, id(&schema, "Ing.classify")).is_empty(), "nothing was written");
 }
+
+/// Registers, which BMv2 refuses: one cell or all cells written and read back as bit strings
+/// of the register's width; out-of-range cells, wrong widths and inserts refused.
+#[test]
+fn register_cells_are_written_and_read_back() {
+    const MONITOR: &str = include_str!("../../../tests/p4/link_monitor.p4");
+    let ir = hotplane_p4::compile_source_with("link_monitor.p4", MONITOR, &[], &Default::default())
+        .unwrap();
+    let schema = Schema::new(p4info_of(&ir).unwrap(), &ir).unwrap();
+    let qsbr = Qsbr::new();
+    let objects = Objects::new(&ir, &qsbr).unwrap();
+    let p = Pipeline::with_engine(ir, objects, Engine::Closures).unwrap();
+    let (&reg, r) =
+        schema.registers.iter().find(|(_, r)| r.name.ends_with("byte_cnt_reg")).unwrap();
+    assert_eq!(r.bits, 32);
+    let cell = |index: Option<i64>, value: &[u8]| v1::RegisterEntry {
+        register_id: reg,
+        index: index.map(|index| v1::Index { index }),
+        data: Some(v1::P4Data { data: Some(v1::p4_data::Data::Bitstring(value.to_vec())) }),
+    };
+    let update = |kind: update::Type, e: v1::RegisterEntry| Update {
+        r#type: kind as i32,
+        entity: Some(Entity { entity: Some(entity::Entity::RegisterEntry(e)) }),
+    };
+    let read = |index: Option<i64>| {
+        let filter = Entity { entity: Some(entity::Entity::RegisterEntry(cell(index, &[]))) };
+        read_entity(&schema, &p, &filter).unwrap()
+    };
+    write_update(&schema, &p, &update(update::Type::Modify, cell(None, &[7]))).unwrap();
+    write_update(&schema, &p, &update(update::Type::Modify, cell(Some(2), &[0, 0, 1, 0]))).unwrap();
+    let all = read(None);
+    assert_eq!(all.len() as u64, r.size);
+    let value = |e: &entity::Entity| match e {
+        entity::Entity::RegisterEntry(r) => match r.data.clone().unwrap().data.unwrap() {
+            v1::p4_data::Data::Bitstring(b) => b,
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(value(&all[0]), vec![7]);
+    assert_eq!(value(&all[2]), vec![1, 0], "canonical");
+    assert_eq!(read(Some(2)).len(), 1);
+    let refused = |u: Update| write_update(&schema, &p, &u).unwrap_err().code;
+    assert_eq!(refused(update(update::Type::Insert, cell(Some(1), &[1]))), Code::InvalidArgument);
+    assert_eq!(refused(update(update::Type::Modify, cell(Some(999), &[1]))), Code::InvalidArgument);
+    assert_eq!(
+        refused(update(update::Type::Modify, cell(Some(1), &[1, 0, 0, 0, 0]))),
+        Code::InvalidArgument
+    );
+    let mut unknown = cell(Some(1), &[1]);
+    unknown.register_id = 0x1600_0001;
+    assert_eq!(refused(update(update::Type::Modify, unknown)), Code::NotFound);
+}
