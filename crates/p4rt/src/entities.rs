@@ -564,6 +564,7 @@ pub fn write_update(schema: &Schema, p: &Pipeline, u: &Update) -> Result<(), Ref
         Some(entity::Entity::TableEntry(t)) => write_table_entry(schema, p, op, t),
         Some(entity::Entity::CounterEntry(e)) => write_counter(schema, p, op, e),
         Some(entity::Entity::RegisterEntry(e)) => crate::registers::write(schema, p, op, e),
+        Some(entity::Entity::MeterEntry(e)) => crate::registers::write_meter(schema, p, op, e),
         Some(other) => Err(Refused::new(
             Code::Unimplemented,
             format!("{} writes are not supported yet", entity_name(other)),
@@ -588,6 +589,10 @@ pub fn read_entity(
         Some(entity::Entity::RegisterEntry(r)) => crate::registers::read(schema, p, r)?
             .into_iter()
             .map(entity::Entity::RegisterEntry)
+            .collect(),
+        Some(entity::Entity::MeterEntry(m)) => crate::registers::read_meter(schema, p, m)?
+            .into_iter()
+            .map(entity::Entity::MeterEntry)
             .collect(),
         Some(other) => {
             return Err(Refused::new(

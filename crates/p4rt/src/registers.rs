@@ -1,14 +1,16 @@
-//! Register entries: a program's registers read and written cell by cell over P4Runtime, each
-//! value a `P4Data` bit string of the register's width (BMv2 refuses register entities;
-//! hotplane serves them). Writes are MODIFY only: a register's cells always exist.
+//! Register and meter entries: a program's registers and (indirect) meters read and written
+//! cell by cell over P4Runtime. A register's value is a `P4Data` bit string of its width
+//! (BMv2 refuses register entities; hotplane serves them); a meter's is its `MeterConfig`
+//! (RFC 2698 rates and bursts in the meter's unit per second), none while unconfigured. Writes
+//! are MODIFY only: the cells always exist.
 
 use crate::bytes;
 use crate::entities::{Op, Refused};
 use crate::proto::google::rpc::Code;
-use crate::proto::p4::v1::{p4_data, Index, P4Data, RegisterEntry};
+use crate::proto::p4::v1::{p4_data, Index, MeterConfig, MeterEntry, P4Data, RegisterEntry};
 use crate::schema::Schema;
 use hotplane_p4::exec::{InstanceRt, Pipeline};
-use hotplane_tables::RegisterArray;
+use hotplane_tables::{MeterArray, MeterRates, RegisterArray};
 use std::sync::Arc;
 
 /// A register of the schema: its name, cells and cell width.
@@ -112,6 +114,122 @@ pub fn read(
                         cells.read(i as usize) as u128
                     ))),
                 }),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// A meter of the schema: its name and cells.
+#[derive(Debug, Clone)]
+pub struct Meter {
+    pub name: String,
+    pub size: u64,
+}
+
+fn meter(schema: &Schema, id: u32) -> Result<(&Meter, Register), Refused> {
+    let m = schema
+        .meters
+        .get(&id)
+        .ok_or_else(|| Refused::new(Code::NotFound, format!("no meter with id {id:#x}")))?;
+    // The index checks are a register's.
+    Ok((m, Register { name: m.name.clone(), size: m.size, bits: 0 }))
+}
+
+fn meters_of(p: &Pipeline, m: &Meter) -> Result<Arc<MeterArray>, Refused> {
+    match p.objects.instance_index(&p.program, &m.name).map(|i| p.objects.instances[i].clone()) {
+        Some(InstanceRt::Meter { meter, .. }) => Ok(meter),
+        _ => Err(Refused::new(
+            Code::Internal,
+            format!("meter {} is not in the running program", m.name),
+        )),
+    }
+}
+
+/// Apply one meter write: MODIFY with a config sets the rates of one cell (or of every cell
+/// without an index); without a config it unconfigures them (everything green, as at start).
+pub fn write_meter(schema: &Schema, p: &Pipeline, op: Op, e: &MeterEntry) -> Result<(), Refused> {
+    if op != Op::Modify {
+        return Err(Refused::new(
+            Code::InvalidArgument,
+            "meter cells are modified, never inserted or deleted",
+        ));
+    }
+    let (m, cells_spec) = meter(schema, e.meter_id)?;
+    let rates = match &e.config {
+        None => None,
+        Some(c) => {
+            if [c.cir, c.cburst, c.pir, c.pburst].iter().any(|v| *v < 0) {
+                return Err(Refused::new(Code::InvalidArgument, "negative meter rates"));
+            }
+            if c.eburst != 0 {
+                return Err(Refused::new(
+                    Code::InvalidArgument,
+                    "eburst belongs to single-rate meters; v1model's are two-rate (RFC 2698)",
+                ));
+            }
+            Some(MeterRates {
+                cir: c.cir as u64,
+                cbs: c.cburst as u64,
+                pir: c.pir as u64,
+                pbs: c.pburst as u64,
+            })
+        }
+    };
+    let cells = meters_of(p, m)?;
+    let range = selected(&cells_spec, e.index)?;
+    // Checked once, so that a refused config changes no cell.
+    if let Some(r) = rates {
+        r.check().map_err(|err| {
+            Refused::new(Code::InvalidArgument, format!("meter {}: {err}", m.name))
+        })?;
+    }
+    for i in range {
+        let set = match rates {
+            Some(r) => cells.set_rates(i as usize, r),
+            None => cells.clear(i as usize),
+        };
+        set.map_err(|err| Refused::new(Code::Internal, format!("meter {}: {err}", m.name)))?;
+    }
+    Ok(())
+}
+
+/// The cells a read of `filter` selects, with their configs (none while unconfigured).
+pub fn read_meter(
+    schema: &Schema,
+    p: &Pipeline,
+    filter: &MeterEntry,
+) -> Result<Vec<MeterEntry>, Refused> {
+    let mut ids: Vec<u32> = if filter.meter_id == 0 {
+        schema.meters.keys().copied().collect()
+    } else {
+        vec![filter.meter_id]
+    };
+    ids.sort_unstable();
+    let mut out = Vec::new();
+    for id in ids {
+        let (m, cells_spec) = meter(schema, id)?;
+        let cells = meters_of(p, m)?;
+        let range = selected(&cells_spec, filter.index)?;
+        if out.len() as u64 + (range.end - range.start) > MAX_READ_CELLS {
+            return Err(Refused::new(
+                Code::ResourceExhausted,
+                format!("a read of more than {MAX_READ_CELLS} meter cells: name the meter"),
+            ));
+        }
+        for i in range {
+            let config = cells.configured(i as usize).map(|r| MeterConfig {
+                cir: r.cir as i64,
+                cburst: r.cbs as i64,
+                pir: r.pir as i64,
+                pburst: r.pbs as i64,
+                eburst: 0,
+            });
+            out.push(MeterEntry {
+                meter_id: id,
+                index: Some(Index { index: i as i64 }),
+                config,
+                counter_data: None,
             });
         }
     }

@@ -60,6 +60,8 @@ pub struct Schema {
     pub counters: HashMap<u32, (String, u64)>,
     /// Registers by id.
     pub registers: HashMap<u32, crate::registers::Register>,
+    /// Indirect meters by id.
+    pub meters: HashMap<u32, crate::registers::Meter>,
     /// The controller headers packets to and from the controller carry.
     pub packet_io: crate::packet_io::PacketIo,
 }
@@ -179,8 +181,16 @@ impl Schema {
                 (p.id, r)
             })
             .collect();
+        let meters = p4info
+            .meters
+            .iter()
+            .map(|m| {
+                let p = preamble(&m.preamble);
+                (p.id, crate::registers::Meter { name: p.name, size: m.size as u64 })
+            })
+            .collect();
         let packet_io = crate::packet_io::PacketIo::of(program);
-        Ok(Schema { p4info, tables, actions, counters, registers, packet_io })
+        Ok(Schema { p4info, tables, actions, counters, registers, meters, packet_io })
     }
 
     /// The table with `id`.

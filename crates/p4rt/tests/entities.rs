@@ -198,3 +198,68 @@ fn register_cells_are_written_and_read_back() {
     unknown.register_id = 0x1600_0001;
     assert_eq!(refused(update(update::Type::Modify, unknown)), Code::NotFound);
 }
+
+/// Indirect meters: a config set on one cell (or all) reads back; no config unconfigures;
+/// RFC 2698's rules and the indices are checked, and a refused config changes nothing.
+#[test]
+fn meter_configs_are_written_and_read_back() {
+    const METERED: &str = r#"
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> f; }
+struct hs { h_t h; }
+struct m { bit<2> color; }
+parser P(packet_in p, out hs h, inout m meta, inout standard_metadata_t sm) {
+    state start { p.extract(h.h); transition accept; }
+}
+control C(inout hs h, inout m meta) { apply { } }
+control I(inout hs h, inout m meta, inout standard_metadata_t sm) {
+    meter(8, MeterType.bytes) limit;
+    apply { limit.execute_meter((bit<32>) h.h.f, meta.color); }
+}
+control E(inout hs h, inout m meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out p, in hs h) { apply { p.emit(h.h); } }
+V1Switch(P(), C(), I(), E(), C(), D()) main;
+"#;
+    let ir =
+        hotplane_p4::compile_source_with("metered.p4", METERED, &[], &Default::default()).unwrap();
+    let schema = Schema::new(p4info_of(&ir).unwrap(), &ir).unwrap();
+    let qsbr = Qsbr::new();
+    let objects = Objects::new(&ir, &qsbr).unwrap();
+    let p = Pipeline::with_engine(ir, objects, Engine::Closures).unwrap();
+    let (&id, meter) = schema.meters.iter().next().expect("the meter");
+    assert_eq!(meter.size, 8);
+    let config = |cir, pir| v1::MeterConfig { cir, cburst: 1500, pir, pburst: 3000, eburst: 0 };
+    let entry = |index: Option<i64>, config: Option<v1::MeterConfig>| v1::MeterEntry {
+        meter_id: id,
+        index: index.map(|index| v1::Index { index }),
+        config,
+        counter_data: None,
+    };
+    let modify = |e: v1::MeterEntry| Update {
+        r#type: update::Type::Modify as i32,
+        entity: Some(Entity { entity: Some(entity::Entity::MeterEntry(e)) }),
+    };
+    let read = |index: Option<i64>| -> Vec<Option<v1::MeterConfig>> {
+        let filter = Entity { entity: Some(entity::Entity::MeterEntry(entry(index, None))) };
+        read_entity(&schema, &p, &filter)
+            .unwrap()
+            .into_iter()
+            .map(|e| match e {
+                entity::Entity::MeterEntry(m) => m.config,
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    assert!(read(None).iter().all(Option::is_none), "unconfigured at start");
+    write_update(&schema, &p, &modify(entry(Some(3), Some(config(1000, 2000))))).unwrap();
+    assert_eq!(read(Some(3)), vec![Some(config(1000, 2000))]);
+    let refused = |u: Update| write_update(&schema, &p, &u).unwrap_err().code;
+    // PIR below CIR, an index out of range, a negative rate.
+    assert_eq!(refused(modify(entry(None, Some(config(2000, 1000))))), Code::InvalidArgument);
+    assert_eq!(refused(modify(entry(Some(8), Some(config(1, 2))))), Code::InvalidArgument);
+    assert_eq!(refused(modify(entry(Some(1), Some(config(-1, 2))))), Code::InvalidArgument);
+    assert_eq!(read(Some(3)), vec![Some(config(1000, 2000))], "nothing changed");
+    write_update(&schema, &p, &modify(entry(Some(3), None))).unwrap();
+    assert!(read(None).iter().all(Option::is_none));
+}

@@ -153,6 +153,24 @@ pub struct MeterRates {
     pub pbs: u64,
 }
 
+impl MeterRates {
+    /// Whether a meter can take these rates (RFC 2698, and the bucket arithmetic's range).
+    pub fn check(&self) -> Result<(), MeterError> {
+        if self.pir < self.cir {
+            return Err(MeterError::PirBelowCir { pir: self.pir, cir: self.cir });
+        }
+        if self.cbs == 0 || self.pbs == 0 {
+            return Err(MeterError::ZeroBurst);
+        }
+        if self.cbs as u128 * SCALE > u64::MAX as u128
+            || self.pbs as u128 * SCALE > u64::MAX as u128
+        {
+            return Err(MeterError::BurstTooLarge);
+        }
+        Ok(())
+    }
+}
+
 /// Token buckets scale: tokens are kept in units of 1/1e9 byte so that `elapsed_ns * rate`
 /// needs no division.
 const SCALE: u128 = 1_000_000_000;
@@ -223,21 +241,28 @@ impl MeterArray {
     /// Configure meter `i` (control plane). Both buckets start full (RFC 2698 section 3).
     pub fn set_rates(&self, i: usize, r: MeterRates) -> Result<(), MeterError> {
         let m = self.meters.get(i).ok_or(MeterError::Index(i))?;
-        if r.pir < r.cir {
-            return Err(MeterError::PirBelowCir { pir: r.pir, cir: r.cir });
-        }
-        if r.cbs == 0 || r.pbs == 0 {
-            return Err(MeterError::ZeroBurst);
-        }
-        if r.cbs as u128 * SCALE > u64::MAX as u128 || r.pbs as u128 * SCALE > u64::MAX as u128 {
-            return Err(MeterError::BurstTooLarge);
-        }
+        r.check()?;
         m.cir.store(r.cir, Ordering::Relaxed);
         m.cbs.store(r.cbs, Ordering::Relaxed);
         m.pir.store(r.pir, Ordering::Relaxed);
         m.pbs.store(r.pbs, Ordering::Release);
         m.reset.store(1, Ordering::Release);
         Ok(())
+    }
+
+    /// Unconfigure meter `i`: it colours everything green again (control plane).
+    pub fn clear(&self, i: usize) -> Result<(), MeterError> {
+        let m = self.meters.get(i).ok_or(MeterError::Index(i))?;
+        m.pbs.store(0, Ordering::Release);
+        m.cir.store(0, Ordering::Relaxed);
+        m.cbs.store(0, Ordering::Relaxed);
+        m.pir.store(0, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Meter `i`'s rates, if configured.
+    pub fn configured(&self, i: usize) -> Option<MeterRates> {
+        self.rates(i).filter(|r| r.pbs != 0)
     }
 
     pub fn rates(&self, i: usize) -> Option<MeterRates> {
