@@ -50,11 +50,19 @@ pub struct ControllerHeader {
     pub name: String,
     /// The header type's name.
     pub header: String,
-    /// Fields in wire order with their widths; metadata id `i + 1` is field `i`.
+    /// Fields in wire order with their widths.
     pub fields: Vec<(String, u32)>,
+    /// Each field's metadata id, as p4c gives them: its `@id`, else the lowest id from 1 up
+    /// that no `@id` of the header took.
+    pub ids: Vec<u32>,
 }
 
 impl ControllerHeader {
+    /// The index of the field whose metadata id is `id`.
+    pub fn field_of(&self, id: u32) -> Option<usize> {
+        self.ids.iter().position(|&x| x == id)
+    }
+
     /// Its length on the wire, in bits.
     pub fn bits(&self) -> u32 {
         self.fields.iter().map(|f| f.1).sum()
@@ -80,7 +88,22 @@ pub fn controller_headers(prog: &Program) -> Vec<ControllerHeader> {
                 .iter()
                 .map(|f| (f.name.clone(), f.ty.scalar_width(types).unwrap_or(0)))
                 .collect();
-            Some(ControllerHeader { name, header: c.name.clone(), fields })
+            let fixed: Vec<Option<u32>> =
+                c.fields.iter().map(|f| id_annotation(&f.annotations).ok().flatten()).collect();
+            let mut next = 1;
+            let ids = fixed
+                .iter()
+                .map(|f| {
+                    f.unwrap_or_else(|| {
+                        while fixed.contains(&Some(next)) {
+                            next += 1;
+                        }
+                        next += 1;
+                        next - 1
+                    })
+                })
+                .collect();
+            Some(ControllerHeader { name, header: c.name.clone(), fields, ids })
         })
         .collect()
 }
@@ -395,9 +418,9 @@ pub fn text(prog: &Program) -> Result<String, P4InfoError> {
                 out.open("controller_packet_metadata");
                 let the_id = id(Resource::ControllerHeader, &h.header);
                 out.preamble(the_id, &h.name, &h.name, &annotations);
-                for (i, (name, bits)) in h.fields.iter().enumerate() {
+                for ((name, bits), id) in h.fields.iter().zip(&h.ids) {
                     out.open("metadata");
-                    out.field("id", i + 1);
+                    out.field("id", id);
                     out.field("name", quoted(name));
                     out.field("bitwidth", bits);
                     out.close();

@@ -126,3 +126,29 @@ fn controller_headers_are_packet_metadata_with_p4c_ids() {
     assert_eq!(headers[0].bits(), 16);
     assert_eq!(headers[1].fields[0], ("egress_port".to_string(), 9));
 }
+
+/// Controller header fields take their `@id`; the others the lowest ids left, from 1 (p4c).
+#[test]
+fn controller_header_field_ids_follow_their_id_annotations() {
+    let src = r#"
+#include <core.p4>
+#include <v1model.p4>
+@controller_header("packet_in")
+header packet_in_t { bit<8> a; @id(1) bit<8> b; bit<16> c; }
+struct hs { packet_in_t p; }
+struct m { }
+parser P(packet_in p, out hs h, inout m meta, inout standard_metadata_t sm) {
+    state start { transition accept; }
+}
+control C(inout hs h, inout m meta) { apply { } }
+control I(inout hs h, inout m meta, inout standard_metadata_t sm) { apply { } }
+control E(inout hs h, inout m meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out p, in hs h) { apply { p.emit(h.p); } }
+V1Switch(P(), C(), I(), E(), C(), D()) main;
+"#;
+    let ir = hotplane_p4::compile_source("ids.p4", src, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let headers = hotplane_p4::p4info::controller_headers(&ir);
+    assert_eq!(headers[0].ids, vec![2, 1, 3]);
+    let text = hotplane_p4::p4info::text(&ir).expect("p4info");
+    assert!(text.contains("id: 2\n    name: \"a\""), "{text}");
+}

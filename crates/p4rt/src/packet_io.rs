@@ -61,10 +61,8 @@ impl PacketIo {
         };
         let mut values = vec![None; h.fields.len()];
         for m in metadata {
-            let i = (m.metadata_id as usize)
-                .checked_sub(1)
-                .filter(|&i| i < h.fields.len())
-                .ok_or(PacketIoError::UnknownMetadata(m.metadata_id))?;
+            let i =
+                h.field_of(m.metadata_id).ok_or(PacketIoError::UnknownMetadata(m.metadata_id))?;
             let (name, width) = &h.fields[i];
             let v = bytes::value(&m.value, *width).map_err(|source| PacketIoError::BadValue {
                 id: m.metadata_id,
@@ -100,11 +98,11 @@ impl PacketIo {
         let metadata = h
             .fields
             .iter()
-            .enumerate()
-            .map(|(i, (_, width))| {
+            .zip(&h.ids)
+            .map(|((_, width), &id)| {
                 let v = get_bits(&frame[..len], at, *width);
                 at += *width as usize;
-                PacketMetadata { metadata_id: i as u32 + 1, value: bytes::canonical(v) }
+                PacketMetadata { metadata_id: id, value: bytes::canonical(v) }
             })
             .collect();
         Ok(PacketIn { payload: frame[len..].to_vec(), metadata })
@@ -151,6 +149,7 @@ mod tests {
             name: name.into(),
             header: format!("{name}_t"),
             fields: vec![(f.into(), 9), ("_pad".into(), 7)],
+            ids: vec![1, 2],
         };
         PacketIo {
             packet_in: Some(h("packet_in", "ingress_port")),
