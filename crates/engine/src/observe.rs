@@ -31,12 +31,17 @@ impl PortObs {
     }
 }
 
+/// A service's statistics, as a JSON object.
+pub type StatsSource = Box<dyn Fn() -> Value + Send + Sync>;
+
 pub struct Observability {
     pub ports: Vec<PortObs>,
     pub workers: Vec<Arc<WorkerStats>>,
     pub updates: Arc<UpdateCounters>,
     pub registry: Arc<Registry>,
     cpu: Arc<CpuLink>,
+    /// Services next to the data plane (the P4Runtime server) and their statistics.
+    sources: Mutex<Vec<(String, StatsSource)>>,
     apply_latency: Mutex<Histogram<u64>>,
     started: Instant,
 }
@@ -55,12 +60,31 @@ impl Observability {
             updates,
             registry,
             cpu,
+            sources: Mutex::default(),
             apply_latency: Mutex::new(
                 Histogram::new_with_bounds(1, 60_000_000_000, 3)
                     .expect("static histogram bounds are valid"),
             ),
             started: Instant::now(),
         }
+    }
+
+    /// Report `name`'s statistics (a JSON object) with the data plane's: under `name` in
+    /// `stats`, and each top-level number as `hotplane_NAME_KEY` in Prometheus.
+    pub fn add_source(&self, name: &str, source: StatsSource) {
+        let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        sources.retain(|(n, _)| n != name);
+        sources.push((name.to_string(), source));
+    }
+
+    /// Stop reporting `name`.
+    pub fn remove_source(&self, name: &str) {
+        self.sources.lock().unwrap_or_else(|e| e.into_inner()).retain(|(n, _)| n != name);
+    }
+
+    fn source_values(&self) -> Vec<(String, Value)> {
+        let sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        sources.iter().map(|(n, f)| (n.clone(), f())).collect()
     }
 
     /// Time from an update's last datagram to its installation.
@@ -115,7 +139,7 @@ impl Observability {
         let u = &self.updates;
         let (n, p50, p99) = self.apply_quantiles();
         let c = &self.cpu.counters;
-        json!({
+        let mut v = json!({
             "uptime_s": self.started.elapsed().as_secs_f64(),
             "ports": ports,
             "workers": workers,
@@ -137,7 +161,11 @@ impl Observability {
             },
             "targets": self.registry.target_stats(),
             "slots": self.registry.slots(),
-        })
+        });
+        for (name, value) in self.source_values() {
+            v[name] = value;
+        }
+        v
     }
 
     pub fn prometheus(&self) -> String {
@@ -360,6 +388,15 @@ impl Observability {
                 for (key, v) in stats.iter().filter(|(_, v)| v.is_number()) {
                     let name = format!("hotplane_{}_{}", kind.name(), metric_name(key));
                     let help = format!("`{key}` of the {} kind's statistics.", kind.name());
+                    family(&name, "untyped", &help, vec![(String::new(), v.to_string())]);
+                }
+            }
+        }
+        for (source, value) in self.source_values() {
+            if let Value::Object(stats) = value {
+                for (key, v) in stats.iter().filter(|(_, v)| v.is_number()) {
+                    let name = format!("hotplane_{}_{}", metric_name(&source), metric_name(key));
+                    let help = format!("`{key}` of {source}'s statistics.");
                     family(&name, "untyped", &help, vec![(String::new(), v.to_string())]);
                 }
             }

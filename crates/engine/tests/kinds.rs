@@ -196,6 +196,16 @@ fn the_engine_reaches_kinds_only_through_the_seam() {
     assert!(ack["message"].as_str().unwrap().contains("names a file of the node"), "{ack}");
 
     assert!(kind.watchdog_runs.load(Ordering::Relaxed) > 0, "the watchdog thread ran");
+
+    // A service next to the data plane reports with it: in `stats` and in Prometheus.
+    let obs = engine.observability();
+    obs.add_source("svc", Box::new(|| json!({"dropped": 3, "note": "x"})));
+    assert_eq!(engine.stats().unwrap()["svc"]["dropped"], 3);
+    let text = obs.prometheus();
+    assert!(text.contains("hotplane_svc_dropped 3"), "{text}");
+    assert!(!text.contains("hotplane_svc_note"), "numbers only");
+    obs.remove_source("svc");
+    assert!(engine.stats().unwrap().get("svc").is_none());
     let summary = engine.stop();
     assert_eq!(summary.panics, 0);
 }

@@ -300,6 +300,11 @@ impl Server {
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
+
+    /// The counters, shared (to report them with the data plane's: `Observability::add_source`).
+    pub fn stats_handle(&self) -> Arc<Stats> {
+        Arc::clone(&self.stats)
+    }
 }
 
 impl Drop for Server {
