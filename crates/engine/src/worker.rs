@@ -10,7 +10,7 @@ use hotplane_core::qsbr::{Guard, Reader};
 use hotplane_core::{
     time, Batch, Layers, Packet, PoolCache, Position, Qsbr, Replica, Verdict, WorkerCx, NO_PORT,
 };
-use hotplane_io::Port;
+use hotplane_io::{Port, Wakeup};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -72,8 +72,11 @@ pub(crate) struct Worker {
 /// How often ports get their slow checks, when the worker is idle.
 const HOUSEKEEPING_NS: u64 = 100_000_000;
 
-/// Empty polls before an idle worker yields its CPU (IdlePolicy::Yield).
+/// Empty polls before an idle worker yields its CPU (IdlePolicy::Yield) or waits.
 const YIELD_AFTER: u32 = 64;
+
+/// Longest sleep of a waiting worker (IdlePolicy::Wait), in milliseconds.
+const WAIT_MS: i32 = 1;
 
 impl Worker {
     /// Run until told to stop; returns the ports (dropping them publishes their reports).
@@ -136,6 +139,7 @@ impl Worker {
             }
             match self.idle {
                 IdlePolicy::Yield if empty_polls > YIELD_AFTER => std::thread::yield_now(),
+                IdlePolicy::Wait if empty_polls > YIELD_AFTER => self.wait_for_packets(),
                 _ => std::hint::spin_loop(),
             }
         }
@@ -145,6 +149,31 @@ impl Worker {
         }
         self.stats.running.store(false, Ordering::Release);
         std::mem::take(&mut self.ports)
+    }
+
+    /// Idle (`IdlePolicy::Wait`): sleep until a port has packets, at most `WAIT_MS`, so that
+    /// the controller's packets, injected ones and a stop are seen within that. A port that can
+    /// only be polled makes it a plain nap of the same length.
+    #[cold]
+    fn wait_for_packets(&mut self) {
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(self.ports.len());
+        for p in &self.ports {
+            match p.wakeup() {
+                Wakeup::Fd(fd) => fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 }),
+                Wakeup::Quiet => {}
+                Wakeup::Poll => {
+                    std::thread::sleep(std::time::Duration::from_millis(WAIT_MS as u64));
+                    return;
+                }
+            }
+        }
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs that lives across the
+        // call (an empty one is a plain timed sleep); poll only writes their `revents`. The
+        // descriptors belong to our ports, open as long as they live; a closed one is reported
+        // in `revents`, not a fault.
+        unsafe {
+            libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, WAIT_MS);
+        }
     }
 
     /// Run one received batch to completion, then announce a quiescent state.

@@ -201,7 +201,8 @@ fn config(a: &SwitchArgs) -> anyhow::Result<Config> {
     };
     let listen = listen_addr(&a.grpc_addr)?;
     let doc = json!({
-        "dataplane": {"workers": 1},
+        // Idle workers sleep in poll(2): many switches share few cores (Mininet).
+        "dataplane": {"workers": 1, "idle": "wait"},
         // Traffic through a switch is not addressed to it: no in-band updates.
         "control": {"update_port": 0},
         "port": ports,

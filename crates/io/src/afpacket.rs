@@ -310,6 +310,11 @@ impl Port for AfPacketQueue {
         &self.name
     }
 
+    fn wakeup(&self) -> crate::Wakeup {
+        // Readable when TPACKET_V3 retires a block (full, or after `retire_ms`).
+        crate::Wakeup::Fd(self.rings.fd)
+    }
+
     fn recv(&mut self, batch: &mut Batch, cache: &mut PoolCache, now_ns: u64) -> usize {
         let before = batch.len();
         let bs = self.rings.rx_block_size;

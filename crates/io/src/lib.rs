@@ -101,6 +101,24 @@ pub trait Port: Send {
 
     /// Slow checks (is the interface still there?), called by the worker about every 100 ms.
     fn housekeeping(&mut self) {}
+
+    /// How a worker that sleeps when idle (`idle = "wait"`) learns that this queue has
+    /// packets.
+    fn wakeup(&self) -> Wakeup {
+        Wakeup::Poll
+    }
+}
+
+/// How an idle worker is woken for a queue's packets (`Port::wakeup`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wakeup {
+    /// This descriptor turns readable (`poll(2)`, POLLIN).
+    Fd(std::os::fd::RawFd),
+    /// Only by looking: the worker naps (a millisecond) instead of sleeping until woken.
+    Poll,
+    /// Nothing arrives on its own (a memory port without a generator: frames injected through
+    /// its handle are seen after at most the worker's longest sleep).
+    Quiet,
 }
 
 /// Copy `frame` into a fresh buffer and append it to `batch` as received on `port` (slow-path

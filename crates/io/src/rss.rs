@@ -112,6 +112,10 @@ impl Port for Owner {
         self.inner.name()
     }
 
+    fn wakeup(&self) -> crate::Wakeup {
+        self.inner.wakeup()
+    }
+
     fn recv(&mut self, batch: &mut Batch, cache: &mut PoolCache, now_ns: u64) -> usize {
         self.drain_followers(cache, now_ns);
         let mut kept = 0;

@@ -222,6 +222,10 @@ impl Port for AfXdpQueue {
         &self.name
     }
 
+    fn wakeup(&self) -> crate::Wakeup {
+        crate::Wakeup::Fd(self.fd)
+    }
+
     fn recv(&mut self, batch: &mut Batch, cache: &mut PoolCache, now_ns: u64) -> usize {
         let before = batch.len();
         let room = batch.room() as u32;

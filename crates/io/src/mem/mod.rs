@@ -336,6 +336,13 @@ impl Port for MemQueue {
         &self.name
     }
 
+    fn wakeup(&self) -> crate::Wakeup {
+        match self.gen {
+            Some(_) => crate::Wakeup::Poll,
+            None => crate::Wakeup::Quiet,
+        }
+    }
+
     #[inline]
     fn recv(&mut self, batch: &mut Batch, cache: &mut PoolCache, now_ns: u64) -> usize {
         match &mut self.gen {
