@@ -36,7 +36,12 @@ fn fixture() -> &'static Fixture {
         let schema = Schema::new(p4info_of(&ir).expect("its P4Info"), &ir).expect("its schema");
         let io = hotplane_p4::compile_source("packet_io.p4", PACKET_IO, &[])
             .expect("packet_io.p4 compiles");
-        Fixture { qsbr: Qsbr::new(), ir, schema, packet_io: PacketIo::of(&io) }
+        Fixture {
+            qsbr: Qsbr::new(),
+            ir,
+            schema,
+            packet_io: PacketIo::of(&io).expect("its controller headers"),
+        }
     })
 }
 

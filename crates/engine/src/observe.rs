@@ -32,7 +32,7 @@ impl PortObs {
 }
 
 /// A service's statistics, as a JSON object.
-pub type StatsSource = Box<dyn Fn() -> Value + Send + Sync>;
+pub type StatsSource = Arc<dyn Fn() -> Value + Send + Sync>;
 
 pub struct Observability {
     pub ports: Vec<PortObs>,
@@ -83,8 +83,10 @@ impl Observability {
     }
 
     fn source_values(&self) -> Vec<(String, Value)> {
-        let sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
-        sources.iter().map(|(n, f)| (n.clone(), f())).collect()
+        // Called without the lock held: a source may itself read the statistics.
+        let sources: Vec<(String, StatsSource)> =
+            self.sources.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        sources.into_iter().map(|(n, f)| (n, f())).collect()
     }
 
     /// Time from an update's last datagram to its installation.
@@ -163,7 +165,10 @@ impl Observability {
             "slots": self.registry.slots(),
         });
         for (name, value) in self.source_values() {
-            v[name] = value;
+            // Never in place of the data plane's own figures.
+            if v.get(&name).is_none() {
+                v[name] = value;
+            }
         }
         v
     }

@@ -171,8 +171,12 @@ impl Worker {
         // call (an empty one is a plain timed sleep); poll only writes their `revents`. The
         // descriptors belong to our ports, open as long as they live; a closed one is reported
         // in `revents`, not a fault.
-        unsafe {
-            libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, WAIT_MS);
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, WAIT_MS) };
+        // A descriptor in error (an interface gone down) stays "ready" without packets: nap
+        // instead of spinning on it until housekeeping notices.
+        let broken = libc::POLLERR | libc::POLLHUP | libc::POLLNVAL;
+        if ready > 0 && fds.iter().any(|f| f.revents & broken != 0) {
+            std::thread::sleep(std::time::Duration::from_millis(WAIT_MS as u64));
         }
     }
 

@@ -199,8 +199,10 @@ fn the_engine_reaches_kinds_only_through_the_seam() {
 
     // A service next to the data plane reports with it: in `stats` and in Prometheus.
     let obs = engine.observability();
-    obs.add_source("svc", Box::new(|| json!({"dropped": 3, "note": "x"})));
+    obs.add_source("svc", Arc::new(|| json!({"dropped": 3, "note": "x"})));
+    obs.add_source("workers", Arc::new(|| json!("not in place of the workers")));
     assert_eq!(engine.stats().unwrap()["svc"]["dropped"], 3);
+    assert!(engine.stats().unwrap()["workers"].is_array(), "built-in figures stay");
     let text = obs.prometheus();
     assert!(text.contains("hotplane_svc_dropped 3"), "{text}");
     assert!(!text.contains("hotplane_svc_note"), "numbers only");

@@ -36,7 +36,7 @@ pub fn serve(plane: &Engine, c: &ServerConfig) -> anyhow::Result<Server> {
     // Its counters (packet-ins and packet-outs dropped, refused updates) in `push stats` and
     // Prometheus, under `p4runtime`.
     let stats = server.stats_handle();
-    plane.observability().add_source("p4runtime", Box::new(move || stats.json()));
+    plane.observability().add_source("p4runtime", Arc::new(move || stats.json()));
     let cpu = match c.cpu_port {
         0 => "no CPU port".to_string(),
         p => format!("CPU port {p}"),

@@ -69,8 +69,9 @@ impl ControllerHeader {
     }
 }
 
-/// The program's controller headers, in declaration order.
-pub fn controller_headers(prog: &Program) -> Vec<ControllerHeader> {
+/// The program's controller headers, in declaration order. A field's `@id` must be a positive
+/// 32-bit number that no other field of the header has.
+pub fn controller_headers(prog: &Program) -> Result<Vec<ControllerHeader>, P4InfoError> {
     use crate::types::CompositeKind;
     let types = &prog.types;
     types
@@ -88,8 +89,10 @@ pub fn controller_headers(prog: &Program) -> Vec<ControllerHeader> {
                 .iter()
                 .map(|f| (f.name.clone(), f.ty.scalar_width(types).unwrap_or(0)))
                 .collect();
-            let fixed: Vec<Option<u32>> =
-                c.fields.iter().map(|f| id_annotation(&f.annotations).ok().flatten()).collect();
+            let fixed = match field_ids(c) {
+                Ok(f) => f,
+                Err(e) => return Some(Err(e)),
+            };
             let mut next = 1;
             let ids = fixed
                 .iter()
@@ -103,7 +106,23 @@ pub fn controller_headers(prog: &Program) -> Vec<ControllerHeader> {
                     })
                 })
                 .collect();
-            Some(ControllerHeader { name, header: c.name.clone(), fields, ids })
+            Some(Ok(ControllerHeader { name, header: c.name.clone(), fields, ids }))
+        })
+        .collect()
+}
+
+/// The `@id`s of a controller header's fields (`None` where there is none), checked.
+fn field_ids(c: &crate::types::Composite) -> Result<Vec<Option<u32>>, P4InfoError> {
+    let mut seen = BTreeSet::new();
+    c.fields
+        .iter()
+        .map(|f| {
+            let id = id_annotation(&f.annotations)?;
+            match id {
+                Some(0) => Err(P4InfoError::BadIdAnnotation),
+                Some(id) if !seen.insert(id) => Err(P4InfoError::DuplicateId { id }),
+                _ => Ok(id),
+            }
         })
         .collect()
 }
@@ -288,7 +307,7 @@ pub fn text(prog: &Program) -> Result<String, P4InfoError> {
             symbols.push((res, i.name.clone(), id_annotation(&i.annotations)?));
         }
     }
-    let controller = controller_headers(prog);
+    let controller = controller_headers(prog)?;
     for h in &controller {
         let decl = prog.types.composites.iter().find(|c| c.name == h.header);
         let fixed = match decl {

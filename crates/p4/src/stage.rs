@@ -245,6 +245,11 @@ impl Stage for P4Stage {
         let (guard, now) = (cx.guard, cx.now_ns);
         let pre = &self.replication.load(guard).value;
         let replicas = &mut cx.replicas;
+        // Copies beyond the batch's budget are never made (not made, then dropped).
+        switch.copy_budget = MAX_REPLICAS;
+        if let Some(f) = fast.as_mut() {
+            f.copy_budget = MAX_REPLICAS;
+        }
         let chain = self.chain.get();
         let variant = chain.and_then(|c| c.slot.load(guard).value.as_ref());
         let Some((v, chain)) = variant.zip(chain) else {

@@ -114,6 +114,9 @@ pub struct V1Switch {
     pub pipeline: Arc<Pipeline>,
     st: PacketState,
     pub stats: SwitchStats,
+    /// Multicast copies this switch may still make (the data plane sets it per batch, so that
+    /// copies beyond the batch's budget are never made; unlimited by default).
+    pub copy_budget: usize,
     /// What hotplane's externs call (extern slots, flow functions).
     host: Box<dyn Host + Send>,
     /// Raised by the host when a packet's flow function ran (see [`V1Switch::flow_ran_flag`]).
@@ -128,7 +131,14 @@ impl V1Switch {
 
     pub fn with_host(pipeline: Arc<Pipeline>, host: Box<dyn Host + Send>) -> Self {
         let st = pipeline.new_state();
-        V1Switch { pipeline, st, stats: SwitchStats::default(), host, flow_ran: None }
+        V1Switch {
+            pipeline,
+            st,
+            stats: SwitchStats::default(),
+            copy_budget: usize::MAX,
+            host,
+            flow_ran: None,
+        }
     }
 
     /// A flag the host raises when it runs a packet's flow function: `process_batch` then
@@ -344,7 +354,7 @@ impl V1Switch {
         now_ns: u64,
         flows_ran: &mut Mask,
     ) -> Option<(usize, usize)> {
-        let V1Switch { pipeline, st, stats, host, flow_ran } = self;
+        let V1Switch { pipeline, st, stats, host, flow_ran, .. } = self;
         let p = &**pipeline;
         let code = p.whole_code()?;
         let std = p.std;
@@ -480,9 +490,12 @@ impl V1Switch {
                 Some(copies) => {
                     // Within the budget of copies per arriving packet, counted before any
                     // state is cloned.
-                    let room = (MAX_MULTICAST_COPIES.saturating_sub(r.copies)).min(copies.len());
+                    let room = (MAX_MULTICAST_COPIES.saturating_sub(r.copies))
+                        .min(self.copy_budget)
+                        .min(copies.len());
                     self.stats.lost_copies += (copies.len() - room) as u64;
                     r.copies += room;
+                    self.copy_budget -= room;
                     for &(rid, to) in &copies[..room] {
                         self.stats.replicated += 1;
                         r.jobs.push_back(Job::Egress {

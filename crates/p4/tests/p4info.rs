@@ -121,7 +121,7 @@ fn controller_headers_are_packet_metadata_with_p4c_ids() {
         assert!(tail.contains(&want), "{tail}");
     }
     assert!(tail.contains("name: \"ingress_port\"\n    bitwidth: 9"), "{tail}");
-    let headers = hotplane_p4::p4info::controller_headers(&ir);
+    let headers = hotplane_p4::p4info::controller_headers(&ir).unwrap();
     assert_eq!(headers.len(), 2);
     assert_eq!(headers[0].bits(), 16);
     assert_eq!(headers[1].fields[0], ("egress_port".to_string(), 9));
@@ -147,8 +147,14 @@ control D(packet_out p, in hs h) { apply { p.emit(h.p); } }
 V1Switch(P(), C(), I(), E(), C(), D()) main;
 "#;
     let ir = hotplane_p4::compile_source("ids.p4", src, &[]).unwrap_or_else(|e| panic!("{e}"));
-    let headers = hotplane_p4::p4info::controller_headers(&ir);
+    let headers = hotplane_p4::p4info::controller_headers(&ir).unwrap();
     assert_eq!(headers[0].ids, vec![2, 1, 3]);
     let text = hotplane_p4::p4info::text(&ir).expect("p4info");
     assert!(text.contains("id: 2\n    name: \"a\""), "{text}");
+    // Two fields with one id, or an id of 0, are refused.
+    for bad in ["@id(1) bit<8> a; @id(1) bit<8> b;", "@id(0) bit<8> a; bit<8> b;"] {
+        let src = src.replace("bit<8> a; @id(1) bit<8> b;", bad);
+        let ir = hotplane_p4::compile_source("ids.p4", &src, &[]).unwrap();
+        assert!(hotplane_p4::p4info::text(&ir).is_err(), "{bad}");
+    }
 }

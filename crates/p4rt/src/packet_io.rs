@@ -7,7 +7,7 @@
 use crate::bytes;
 use crate::proto::p4::v1::{PacketIn, PacketMetadata};
 use hotplane_p4::ir;
-use hotplane_p4::p4info::{controller_headers, ControllerHeader};
+use hotplane_p4::p4info::{controller_headers, ControllerHeader, P4InfoError};
 
 /// Why a packet could not cross the CPU port.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,16 +37,16 @@ pub struct PacketIo {
 }
 
 impl PacketIo {
-    pub fn of(program: &ir::Program) -> PacketIo {
+    pub fn of(program: &ir::Program) -> Result<PacketIo, P4InfoError> {
         let mut io = PacketIo::default();
-        for h in controller_headers(program) {
+        for h in controller_headers(program)? {
             match h.name.as_str() {
                 "packet_in" => io.packet_in = Some(h),
                 "packet_out" => io.packet_out = Some(h),
                 _ => {}
             }
         }
-        io
+        Ok(io)
     }
 
     /// The frame a packet-out becomes: the `packet_out` header made of its metadata (fields

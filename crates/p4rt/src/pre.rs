@@ -32,6 +32,8 @@ const PORT_BITS: u32 = 9;
 pub struct Pre {
     groups: BTreeMap<u32, MulticastGroupEntry>,
     clones: BTreeMap<u32, CloneSessionEntry>,
+    /// Replicas of all groups and sessions (kept, not summed per write).
+    replicas: usize,
 }
 
 /// A replica's port number, whichever form it came in (the deprecated `egress_port` is what
@@ -119,9 +121,7 @@ fn apply<E: Clone>(
 impl Pre {
     /// Refused when `adding` replicas in place of `replacing` would exceed the total.
     fn room_for(&self, adding: usize, replacing: usize) -> Result<(), Refused> {
-        let total: usize = self.groups.values().map(|g| g.replicas.len()).sum::<usize>()
-            + self.clones.values().map(|c| c.replicas.len()).sum::<usize>();
-        if total - replacing + adding > MAX_TOTAL_REPLICAS {
+        if self.replicas - replacing + adding > MAX_TOTAL_REPLICAS {
             return Err(Refused::new(
                 Code::ResourceExhausted,
                 format!("the replication engine holds at most {MAX_TOTAL_REPLICAS} replicas"),
@@ -164,7 +164,11 @@ impl Pre {
                         self.groups.get(&g.multicast_group_id).map_or(0, |o| o.replicas.len());
                     self.room_for(g.replicas.len(), now)?;
                 }
-                apply(&mut self.groups, op, g.multicast_group_id, g, "multicast group")
+                let before = self.groups.get(&g.multicast_group_id).map_or(0, |o| o.replicas.len());
+                apply(&mut self.groups, op, g.multicast_group_id, g, "multicast group")?;
+                let after = self.groups.get(&g.multicast_group_id).map_or(0, |o| o.replicas.len());
+                self.replicas = self.replicas - before + after;
+                Ok(())
             }
             Some(PreType::CloneSessionEntry(c)) => {
                 if op != update::Type::Delete {
@@ -183,7 +187,11 @@ impl Pre {
                         ));
                     }
                 }
-                apply(&mut self.clones, op, c.session_id, c, "clone session")
+                let before = self.clones.get(&c.session_id).map_or(0, |o| o.replicas.len());
+                apply(&mut self.clones, op, c.session_id, c, "clone session")?;
+                let after = self.clones.get(&c.session_id).map_or(0, |o| o.replicas.len());
+                self.replicas = self.replicas - before + after;
+                Ok(())
             }
         }
     }

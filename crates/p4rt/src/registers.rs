@@ -156,6 +156,9 @@ pub fn write_meter(schema: &Schema, p: &Pipeline, op: Op, e: &MeterEntry) -> Res
         ));
     }
     let (m, cells_spec) = meter(schema, e.meter_id)?;
+    if e.counter_data.is_some() {
+        return Err(Refused::new(Code::Unimplemented, "meter counter data is not kept yet"));
+    }
     let rates = match &e.config {
         None => None,
         Some(c) => {

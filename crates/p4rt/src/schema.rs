@@ -189,7 +189,7 @@ impl Schema {
                 (p.id, crate::registers::Meter { name: p.name, size: m.size as u64 })
             })
             .collect();
-        let packet_io = crate::packet_io::PacketIo::of(program);
+        let packet_io = crate::packet_io::PacketIo::of(program)?;
         Ok(Schema { p4info, tables, actions, counters, registers, meters, packet_io })
     }
 
