@@ -181,7 +181,7 @@ def main():
     if os.environ.get("HOTPLANE_MN_INSIDE"):
         run()
         return
-    from netns import run_inside
+    from testenv import run_inside
 
     env = dict(os.environ, HOTPLANE_MN_INSIDE="1")
     sys.exit(run_inside("hp-topo", [sys.executable, __file__], env=env).returncode)

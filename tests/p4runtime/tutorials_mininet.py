@@ -36,18 +36,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from testenv import not_run, run_inside, tutorials
+
 REPO = Path(__file__).resolve().parents[2]
+WHAT = "tutorials in Mininet"
 
-
-def not_run(why):
-    print(f"tutorials in Mininet: NOT RUN ({why})")
-    sys.exit(2)
 
 
 def in_namespace():
     """Re-run this script inside a network namespace of its own; its exit status."""
-    from netns import run_inside
-
     env = dict(os.environ, HOTPLANE_MN_INSIDE="1")
     return run_inside("hp-mn", [sys.executable, __file__], env=env).returncode
 
@@ -232,7 +229,7 @@ def run_one(name, work):
     """One exercise, in a process of its own (the tutorials' glue numbers switches and gRPC
     ports per process, and the p4runtime exercise's controller expects s1 on 50051)."""
     _, topo, program, source, solution, check = next(e for e in EXERCISES if e[0] == name)
-    tut = tutorials()
+    tut = tutorials(WHAT)
     tools = work / "tools"
     env = dict(os.environ)
     env["PATH"] = f"{tools}:{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"
@@ -256,24 +253,17 @@ def run_one(name, work):
         runner.net.stop()
 
 
-def tutorials():
-    shared = Path(os.environ.get("HOTPLANE_SHARED", REPO.parent / "shared"))
-    tut = shared / "thirdparty" / "p4lang-tutorials"
-    if not (tut / "exercises").is_dir():
-        not_run(f"{tut} is absent; set HOTPLANE_SHARED")
-    return tut
-
 
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--exercise":
         sys.exit(0 if run_one(sys.argv[2], Path(sys.argv[3])) else 1)
     if os.geteuid() != 0:
-        not_run("needs root")
-    tut = tutorials()
+        not_run(WHAT, "needs root")
+    tut = tutorials(WHAT)
     try:
         import mininet  # noqa: F401
     except ImportError:
-        not_run("no Mininet in this Python (Debian's mininet package, --system-site-packages)")
+        not_run(WHAT, "no Mininet in this Python (Debian's mininet package, --system-site-packages)")
     if not os.environ.get("HOTPLANE_MN_INSIDE"):
         sys.exit(in_namespace())
 

@@ -20,23 +20,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from netns import run_inside
+from testenv import not_run, run_inside, tutorials
 
 REPO = Path(__file__).resolve().parents[2]
+WHAT = "tutorials' PTF tests"
 EXERCISES = ["basic", "basic_tunnel"]
 
 
-def not_run(why):
-    print(f"tutorials' PTF tests: NOT RUN ({why})")
-    sys.exit(2)
-
-
-def tutorials():
-    shared = Path(os.environ.get("HOTPLANE_SHARED", REPO.parent / "shared"))
-    tut = shared / "thirdparty" / "p4lang-tutorials"
-    if not (tut / "exercises").is_dir():
-        not_run(f"{tut} is absent; set HOTPLANE_SHARED")
-    return tut
 
 
 def tools(work, binary):
@@ -84,12 +74,12 @@ def run_exercise(tut, work, name, env):
 
 def main():
     if os.geteuid() != 0:
-        not_run("needs root for its network namespace")
-    tut = tutorials()
+        not_run(WHAT, "needs root for its network namespace")
+    tut = tutorials(WHAT)
     binary = Path(os.environ.get("HOTPLANE_BIN", REPO / "target" / "debug" / "hotplane")).resolve()
     venv_bin = Path(sys.executable).parent
     if not (venv_bin / "ptf").exists():
-        not_run(f"no ptf next to {sys.executable}")
+        not_run(WHAT, f"no ptf next to {sys.executable}")
     ok = True
     with tempfile.TemporaryDirectory(prefix="hotplane-ptf-") as w:
         work = Path(w)
