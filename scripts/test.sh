@@ -4,6 +4,8 @@
 # a bounded time. Safe to run again: installed pieces are skipped.
 #
 #   FUZZ_SECONDS=20   time per fuzz target, twice that for the eBPF verifier (0 skips fuzzing)
+#   HOTPLANE_BUILD_CACHE=DIR   where build products are kept between runs (default
+#                     ~/.cache/hotplane/build; empty: build inside the checkout, as cargo does)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -13,6 +15,25 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 start=$(date +%s)
 # Each step says when it started, so a slow one shows in the log.
 step() { printf '\n== %s (at %ds)\n' "$*" "$(( $(date +%s) - start ))"; }
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/hotplane"
+# Dependencies compile once, not in every fresh clone: cargo's build products live outside the
+# checkout (a clone still recompiles all of its own crates: their sources are newer than any
+# earlier build). Each clone path adds a few GB of its own crates, so the cache starts over when
+# it passes 40 GB.
+build_cache=${HOTPLANE_BUILD_CACHE-"$cache/build"}
+if [ -n "$build_cache" ]; then
+  mkdir -p "$build_cache"
+  if [ "$(du -sk "$build_cache" | cut -f1)" -gt $((40 * 1024 * 1024)) ]; then
+    echo "build cache $build_cache passed 40 GB: starting over" >&2
+    rm -rf "$build_cache"/target "$build_cache"/fuzz
+  fi
+  export CARGO_TARGET_DIR="$build_cache/target"
+fi
+TARGET=${CARGO_TARGET_DIR:-$REPO/target}
+BIN="$TARGET/debug/hotplane"
+# Fuzz builds (sanitizer flags) kept apart from the others, which they would otherwise rebuild.
+FUZZ_TARGET=${build_cache:+$build_cache/fuzz}
+FUZZ_TARGET=${FUZZ_TARGET:-$REPO/fuzz/target}
 # Tests that could not run here (no shared data, no root): named at the end, never passed.
 not_run=()
 
@@ -20,11 +41,11 @@ step "toolchain"
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo --version
 python3 --version
-# Debug, release, ASan and fuzz builds take about 7 GB; a full disk shows up much later as a
-# linker "Bus error", so say it first.
-free_kb=$(df -Pk "$REPO" | awk 'NR==2 {print $4}')
-if [ "${free_kb:-0}" -lt $((8 * 1024 * 1024)) ]; then
-  echo "warning: only $((free_kb / 1024)) MiB free under $REPO; the builds need about 7 GB" >&2
+# Debug, ASan and fuzz builds take about 13 GB; a full disk shows up much later as a linker
+# "Bus error", so say it first.
+free_kb=$(df -Pk "${build_cache:-$REPO}" | awk 'NR==2 {print $4}')
+if [ "${free_kb:-0}" -lt $((14 * 1024 * 1024)) ]; then
+  echo "warning: only $((free_kb / 1024)) MiB free under ${build_cache:-$REPO}; the builds need about 13 GB" >&2
 fi
 
 # System packages the tests need: a C toolchain for the fuzzers' libFuzzer, iproute2 for the
@@ -69,7 +90,6 @@ step "rust tests"
 cargo test --workspace --quiet
 
 step "P4Runtime .proto files, wire-equal to upstream v1.5.0 (the finsy 0.30.0 wheel from PyPI)"
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/hotplane"
 wheel="$cache/finsy-0.30.0-py3-none-any.whl"
 if [ ! -f "$wheel" ]; then
   python3 -m pip download -q --disable-pip-version-check --no-deps finsy==0.30.0 -d "$cache"
@@ -92,11 +112,11 @@ step "table concurrency tests under the address sanitizer"
 # the sanitizer catches a use after free the assertions alone could miss. RUSTC_BOOTSTRAP lets
 # the installed stable rustc accept -Zsanitizer (as for cargo-fuzz).
 HOTPLANE_TEST_SCALE=0.2 RUSTC_BOOTSTRAP=1 RUSTFLAGS="-Zsanitizer=address" \
-  cargo test -p hotplane-tables --tests --target x86_64-unknown-linux-gnu --target-dir target/asan --quiet
+  cargo test -p hotplane-tables --tests --target x86_64-unknown-linux-gnu --target-dir "$TARGET/asan" --quiet
 
 step "python tests"
 cargo build -p hotplane --quiet
-HOTPLANE_BIN="$REPO/target/debug/hotplane" python3 -m pytest -q "$REPO/python/tests"
+HOTPLANE_BIN="$BIN" python3 -m pytest -q "$REPO/python/tests"
 
 step "P4Runtime: a p4runtime-shell session against hotplane run"
 # p4runtime-shell pins protobuf 3.20 (other clients need newer): its own environment, cached
@@ -107,7 +127,7 @@ if ! "$venv/bin/python" -c "import p4runtime_sh" 2>/dev/null; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check p4runtime-shell==0.0.6
 fi
-HOTPLANE_BIN="$REPO/target/debug/hotplane" "$venv/bin/python" tests/p4runtime/shell_session.py
+HOTPLANE_BIN="$BIN" "$venv/bin/python" tests/p4runtime/shell_session.py
 
 step "P4Runtime: the p4lang tutorials' PTF tests (basic, basic_tunnel), unchanged, in a network namespace"
 # The tutorials' p4runtime_lib and PTF: protobuf 3.20 as the tutorials' VM has it, and the
@@ -122,7 +142,7 @@ fi
 site=$("$venv/bin/python" -c "import os, p4; print(os.path.dirname(p4.__file__))")
 rm -rf "$site/tmp" && cp -r tests/p4runtime/p4tmp "$site/tmp"
 rc=0
-HOTPLANE_BIN="$REPO/target/debug/hotplane" "$venv/bin/python" tests/p4runtime/tutorials_ptf.py || rc=$?
+HOTPLANE_BIN="$BIN" "$venv/bin/python" tests/p4runtime/tutorials_ptf.py || rc=$?
 case $rc in
   0) ;;
   2) not_run+=("the tutorials' PTF tests") ;;
@@ -143,7 +163,7 @@ site=$("$venv/bin/python" -c "import os, p4; print(os.path.dirname(p4.__file__))
 rm -rf "$site/tmp" && cp -r tests/p4runtime/p4tmp "$site/tmp"
 for t in mininet_topology tutorials_mininet; do
   rc=0
-  HOTPLANE_BIN="$REPO/target/debug/hotplane" "$venv/bin/python" "tests/p4runtime/$t.py" || rc=$?
+  HOTPLANE_BIN="$BIN" "$venv/bin/python" "tests/p4runtime/$t.py" || rc=$?
   case $rc in
     0) ;;
     2) not_run+=("tests/p4runtime/$t.py") ;;
@@ -170,7 +190,7 @@ smoke+=("chain --packets 20000 --repeat 1 --optimise-runs 3 --check 20000")
 # Exits non-zero if a packet of the traffic flowing during the writes is lost.
 smoke+=("p4runtime --singles 200 --batched 2000 --probes 50")
 for cmd in "${smoke[@]}"; do
-  out=$("$REPO/target/debug/hotplane" bench $cmd --json | tail -n 1)
+  out=$("$BIN" bench $cmd --json | tail -n 1)
   echo "$out" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); assert d["bench"]; print(d["bench"], "ok")'
 done
 
@@ -202,7 +222,8 @@ if [ "$FUZZ_SECONDS" != 0 ]; then
     # A Lua input that loops past its step checks shows up as a 10 s timeout, not after
     # libFuzzer's default 20 minutes.
     if [ "$target" = lua_source ]; then extra=(-detect_leaks=0 -timeout=10); asan="detect_leaks=0"; fi
-    if ! ASAN_OPTIONS="$asan" RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" --fuzz-dir fuzz "fuzz/corpus/$target" "${seeds[@]}" \
+    if ! ASAN_OPTIONS="$asan" RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" --fuzz-dir fuzz \
+      --target-dir "$FUZZ_TARGET" "fuzz/corpus/$target" "${seeds[@]}" \
       -- -max_total_time="$seconds" "${extra[@]}" >"$log" 2>&1; then
       tail -n 60 "$log" >&2
       echo "fuzz target $target failed; the crashing input is under fuzz/artifacts/$target/" >&2
