@@ -75,8 +75,8 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "note: not root: the network-namespace tests will fail (they need CAP_SYS_ADMIN and CAP_NET_ADMIN)" >&2
 fi
 # Namespaces left by a killed earlier run.
-for ns in $(ip netns list 2>/dev/null | awk '/^hp(lab|-ptf|-mn|-topo)-/{print $1}'); do
-  pid=${ns#hplab-}; pid=${pid#hp-ptf-*-}; pid=${pid#hp-mn-}; pid=${pid#hp-topo-}; pid=${pid%%-*}
+for ns in $(ip netns list 2>/dev/null | awk '/^hp(lab|-ptf|-mn|-topo|-finsy)-/{print $1}'); do
+  pid=${ns#hplab-}; pid=${pid#hp-ptf-*-}; pid=${pid#hp-mn-}; pid=${pid#hp-topo-}; pid=${pid#hp-finsy-}; pid=${pid%%-*}
   [ -d "/proc/$pid" ] || ip netns del "$ns" 2>/dev/null || true
 done
 
@@ -128,6 +128,23 @@ if ! "$venv/bin/python" -c "import p4runtime_sh" 2>/dev/null; then
   "$venv/bin/pip" install -q --disable-pip-version-check p4runtime-shell==0.0.6
 fi
 HOTPLANE_BIN="$BIN" "$venv/bin/python" tests/p4runtime/shell_session.py
+
+step "P4Runtime: a finsy controller (a learning switch: digests, idle timeouts, cookie, delete_all)"
+# finsy needs a newer protobuf than p4runtime-shell: its own environment, from the wheel the
+# .proto check fetched.
+venv="$cache/venv-finsy-0.30.0"
+if ! "$venv/bin/python" -c "import finsy" 2>/dev/null; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check "$wheel"
+fi
+rc=0
+HOTPLANE_BIN="$BIN" "$venv/bin/python" tests/p4runtime/finsy_session.py || rc=$?
+case $rc in
+  0) ;;
+  2) not_run+=("the finsy session") ;;
+  *) exit 1 ;;
+esac
 
 step "P4Runtime: the p4lang tutorials' PTF tests (basic, basic_tunnel), unchanged, in a network namespace"
 # The tutorials' p4runtime_lib and PTF: protobuf 3.20 as the tutorials' VM has it, and the

@@ -15,37 +15,18 @@ that the program loops back to the CPU port, so it returns as a packet-in. Run b
 import contextlib
 import io
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import p4runtime_sh.shell as sh
 from p4runtime_sh.p4runtime import P4RuntimeWriteException
+from testenv import free_port, wait_listening
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAM = REPO / "tests" / "p4" / "tables.p4"
 PACKET_IO = REPO / "tests" / "p4" / "packet_io.p4"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_listening(port, proc, seconds=30):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"hotplane exited early with {proc.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise SystemExit(f"nothing listens on {port} after {seconds} s")
 
 
 def refused(code, action):

@@ -4,8 +4,10 @@ interfaces, deleted), finding the p4lang tutorials' files, and saying plainly wh
 not run (exit status 2, never counted as passed)."""
 
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,3 +40,23 @@ def run_inside(prefix, argv, env=None, timeout=900, **kw):
         for pid in pids.stdout.split():
             subprocess.run(["kill", "-9", pid], capture_output=True)
         subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def free_port():
+    """A TCP port of loopback that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port, proc, seconds=30):
+    """Wait until something listens on `port` of loopback; fail if `proc` exits first."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"hotplane exited early with {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise SystemExit(f"nothing listens on {port} after {seconds} s")

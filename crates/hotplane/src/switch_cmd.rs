@@ -57,10 +57,26 @@ struct SwitchArgs {
     cpu_port: Option<u32>,
     port_kind: String,
     ignored: Vec<String>,
+    tls: TlsArgs,
+}
+
+/// simple_switch_grpc's TLS options.
+#[derive(Debug, Default, PartialEq)]
+struct TlsArgs {
+    /// `--grpc-server-ssl`
+    on: bool,
+    cert: Option<String>,
+    key: Option<String>,
+    /// `--grpc-server-cacert`: the CA client certificates must come from.
+    ca: Option<String>,
+    /// `--grpc-server-with-client-auth`
+    client_auth: bool,
 }
 
 const USAGE: &str = "usage: hotplane switch [-i PORT@IFACE]... [--device-id N] [--no-p4 | \
-    PROGRAM] [--port-kind afpacket|afxdp] [-- [--grpc-server-addr ADDR] [--cpu-port N]]";
+    PROGRAM] [--port-kind afpacket|afxdp] [-- [--grpc-server-addr ADDR] [--cpu-port N] \
+    [--grpc-server-ssl --grpc-server-cert PEM --grpc-server-key PEM [--grpc-server-cacert PEM \
+    --grpc-server-with-client-auth]]]";
 
 fn parse(args: &[String]) -> anyhow::Result<SwitchArgs> {
     let mut a = SwitchArgs {
@@ -73,6 +89,7 @@ fn parse(args: &[String]) -> anyhow::Result<SwitchArgs> {
         cpu_port: None,
         port_kind: "afpacket".into(),
         ignored: Vec::new(),
+        tls: TlsArgs::default(),
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -120,14 +137,11 @@ fn parse(args: &[String]) -> anyhow::Result<SwitchArgs> {
                 }
                 a.port_kind = k;
             }
-            "--grpc-server-ssl"
-            | "--grpc-server-cacert"
-            | "--grpc-server-cert"
-            | "--grpc-server-key"
-            | "--grpc-server-with-client-auth" => bail!(
-                "{flag}: TLS is not offered yet; hotplane's P4Runtime server listens on \
-                 loopback only"
-            ),
+            "--grpc-server-ssl" => a.tls.on = true,
+            "--grpc-server-cert" => a.tls.cert = Some(value()?),
+            "--grpc-server-key" => a.tls.key = Some(value()?),
+            "--grpc-server-cacert" => a.tls.ca = Some(value()?),
+            "--grpc-server-with-client-auth" => a.tls.client_auth = true,
             // BMv2's `--pcap [DIR]`: the directory is optional.
             "--pcap" => {
                 if inline.is_none() && it.as_slice().first().is_some_and(|n| !n.starts_with('-')) {
@@ -154,16 +168,27 @@ fn parse(args: &[String]) -> anyhow::Result<SwitchArgs> {
     if a.no_p4 && a.program.is_some() {
         bail!("--no-p4 and a program: give one or the other");
     }
+    let t = &a.tls;
+    let given = t.cert.is_some() || t.key.is_some() || t.ca.is_some() || t.client_auth;
+    if given && !t.on {
+        bail!("TLS options without --grpc-server-ssl: add it, or leave them out");
+    }
+    if t.on && (t.cert.is_none() || t.key.is_none()) {
+        bail!("--grpc-server-ssl needs --grpc-server-cert and --grpc-server-key");
+    }
+    if t.client_auth && t.ca.is_none() {
+        bail!("--grpc-server-with-client-auth needs --grpc-server-cacert (the clients' CA)");
+    }
     Ok(a)
 }
 
-/// The address to listen on: an unspecified one (`0.0.0.0`, `[::]`, what the Mininet glue
-/// passes) becomes loopback, since without TLS the server never listens beyond it; the
-/// controllers these tools run connect to localhost.
-fn listen_addr(addr: &str) -> anyhow::Result<SocketAddr> {
+/// The address to listen on: without TLS an unspecified one (`0.0.0.0`, `[::]`, what the
+/// Mininet glue passes) becomes loopback, since without TLS the server never listens beyond
+/// it; the controllers these tools run connect to localhost.
+fn listen_addr(addr: &str, tls: bool) -> anyhow::Result<SocketAddr> {
     let mut a: SocketAddr =
         addr.parse().with_context(|| format!("--grpc-server-addr {addr}: not ADDRESS:PORT"))?;
-    if a.ip().is_unspecified() {
+    if a.ip().is_unspecified() && !tls {
         let loopback: std::net::IpAddr = if a.is_ipv4() {
             std::net::Ipv4Addr::LOCALHOST.into()
         } else {
@@ -199,7 +224,21 @@ fn config(a: &SwitchArgs) -> anyhow::Result<Config> {
             json!({"stage": "p4", "source": program.source, "name": program.name})
         }
     };
-    let listen = listen_addr(&a.grpc_addr)?;
+    let listen = listen_addr(&a.grpc_addr, a.tls.on)?;
+    let mut p4runtime = json!({
+        "listen": listen.to_string(),
+        "device_id": a.device_id,
+        "cpu_port": a.cpu_port.unwrap_or(0),
+    });
+    if a.tls.on {
+        let mut tls = json!({"cert": a.tls.cert, "key": a.tls.key});
+        // BMv2 takes the CA alone as nothing more: client certificates are asked for only
+        // with --grpc-server-with-client-auth.
+        if a.tls.client_auth {
+            tls["client_ca"] = json!(a.tls.ca);
+        }
+        p4runtime["tls"] = tls;
+    }
     let doc = json!({
         // Idle workers sleep in poll(2): many switches share few cores (Mininet).
         "dataplane": {"workers": 1, "idle": "wait"},
@@ -207,11 +246,7 @@ fn config(a: &SwitchArgs) -> anyhow::Result<Config> {
         "control": {"update_port": 0},
         "port": ports,
         "pipeline": {"pre": pre},
-        "p4runtime": {
-            "listen": listen.to_string(),
-            "device_id": a.device_id,
-            "cpu_port": a.cpu_port.unwrap_or(0),
-        },
+        "p4runtime": p4runtime,
     });
     let text = toml::to_string(&doc).context("the switch's config")?;
     Ok(Config::parse(&text, "hotplane switch")?)
@@ -225,11 +260,11 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
     }
     let requested = a.grpc_addr.clone();
     let cfg = config(&a)?;
-    if listen_addr(&requested)?.to_string() != requested {
+    let listen = listen_addr(&requested, a.tls.on)?;
+    if listen.to_string() != requested {
         eprintln!(
-            "hotplane switch: P4Runtime listens on {} (asked for {requested}): loopback only \
-             until TLS is offered",
-            listen_addr(&requested)?
+            "hotplane switch: P4Runtime listens on {listen} (asked for {requested}): \
+             loopback only without TLS (--grpc-server-ssl)"
         );
     }
     crate::cli::run_config(cfg, false, 0, true, None)
@@ -263,7 +298,13 @@ mod tests {
         assert!(b.no_p4 && b.device_id == 0 && b.grpc_addr == "0.0.0.0:9559");
         assert!(parse(&args("-i 1@a -i 1@b")).is_err());
         assert!(parse(&args("-i x@a")).is_err());
-        assert!(parse(&args("-- --grpc-server-ssl")).unwrap_err().to_string().contains("TLS"));
+        let no_cert = parse(&args("-- --grpc-server-ssl")).unwrap_err().to_string();
+        assert!(no_cert.contains("--grpc-server-cert"), "{no_cert}");
+        let no_ssl = parse(&args("--grpc-server-cert c.pem")).unwrap_err().to_string();
+        assert!(no_ssl.contains("--grpc-server-ssl"), "{no_ssl}");
+        let no_ca = "--grpc-server-ssl --grpc-server-cert c --grpc-server-key k \
+                     --grpc-server-with-client-auth";
+        assert!(parse(&args(no_ca)).unwrap_err().to_string().contains("cacert"));
         assert!(parse(&args("--frobnicate")).is_err());
         let c = parse(&args("--pcap -i 0@veth0 --no-p4")).unwrap();
         assert_eq!(c.ports, vec![(0, "veth0".into())], "--pcap takes no value here");
@@ -271,13 +312,30 @@ mod tests {
 
     #[test]
     fn unspecified_addresses_become_loopback_and_gaps_become_ports() {
-        assert_eq!(listen_addr("0.0.0.0:50051").unwrap().to_string(), "127.0.0.1:50051");
-        assert_eq!(listen_addr("[::]:9559").unwrap().to_string(), "[::1]:9559");
-        assert_eq!(listen_addr("127.0.0.1:1").unwrap().to_string(), "127.0.0.1:1");
+        assert_eq!(listen_addr("0.0.0.0:50051", false).unwrap().to_string(), "127.0.0.1:50051");
+        assert_eq!(listen_addr("[::]:9559", false).unwrap().to_string(), "[::1]:9559");
+        assert_eq!(listen_addr("127.0.0.1:1", false).unwrap().to_string(), "127.0.0.1:1");
+        assert_eq!(listen_addr("0.0.0.0:50051", true).unwrap().to_string(), "0.0.0.0:50051");
         let a = parse(&args("-i 2@veth0 --no-p4")).unwrap();
         let cfg = config(&a).unwrap();
         let names: Vec<&str> = cfg.ports.iter().map(|p| p.name()).collect();
         assert_eq!(names, vec!["unbound0", "unbound1", "veth0"]);
         assert_eq!(cfg.control.update_port, 0);
+    }
+
+    #[test]
+    fn tls_options_become_the_servers_tls_section() {
+        let a = parse(&args(
+            "--no-p4 -- --grpc-server-addr 0.0.0.0:9559 --grpc-server-ssl --grpc-server-cert \
+             s.pem --grpc-server-key s.key --grpc-server-cacert ca.pem \
+             --grpc-server-with-client-auth",
+        ))
+        .unwrap();
+        let mut cfg = config(&a).unwrap();
+        let p4rt = crate::p4rt_cmd::take_section(&mut cfg, None).unwrap().unwrap();
+        assert_eq!(p4rt.listen.to_string(), "0.0.0.0:9559", "TLS: not only loopback");
+        let tls = p4rt.tls.unwrap();
+        assert_eq!((tls.cert.to_str(), tls.key.to_str()), (Some("s.pem"), Some("s.key")));
+        assert_eq!(tls.client_ca.unwrap().to_str(), Some("ca.pem"));
     }
 }

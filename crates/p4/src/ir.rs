@@ -190,6 +190,35 @@ pub enum Expr {
     VarbitField(HdrRef),
 }
 
+/// Bits a digest may carry (the data plane's record holds four 64-bit words).
+pub const DIGEST_BITS: u32 = 256;
+
+/// What a digest carries, as the control plane sees it (P4Info's `digests`): a struct of
+/// scalars by its members, anything else (a list, nested structs, headers) as the tuple of
+/// the values it flattens to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DigestType {
+    /// The struct type's name, or `digest_N` for a list.
+    pub name: String,
+    /// True when `members` are a struct's fields; false for a tuple (members unnamed).
+    pub is_struct: bool,
+    pub members: Vec<DigestMember>,
+}
+
+/// One member of a digest's data, back to back with the others on the wire.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DigestMember {
+    pub name: String,
+    pub width: u32,
+    pub is_bool: bool,
+}
+
+impl DigestType {
+    pub fn bits(&self) -> u32 {
+        self.members.iter().map(|m| m.width).sum()
+    }
+}
+
 /// One value of a field list (hash, checksum, digest data), with its width.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ListItem {
@@ -272,9 +301,11 @@ pub enum Extern {
         lo: Expr,
         hi: Expr,
     },
+    /// `digest<T>(receiver, data)`: the receiver is evaluated and ignored, as BMv2 does; the
+    /// control plane tells digests apart by their type.
     Digest {
         receiver: Expr,
-        name: String,
+        ty: DigestType,
         data: Vec<ListItem>,
     },
     Clone {
@@ -457,6 +488,9 @@ pub struct Table {
     pub direct_meter: Option<String>,
     /// The `@tableconfig(...)` text, applied to hotplane-tables' configuration.
     pub tableconfig: Option<String>,
+    /// `support_timeout = true`: entries keep the time of their last hit, so that a controller
+    /// can be told when one goes idle.
+    pub support_timeout: bool,
     pub annotations: Vec<crate::ast::Annotation>,
     /// Declaration order in the program text.
     pub order: u32,
@@ -578,6 +612,21 @@ impl Program {
                 ]
                 .map(|b| &b[..]),
             )
+    }
+
+    /// The digests the program may send, each type once, by name (the order of their
+    /// indices in the data plane's digest records).
+    pub fn digests(&self) -> Vec<DigestType> {
+        let mut found = std::collections::BTreeMap::new();
+        for b in self.blocks() {
+            any_stmt(b, &mut |s| {
+                if let Stmt::Extern(Extern::Digest { ty, .. }) = s {
+                    found.entry(ty.name.clone()).or_insert_with(|| ty.clone());
+                }
+                false
+            });
+        }
+        found.into_values().collect()
     }
 
     /// Some statement may ask the architecture for more than unicast or drop: a clone,

@@ -26,6 +26,7 @@ pub enum Resource {
     Meter = 0x14,
     DirectMeter = 0x15,
     Register = 0x16,
+    Digest = 0x17,
 }
 
 impl Resource {
@@ -123,6 +124,23 @@ fn field_ids(c: &crate::types::Composite) -> Result<Vec<Option<u32>>, P4InfoErro
                 Some(id) if !seen.insert(id) => Err(P4InfoError::DuplicateId { id }),
                 _ => Ok(id),
             }
+        })
+        .collect()
+}
+
+/// The program's digests with their P4Info ids. A digest's id depends on the names of the
+/// program's digests only (ids are assigned within a resource type).
+pub fn digest_ids(prog: &Program) -> Vec<(ir::DigestType, u32)> {
+    let digests = prog.digests();
+    let symbols: Vec<_> =
+        digests.iter().map(|d| (Resource::Digest, d.name.clone(), None)).collect();
+    // Without fixed ids, assignment cannot fail short of 2^24 digests.
+    let ids = assign_ids(&symbols).unwrap_or_default();
+    digests
+        .into_iter()
+        .map(|d| {
+            let id = ids.get(&(Resource::Digest, d.name.clone())).copied().unwrap_or(0);
+            (d, id)
         })
         .collect()
 }
@@ -280,6 +298,18 @@ impl Out {
     fn field(&mut self, name: &str, value: impl std::fmt::Display) {
         let _ = writeln!(self.text, "{:w$}{name}: {value}", "", w = self.depth * 2);
     }
+    /// A digest member's `P4DataTypeSpec` body: `bool`, else a bit string of its width.
+    fn member_type(&mut self, m: &ir::DigestMember) {
+        if m.is_bool {
+            self.open("bool");
+        } else {
+            self.open("bitstring");
+            self.open("bit");
+            self.field("bitwidth", m.width);
+            self.close();
+        }
+        self.close();
+    }
     fn preamble(&mut self, id: u32, name: &str, alias: &str, annotations: &[String]) {
         self.open("preamble");
         self.field("id", id);
@@ -386,6 +416,9 @@ pub fn text(prog: &Program) -> Result<String, P4InfoError> {
             }
         }
         out.field("size", if t.size == 0 { crate::exec::table::DEFAULT_SIZE } else { t.size });
+        if t.support_timeout {
+            out.field("idle_timeout_behavior", "NOTIFY_CONTROL");
+        }
         if t.entries_are_const {
             out.field("is_const_table", true);
         }
@@ -493,7 +526,43 @@ pub fn text(prog: &Program) -> Result<String, P4InfoError> {
             out.close();
         }
     }
+    // Field 12, after registers.
+    let digests = digest_ids(prog);
+    for (d, id) in &digests {
+        out.open("digests");
+        out.preamble(*id, &d.name, &d.name, &[]);
+        out.open("type_spec");
+        if d.is_struct {
+            out.open("struct");
+            out.field("name", quoted(&d.name));
+        } else {
+            out.open("tuple");
+            for m in &d.members {
+                out.open("members");
+                out.member_type(m);
+                out.close();
+            }
+        }
+        out.close();
+        out.close();
+        out.close();
+    }
     out.open("type_info");
+    for (d, _) in digests.iter().filter(|(d, _)| d.is_struct) {
+        out.open("structs");
+        out.field("key", quoted(&d.name));
+        out.open("value");
+        for m in &d.members {
+            out.open("members");
+            out.field("name", quoted(&m.name));
+            out.open("type_spec");
+            out.member_type(m);
+            out.close();
+            out.close();
+        }
+        out.close();
+        out.close();
+    }
     out.close();
     Ok(out.text)
 }

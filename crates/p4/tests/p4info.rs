@@ -158,3 +158,46 @@ V1Switch(P(), C(), I(), E(), C(), D()) main;
         assert!(hotplane_p4::p4info::text(&ir).is_err(), "{bad}");
     }
 }
+
+/// Digests become P4Info `digests` as p4c writes them: named after their struct type, with
+/// the hash of that name as id (p4c gives `test_digest_t` 387015589) and the struct's members
+/// in `type_info`; a list of values is a tuple. The data plane's records carry the same id.
+#[test]
+fn digests_are_listed_with_p4c_ids_and_their_types() {
+    let src = r#"
+#include <core.p4>
+#include <v1model.p4>
+header e_t { bit<48> dst; bit<48> src; }
+struct test_digest_t { bit<48> mac; bool seen; bit<9> port; }
+struct hs { e_t e; }
+struct m { }
+parser P(packet_in p, out hs h, inout m meta, inout standard_metadata_t sm) {
+    state start { p.extract(h.e); transition accept; }
+}
+control C(inout hs h, inout m meta) { apply { } }
+control I(inout hs h, inout m meta, inout standard_metadata_t sm) {
+    apply {
+        digest<test_digest_t>(1, { h.e.src, true, sm.ingress_port });
+        digest(1, { h.e.dst, sm.ingress_port });
+    }
+}
+control E(inout hs h, inout m meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out p, in hs h) { apply { p.emit(h.e); } }
+V1Switch(P(), C(), I(), E(), C(), D()) main;
+"#;
+    let ir = hotplane_p4::compile_source("digests.p4", src, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let ids = hotplane_p4::p4info::digest_ids(&ir);
+    let names: Vec<_> = ids.iter().map(|(d, id)| (d.name.as_str(), d.is_struct, *id)).collect();
+    let tuple_id = names.iter().find(|n| n.0 == "digest_0").expect("the list's digest").2;
+    assert!(names.contains(&("test_digest_t", true, 387015589)), "{names:?}");
+    assert_eq!(tuple_id >> 24, 0x17);
+    let text = hotplane_p4::p4info::text(&ir).expect("p4info");
+    let digests = &text[text.find("digests {").expect("digests")..];
+    assert!(digests.contains("id: 387015589\n    name: \"test_digest_t\""), "{digests}");
+    assert!(digests.contains("struct {\n      name: \"test_digest_t\""), "{digests}");
+    assert!(digests.contains("tuple {\n      members {\n        bitstring {"), "{digests}");
+    let info = &text[text.find("type_info {").unwrap()..];
+    assert!(info.contains("key: \"test_digest_t\""), "{info}");
+    assert!(info.contains("name: \"seen\"\n        type_spec {\n          bool {"), "{info}");
+    assert!(info.contains("name: \"port\"\n        type_spec {\n          bitstring {\n            bit {\n              bitwidth: 9"), "{info}");
+}

@@ -233,8 +233,17 @@ pub fn write_table_entry(
     if entry.time_since_last_hit.is_some() {
         return Err(Refused::invalid("time_since_last_hit is read-only"));
     }
-    if entry.idle_timeout_ns != 0 {
-        return Err(Refused::new(Code::Unimplemented, "idle timeouts are not supported yet"));
+    if entry.idle_timeout_ns < 0 {
+        return Err(Refused::invalid(format!(
+            "idle_timeout_ns is negative ({})",
+            entry.idle_timeout_ns
+        )));
+    }
+    if entry.idle_timeout_ns > 0 && !t.supports_timeout {
+        return Err(Refused::invalid(format!(
+            "table {} does not support idle timeouts (support_timeout = true)",
+            t.name
+        )));
     }
     if entry.meter_config.is_some() {
         return Err(Refused::new(
@@ -295,7 +304,7 @@ pub fn write_table_entry(
 }
 
 /// The field matches of stored keys, don't-care fields omitted, values canonical.
-fn field_matches(t: &Table, keys: &[KeyMatch]) -> Vec<FieldMatch> {
+pub fn field_matches(t: &Table, keys: &[KeyMatch]) -> Vec<FieldMatch> {
     use field_match::FieldMatchType as F;
     t.fields
         .iter()
@@ -366,10 +375,14 @@ fn table_action(schema: &Schema, t: &Table, name: &str, args: &[u128]) -> Option
 /// The table entries a read filter selects: every table when `table_id` is 0; only the
 /// default entry when `is_default_action` is set; the entries with the given key when it
 /// has a match.
+/// The table entries `filter` selects; with the idle watch (and the time now), entries of
+/// tables that support idle timeouts carry their timeout and, when the filter asks, the time
+/// since their last hit.
 pub fn read_table_entries(
     schema: &Schema,
     p: &Pipeline,
     filter: &TableEntry,
+    idle: Option<(&crate::idle::Idle, u64)>,
 ) -> Result<Vec<TableEntry>, Refused> {
     let mut ids: Vec<u32> = if filter.table_id == 0 {
         schema.tables.keys().copied().collect()
@@ -399,14 +412,14 @@ pub fn read_table_entries(
             });
             continue;
         }
-        for (e, stats) in merge_ranges(t, table.entries()) {
+        for (e, stats) in entries_as_written(t, table.entries()) {
             if wanted_keys.as_ref().is_some_and(|k| *k != e.keys) {
                 continue;
             }
             if filter.priority != 0 && e.priority != Some(filter.priority as u32) {
                 continue;
             }
-            out.push(TableEntry {
+            let mut entry = TableEntry {
                 table_id: id,
                 r#match: field_matches(t, &e.keys),
                 action: table_action(schema, t, &e.action, &e.args),
@@ -417,7 +430,12 @@ pub fn read_table_entries(
                 }),
                 is_const: t.is_const,
                 ..Default::default()
-            });
+            };
+            if let (true, Some((idle, now))) = (t.supports_timeout, idle) {
+                let asked = filter.time_since_last_hit.is_some();
+                idle.annotate(&mut entry, stats.last_hit_ns, asked, now);
+            }
+            out.push(entry);
         }
     }
     Ok(out)
@@ -427,7 +445,10 @@ pub fn read_table_entries(
 /// which list one by one; pieces that agree in everything else and are contiguous join back
 /// into one range (field by field, so a product of two ranges joins too), their counters
 /// summed.
-fn merge_ranges(t: &Table, mut entries: Vec<(P4Entry, EntryStats)>) -> Vec<(P4Entry, EntryStats)> {
+pub fn entries_as_written(
+    t: &Table,
+    mut entries: Vec<(P4Entry, EntryStats)>,
+) -> Vec<(P4Entry, EntryStats)> {
     for (i, _) in t.fields.iter().enumerate().filter(|(_, f)| f.kind == MatchType::Range) {
         let range = |e: &P4Entry| match e.keys.get(i) {
             Some(KeyMatch::Range { lo, hi }) => Some((*lo, *hi)),
@@ -551,14 +572,29 @@ pub fn write_counter(
     Ok(())
 }
 
+/// The idle watch's key of a (non-default) entry of a table that supports idle timeouts.
+pub fn watch_key(schema: &Schema, entry: &TableEntry) -> Option<crate::idle::Key> {
+    let t = table_of(schema, entry).ok()?;
+    if !t.supports_timeout || entry.is_default_action {
+        return None;
+    }
+    let k = keys(t, entry).ok()?;
+    Some(crate::idle::key(entry.table_id, &field_matches(t, &k), entry.priority))
+}
+
+/// What an update does.
+pub fn op_of(u: &Update) -> Result<Op, Refused> {
+    match update::Type::try_from(u.r#type) {
+        Ok(update::Type::Insert) => Ok(Op::Insert),
+        Ok(update::Type::Modify) => Ok(Op::Modify),
+        Ok(update::Type::Delete) => Ok(Op::Delete),
+        _ => Err(Refused::invalid("the update's type is unspecified")),
+    }
+}
+
 /// Apply one update of a `Write`.
 pub fn write_update(schema: &Schema, p: &Pipeline, u: &Update) -> Result<(), Refused> {
-    let op = match update::Type::try_from(u.r#type) {
-        Ok(update::Type::Insert) => Op::Insert,
-        Ok(update::Type::Modify) => Op::Modify,
-        Ok(update::Type::Delete) => Op::Delete,
-        _ => return Err(Refused::invalid("the update's type is unspecified")),
-    };
+    let op = op_of(u)?;
     match u.entity.as_ref().and_then(|e| e.entity.as_ref()) {
         None => Err(Refused::invalid("the update has no entity")),
         Some(entity::Entity::TableEntry(t)) => write_table_entry(schema, p, op, t),
@@ -581,7 +617,8 @@ pub fn read_entity(
     Ok(match &e.entity {
         None => return Err(Refused::invalid("an empty entity in a read")),
         Some(entity::Entity::TableEntry(t)) => {
-            read_table_entries(schema, p, t)?.into_iter().map(entity::Entity::TableEntry).collect()
+            let entries = read_table_entries(schema, p, t, None)?;
+            entries.into_iter().map(entity::Entity::TableEntry).collect()
         }
         Some(entity::Entity::CounterEntry(c)) => {
             read_counter(schema, p, c)?.into_iter().map(entity::Entity::CounterEntry).collect()
@@ -594,6 +631,10 @@ pub fn read_entity(
             .into_iter()
             .map(entity::Entity::MeterEntry)
             .collect(),
+        // Programs have no action profiles yet: a wildcard read finds none (finsy's
+        // `delete_all` reads them), a named one does not exist.
+        Some(entity::Entity::ActionProfileMember(m)) => no_action_profile(m.action_profile_id)?,
+        Some(entity::Entity::ActionProfileGroup(g)) => no_action_profile(g.action_profile_id)?,
         Some(other) => {
             return Err(Refused::new(
                 Code::Unimplemented,
@@ -601,6 +642,16 @@ pub fn read_entity(
             ))
         }
     })
+}
+
+fn no_action_profile(id: u32) -> Result<Vec<entity::Entity>, Refused> {
+    match id {
+        0 => Ok(Vec::new()),
+        id => Err(Refused::new(
+            Code::NotFound,
+            format!("no action profile with id {id:#x} (hotplane's P4 has no action profiles yet)"),
+        )),
+    }
 }
 
 pub fn entity_name(e: &entity::Entity) -> &'static str {

@@ -17,7 +17,9 @@
 pub mod arbitration;
 pub mod bytes;
 pub mod device;
+pub mod digests;
 pub mod entities;
+pub mod idle;
 pub mod packet_io;
 pub mod pre;
 pub mod proto;

@@ -40,6 +40,9 @@ pub struct Table {
     pub has_direct_counter: bool,
     /// Ternary, range or optional fields: entries need a priority.
     pub needs_priority: bool,
+    /// `idle_timeout_behavior: NOTIFY_CONTROL` (`support_timeout = true`): entries may have
+    /// an idle timeout.
+    pub supports_timeout: bool,
 }
 
 /// An action and its parameters (id, name, bitwidth) in id order, the program's order.
@@ -64,6 +67,8 @@ pub struct Schema {
     pub meters: HashMap<u32, crate::registers::Meter>,
     /// The controller headers packets to and from the controller carry.
     pub packet_io: crate::packet_io::PacketIo,
+    /// The program's digests by id, with the layout of their data.
+    pub digests: HashMap<u32, hotplane_p4::ir::DigestType>,
 }
 
 /// The P4Info of `program`, with p4c's ids.
@@ -141,6 +146,8 @@ impl Schema {
                     is_const: t.is_const_table,
                     has_direct_counter: direct.contains(&p.id),
                     needs_priority,
+                    supports_timeout: t.idle_timeout_behavior
+                        == info::table::IdleTimeoutBehavior::NotifyControl as i32,
                 };
                 Ok((p.id, table))
             })
@@ -190,7 +197,9 @@ impl Schema {
             })
             .collect();
         let packet_io = crate::packet_io::PacketIo::of(program)?;
-        Ok(Schema { p4info, tables, actions, counters, registers, meters, packet_io })
+        let digests =
+            hotplane_p4::p4info::digest_ids(program).into_iter().map(|(ty, id)| (id, ty)).collect();
+        Ok(Schema { p4info, tables, actions, counters, registers, meters, packet_io, digests })
     }
 
     /// The table with `id`.
@@ -256,5 +265,6 @@ fn facts(p: &P4Info) -> BTreeSet<String> {
     p.meters.iter().for_each(|c| named("meter", &c.preamble));
     p.direct_meters.iter().for_each(|c| named("direct meter", &c.preamble));
     p.registers.iter().for_each(|c| named("register", &c.preamble));
+    p.digests.iter().for_each(|c| named("digest", &c.preamble));
     out
 }

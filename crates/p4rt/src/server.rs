@@ -144,6 +144,15 @@ pub struct Stats {
     /// primary not reading its stream, a frame shorter than its packet_in header).
     pub packet_ins: AtomicU64,
     pub packet_ins_dropped: AtomicU64,
+    /// Digests sent to primaries, in how many lists; repeats held back until acknowledged;
+    /// digests dropped (not configured, no primary, beyond the bound, a primary not reading).
+    pub digests: AtomicU64,
+    pub digest_lists: AtomicU64,
+    pub digests_repeated: AtomicU64,
+    pub digests_dropped: AtomicU64,
+    /// Entries reported idle to primaries, and reports a primary's full stream dropped.
+    pub idle_notifications: AtomicU64,
+    pub idle_notifications_dropped: AtomicU64,
 }
 
 impl Stats {
@@ -158,6 +167,12 @@ impl Stats {
             "packet_outs_dropped": g(&self.packet_outs_dropped),
             "packet_ins": g(&self.packet_ins),
             "packet_ins_dropped": g(&self.packet_ins_dropped),
+            "digests": g(&self.digests),
+            "digest_lists": g(&self.digest_lists),
+            "digests_repeated": g(&self.digests_repeated),
+            "digests_dropped": g(&self.digests_dropped),
+            "idle_notifications": g(&self.idle_notifications),
+            "idle_notifications_dropped": g(&self.idle_notifications_dropped),
         })
     }
 }
@@ -180,6 +195,36 @@ pub struct ServerConfig {
     /// The CPU port's number (`--cpu-port`): packets the program sends there are packet-ins,
     /// packet-outs arrive on it. 255 by default; 0 for none.
     pub cpu_port: u32,
+    /// TLS (`[p4runtime.tls]`); without it the server listens on loopback only.
+    pub tls: Option<TlsConfig>,
+}
+
+/// The server's TLS: its certificate chain and private key (PEM files), and, for mutual TLS,
+/// the CA whose certificates clients must present.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+    /// Clients without a certificate this CA signed are refused during the handshake.
+    #[serde(default)]
+    pub client_ca: Option<std::path::PathBuf>,
+}
+
+impl TlsConfig {
+    /// The rustls configuration tonic serves with.
+    fn server_config(&self) -> Result<tonic::transport::ServerTlsConfig, ServeError> {
+        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        let read = |p: &std::path::Path| {
+            std::fs::read(p).map_err(|e| ServeError::Tls(format!("{}: {e}", p.display())))
+        };
+        let identity = Identity::from_pem(read(&self.cert)?, read(&self.key)?);
+        let mut tls = ServerTlsConfig::new().identity(identity);
+        if let Some(ca) = &self.client_ca {
+            tls = tls.client_ca_root(Certificate::from_pem(read(ca)?));
+        }
+        Ok(tls)
+    }
 }
 
 impl Default for ServerConfig {
@@ -191,6 +236,7 @@ impl Default for ServerConfig {
             max_streams: 16,
             strict: false,
             cpu_port: 255,
+            tls: None,
         }
     }
 }
@@ -199,10 +245,13 @@ impl Default for ServerConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error(
-        "p4runtime listen address {0}: beyond loopback the server needs TLS, which this \
-         build does not offer yet; listen on 127.0.0.1 (or ::1)"
+        "p4runtime listen address {0}: beyond loopback the server needs TLS (set \
+         [p4runtime.tls] cert and key, or --grpc-server-ssl with --grpc-server-cert and \
+         --grpc-server-key); or listen on 127.0.0.1 (or ::1)"
     )]
     NotLoopback(SocketAddr),
+    #[error("p4runtime TLS: {0}")]
+    Tls(String),
     #[error("p4runtime: cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -211,6 +260,18 @@ pub enum ServeError {
     },
     #[error("p4runtime: {0}")]
     Runtime(std::io::Error),
+}
+
+/// An error with its causes, `outer: inner: ...` (tonic's TLS errors name the cause only
+/// in their source).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out = format!("{out}: {c}");
+        cause = c.source();
+    }
+    out
 }
 
 /// A running P4Runtime server; dropping it stops it.
@@ -230,8 +291,16 @@ impl Server {
         config: &ServerConfig,
         dataplane: Arc<dyn Dataplane>,
     ) -> Result<Server, ServeError> {
-        if !config.listen.ip().is_loopback() {
+        if !config.listen.ip().is_loopback() && config.tls.is_none() {
             return Err(ServeError::NotLoopback(config.listen));
+        }
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(tls) = &config.tls {
+            // Files are read and the certificate and key checked now: a bad one is a start-up
+            // error, not a refused handshake later.
+            builder = builder
+                .tls_config(tls.server_config()?)
+                .map_err(|e| ServeError::Tls(error_chain(&e)))?;
         }
         let bind = |source| ServeError::Bind { addr: config.listen, source };
         let listener = std::net::TcpListener::bind(config.listen).map_err(bind)?;
@@ -265,11 +334,12 @@ impl Server {
                         .max_decoding_message_size(MAX_MESSAGE_BYTES)
                         .max_encoding_message_size(MAX_MESSAGE_BYTES);
                     let mut graceful = stopped.clone();
-                    let served = tonic::transport::Server::builder()
-                        .add_service(svc)
-                        .serve_with_incoming_shutdown(incoming, async move {
+                    let served = builder.add_service(svc).serve_with_incoming_shutdown(
+                        incoming,
+                        async move {
                             let _ = graceful.changed().await;
-                        });
+                        },
+                    );
                     // Connections get a second to finish; a client that keeps its stream open
                     // (or stopped reading) does not hold the shutdown longer.
                     let mut hard = stopped;
@@ -288,7 +358,12 @@ impl Server {
                 runtime.shutdown_timeout(Duration::from_secs(1));
             })
             .map_err(ServeError::Runtime)?;
-        tracing::info!("P4Runtime server on {addr} (device id {})", config.device_id);
+        let tls = match &config.tls {
+            Some(TlsConfig { client_ca: Some(_), .. }) => ", TLS with client certificates",
+            Some(_) => ", TLS",
+            None => "",
+        };
+        tracing::info!("P4Runtime server on {addr} (device id {}{tls})", config.device_id);
         Ok(Server { addr, stats, stop: Some(stop), thread: Some(thread) })
     }
 

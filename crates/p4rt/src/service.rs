@@ -4,10 +4,11 @@
 
 use crate::arbitration::{election, Arbiter, StreamTx};
 use crate::device::{self, DeviceProgram};
+use crate::digests::Digests;
 use crate::entities::{self, Refused};
+use crate::idle::Idle;
 use crate::pre::Pre;
 use crate::proto::google::rpc;
-use crate::proto::p4::v1::PacketOut;
 use crate::proto::p4::v1::{entity, update};
 use crate::proto::p4::v1::{
     get_forwarding_pipeline_config_request::ResponseType, p4_runtime_server::P4Runtime,
@@ -18,6 +19,7 @@ use crate::proto::p4::v1::{
     ReadResponse, SetForwardingPipelineConfigRequest, SetForwardingPipelineConfigResponse,
     StreamError, StreamMessageRequest, StreamMessageResponse, WriteRequest, WriteResponse,
 };
+use crate::proto::p4::v1::{DigestEntry, IdleTimeoutNotification, PacketOut};
 use crate::schema::{self, Schema};
 use crate::{Dataplane, Stats};
 use hotplane_p4::exec::Pipeline;
@@ -80,6 +82,10 @@ pub struct Service {
     /// The replication engine's entries as written; its lock is held by one write at a time,
     /// on a blocking thread, while the data plane takes the new configuration.
     pre: Arc<Mutex<Pre>>,
+    /// Digest configurations and the digests on their way to the primary.
+    digests: Arc<Mutex<Digests>>,
+    /// Idle timeouts of the entries written with one.
+    idle: Arc<Mutex<Idle>>,
     /// Stream channels open, arbitrated or not (bounded by `max_streams`).
     open_streams: Arc<AtomicUsize>,
     max_streams: usize,
@@ -116,6 +122,8 @@ impl Service {
             state: Arc::new(Mutex::new(state)),
             commit: Arc::default(),
             pre: Arc::default(),
+            digests: Arc::default(),
+            idle: Arc::default(),
             open_streams: Arc::default(),
             max_streams,
             dataplane,
@@ -199,6 +207,11 @@ impl Service {
         if !reconcile {
             *lock(&self.pre) = Pre::default();
         }
+        // Digest configurations stay for the digests the new program still sends (by id)
+        // when it reconciles; a new program starts unconfigured.
+        let still = if reconcile { v.schema.digests.clone() } else { Default::default() };
+        lock(&self.digests).keep_only(&still);
+        lock(&self.idle).keep_only(reconcile.then_some(&*v.schema));
         let mut st = lock(&self.state);
         st.committed = Some(Committed { verified: v, pipeline });
         st.saved = None;
@@ -216,6 +229,40 @@ fn pre_entry(
         }
         _ => None,
     }
+}
+
+fn digest_entry(u: &crate::proto::p4::v1::Update) -> Option<&DigestEntry> {
+    match u.entity.as_ref()?.entity.as_ref()? {
+        entity::Entity::DigestEntry(e) => Some(e),
+        _ => None,
+    }
+}
+
+/// What a write keeps beside the tables: digest configurations and idle timeouts.
+struct Beside<'a> {
+    digests: &'a Mutex<Digests>,
+    idle: &'a Mutex<Idle>,
+}
+
+/// Apply one update that is not the replication engine's.
+fn write_one(
+    schema: &Schema,
+    c: &Committed,
+    beside: &Beside<'_>,
+    u: &crate::proto::p4::v1::Update,
+) -> Result<(), Refused> {
+    if let Some(e) = digest_entry(u) {
+        return lock(beside.digests).write(&schema.digests, entities::op_of(u)?, e);
+    }
+    entities::write_update(schema, &c.pipeline, u)?;
+    if let Some(entity::Entity::TableEntry(t)) = u.entity.as_ref().and_then(|e| e.entity.as_ref()) {
+        if let Some(key) = entities::watch_key(schema, t) {
+            let now = hotplane_core::time::now_ns();
+            let timeout = t.idle_timeout_ns.max(0) as u64;
+            lock(beside.idle).written(key, entities::op_of(u)?, timeout, now);
+        }
+    }
+    Ok(())
 }
 
 /// The spec's error for a batch with failed updates: UNKNOWN, with one `p4.v1.Error` per
@@ -267,10 +314,12 @@ impl P4Runtime for Service {
         // Table writes can wait for a grace period: off the runtime's only thread, so streams
         // and other requests go on meanwhile.
         let (pre, dp) = (Arc::clone(&self.pre), Arc::clone(&self.dataplane));
+        let (digests, idle) = (Arc::clone(&self.digests), Arc::clone(&self.idle));
         let results = tokio::task::spawn_blocking(move || {
             let schema = &c.verified.schema;
+            let beside = Beside { digests: &digests, idle: &idle };
             if !req.updates.iter().any(|u| pre_entry(u).is_some()) {
-                let apply = |u| entities::write_update(schema, &c.pipeline, u);
+                let apply = |u| write_one(schema, &c, &beside, u);
                 return req.updates.iter().map(apply).collect::<Vec<_>>();
             }
             let mut pre = lock(&pre);
@@ -280,7 +329,7 @@ impl P4Runtime for Service {
                 .iter()
                 .map(|u| match pre_entry(u) {
                     Some((op, e)) => pre.write(op, e),
-                    None => entities::write_update(schema, &c.pipeline, u),
+                    None => write_one(schema, &c, &beside, u),
                 })
                 .collect();
             if *pre != before {
@@ -322,7 +371,8 @@ impl P4Runtime for Service {
             )));
         }
         let c = self.committed()?;
-        let pre = Arc::clone(&self.pre);
+        let (pre, digests) = (Arc::clone(&self.pre), Arc::clone(&self.digests));
+        let idle = Arc::clone(&self.idle);
         let found = tokio::task::spawn_blocking(move || {
             let schema = &c.verified.schema;
             let mut seen: Vec<&Entity> = Vec::new();
@@ -343,6 +393,20 @@ impl P4Runtime for Service {
                             found.extend(lock(&pre).read(f));
                         }
                     }
+                    Some(entity::Entity::TableEntry(f)) => {
+                        let now = hotplane_core::time::now_ns();
+                        let idle = lock(&idle);
+                        let entries = entities::read_table_entries(
+                            schema,
+                            &c.pipeline,
+                            f,
+                            Some((&idle, now)),
+                        )?;
+                        found.extend(entries.into_iter().map(entity::Entity::TableEntry));
+                    }
+                    Some(entity::Entity::DigestEntry(f)) => found.extend(
+                        lock(&digests).read(f).into_iter().map(entity::Entity::DigestEntry),
+                    ),
                     _ => found.extend(entities::read_entity(schema, &c.pipeline, e)?),
                 }
                 // Filters that select much the same (wildcards that differ in ignored fields)
@@ -494,6 +558,8 @@ impl P4Runtime for Service {
 #[derive(Clone)]
 pub struct StreamCx {
     state: Arc<Mutex<DeviceState>>,
+    digests: Arc<Mutex<Digests>>,
+    idle: Arc<Mutex<Idle>>,
     stats: Arc<Stats>,
     dataplane: Arc<dyn Dataplane>,
     device_id: u64,
@@ -517,6 +583,8 @@ impl Service {
     fn stream_cx(&self) -> StreamCx {
         StreamCx {
             state: Arc::clone(&self.state),
+            digests: Arc::clone(&self.digests),
+            idle: Arc::clone(&self.idle),
             stats: Arc::clone(&self.stats),
             dataplane: Arc::clone(&self.dataplane),
             device_id: self.device_id,
@@ -539,11 +607,28 @@ const PACKET_IN_BATCH: usize = 256;
 pub async fn pump_packet_ins(cx: StreamCx) {
     const BUSY: std::time::Duration = std::time::Duration::from_millis(1);
     let mut pause = BUSY;
+    let mut next_idle_scan = std::time::Instant::now();
     loop {
-        pause = if cx.packet_ins_once() > 0 { BUSY } else { (pause * 2).min(BUSY * 16) };
+        if std::time::Instant::now() >= next_idle_scan {
+            // Each scan walks the tables with watched entries: it runs at most every 50 ms
+            // and takes at most a tenth of the server's thread.
+            let started = std::time::Instant::now();
+            cx.idle_once();
+            next_idle_scan = started + IDLE_SCAN.max(started.elapsed() * 10);
+        }
+        let busy = cx.packet_ins_once() > 0;
+        // Digests waiting for their list's timeout are looked at every millisecond too.
+        let digests = cx.digests_once();
+        pause = if busy || digests { BUSY } else { (pause * 2).min(BUSY * 16) };
         tokio::time::sleep(pause).await;
     }
 }
+
+/// How often idle timeouts are looked for (at least).
+const IDLE_SCAN: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Digest records taken from the data plane per look.
+const DIGEST_BATCH: usize = 4096;
 
 impl StreamCx {
     /// Deliver the packet-ins waiting now; how many there were.
@@ -579,6 +664,88 @@ impl StreamCx {
         self.stats.packet_ins.fetch_add(sent, Ordering::Relaxed);
         self.stats.packet_ins_dropped.fetch_add(dropped, Ordering::Relaxed);
         n
+    }
+
+    /// Tell every primary of the entries idle for their timeout.
+    fn idle_once(&self) {
+        let (committed, primaries) = {
+            let st = lock(&self.state);
+            (st.committed.clone(), st.arbiter.primaries())
+        };
+        // Without a primary nobody would hear it: the timers keep running until one comes.
+        let Some(c) = committed.filter(|_| !primaries.is_empty()) else { return };
+        let entries = {
+            let mut idle = lock(&self.idle);
+            if !idle.has_timeouts() {
+                return;
+            }
+            idle.due(&c.verified.schema, &c.pipeline, hotplane_core::time::now_ns())
+        };
+        if entries.is_empty() {
+            return;
+        }
+        let timestamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64);
+        let n = entries.len() as u64;
+        let note = IdleTimeoutNotification { table_entry: entries, timestamp };
+        for tx in &primaries {
+            let msg = StreamMessageResponse {
+                update: Some(stream_message_response::Update::IdleTimeoutNotification(
+                    note.clone(),
+                )),
+            };
+            match tx.try_send(Ok(msg)) {
+                Ok(()) => self.stats.idle_notifications.fetch_add(n, Ordering::Relaxed),
+                Err(_) => self.stats.idle_notifications_dropped.fetch_add(n, Ordering::Relaxed),
+            };
+        }
+    }
+
+    /// Take the data plane's digests and send the lists due to every primary; true while
+    /// digests wait for their time or came in.
+    fn digests_once(&self) -> bool {
+        let (committed, primaries) = {
+            let st = lock(&self.state);
+            (st.committed.clone(), st.arbiter.primaries())
+        };
+        let Some(c) = committed else { return false };
+        let records = c.pipeline.objects.digests.drain(DIGEST_BATCH);
+        if primaries.is_empty() {
+            // Nobody to tell: dropped, never kept for a controller that may not come.
+            self.stats.digests_dropped.fetch_add(records.len() as u64, Ordering::Relaxed);
+            return false;
+        }
+        let now = std::time::Instant::now();
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64);
+        let mut digests = lock(&self.digests);
+        let offered = digests.offer(&records, now);
+        let lists = digests.due(&c.verified.schema.digests, now, stamp);
+        let waiting = digests.is_waiting();
+        drop(digests);
+        let s = &self.stats;
+        s.digests_repeated.fetch_add(offered.duplicates, Ordering::Relaxed);
+        s.digests_dropped.fetch_add(offered.unconfigured + offered.dropped, Ordering::Relaxed);
+        for list in lists {
+            let n = list.data.len() as u64;
+            for tx in &primaries {
+                let msg = StreamMessageResponse {
+                    update: Some(stream_message_response::Update::Digest(list.clone())),
+                };
+                match tx.try_send(Ok(msg)) {
+                    Ok(()) => {
+                        s.digests.fetch_add(n, Ordering::Relaxed);
+                        s.digest_lists.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(_) => {
+                        s.digests_dropped.fetch_add(n, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        waiting || !records.is_empty()
     }
 
     /// A packet-out from stream `id`: from the primary only (a backup's are dropped without
@@ -657,8 +824,13 @@ impl StreamCx {
                 self.packet_out(id, tx, p);
                 false
             }
-            // No digests are sent yet, so there is nothing to acknowledge.
-            Some(U::DigestAck(_)) => false,
+            // A backup's acknowledgements are ignored, as its packet-outs are.
+            Some(U::DigestAck(a)) => {
+                if lock(&self.state).arbiter.is_primary(id) {
+                    lock(&self.digests).ack(a.digest_id, a.list_id);
+                }
+                false
+            }
             Some(U::Other(_)) | None => {
                 let err = StreamError {
                     canonical_code: Code::Unimplemented as i32,

@@ -4,244 +4,21 @@
 //! leaves the running pipeline running.
 #![cfg(feature = "server")]
 
-use hotplane_core::wire::{EthernetAddress, UdpFrame};
-use hotplane_engine::{Config, Engine};
-use hotplane_p4rt::proto::google::rpc;
-use hotplane_p4rt::proto::p4::v1::p4_runtime_client::P4RuntimeClient;
+mod common;
+
+use common::*;
 use hotplane_p4rt::proto::p4::v1::{
     self as v1, entity, field_match, forwarding_pipeline_config::Cookie,
     get_forwarding_pipeline_config_request::ResponseType,
     set_forwarding_pipeline_config_request::Action as SetAction, stream_message_request,
     stream_message_response, table_action, update, Entity, FieldMatch, ForwardingPipelineConfig,
-    GetForwardingPipelineConfigRequest, MasterArbitrationUpdate, ReadRequest,
-    SetForwardingPipelineConfigRequest, StreamMessageRequest, TableAction, TableEntry, Uint128,
+    GetForwardingPipelineConfigRequest, ReadRequest, StreamMessageRequest, TableAction, TableEntry,
     Update, WriteRequest,
 };
 use hotplane_p4rt::{EngineDataplane, Server, ServerConfig};
-use prost::Message;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::Channel;
 use tonic::Code;
-
-const BASIC: &str = include_str!("../../../tests/p4/basic.p4");
-const BASIC_P4INFO: &str = include_str!("../../../tests/p4/basic.p4info.txt");
-const DEVICE: u64 = 1;
-const IPV4_LPM: u32 = 37375156;
-const IPV4_FORWARD: u32 = 28792405;
-
-fn engine() -> Engine {
-    engine_with_ports(2)
-}
-
-/// An engine with memory ports p0..p`n-1`; all but p0 capture what they send.
-fn engine_with_ports(n: usize) -> Engine {
-    let mut toml =
-        "[dataplane]\nworkers = 1\n[[port]]\nname = \"p0\"\nkind = \"mem\"\n".to_string();
-    for i in 1..n {
-        toml +=
-            &format!("[[port]]\nname = \"p{i}\"\nkind = \"mem\"\nsink = {{ capture = 4096 }}\n");
-    }
-    let cfg = Config::parse(&toml, "p4rt-test").unwrap();
-    Engine::builder().kind(hotplane_p4::kind::make).start(cfg).unwrap()
-}
-
-fn frame(dst: [u8; 4]) -> Vec<u8> {
-    let f = UdpFrame {
-        src_mac: EthernetAddress([2, 0, 0, 0, 0, 1]),
-        dst_mac: EthernetAddress([2, 0, 0, 0, 0, 2]),
-        vlan: None,
-        src_ip: IpAddr::from([10, 0, 0, 1]),
-        dst_ip: IpAddr::from(dst),
-        src_port: 1000,
-        dst_port: 2000,
-    };
-    let mut buf = vec![0u8; 128];
-    let n = f.emit(&[0u8; 18], &mut buf).unwrap();
-    buf.truncate(n);
-    buf
-}
-
-/// Frames p1 has sent so far.
-fn sent_on_p1(plane: &Engine) -> u64 {
-    let stats = plane.stats().unwrap();
-    let ports = stats["ports"].as_array().unwrap();
-    let p1 = ports.iter().find(|p| p["name"] == "p1").unwrap();
-    p1["tx_packets"].as_u64().unwrap()
-}
-
-/// Send `n` frames to `dst` and wait until the engine has taken them all in.
-async fn send(plane: &Engine, dst: [u8; 4], n: usize) {
-    let p0 = plane.mem("p0").unwrap();
-    for _ in 0..n {
-        let mut f = frame(dst);
-        while let Err(back) = p0.inject(f) {
-            f = back;
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    }
-    for _ in 0..2000 {
-        if plane.drained() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    panic!("the engine did not drain");
-}
-
-fn basic_config(cookie: u64) -> ForwardingPipelineConfig {
-    ForwardingPipelineConfig {
-        p4info: Some(hotplane_p4rt::schema::parse_text(BASIC_P4INFO).unwrap()),
-        p4_device_config: BASIC.as_bytes().to_vec(),
-        cookie: Some(Cookie { cookie }),
-    }
-}
-
-fn election(low: u64) -> Option<Uint128> {
-    Some(Uint128 { high: 0, low })
-}
-
-fn route(prefix: [u8; 4], len: i32, mac: [u8; 6], port: u16) -> TableEntry {
-    TableEntry {
-        table_id: IPV4_LPM,
-        r#match: vec![FieldMatch {
-            field_id: 1,
-            field_match_type: Some(field_match::FieldMatchType::Lpm(field_match::Lpm {
-                value: prefix.to_vec(),
-                prefix_len: len,
-            })),
-        }],
-        action: Some(TableAction {
-            r#type: Some(table_action::Type::Action(v1::Action {
-                action_id: IPV4_FORWARD,
-                params: vec![
-                    v1::action::Param { param_id: 1, value: mac.to_vec() },
-                    v1::action::Param { param_id: 2, value: port.to_be_bytes().to_vec() },
-                ],
-            })),
-        }),
-        ..Default::default()
-    }
-}
-
-fn write(low: u64, kind: update::Type, entries: Vec<TableEntry>) -> WriteRequest {
-    WriteRequest {
-        device_id: DEVICE,
-        election_id: election(low),
-        updates: entries
-            .into_iter()
-            .map(|e| Update {
-                r#type: kind as i32,
-                entity: Some(Entity { entity: Some(entity::Entity::TableEntry(e)) }),
-            })
-            .collect(),
-        ..Default::default()
-    }
-}
-
-/// The per-update errors of a failed write.
-fn update_errors(status: &tonic::Status) -> Vec<(i32, String)> {
-    assert_eq!(status.code(), Code::Unknown, "{status:?}");
-    let details = rpc::Status::decode(status.details()).expect("google.rpc.Status details");
-    details
-        .details
-        .iter()
-        .map(|any| {
-            assert_eq!(any.type_url, "type.googleapis.com/p4.v1.Error");
-            let e = v1::Error::decode(&any.value[..]).unwrap();
-            (e.canonical_code, e.message)
-        })
-        .collect()
-}
-
-struct Session {
-    client: P4RuntimeClient<Channel>,
-    tx: mpsc::Sender<StreamMessageRequest>,
-    inbound: tonic::Streaming<v1::StreamMessageResponse>,
-}
-
-async fn connect(server: &Server, low: u64) -> Session {
-    let mut client = P4RuntimeClient::connect(format!("http://{}", server.addr())).await.unwrap();
-    let (tx, rx) = mpsc::channel(16);
-    let inbound = client.stream_channel(ReceiverStream::new(rx)).await.unwrap().into_inner();
-    let mut s = Session { client, tx, inbound };
-    s.arbitrate(low).await;
-    s
-}
-
-impl Session {
-    async fn arbitrate(&mut self, low: u64) {
-        let a = MasterArbitrationUpdate {
-            device_id: DEVICE,
-            election_id: election(low),
-            ..Default::default()
-        };
-        let msg =
-            StreamMessageRequest { update: Some(stream_message_request::Update::Arbitration(a)) };
-        self.tx.send(msg).await.unwrap();
-    }
-
-    /// The next arbitration status on the stream: (code, primary's election id low word).
-    async fn arbitration(&mut self) -> (i32, u64) {
-        let msg = tokio::time::timeout(Duration::from_secs(5), self.inbound.message())
-            .await
-            .expect("an answer within 5 s")
-            .unwrap()
-            .expect("the stream is open");
-        match msg.update {
-            Some(stream_message_response::Update::Arbitration(a)) => {
-                (a.status.unwrap().code, a.election_id.unwrap_or_default().low)
-            }
-            other => panic!("not an arbitration update: {other:?}"),
-        }
-    }
-
-    async fn set_pipeline(
-        &mut self,
-        low: u64,
-        action: SetAction,
-        config: ForwardingPipelineConfig,
-    ) -> Result<(), tonic::Status> {
-        let req = SetForwardingPipelineConfigRequest {
-            device_id: DEVICE,
-            election_id: election(low),
-            action: action as i32,
-            config: Some(config),
-            ..Default::default()
-        };
-        self.client.set_forwarding_pipeline_config(req).await.map(|_| ())
-    }
-
-    async fn read_routes(&mut self) -> Vec<TableEntry> {
-        let filter = Entity { entity: Some(entity::Entity::TableEntry(TableEntry::default())) };
-        let req = ReadRequest { device_id: DEVICE, entities: vec![filter], ..Default::default() };
-        let mut stream = self.client.read(req).await.unwrap().into_inner();
-        let mut out = Vec::new();
-        while let Some(r) = stream.message().await.unwrap() {
-            for e in r.entities {
-                if let Some(entity::Entity::TableEntry(t)) = e.entity {
-                    out.push(t);
-                }
-            }
-        }
-        out
-    }
-}
-
-fn start() -> (Engine, Server) {
-    let plane = engine();
-    let dp = EngineDataplane::new(&plane, "pre").expect("the engine has the P4 kind");
-    let cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        device_id: DEVICE,
-        ..Default::default()
-    };
-    let server = Server::spawn(&cfg, Arc::new(dp)).unwrap();
-    (plane, server)
-}
 
 #[tokio::test]
 async fn a_controller_pushes_basic_p4_and_packets_follow_the_entries_it_writes() {
@@ -439,13 +216,6 @@ async fn backups_bad_programs_and_bad_requests_are_refused_and_the_pipeline_keep
 }
 
 const PACKET_IO: &str = include_str!("../../../tests/p4/packet_io.p4");
-
-/// The id of the P4Info object named `name` in `p4info` (tables, actions).
-fn id_of(p4info: &hotplane_p4rt::proto::p4::config::v1::P4Info, name: &str) -> u32 {
-    let tables = p4info.tables.iter().map(|t| t.preamble.as_ref().unwrap());
-    let actions = p4info.actions.iter().map(|a| a.preamble.as_ref().unwrap());
-    tables.chain(actions).find(|p| p.name == name).map(|p| p.id).expect(name)
-}
 
 impl Session {
     /// The next packet-in on the stream (skipping arbitration updates).

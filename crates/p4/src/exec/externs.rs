@@ -518,10 +518,16 @@ impl Compiler<'_> {
                     Flow::Next
                 })
             }
-            Extern::Digest { receiver, data, .. } => {
+            Extern::Digest { receiver, ty, data } => {
                 let (receiver, list) = (self.expr(receiver), self.field_list(data));
                 let ring = self.objects.digests.clone();
+                // Records name their digest by its P4Info id, which depends on its name only:
+                // records queued before a pipeline swap still mean the same digest after it.
+                let ids = crate::p4info::digest_ids(self.prog);
+                let id = ids.iter().find(|(d, _)| d.name == ty.name).map_or(0, |(_, id)| *id);
                 Box::new(move |c| {
+                    // Evaluated for its side effects only; BMv2 ignores the receiver too.
+                    let _ = receiver(c);
                     let mut buf = std::mem::take(&mut c.st.scratch);
                     list.assemble(c, &mut buf);
                     let mut words = [0u64; 4];
@@ -533,7 +539,6 @@ impl Compiler<'_> {
                         *w = u64::from_be_bytes(b);
                     }
                     c.st.scratch = buf;
-                    let id = receiver(c) as u32;
                     ring.send(DigestRecord { id, ts_ns: c.now_ns, words });
                     Flow::Next
                 })

@@ -67,6 +67,8 @@ pub struct P4Table {
     pub params: Vec<Vec<(String, u32, bool)>>,
     pub locked: bool,
     pub counters: bool,
+    /// Entries keep the time of their last hit (`support_timeout`).
+    pub idle: bool,
     pub entries_const: bool,
     pub default_const: bool,
     default_only: Vec<bool>,
@@ -161,10 +163,11 @@ impl P4Table {
         let mut cfg = TableConfig::new(&t.name, kind, (key_bytes.max(1) * 8) as u32, size)
             .with_actions(specs);
         cfg.counters = t.direct_counter.is_some();
+        cfg.idle_timestamps = t.support_timeout;
         if let Some(text) = &t.tableconfig {
             cfg.apply_annotation(text).map_err(|e| store(e.into()))?;
         }
-        let (locked, counters) = (cfg.locked, cfg.counters);
+        let (locked, counters, idle) = (cfg.locked, cfg.counters, cfg.idle_timestamps);
         let action_names: Vec<String> =
             t.actions.iter().map(|&a| prog.actions[a as usize].name.clone()).collect();
         let old = old.filter(|o| {
@@ -192,6 +195,7 @@ impl P4Table {
             params,
             locked,
             counters,
+            idle,
             entries_const: t.entries_are_const,
             default_const: t.default_is_const,
             default_only: t.default_only.clone(),
@@ -770,7 +774,7 @@ impl ApplySite {
             Some(e) => e,
             None => self.t.table.default_entry().get(),
         };
-        if self.t.counters {
+        if self.t.counters || self.t.idle {
             entry.hit(c.pkt.len() as u32, c.now_ns);
         }
         Some(then(c, Entry { entry, hit, site: self }))

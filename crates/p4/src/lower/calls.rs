@@ -42,7 +42,7 @@ impl<'a> Lowerer<'a> {
                         }
                     }
                     if self.extern_fn(&n.name).is_some() {
-                        return self.extern_function(n, args, e.span, pre);
+                        return self.extern_function(n, type_args, args, e.span, pre);
                     }
                     self.err(n.span, format!("`{}` is not declared", n.name))
                 }

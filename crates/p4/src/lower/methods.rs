@@ -6,7 +6,8 @@ use super::{Binding, BlockKind, Lowerer, Storage};
 use crate::ast::{self, DeclKind, ExprKind};
 use crate::diag::{DResult, Diagnostic, Span};
 use crate::ir::{
-    CloneKind, Expr, Extern, HashAlgo, HdrRef, HostTarget, InstanceKind, ListItem, Place, Stmt,
+    CloneKind, DigestMember, DigestType, Expr, Extern, HashAlgo, HdrRef, HostTarget, InstanceKind,
+    ListItem, Place, Stmt, DIGEST_BITS,
 };
 use crate::types::Ty;
 
@@ -394,6 +395,39 @@ impl<'a> Lowerer<'a> {
     }
 
     /// A field list argument (`{a, b, c}` or a single value or a struct).
+    /// The control plane's view of a digest's data: a struct's members when each is one
+    /// list item (a scalar), else the items as a tuple.
+    fn digest_type(&mut self, strukt: Option<usize>, data: &[ListItem]) -> DigestType {
+        if let Some(ty) = strukt {
+            let c = &self.types.composites[ty];
+            let members: Option<Vec<DigestMember>> = c
+                .fields
+                .iter()
+                .map(|f| {
+                    let width = f.ty.scalar_width(&self.types)?;
+                    let is_bool = matches!(f.ty, Ty::Bool);
+                    let scalar = matches!(f.ty, Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Enum(_));
+                    scalar.then(|| DigestMember { name: f.name.clone(), width, is_bool })
+                })
+                .collect();
+            if let Some(members) = members.filter(|m| m.len() == data.len()) {
+                return DigestType { name: c.name.clone(), is_struct: true, members };
+            }
+        }
+        let name = match strukt {
+            Some(ty) => self.types.composites[ty].name.clone(),
+            None => {
+                self.list_digests += 1;
+                format!("digest_{}", self.list_digests - 1)
+            }
+        };
+        let members = data
+            .iter()
+            .map(|i| DigestMember { name: String::new(), width: i.width, is_bool: false })
+            .collect();
+        DigestType { name, is_struct: false, members }
+    }
+
     pub(crate) fn field_list(
         &mut self,
         e: &ast::Expr,
@@ -482,6 +516,7 @@ impl<'a> Lowerer<'a> {
     pub(crate) fn extern_function(
         &mut self,
         n: &ast::Ident,
+        type_args: &[ast::Type],
         args: &[ast::Arg],
         span: Span,
         pre: &mut Vec<Stmt>,
@@ -552,12 +587,33 @@ impl<'a> Lowerer<'a> {
             "digest" => {
                 let r = self.scalar(a(0)?, pre)?;
                 let receiver = self.to_width(r, 32, a(0)?.span)?;
-                let name = match self.expr(a(1)?, pre)? {
-                    Val::Loc(Storage::Struct { ty, .. }) => self.types.composites[ty].name.clone(),
-                    _ => "digest".to_string(),
+                // The data's type: `T` of `digest<T>`, else the struct the argument is.
+                let given = match type_args {
+                    [t] => Some(self.resolve(t)?),
+                    _ => None,
+                };
+                let strukt = match (given, self.expr(a(1)?, pre)?) {
+                    (Some(Ty::Struct(ty)), _) | (None, Val::Loc(Storage::Struct { ty, .. })) => {
+                        Some(ty)
+                    }
+                    _ => None,
                 };
                 let data = self.field_list(a(1)?, pre)?;
-                Extern::Digest { receiver, name, data }
+                let ty = self.digest_type(strukt, &data);
+                if data.iter().any(|i| i.width == 0) {
+                    return self.err(a(1)?.span, "a digest cannot carry a varbit field");
+                }
+                if ty.bits() > DIGEST_BITS {
+                    return self.err(
+                        a(1)?.span,
+                        format!(
+                            "the digest carries {} bits; hotplane's digests carry at most \
+                             {DIGEST_BITS}",
+                            ty.bits()
+                        ),
+                    );
+                }
+                Extern::Digest { receiver, ty, data }
             }
             "clone" | "clone3" | "clone_preserving_field_list" => {
                 let (k, _) = self.scalar_typed(a(0)?, pre)?;

@@ -95,6 +95,8 @@ pub(crate) struct Lowerer<'a> {
     /// Actions whose directional parameters a table's action list binds, with what the
     /// arguments lower to (tables binding one alike share the binding; `bind_action_args`).
     bound_actions: HashMap<u32, String>,
+    /// Digests whose data is not a struct, named `digest_N` in the order they are met.
+    list_digests: u32,
     /// Storage of actions' header and struct parameters, by (action, parameter index).
     action_param_storage: HashMap<(u32, usize), Storage>,
     /// Which of those are `out` parameters (they start invalid rather than copied in).
@@ -151,6 +153,7 @@ impl<'a> Lowerer<'a> {
             global_bindings: HashMap::new(),
             action_decl_span: HashMap::new(),
             bound_actions: Default::default(),
+            list_digests: 0,
             action_param_storage: HashMap::new(),
             out_params: Default::default(),
             in_action: false,

@@ -257,6 +257,7 @@ impl<'a> Lowerer<'a> {
         let mut direct_meter = None;
         let mut largest_wins = None;
         let mut priority_delta = None;
+        let mut support_timeout = false;
         for p in props {
             match (p.name.name.as_str(), &p.value) {
                 ("key", PropertyValue::Key(ks)) => {
@@ -331,7 +332,13 @@ impl<'a> Lowerer<'a> {
                         "action profiles and selectors (`implementation`) are not supported yet",
                     )
                 }
-                _ => {} // other properties (support_timeout, ...) carry no semantics here
+                ("support_timeout", PropertyValue::Expr(e)) => {
+                    support_timeout = match self.const_eval().eval(e)? {
+                        ConstValue::Bool(b) => b,
+                        _ => return self.err(e.span, "support_timeout must be true or false"),
+                    }
+                }
+                _ => {} // other properties carry no semantics here
             }
         }
         if actions.is_empty() {
@@ -380,6 +387,7 @@ impl<'a> Lowerer<'a> {
             direct_counter,
             direct_meter,
             tableconfig,
+            support_timeout,
             annotations: d.annotations.clone(),
             order: self.order_of(d),
         };
