@@ -3,7 +3,7 @@
 p4runtime-shell 0.0.6 (PyPI, unchanged) connects, wins arbitration, pushes tables.p4 with the
 P4Info `hotplane p4 info` writes, then writes and reads entries of every match kind (exact,
 ternary + range with priorities, exact + lpm, exact + optional in a const table), modifies and
-resets a default action, reads direct counters, and meets the spec's refusals (a duplicate, a
+resets a default action, reads direct counters (inline and as entries), and meets the spec's refusals (a duplicate, a
 missing entry, a const table), writes, reads, modifies and deletes a multicast group and a
 clone session. A second session pushes packet_io.p4 and sends a packet-out
 that the program loops back to the CPU port, so it returns as a packet-in. Run by scripts/test.sh in its own virtual environment
@@ -89,6 +89,11 @@ def session(addr, p4info, work):
         # Direct counters come with the entries of tables that have them.
         counted = list(sh.TableEntry("Ing.by_kind").read())[0]
         assert counted.msg().HasField("counter_data"), counted.msg()
+        # ... and as direct counter entries, one per entry, keyed by it.
+        direct = list(sh.DirectCounterEntry("Ing.exact_hits").read())
+        assert len(direct) == 1, direct
+        key = direct[0].msg().table_entry
+        assert key.match == counted.msg().match and key.table_id == counted.msg().table_id, key
 
         # MODIFY of the default action, then a reset (MODIFY without an action).
         te = sh.TableEntry("Ing.by_kind")(action="Ing.nop", is_default=True)

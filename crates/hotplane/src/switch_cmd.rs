@@ -182,9 +182,9 @@ fn parse(args: &[String]) -> anyhow::Result<SwitchArgs> {
     Ok(a)
 }
 
-/// The address to listen on: without TLS an unspecified one (`0.0.0.0`, `[::]`, what the
-/// Mininet glue passes) becomes loopback, since without TLS the server never listens beyond
-/// it; the controllers these tools run connect to localhost.
+/// The address to listen on: without TLS client certificates an unspecified one (`0.0.0.0`,
+/// `[::]`, what the Mininet glue passes) becomes loopback, since without them the server never
+/// listens beyond it; the controllers these tools run connect to localhost.
 fn listen_addr(addr: &str, tls: bool) -> anyhow::Result<SocketAddr> {
     let mut a: SocketAddr =
         addr.parse().with_context(|| format!("--grpc-server-addr {addr}: not ADDRESS:PORT"))?;
@@ -224,7 +224,7 @@ fn config(a: &SwitchArgs) -> anyhow::Result<Config> {
             json!({"stage": "p4", "source": program.source, "name": program.name})
         }
     };
-    let listen = listen_addr(&a.grpc_addr, a.tls.on)?;
+    let listen = listen_addr(&a.grpc_addr, a.tls.client_auth)?;
     let mut p4runtime = json!({
         "listen": listen.to_string(),
         "device_id": a.device_id,
@@ -260,11 +260,17 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
     }
     let requested = a.grpc_addr.clone();
     let cfg = config(&a)?;
-    let listen = listen_addr(&requested, a.tls.on)?;
+    let listen = listen_addr(&requested, a.tls.client_auth)?;
     if listen.to_string() != requested {
         eprintln!(
             "hotplane switch: P4Runtime listens on {listen} (asked for {requested}): \
-             loopback only without TLS (--grpc-server-ssl)"
+             loopback only without TLS client certificates (--grpc-server-with-client-auth)"
+        );
+    }
+    if a.tls.ca.is_some() && !a.tls.client_auth {
+        eprintln!(
+            "hotplane switch: --grpc-server-cacert without --grpc-server-with-client-auth: \
+             clients are not asked for certificates (as BMv2)"
         );
     }
     crate::cli::run_config(cfg, false, 0, true, None)

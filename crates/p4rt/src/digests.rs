@@ -25,11 +25,16 @@ pub const MAX_HELD: usize = 1 << 16;
 /// A digest's data as the data plane sends it: the members back to back from the first bit.
 type Data = [u64; 4];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Config {
     max_timeout: Duration,
+    /// As written (read back as written), and as applied (0: [`MAX_LIST_SIZE`]).
+    requested_list_size: i32,
     max_list_size: usize,
     ack_timeout: Duration,
+    /// The data's layout when configured: a reconciled program whose digest of this id has
+    /// another layout starts unconfigured.
+    ty: DigestType,
 }
 
 #[derive(Debug, Default)]
@@ -65,8 +70,15 @@ pub struct Digests {
     unacked: HashMap<(u32, u64), Unacked>,
     /// `(digest id, data)` waiting or unacknowledged: not offered again meanwhile.
     held: HashSet<(u32, Data)>,
+    /// Digests in unacknowledged lists, per digest id.
+    held_unacked: HashMap<u32, usize>,
     next_list: u64,
+    /// Unacknowledged lists are looked at for their timeout no more often than this.
+    next_expiry: Option<Instant>,
 }
+
+/// How often unacknowledged lists are checked for their timeout.
+const EXPIRY_CHECK: Duration = Duration::from_millis(10);
 
 fn duration(ns: i64, what: &str) -> Result<Duration, Refused> {
     u64::try_from(ns)
@@ -120,12 +132,14 @@ impl Digests {
         })?;
         let config = Config {
             max_timeout: duration(c.max_timeout_ns, "max_timeout_ns")?,
+            requested_list_size: c.max_list_size,
             max_list_size: if max_list_size == 0 {
                 MAX_LIST_SIZE
             } else {
                 max_list_size.min(MAX_LIST_SIZE)
             },
             ack_timeout: duration(c.ack_timeout_ns, "ack_timeout_ns")?,
+            ty: known[&e.digest_id].clone(),
         };
         self.configs.insert(e.digest_id, config);
         Ok(())
@@ -140,7 +154,7 @@ impl Digests {
                 digest_id,
                 config: Some(digest_entry::Config {
                     max_timeout_ns: c.max_timeout.as_nanos() as i64,
-                    max_list_size: c.max_list_size as i32,
+                    max_list_size: c.requested_list_size,
                     ack_timeout_ns: c.ack_timeout.as_nanos() as i64,
                 }),
             })
@@ -152,13 +166,18 @@ impl Digests {
         self.waiting.remove(&id);
         self.unacked.retain(|&(d, _), _| d != id);
         self.held.retain(|&(d, _)| d != id);
+        self.held_unacked.remove(&id);
     }
 
-    /// Keep the configuration of the digests `known` still has (a reconciled pipeline), or
-    /// none (a new one).
+    /// Keep the configuration of the digests `known` still has with the same layout (a
+    /// reconciled pipeline), or none (a new one).
     pub fn keep_only(&mut self, known: &HashMap<u32, DigestType>) {
-        let gone: Vec<u32> =
-            self.configs.keys().filter(|id| !known.contains_key(id)).copied().collect();
+        let gone: Vec<u32> = self
+            .configs
+            .iter()
+            .filter(|(id, c)| known.get(id) != Some(&c.ty))
+            .map(|(id, _)| *id)
+            .collect();
         for id in gone {
             self.configs.remove(&id);
             self.forget(id);
@@ -168,28 +187,27 @@ impl Digests {
     /// Take digests from the data plane.
     pub fn offer(&mut self, records: &[DigestRecord], now: Instant) -> Offered {
         let mut o = Offered::default();
+        // Each configured digest has its share of the bound: one that is never acknowledged
+        // cannot starve the others.
+        let share = MAX_HELD / self.configs.len().max(1);
         for r in records {
-            let Some(config) = self.configs.get(&r.id) else {
+            if !self.configs.contains_key(&r.id) {
                 o.unconfigured += 1;
                 continue;
-            };
-            // Without an acknowledgement timeout there is nothing to suppress repeats against.
-            if !config.ack_timeout.is_zero() {
-                if self.held.contains(&(r.id, r.words)) {
-                    o.duplicates += 1;
-                    continue;
-                }
-                if self.held.len() >= MAX_HELD {
-                    o.dropped += 1;
-                    continue;
-                }
-                self.held.insert((r.id, r.words));
+            }
+            // The data of a list are distinct, and data waiting or unacknowledged is not sent
+            // again (without an acknowledgement timeout, only until its list is sent).
+            if self.held.contains(&(r.id, r.words)) {
+                o.duplicates += 1;
+                continue;
             }
             let w = self.waiting.entry(r.id).or_default();
-            if w.data.len() >= MAX_HELD {
+            let unacked = self.held_unacked.get(&r.id).copied().unwrap_or(0);
+            if w.data.len() + unacked >= share {
                 o.dropped += 1;
                 continue;
             }
+            self.held.insert((r.id, r.words));
             w.since.get_or_insert(now);
             w.data.push(r.words);
             o.accepted += 1;
@@ -206,18 +224,21 @@ impl Digests {
         timestamp_ns: i64,
     ) -> Vec<DigestList> {
         // Acknowledgements that did not come in time: the data may be sent again.
-        let configs = &self.configs;
-        let held = &mut self.held;
-        self.unacked.retain(|&(id, _), u| {
-            let timeout = configs.get(&id).map_or(Duration::ZERO, |c| c.ack_timeout);
-            let keep = now.duration_since(u.sent) < timeout;
-            if !keep {
-                for d in &u.data {
-                    held.remove(&(id, *d));
-                }
+        if self.next_expiry.is_none_or(|t| now >= t) {
+            self.next_expiry = Some(now + EXPIRY_CHECK);
+            let expired: Vec<(u32, u64)> = self
+                .unacked
+                .iter()
+                .filter(|(&(id, _), u)| {
+                    let timeout = self.configs.get(&id).map_or(Duration::ZERO, |c| c.ack_timeout);
+                    now.duration_since(u.sent) >= timeout
+                })
+                .map(|(k, _)| *k)
+                .collect();
+            for (id, list) in expired {
+                self.release(id, list);
             }
-            keep
-        });
+        }
         let mut lists = Vec::new();
         for (&id, config) in &self.configs {
             let Some(w) = self.waiting.get_mut(&id) else { continue };
@@ -239,11 +260,11 @@ impl Digests {
                     timestamp: timestamp_ns,
                 });
                 if config.ack_timeout.is_zero() {
-                    // Held before a MODIFY took the timeout away: nothing will release it.
                     for d in &data {
                         self.held.remove(&(id, *d));
                     }
                 } else {
+                    *self.held_unacked.entry(id).or_default() += data.len();
                     self.unacked.insert((id, list_id), Unacked { data, sent: now });
                 }
             }
@@ -256,7 +277,29 @@ impl Digests {
 
     /// The controller acknowledged list `list_id` of digest `id`: its data may be sent again.
     pub fn ack(&mut self, id: u32, list_id: u64) {
+        self.release(id, list_id);
+    }
+
+    /// List `list_id` of digest `id` reached no controller: nothing will acknowledge it, so
+    /// its data may be sent again.
+    pub fn undelivered(&mut self, id: u32, list_id: u64) {
+        self.release(id, list_id);
+    }
+
+    /// The primary changed: lists the old one did not acknowledge are forgotten, so that the
+    /// new one hears of their data (the spec lets the server clear its cache).
+    pub fn primary_changed(&mut self) {
+        let lists: Vec<(u32, u64)> = self.unacked.keys().copied().collect();
+        for (id, list) in lists {
+            self.release(id, list);
+        }
+    }
+
+    fn release(&mut self, id: u32, list_id: u64) {
         if let Some(u) = self.unacked.remove(&(id, list_id)) {
+            if let Some(n) = self.held_unacked.get_mut(&id) {
+                *n = n.saturating_sub(u.data.len());
+            }
             for d in u.data {
                 self.held.remove(&(id, d));
             }
@@ -415,6 +458,45 @@ mod tests {
         d.due(&k, t0 + Duration::from_secs(2), 0);
         assert_eq!(d.offer(&[record(1, 1)], t0).accepted, 1, "ack timed out: sent again");
         assert_eq!(second.len(), 1);
+    }
+
+    #[test]
+    fn a_list_holds_distinct_data_even_without_an_ack_timeout() {
+        let (k, t0) = (known(), Instant::now());
+        let mut d = Digests::default();
+        d.write(&k, Op::Insert, &entry(1_000_000, 10, 0)).unwrap();
+        let o = d.offer(&[record(1, 1), record(1, 1), record(1, 1)], t0);
+        assert_eq!((o.accepted, o.duplicates), (1, 2));
+        assert_eq!(d.due(&k, t0 + Duration::from_millis(2), 0)[0].data.len(), 1);
+        assert_eq!(d.offer(&[record(1, 1)], t0).accepted, 1, "sent: no ack awaited");
+    }
+
+    #[test]
+    fn undelivered_lists_and_a_new_primary_release_their_data() {
+        let (k, t0) = (known(), Instant::now());
+        let mut d = Digests::default();
+        d.write(&k, Op::Insert, &entry(0, 1, i64::MAX)).unwrap();
+        d.offer(&[record(1, 1), record(2, 2)], t0);
+        let lists = d.due(&k, t0, 0);
+        assert_eq!(d.offer(&[record(1, 1), record(2, 2)], t0).duplicates, 2);
+        d.undelivered(ID, lists[0].list_id);
+        assert_eq!(d.offer(&[record(1, 1), record(2, 2)], t0).accepted, 1, "the undelivered one");
+        d.due(&k, t0, 0);
+        d.primary_changed();
+        assert_eq!(d.offer(&[record(1, 1), record(2, 2)], t0).accepted, 2, "the cache is cleared");
+    }
+
+    #[test]
+    fn a_reconciled_digest_keeps_its_config_only_with_the_same_layout() {
+        let k = known();
+        let mut d = Digests::default();
+        d.write(&k, Op::Insert, &entry(0, 1, 0)).unwrap();
+        d.keep_only(&k);
+        assert_eq!(d.read(&DigestEntry::default()).len(), 1);
+        let mut other = k.clone();
+        other.get_mut(&ID).unwrap().members[1].width = 16;
+        d.keep_only(&other);
+        assert!(d.read(&DigestEntry::default()).is_empty());
     }
 
     #[test]

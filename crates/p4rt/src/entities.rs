@@ -6,8 +6,8 @@ use crate::bytes::{self, BytesError};
 use crate::proto::google::rpc::Code;
 use crate::proto::p4::config::v1::match_field::MatchType;
 use crate::proto::p4::v1::{
-    action, entity, field_match, table_action, update, Action, CounterData, CounterEntry, Entity,
-    FieldMatch, Index, TableAction, TableEntry, Update,
+    action, entity, field_match, table_action, update, Action, CounterData, CounterEntry,
+    DirectCounterEntry, Entity, FieldMatch, Index, TableAction, TableEntry, Update,
 };
 use crate::schema::{Schema, Table};
 use hotplane_p4::exec::P4Entry;
@@ -239,6 +239,9 @@ pub fn write_table_entry(
             entry.idle_timeout_ns
         )));
     }
+    if entry.idle_timeout_ns > 0 && entry.is_default_action {
+        return Err(Refused::invalid("a default entry has no idle timeout"));
+    }
     if entry.idle_timeout_ns > 0 && !t.supports_timeout {
         return Err(Refused::invalid(format!(
             "table {} does not support idle timeouts (support_timeout = true)",
@@ -387,7 +390,13 @@ pub fn read_table_entries(
     let mut ids: Vec<u32> = if filter.table_id == 0 {
         schema.tables.keys().copied().collect()
     } else {
-        table_of(schema, filter)?;
+        let t = table_of(schema, filter)?;
+        if filter.time_since_last_hit.is_some() && !t.supports_timeout {
+            return Err(Refused::invalid(format!(
+                "table {} keeps no hit times (no support_timeout): time_since_last_hit",
+                t.name
+            )));
+        }
         vec![filter.table_id]
     };
     ids.sort_unstable();
@@ -631,6 +640,17 @@ pub fn read_entity(
             .into_iter()
             .map(entity::Entity::MeterEntry)
             .collect(),
+        Some(entity::Entity::DirectCounterEntry(d)) => read_direct_counters(schema, p, d)?
+            .into_iter()
+            .map(entity::Entity::DirectCounterEntry)
+            .collect(),
+        Some(entity::Entity::DirectMeterEntry(_)) => {
+            return Err(Refused::new(
+                Code::Unimplemented,
+                "direct meters are not metered by hotplane's P4 yet (every packet is green): \
+                 direct meter entries are not served",
+            ))
+        }
         // Programs have no action profiles yet: a wildcard read finds none (finsy's
         // `delete_all` reads them), a named one does not exist.
         Some(entity::Entity::ActionProfileMember(m)) => no_action_profile(m.action_profile_id)?,
@@ -642,6 +662,36 @@ pub fn read_entity(
             ))
         }
     })
+}
+
+/// The direct counters `d` selects: every table's (no table), a table's (no match), or one
+/// entry's, each with its entry's key.
+fn read_direct_counters(
+    schema: &Schema,
+    p: &Pipeline,
+    d: &DirectCounterEntry,
+) -> Result<Vec<DirectCounterEntry>, Refused> {
+    let filter = d.table_entry.clone().unwrap_or_default();
+    if filter.table_id != 0 && !table_of(schema, &filter)?.has_direct_counter {
+        return Err(Refused::invalid(format!(
+            "table {} has no direct counter",
+            table_of(schema, &filter)?.name
+        )));
+    }
+    let entries = read_table_entries(schema, p, &filter, None)?;
+    Ok(entries
+        .into_iter()
+        .filter(|e| schema.tables.get(&e.table_id).is_some_and(|t| t.has_direct_counter))
+        .map(|e| DirectCounterEntry {
+            data: e.counter_data,
+            table_entry: Some(TableEntry {
+                table_id: e.table_id,
+                r#match: e.r#match,
+                priority: e.priority,
+                ..Default::default()
+            }),
+        })
+        .collect())
 }
 
 fn no_action_profile(id: u32) -> Result<Vec<entity::Entity>, Refused> {

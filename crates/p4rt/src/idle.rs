@@ -29,7 +29,7 @@ struct Watch {
 }
 
 /// The watched entries and their timeouts.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Idle {
     watched: HashMap<Key, Watch>,
     /// Watched entries per table id.

@@ -195,7 +195,8 @@ pub struct ServerConfig {
     /// The CPU port's number (`--cpu-port`): packets the program sends there are packet-ins,
     /// packet-outs arrive on it. 255 by default; 0 for none.
     pub cpu_port: u32,
-    /// TLS (`[p4runtime.tls]`); without it the server listens on loopback only.
+    /// TLS (`[p4runtime.tls]`); without it, or without client certificates, the server
+    /// listens on loopback only.
     pub tls: Option<TlsConfig>,
 }
 
@@ -219,7 +220,8 @@ impl TlsConfig {
             std::fs::read(p).map_err(|e| ServeError::Tls(format!("{}: {e}", p.display())))
         };
         let identity = Identity::from_pem(read(&self.cert)?, read(&self.key)?);
-        let mut tls = ServerTlsConfig::new().identity(identity);
+        // A client that opens a connection and never finishes its handshake is dropped.
+        let mut tls = ServerTlsConfig::new().identity(identity).timeout(Duration::from_secs(10));
         if let Some(ca) = &self.client_ca {
             tls = tls.client_ca_root(Certificate::from_pem(read(ca)?));
         }
@@ -245,9 +247,10 @@ impl Default for ServerConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error(
-        "p4runtime listen address {0}: beyond loopback the server needs TLS (set \
-         [p4runtime.tls] cert and key, or --grpc-server-ssl with --grpc-server-cert and \
-         --grpc-server-key); or listen on 127.0.0.1 (or ::1)"
+        "p4runtime listen address {0}: beyond loopback the server needs TLS with client \
+         certificates (set [p4runtime.tls] cert, key and client_ca, or --grpc-server-ssl with \
+         --grpc-server-cert, --grpc-server-key, --grpc-server-cacert and \
+         --grpc-server-with-client-auth); or listen on 127.0.0.1 (or ::1)"
     )]
     NotLoopback(SocketAddr),
     #[error("p4runtime TLS: {0}")]
@@ -291,7 +294,10 @@ impl Server {
         config: &ServerConfig,
         dataplane: Arc<dyn Dataplane>,
     ) -> Result<Server, ServeError> {
-        if !config.listen.ip().is_loopback() && config.tls.is_none() {
+        // Beyond loopback, clients must prove who they are: TLS alone tells them who the
+        // server is, and anyone who can reach the port could then drive the switch.
+        let authenticated = config.tls.as_ref().is_some_and(|t| t.client_ca.is_some());
+        if !config.listen.ip().is_loopback() && !authenticated {
             return Err(ServeError::NotLoopback(config.listen));
         }
         let mut builder = tonic::transport::Server::builder();

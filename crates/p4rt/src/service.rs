@@ -395,7 +395,8 @@ impl P4Runtime for Service {
                     }
                     Some(entity::Entity::TableEntry(f)) => {
                         let now = hotplane_core::time::now_ns();
-                        let idle = lock(&idle);
+                        // A copy: the idle scan and writes go on while the tables are read.
+                        let idle = lock(&idle).clone();
                         let entries = entities::read_table_entries(
                             schema,
                             &c.pipeline,
@@ -560,6 +561,8 @@ pub struct StreamCx {
     state: Arc<Mutex<DeviceState>>,
     digests: Arc<Mutex<Digests>>,
     idle: Arc<Mutex<Idle>>,
+    /// The primaries digests last went to (a new one clears the digest cache).
+    digest_primaries: Arc<Mutex<Vec<StreamTx>>>,
     stats: Arc<Stats>,
     dataplane: Arc<dyn Dataplane>,
     device_id: u64,
@@ -585,6 +588,7 @@ impl Service {
             state: Arc::clone(&self.state),
             digests: Arc::clone(&self.digests),
             idle: Arc::clone(&self.idle),
+            digest_primaries: Arc::default(),
             stats: Arc::clone(&self.stats),
             dataplane: Arc::clone(&self.dataplane),
             device_id: self.device_id,
@@ -613,7 +617,7 @@ pub async fn pump_packet_ins(cx: StreamCx) {
             // Each scan walks the tables with watched entries: it runs at most every 50 ms
             // and takes at most a tenth of the server's thread.
             let started = std::time::Instant::now();
-            cx.idle_once();
+            cx.idle_once().await;
             next_idle_scan = started + IDLE_SCAN.max(started.elapsed() * 10);
         }
         let busy = cx.packet_ins_once() > 0;
@@ -623,6 +627,9 @@ pub async fn pump_packet_ins(cx: StreamCx) {
         tokio::time::sleep(pause).await;
     }
 }
+
+/// Entries per idle timeout notification.
+const IDLE_CHUNK: usize = 1024;
 
 /// How often idle timeouts are looked for (at least).
 const IDLE_SCAN: std::time::Duration = std::time::Duration::from_millis(50);
@@ -666,39 +673,42 @@ impl StreamCx {
         n
     }
 
-    /// Tell every primary of the entries idle for their timeout.
-    fn idle_once(&self) {
+    /// Tell every primary of the entries idle for their timeout. The scan walks tables: it
+    /// runs off the server's thread.
+    async fn idle_once(&self) {
         let (committed, primaries) = {
             let st = lock(&self.state);
             (st.committed.clone(), st.arbiter.primaries())
         };
         // Without a primary nobody would hear it: the timers keep running until one comes.
         let Some(c) = committed.filter(|_| !primaries.is_empty()) else { return };
-        let entries = {
-            let mut idle = lock(&self.idle);
+        let idle = Arc::clone(&self.idle);
+        let scan = tokio::task::spawn_blocking(move || {
+            let mut idle = lock(&idle);
             if !idle.has_timeouts() {
-                return;
+                return Vec::new();
             }
             idle.due(&c.verified.schema, &c.pipeline, hotplane_core::time::now_ns())
-        };
+        });
+        let Ok(entries) = scan.await else { return };
         if entries.is_empty() {
             return;
         }
         let timestamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as i64);
-        let n = entries.len() as u64;
-        let note = IdleTimeoutNotification { table_entry: entries, timestamp };
-        for tx in &primaries {
-            let msg = StreamMessageResponse {
-                update: Some(stream_message_response::Update::IdleTimeoutNotification(
-                    note.clone(),
-                )),
-            };
-            match tx.try_send(Ok(msg)) {
-                Ok(()) => self.stats.idle_notifications.fetch_add(n, Ordering::Relaxed),
-                Err(_) => self.stats.idle_notifications_dropped.fetch_add(n, Ordering::Relaxed),
-            };
+        // In notifications of a bounded size, however many entries went idle at once.
+        for chunk in entries.chunks(IDLE_CHUNK) {
+            let n = chunk.len() as u64;
+            let note = IdleTimeoutNotification { table_entry: chunk.to_vec(), timestamp };
+            for tx in &primaries {
+                let update = stream_message_response::Update::IdleTimeoutNotification(note.clone());
+                let msg = StreamMessageResponse { update: Some(update) };
+                match tx.try_send(Ok(msg)) {
+                    Ok(()) => self.stats.idle_notifications.fetch_add(n, Ordering::Relaxed),
+                    Err(_) => self.stats.idle_notifications_dropped.fetch_add(n, Ordering::Relaxed),
+                };
+            }
         }
     }
 
@@ -721,6 +731,15 @@ impl StreamCx {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as i64);
         let mut digests = lock(&self.digests);
+        {
+            let mut heard = lock(&self.digest_primaries);
+            let same = heard.len() == primaries.len()
+                && heard.iter().zip(&primaries).all(|(a, b)| a.same_channel(b));
+            if !same {
+                digests.primary_changed();
+                *heard = primaries.clone();
+            }
+        }
         let offered = digests.offer(&records, now);
         let lists = digests.due(&c.verified.schema.digests, now, stamp);
         let waiting = digests.is_waiting();
@@ -730,12 +749,14 @@ impl StreamCx {
         s.digests_dropped.fetch_add(offered.unconfigured + offered.dropped, Ordering::Relaxed);
         for list in lists {
             let n = list.data.len() as u64;
+            let mut delivered = false;
             for tx in &primaries {
                 let msg = StreamMessageResponse {
                     update: Some(stream_message_response::Update::Digest(list.clone())),
                 };
                 match tx.try_send(Ok(msg)) {
                     Ok(()) => {
+                        delivered = true;
                         s.digests.fetch_add(n, Ordering::Relaxed);
                         s.digest_lists.fetch_add(1, Ordering::Relaxed);
                     }
@@ -743,6 +764,10 @@ impl StreamCx {
                         s.digests_dropped.fetch_add(n, Ordering::Relaxed);
                     }
                 }
+            }
+            if !delivered {
+                // Nobody will acknowledge it: its data may come again.
+                lock(&self.digests).undelivered(list.digest_id, list.list_id);
             }
         }
         waiting || !records.is_empty()

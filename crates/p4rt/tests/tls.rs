@@ -1,5 +1,6 @@
-//! The server beyond loopback: only with TLS; with a client CA, only clients holding a
-//! certificate it signed get through the handshake; a plaintext client or one with another
+//! The server beyond loopback: only with TLS and client certificates: only clients holding a
+//! certificate the client CA signed get through the handshake; TLS without them serves
+//! loopback only; a plaintext client or one with another
 //! CA's certificate never reaches the service; bad certificate files stop the start with the
 //! file named.
 #![cfg(feature = "server")]
@@ -99,10 +100,23 @@ async fn beyond_loopback_only_with_tls_and_only_clients_the_ca_signed() {
     let bad = TlsConfig { cert: garbage, key: server_key.clone(), client_ca: None };
     assert!(matches!(serve("127.0.0.1:0", Some(bad)), Err(ServeError::Tls(_))));
 
+    // TLS without client certificates stays on loopback: anyone could drive the switch.
+    let server_only =
+        TlsConfig { cert: server_cert.clone(), key: server_key.clone(), client_ca: None };
+    let err = serve("0.0.0.0:0", Some(server_only.clone())).err().expect("refused").to_string();
+    assert!(err.contains("client_ca"), "{err}");
+    let (plane, server) = serve("127.0.0.1:0", Some(server_only)).unwrap();
+    let trust = Certificate::from_pem(pki.ca.pem());
+    let anonymous = ClientTlsConfig::new().ca_certificate(trust.clone()).domain_name("localhost");
+    let port = server.addr().port();
+    assert_eq!(ask(port, Some(anonymous.clone())).await.unwrap(), "1.5.0", "server-only TLS");
+    assert!(ask(port, None).await.is_err(), "plaintext to a TLS server");
+    drop(server);
+    assert_eq!(plane.stop().panics, 0);
+
     let tls = TlsConfig { cert: server_cert, key: server_key, client_ca: Some(ca) };
     let (plane, server) = serve("0.0.0.0:0", Some(tls)).expect("TLS may listen everywhere");
     let port = server.addr().port();
-    let trust = Certificate::from_pem(pki.ca.pem());
     let (client_cert, client_key) = pki.issue("controller");
     let client = ClientTlsConfig::new()
         .ca_certificate(trust.clone())
@@ -111,7 +125,6 @@ async fn beyond_loopback_only_with_tls_and_only_clients_the_ca_signed() {
     assert_eq!(ask(port, Some(client)).await.unwrap(), "1.5.0", "a client the CA signed");
 
     // No client certificate, another CA's, or no TLS at all: refused before the service.
-    let anonymous = ClientTlsConfig::new().ca_certificate(trust.clone()).domain_name("localhost");
     assert!(ask(port, Some(anonymous)).await.is_err());
     let (other_cert, other_key) = Pki::new().issue("controller");
     let stranger = ClientTlsConfig::new()
