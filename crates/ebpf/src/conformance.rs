@@ -171,17 +171,19 @@ pub fn run_dir<E: std::fmt::Display>(
     Ok(s)
 }
 
-/// Where the public conformance suite lives: `$HOTPLANE_EBPF_CONFORMANCE`, else the first
-/// `shared/conformance/ebpf/tests` found walking up from `start` (the team layout keeps it
-/// next to the checkout), else `/work/shared/conformance/ebpf/tests`.
+/// Where the public conformance suite lives: `$HOTPLANE_EBPF_CONFORMANCE`, else
+/// `conformance/ebpf/tests` under `$HOTPLANE_SHARED`, else the first
+/// `shared/conformance/ebpf/tests` found walking up from `start` (the team layout keeps
+/// `shared/` next to the checkout). None when it is nowhere.
 pub fn find_suite(start: &Path) -> Option<std::path::PathBuf> {
     if let Some(p) = std::env::var_os("HOTPLANE_EBPF_CONFORMANCE") {
         return Some(p.into());
     }
-    start
-        .ancestors()
-        .map(|a| a.join("shared/conformance/ebpf/tests"))
-        .chain(std::iter::once("/work/shared/conformance/ebpf/tests".into()))
+    let shared = std::env::var_os("HOTPLANE_SHARED")
+        .map(|s| std::path::PathBuf::from(s).join("conformance/ebpf/tests"));
+    shared
+        .into_iter()
+        .chain(start.ancestors().map(|a| a.join("shared/conformance/ebpf/tests")))
         .find(|p| p.is_dir())
 }
 

@@ -197,12 +197,30 @@ pub fn push(socket: &Path, op: PushOp) -> anyhow::Result<()> {
             Request::Update { fragments: datagrams.iter().map(hex::encode).collect() }
         }
     };
+    let is_update = matches!(req, Request::Update { .. });
     let v = client.call(&req)?;
     match v {
         serde_json::Value::Object(ref m) if m.get("text").is_some_and(|t| t.is_string()) => {
             print!("{}", m["text"].as_str().unwrap_or_default());
         }
-        v => println!("{}", serde_json::to_string_pretty(&v)?),
+        ref v => println!("{}", serde_json::to_string_pretty(v)?),
+    }
+    if is_update {
+        refused_update(&v)?;
+    }
+    Ok(())
+}
+
+/// An update the node refused is an error (a non-zero exit) with the node's reason, as
+/// `ebpf update` and `lua update` have it.
+fn refused_update(acks: &serde_json::Value) -> anyhow::Result<()> {
+    let refused = acks.as_array().into_iter().flatten().find(|a| a["status"] == "refused");
+    if let Some(a) = refused {
+        let reason = a["reason"].as_str().unwrap_or("refused");
+        match a["message"].as_str().filter(|m| !m.is_empty()) {
+            Some(m) => bail!("the node refused the update: {reason}: {m}"),
+            None => bail!("the node refused the update: {reason}"),
+        }
     }
     Ok(())
 }

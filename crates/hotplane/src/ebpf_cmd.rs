@@ -252,7 +252,9 @@ pub fn conformance(dir: Option<&Path>, engine: Engine, json_out: bool) -> anyhow
         Some(d) => d.to_path_buf(),
         None => find_suite(&std::env::current_dir()?).ok_or_else(|| {
             anyhow!(
-                "no conformance suite found; give its directory (../shared/conformance/ebpf/tests)"
+                "no conformance suite found next to the checkout: give its directory \
+                 (shared/conformance/ebpf/tests), or set HOTPLANE_SHARED to the directory \
+                 holding conformance/"
             )
         })?,
     };

@@ -200,6 +200,19 @@ pub fn run(o: &GenOpts) -> anyhow::Result<Value> {
     let r = MemReport::merge(&handles);
     let sent = r.sent();
     let received = r.received();
+    if let Some(path) = &o.write {
+        // Into a capture: nothing comes back, so there is no loss or latency to report.
+        let out = json!({
+            "written": sent,
+            "file": path.display().to_string(),
+            "seconds": (secs * 1000.0).round() / 1000.0,
+            "tx_mpps": ((sent as f64 / secs / 1e6) * 1e4).round() / 1e4,
+        });
+        if !o.json {
+            println!("wrote {sent} frames to {} in {secs:.2} s", path.display());
+        }
+        return Ok(out);
+    }
     let mut out = summary(&r);
     out["tx_packets"] = json!(sent);
     out["rx_packets"] = json!(received);
@@ -209,8 +222,21 @@ pub fn run(o: &GenOpts) -> anyhow::Result<Value> {
     out["loss_ratio"] = json!(if sent == 0 { 0.0 } else { r.lost() as f64 / sent as f64 });
     out["unstamped_received"] = json!(r.unstamped);
     out["ports"] = json!(summary_ports.ports);
+    // A rate the pacer could not hold: the frames queued behind it, and their latency says
+    // so more than the path's.
+    if let Some(asked) = o.spec.rate_pps.filter(|&r| r > 0.0) {
+        let achieved = sent as f64 / secs;
+        out["asked_pps"] = json!(asked);
+        out["achieved_pps"] = json!(achieved.round());
+        if achieved < asked * 0.95 {
+            eprintln!(
+                "warning: the generator sent {achieved:.0} pps of the {asked:.0} asked: it \
+                 fell behind, and latency includes the time frames waited for it"
+            );
+        }
+    }
     if !o.json {
-        eprintln!(
+        println!(
             "sent {sent} in {secs:.2} s ({:.3} Mpps), received {received} ({:.3} Mpps), lost {} ({:.4} %), reordered {}, duplicated {}",
             sent as f64 / secs / 1e6,
             received as f64 / secs / 1e6,
@@ -219,7 +245,7 @@ pub fn run(o: &GenOpts) -> anyhow::Result<Value> {
             out["reordered"],
             r.duplicates()
         );
-        eprintln!(
+        println!(
             "latency us: p50 {} p90 {} p99 {} p99.9 {} max {}",
             out["latency_us"]["p50"],
             out["latency_us"]["p90"],

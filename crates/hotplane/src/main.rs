@@ -609,7 +609,9 @@ fn main() {
     }
     tracing_subscriber::fmt()
         .with_env_filter(
+            // HOTPLANE_LOG, else the RUST_LOG Rust users reach for, else warnings only.
             tracing_subscriber::EnvFilter::try_from_env("HOTPLANE_LOG")
+                .or_else(|_| tracing_subscriber::EnvFilter::try_from_env("RUST_LOG"))
                 .unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)

@@ -39,6 +39,10 @@ pub struct PushArgs {
     /// With --p4: a file holding the key.
     #[arg(long, requires = "p4")]
     key_file: Option<PathBuf>,
+    /// With --p4: send the update without a key (the node accepts it only if it allows
+    /// unauthenticated updates).
+    #[arg(long, requires = "p4", conflicts_with_all = ["key", "key_file"])]
+    unauthenticated: bool,
     #[command(subcommand)]
     op: Option<PushCmd>,
 }
@@ -166,11 +170,17 @@ pub fn run(args: PushArgs) -> anyhow::Result<()> {
                 payload.push(0);
                 payload.extend_from_slice(text.as_bytes());
             }
+            let key = key_of(args.key, args.key_file)?;
+            if key.is_none() && !args.unauthenticated {
+                bail!(
+                    "--p4 without a key: give --key-file FILE (a key the node has, e.g. \
+                     examples/config/demo-key.hex), or --unauthenticated to send it without one"
+                );
+            }
             let target = match args.target {
                 Some(t) => t,
                 None => running_p4_target(&args.socket)?,
             };
-            let key = key_of(args.key, args.key_file)?;
             PushOp::Update {
                 target,
                 kind: "p4".into(),

@@ -185,3 +185,79 @@ mid = {{ stage = "p4", program = "{dir}/basic.p4", entries = "{}" }}
     let frame = report.captured.first().expect("p1 captured frames").clone();
     assert_eq!(&frame[0..6], &[8, 0, 0, 0, 1, 0x11], "new destination MAC");
 }
+
+/// `hotplane push --p4` as an operator uses it: without a key it is refused before anything
+/// is sent (unless asked to go unauthenticated); a refusal by the node is a failure with the
+/// node's reason; and the same entries document pushed again with an edited program loads
+/// (the carried tables already hold its entries).
+#[test]
+fn push_p4_fails_on_refusal_and_reloads_the_same_entries() {
+    use std::process::Command;
+    let bin = env!("CARGO_BIN_EXE_hotplane");
+    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let dir = std::env::temp_dir().join(format!("hotplane-push-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("s.sock");
+    let key = format!("{repo}/examples/config/demo-key.hex");
+    let program = format!("{repo}/examples/p4/ref_counter.p4");
+    let entries = format!("{repo}/examples/p4/ref_counter.json");
+    let cfg = dir.join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[port]]\nname = \"p0\"\nkind = \"mem\"\n[[port]]\nname = \"p1\"\nkind = \"mem\"\n\
+             [control]\nsocket = \"{}\"\n[[control.keys]]\nid = 1\nkey_file = \"{key}\"\n\
+             [pipeline]\npre = {{ stage = \"p4\", program = \"{program}\", entries = \"{entries}\" }}\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let mut child =
+        Command::new(bin).args(["run", "--keep-running", "--config"]).arg(&cfg).spawn().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !sock.exists() {
+        assert!(std::time::Instant::now() < deadline, "socket never appeared");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let push = |args: &[&str]| {
+        let o =
+            Command::new(bin).arg("push").arg("--socket").arg(&sock).args(args).output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        (o.status.success(), out + &String::from_utf8_lossy(&o.stderr))
+    };
+    // An edited program (a comment more), with the very same entries as it runs with.
+    let edited = dir.join("edited.p4");
+    let text = std::fs::read_to_string(&program).unwrap();
+    std::fs::write(&edited, format!("// edited\n{text}")).unwrap();
+    let edited = edited.to_str().unwrap();
+
+    let (ok, err) = push(&["--p4", edited, "--entries", &entries]);
+    assert!(!ok && err.contains("--unauthenticated"), "no key, nothing sent: {err}");
+    let (ok, err) = push(&["--p4", edited, "--entries", &entries, "--unauthenticated"]);
+    assert!(!ok && err.contains("refused the update"), "the node wants a key: {err}");
+    for _ in 0..2 {
+        let (ok, out) = push(&["--p4", edited, "--entries", &entries, "--key-file", &key]);
+        assert!(ok && out.contains("\"status\": \"applied\""), "the same entries reload: {out}");
+    }
+    let (ok, _) = push(&["shutdown"]);
+    assert!(ok);
+    assert!(child.wait().unwrap().success());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `hotplane bench p4` with no entries drops every packet: the rate it reports is the drop
+/// path's, and it says so (on stderr and in the JSON), rather than reporting Mpps silently.
+#[test]
+fn bench_p4_warns_when_it_measures_the_drop_path() {
+    let program = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/p4/basic.p4");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_hotplane"))
+        .args(["bench", "p4", "--program", program, "--packets", "20000", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let last = String::from_utf8_lossy(&o.stdout).lines().last().unwrap_or_default().to_string();
+    let v: serde_json::Value = serde_json::from_str(&last).unwrap();
+    let warning = v["warning"].as_str().unwrap_or_default();
+    assert!(warning.starts_with("100.0 % of the packets were dropped"), "{v}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("warning:"));
+}

@@ -364,13 +364,24 @@ fn binary_runs_a_config_and_push_talks_to_it() {
     let dir = tmpdir("bin");
     let bin = env!("CARGO_BIN_EXE_hotplane");
     let cap = dir.join("in.pcap");
-    let st = Command::new(bin)
+    let o = Command::new(bin)
         .args(["gen", "--write"])
         .arg(&cap)
         .args(["--count", "300", "--flows", "3"])
-        .status()
+        .output()
         .unwrap();
-    assert!(st.success());
+    assert!(o.status.success());
+    // Into a capture nothing comes back: the summary says what was written, not a loss.
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(said.contains("wrote 300 frames to") && !said.contains("lost"), "{said}");
+    let o = Command::new(bin)
+        .args(["gen", "--json", "--write"])
+        .arg(&cap)
+        .args(["--count", "300", "--flows", "3"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(o.stdout.trim_ascii_end()).unwrap();
+    assert_eq!((v["written"].as_u64(), v.get("loss_ratio")), (Some(300), None), "{v}");
     let out = dir.join("out.pcap");
     let sock = dir.join("s.sock");
     let cfg = dir.join("c.toml");
@@ -412,9 +423,10 @@ fn binary_runs_a_config_and_push_talks_to_it() {
     assert!(ok && out_text.contains("\"version\": 2"), "{out_text}");
     let (ok, _, err) = push(&["install", "--target", "pre", "--stage", r#"{"stage":"bogus"}"#]);
     assert!(!ok && err.contains("stage spec"), "{err}");
+    // A refused update is a failure, with the node's reason.
     let (ok, _, err) =
         push(&["update", "--target", "pre", "--stage", r#"{"stage":"drop"}"#, "--key", KEY_HEX]);
-    assert!(ok, "{err}");
+    assert!(!ok && err.contains("refused the update: unknown_key"), "{err}");
     let (ok, out_text, _) = push(&["stats"]);
     assert!(
         ok && out_text.contains("\"unknown_key\": 1"),

@@ -81,8 +81,11 @@ pub fn replacement(
     };
     let mut replication = old.map(|o| o.replication().clone()).unwrap_or_default();
     if let Some(text) = entries {
-        // Can still fail on a clash with a carried entry; those before it stay written.
-        let loaded = crate::runtime::load(&pipeline, text).map_err(entries_rejected)?;
+        // The document describes the tables: an entry a carried table already has takes the
+        // document's action rather than refusing the program (reloading the same document
+        // after an edit works).
+        let loaded = crate::runtime::load_with(&pipeline, text, crate::runtime::Inserts::State)
+            .map_err(entries_rejected)?;
         if loaded.replication != Default::default() {
             replication = loaded.replication;
         }

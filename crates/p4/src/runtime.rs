@@ -67,12 +67,28 @@ fn pair(v: &Value, kind: &'static str) -> Result<(u128, u128), ValueError> {
 /// ternary tables, `priority`. Entries apply in order; the first bad one stops the load
 /// and is named in the error, and those before it stay applied.
 pub fn load(p: &Pipeline, text: &str) -> Result<Loaded, RuntimeJsonError> {
+    load_with(p, text, Inserts::Strict)
+}
+
+/// What an INSERT of an entry that is already there does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inserts {
+    /// Refused (ALREADY_EXISTS), as P4Runtime has it: `push p4-entries`.
+    Strict,
+    /// The entry takes the document's action: the document describes the tables' state. A
+    /// program replaced with its entries document (`push --p4 FILE --entries FILE`) finds the
+    /// entries of its carried tables already there.
+    State,
+}
+
+/// [`load`], with INSERTs as `inserts` says.
+pub fn load_with(p: &Pipeline, text: &str, inserts: Inserts) -> Result<Loaded, RuntimeJsonError> {
     let doc: Value = serde_json::from_str(text)?;
     let mut loaded = Loaded::default();
     let entries = doc.get("table_entries").and_then(Value::as_array).cloned().unwrap_or_default();
     for (i, e) in entries.iter().enumerate() {
         let at = |source| RuntimeJsonError::TableEntry { index: i, source };
-        match apply_entry(p, e).map_err(at)? {
+        match apply_entry(p, e, inserts).map_err(at)? {
             Applied::Default => loaded.defaults += 1,
             Applied::Entry => loaded.entries += 1,
             Applied::Deleted => loaded.deleted += 1,
@@ -130,7 +146,7 @@ enum Applied {
     Deleted,
 }
 
-fn apply_entry(p: &Pipeline, e: &Value) -> Result<Applied, EntryError> {
+fn apply_entry(p: &Pipeline, e: &Value, inserts: Inserts) -> Result<Applied, EntryError> {
     let tname = e.get("table").and_then(Value::as_str).ok_or(EntryError::Json("no `table`"))?;
     let table = p.objects.table(tname)?;
     let kind = e.get("type").map_or(Some("INSERT"), Value::as_str);
@@ -172,6 +188,10 @@ fn apply_entry(p: &Pipeline, e: &Value) -> Result<Applied, EntryError> {
     let entry =
         P4Entry { keys: match_keys(table, tname, e)?, priority, action: action.into(), args };
     match kind {
+        Some("INSERT") if inserts == Inserts::State => match table.insert(&entry) {
+            Err(e) if e.is_exists() => table.modify(&entry)?,
+            r => r?,
+        },
         Some("INSERT") => table.insert(&entry)?,
         Some("MODIFY") => table.modify(&entry)?,
         _ => return Err(EntryError::Json("`type` is one of INSERT, MODIFY, DELETE")),

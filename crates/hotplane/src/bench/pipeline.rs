@@ -57,6 +57,8 @@ pub struct Measured {
     /// Packets the pipeline dropped and packets sent to a port that does not exist.
     pub dropped: u64,
     pub no_route: u64,
+    /// Packets of the measured interval.
+    pub packets: u64,
     /// The rate over each ~100 ms window of the interval: on a shared machine whole windows
     /// run slow while a neighbour is busy, so the median and the best window say more about
     /// the code than the mean alone.
@@ -132,6 +134,7 @@ pub fn measure_config(
         ns_per_packet: secs * 1e9 / pkts,
         dropped,
         no_route,
+        packets: c1 - c0,
         windows: Windows::of(&samples),
     })
 }

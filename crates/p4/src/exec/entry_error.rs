@@ -73,6 +73,19 @@ pub enum EntryError {
     Json(&'static str),
 }
 
+impl EntryError {
+    /// The table already has the entry (an INSERT of a key it holds).
+    pub fn is_exists(&self) -> bool {
+        match self {
+            EntryError::InTable { source, .. } => source.is_exists(),
+            EntryError::Store { source, .. } | EntryError::Table(source) => {
+                matches!(source, TableError::Exists)
+            }
+            _ => false,
+        }
+    }
+}
+
 /// Why one key field's match does not suit the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
