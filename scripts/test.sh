@@ -133,7 +133,8 @@ if ! "$venv/bin/python" -c "import p4runtime_sh" 2>/dev/null; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check p4runtime-shell==0.0.6
 fi
-HOTPLANE_BIN="$BIN" "$venv/bin/python" tests/p4runtime/shell_session.py
+# A client that hangs (a stream the server never ends) fails the step instead of the run.
+HOTPLANE_BIN="$BIN" timeout 300 "$venv/bin/python" tests/p4runtime/shell_session.py
 
 step "P4Runtime: a finsy controller (a learning switch: digests, idle timeouts, cookie, delete_all)"
 # finsy needs a newer protobuf than p4runtime-shell: its own environment, from the wheel the
@@ -145,7 +146,7 @@ if ! "$venv/bin/python" -c "import finsy" 2>/dev/null; then
   "$venv/bin/pip" install -q --disable-pip-version-check "$wheel"
 fi
 rc=0
-HOTPLANE_BIN="$BIN" "$venv/bin/python" tests/p4runtime/finsy_session.py || rc=$?
+HOTPLANE_BIN="$BIN" timeout 300 "$venv/bin/python" tests/p4runtime/finsy_session.py || rc=$?
 case $rc in
   0) ;;
   2) not_run+=("the finsy session") ;;

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod demo;
 pub mod ebpf_cmd;
 pub mod gen;
+pub mod key_cmd;
 #[cfg(feature = "lua")]
 pub mod lua_cmd;
 pub mod netlab;

@@ -172,6 +172,26 @@ enum Cmd {
         #[command(subcommand)]
         which: BenchCmd,
     },
+    /// Update keys: `hotplane key gen my.key` writes a new one.
+    Key {
+        #[command(subcommand)]
+        op: KeyCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeyCmd {
+    /// Write a new random key (64 hex digits, owner-only) and print how to use it, e.g.
+    /// `hotplane key gen my.key --id 2`.
+    Gen {
+        file: PathBuf,
+        /// The key id updates name it by (update headers carry it; 0 is unauthenticated).
+        #[arg(long, default_value_t = 1)]
+        id: u32,
+        /// Replace an existing file.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -750,6 +770,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 hotplane::p4_cmd::stf(&program, &stf, &include, json)
             }
         },
+        Cmd::Key { op: KeyCmd::Gen { file, id, force } } => {
+            hotplane::key_cmd::gen(&file, id, force)
+        }
         Cmd::Table { socket, op } => {
             use hotplane_control::api::Request as R;
             let req = match op {

@@ -444,3 +444,26 @@ fn binary_runs_a_config_and_push_talks_to_it() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("port[0].peer: no port named `zz`"));
 }
+
+/// `hotplane key gen FILE` writes a fresh key, owner-only, that the config and `push` accept,
+/// says how to use it, and never replaces a key file unless asked.
+#[test]
+fn key_gen_writes_a_private_key_and_keeps_an_existing_one() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tmpdir("keygen");
+    let bin = env!("CARGO_BIN_EXE_hotplane");
+    let file = dir.join("k.hex");
+    let o = Command::new(bin).args(["key", "gen"]).arg(&file).args(["--id", "3"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(said.contains("id 3") && said.contains("--key-id 3"), "{said}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(hotplane_control::parse_key(text.trim()).is_ok(), "{text}");
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    let again = Command::new(bin).args(["key", "gen"]).arg(&file).output().unwrap();
+    assert!(!again.status.success(), "an existing key is kept");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+    let forced = Command::new(bin).args(["key", "gen", "--force"]).arg(&file).output().unwrap();
+    assert!(forced.status.success());
+    assert_ne!(std::fs::read_to_string(&file).unwrap(), text, "a new key");
+}

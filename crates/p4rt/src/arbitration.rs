@@ -74,6 +74,13 @@ impl Arbiter {
         self.members.get(&id).is_some_and(|m| self.primary(&m.role).map(|p| p.0) == Some(id))
     }
 
+    /// The streams of each role's primary, by id (to notice a new primary without holding
+    /// its stream open, as a kept sender would).
+    pub fn primary_ids(&self) -> Vec<u64> {
+        let roles: BTreeSet<&str> = self.members.values().map(|m| m.role.as_str()).collect();
+        roles.into_iter().filter_map(|r| self.primary(r)).map(|(id, _)| id).collect()
+    }
+
     /// Where each role's primary hears its messages (packet-ins go to every primary).
     pub fn primaries(&self) -> Vec<StreamTx> {
         let roles: BTreeSet<&str> = self.members.values().map(|m| m.role.as_str()).collect();

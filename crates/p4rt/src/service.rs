@@ -561,8 +561,9 @@ pub struct StreamCx {
     state: Arc<Mutex<DeviceState>>,
     digests: Arc<Mutex<Digests>>,
     idle: Arc<Mutex<Idle>>,
-    /// The primaries digests last went to (a new one clears the digest cache).
-    digest_primaries: Arc<Mutex<Vec<StreamTx>>>,
+    /// The streams of the primaries digests last went to (a new one clears the digest
+    /// cache). Ids, not senders: a kept sender would hold a closed stream open.
+    digest_primaries: Arc<Mutex<Vec<u64>>>,
     stats: Arc<Stats>,
     dataplane: Arc<dyn Dataplane>,
     device_id: u64,
@@ -715,9 +716,9 @@ impl StreamCx {
     /// Take the data plane's digests and send the lists due to every primary; true while
     /// digests wait for their time or came in.
     fn digests_once(&self) -> bool {
-        let (committed, primaries) = {
+        let (committed, primaries, primary_ids) = {
             let st = lock(&self.state);
-            (st.committed.clone(), st.arbiter.primaries())
+            (st.committed.clone(), st.arbiter.primaries(), st.arbiter.primary_ids())
         };
         let Some(c) = committed else { return false };
         let records = c.pipeline.objects.digests.drain(DIGEST_BATCH);
@@ -733,11 +734,9 @@ impl StreamCx {
         let mut digests = lock(&self.digests);
         {
             let mut heard = lock(&self.digest_primaries);
-            let same = heard.len() == primaries.len()
-                && heard.iter().zip(&primaries).all(|(a, b)| a.same_channel(b));
-            if !same {
+            if *heard != primary_ids {
                 digests.primary_changed();
-                *heard = primaries.clone();
+                *heard = primary_ids;
             }
         }
         let offered = digests.offer(&records, now);

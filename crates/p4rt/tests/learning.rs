@@ -167,6 +167,15 @@ async fn a_learning_switch_tells_its_controller_each_new_address_once() {
     let json = server.stats().json();
     assert_eq!(json["digests"], 4, "{json}");
     assert_eq!(json["digest_lists"].as_u64(), Some(lists.len() as u64 + 1), "{json}");
+
+    // The controller closes its side: the server ends the stream (nothing the digest pump
+    // keeps holds it open), as p4runtime-shell's teardown waits for.
+    let Session { tx, mut inbound, .. } = s;
+    drop(tx);
+    let end = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Ok(Some(_)) = inbound.message().await {}
+    });
+    assert!(end.await.is_ok(), "the stream ended after the client closed its side");
     drop(server);
     assert_eq!(plane.stop().panics, 0);
 }
