@@ -107,6 +107,7 @@ pub fn run_config(
     #[cfg(feature = "p4runtime")]
     drop(p4rt);
     let stats = plane.observability().stats_json();
+    let mem = plane.mem_handles();
     let summary = plane.stop();
     for (name, st) in &summary.ports {
         eprintln!(
@@ -114,8 +115,27 @@ pub fn run_config(
             st.rx_packets, st.tx_packets, st.rx_dropped, st.tx_dropped, st.errors
         );
     }
+    // What the mem ports' generators sent and their sinks received, flow by flow (complete
+    // once the data plane stopped).
+    let flows = hotplane_io::mem::MemReport::merge(&mem).flows;
+    for f in &flows {
+        eprintln!(
+            "  flow {} ({}): sent {} received {} lost {} reordered {} duplicated {} \
+             latency p50 {:.1} us p99 {:.1} us max {:.1} us",
+            f.flow,
+            f.tuple,
+            f.sent,
+            f.received,
+            f.lost,
+            f.reordered,
+            f.duplicates,
+            f.latency_ns_p50 as f64 / 1e3,
+            f.latency_ns_p99 as f64 / 1e3,
+            f.latency_ns_max as f64 / 1e3
+        );
+    }
     if json_out {
-        println!("{}", json!({ "summary": summary, "stats": stats }));
+        println!("{}", json!({ "summary": summary, "stats": stats, "flows": flows }));
     }
     if summary.panics > 0 {
         bail!("{} thread(s) panicked", summary.panics);

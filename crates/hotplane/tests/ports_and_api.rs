@@ -467,3 +467,32 @@ fn key_gen_writes_a_private_key_and_keeps_an_existing_one() {
     assert!(forced.status.success());
     assert_ne!(std::fs::read_to_string(&file).unwrap(), text, "a new key");
 }
+
+/// `hotplane run` reports what its mem ports measured, flow by flow, at exit: sent, received,
+/// loss, reordering and latency (text on stderr, `flows` in `--json`), as docs/ports.md says.
+#[test]
+fn run_reports_the_mem_sinks_flows_at_exit() {
+    let dir = tmpdir("run-flows");
+    let bin = env!("CARGO_BIN_EXE_hotplane");
+    let base = "[[port]]\nname = \"p0\"\nkind = \"mem\"\npeer = \"p1\"\n\
+                gen = { flows = 2, count = 1000, rate_pps = 100000 }\n\
+                [[port]]\nname = \"p1\"\nkind = \"mem\"\nsink = {}\n";
+    let run = |extra: &str| {
+        let cfg = dir.join("c.toml");
+        std::fs::write(&cfg, format!("{base}{extra}")).unwrap();
+        let o = Command::new(bin).args(["run", "--json", "--config"]).arg(&cfg).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(o.stdout.trim_ascii_end()).unwrap();
+        (v, String::from_utf8_lossy(&o.stderr).to_string())
+    };
+    let (v, text) = run("");
+    assert!(
+        text.contains("flow 0 (udp ") && text.contains("sent 500 received 500 lost 0"),
+        "{text}"
+    );
+    assert_eq!(v["flows"].as_array().unwrap().len(), 2, "{v}");
+    assert!(v["flows"][1]["latency_ns_p50"].as_u64().unwrap() > 0);
+    let (v, text) = run("[pipeline]\npre = { stage = \"drop\" }\n");
+    assert!(text.contains("sent 500 received 0 lost 500"), "{text}");
+    assert_eq!(v["flows"][0]["lost"], 500);
+}
