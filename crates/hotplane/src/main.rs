@@ -92,8 +92,10 @@ enum Cmd {
         /// Rate in Mbit/s of Ethernet frames (FCS included, preamble and gap not).
         #[arg(long, conflicts_with = "rate")]
         rate_mbps: Option<f64>,
-        #[arg(long, default_value_t = 64)]
-        size: u16,
+        /// Frame bytes (FCS not counted): 64 by default, or the smallest stamped frame the
+        /// addresses allow when larger (80 for IPv6).
+        #[arg(long)]
+        size: Option<u16>,
         /// Simple IMIX (64/594/1518 bytes, 7:4:1) instead of --size.
         #[arg(long)]
         imix: bool,
@@ -724,7 +726,6 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 flows,
                 count,
                 duration_ms: duration.map(|s| (s * 1000.0) as u64),
-                size,
                 imix,
                 src_ip,
                 dst_ip,
@@ -733,6 +734,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 vary,
                 vlan,
                 ..Default::default()
+            };
+            let min = spec.min_size();
+            spec.size = match size {
+                Some(s) if s < min => anyhow::bail!(
+                    "--size {s}: below {min} bytes, the smallest frame with these addresses' \
+                     headers, a stamp and Ethernet's 60-byte minimum"
+                ),
+                Some(s) => s,
+                None => min.max(64),
             };
             spec.rate_pps =
                 rate.or_else(|| rate_mbps.map(|m| m * 1e6 / (spec.mean_frame_bytes() + 4.0) / 8.0));

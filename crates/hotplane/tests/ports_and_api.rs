@@ -496,3 +496,25 @@ fn run_reports_the_mem_sinks_flows_at_exit() {
     assert!(text.contains("sent 500 received 0 lost 500"), "{text}");
     assert_eq!(v["flows"][0]["lost"], 500);
 }
+
+/// `hotplane gen` with IPv6 addresses and no `--size` makes the smallest frame they allow; a
+/// `--size` too small is refused naming the flag, not a config key.
+#[test]
+fn gen_sizes_ipv6_frames_and_names_the_flag() {
+    let dir = tmpdir("gen-v6");
+    let bin = env!("CARGO_BIN_EXE_hotplane");
+    let gen = |extra: &[&str]| {
+        Command::new(bin)
+            .args(["gen", "--write"])
+            .arg(dir.join("v6.pcap"))
+            .args(["--count", "10", "--src-ip", "fd00::2", "--dst-ip", "fd00::1"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = gen(&[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = gen(&["--size", "70"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("--size 70: below 80 bytes"), "{err}");
+}

@@ -133,6 +133,14 @@ impl GenSpec {
     }
 
     /// Check the spec; the message names the field at fault.
+    /// The smallest frame this spec can make: its headers (and stamp), at least the 60-byte
+    /// Ethernet minimum.
+    pub fn min_size(&self) -> u16 {
+        let hdr = self.frame(0).header_len();
+        let min = hdr + if self.stamp { Stamp::<&[u8]>::LEN } else { 0 };
+        min.max(60) as u16
+    }
+
     pub fn validate(&self, max_frame: usize) -> Result<(), GenSpecError> {
         if self.flows == 0 || self.flows > 65536 {
             return Err(GenSpecError::Flows(self.flows));
