@@ -16,7 +16,8 @@ use crate::stage::{StageRef, WorkerCx};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// A flow key and a mask: a packet matches when `key & mask == selector.key`.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -224,6 +225,26 @@ impl core::fmt::Debug for FlowSelector {
 pub struct FlowFunction {
     pub stage: StageRef,
     pub version: u64,
+    /// Packets it ran on, since it was installed (this worker's table only: one writer, so a
+    /// load and a store, no locked instruction).
+    pub packets: Arc<AtomicU64>,
+}
+
+impl FlowFunction {
+    fn new(stage: StageRef, version: u64) -> Self {
+        FlowFunction { stage, version, packets: Arc::default() }
+    }
+
+    #[inline]
+    fn count(&self, mask: Mask) {
+        self.record(mask.0.count_ones() as u64);
+    }
+
+    /// Count `n` packets it ran on; only on the worker that owns this table.
+    #[inline]
+    pub fn record(&self, n: u64) {
+        self.packets.store(self.packets.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+    }
 }
 
 #[derive(PartialEq, Eq)]
@@ -334,11 +355,15 @@ impl FlowMap {
                     groups[used] = (Some(f), Mask::single(i));
                     used += 1;
                 }
-                None => f.stage.run(batch, Mask::single(i), cx),
+                None => {
+                    f.count(Mask::single(i));
+                    f.stage.run(batch, Mask::single(i), cx)
+                }
             }
         }
         for (f, m) in &groups[..used] {
             if let Some(f) = f {
+                f.count(*m);
                 f.stage.run(batch, *m, cx);
             }
         }
@@ -397,6 +422,8 @@ pub struct FlowEntryInfo {
     pub selector: String,
     pub function: String,
     pub version: u64,
+    /// Packets the function ran on (this worker), since it was installed.
+    pub packets: u64,
 }
 
 /// A flow table for one worker. See the module docs.
@@ -431,7 +458,7 @@ impl FlowTable {
         let mut m = self.master.lock().unwrap_or_else(|e| e.into_inner());
         match change {
             FlowChange::Set(sel, stage) => {
-                m.entries.insert(sel, FlowFunction { stage, version });
+                m.entries.insert(sel, FlowFunction::new(stage, version));
             }
             FlowChange::Remove(sel) => {
                 if m.entries.remove(&sel).is_none() {
@@ -439,7 +466,7 @@ impl FlowTable {
                 }
             }
             FlowChange::SetDefault(stage) => {
-                m.default = stage.map(|stage| FlowFunction { stage, version });
+                m.default = stage.map(|stage| FlowFunction::new(stage, version));
             }
             FlowChange::Clear => {
                 m.entries.clear();
@@ -468,6 +495,7 @@ impl FlowTable {
                 selector: s.to_string(),
                 function: f.stage.describe(),
                 version: f.version,
+                packets: f.packets.load(Ordering::Relaxed),
             })
             .collect();
         if let Some(d) = &m.default {
@@ -475,6 +503,7 @@ impl FlowTable {
                 selector: "default".into(),
                 function: d.stage.describe(),
                 version: d.version,
+                packets: d.packets.load(Ordering::Relaxed),
             });
         }
         out

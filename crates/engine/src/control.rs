@@ -351,7 +351,7 @@ impl Control {
             Request::Flows { worker } => match self.registry.flows(worker.unwrap_or(0) as usize) {
                 Some(f) => Response::ok(Value::Array(
                     f.into_iter()
-                        .map(|e| json!({"selector": e.selector, "function": e.function, "version": e.version}))
+                        .map(|e| json!({"selector": e.selector, "function": e.function, "version": e.version, "packets": e.packets}))
                         .collect(),
                 )),
                 None => Response::err(format!("worker {} does not exist", worker.unwrap_or(0))),

@@ -518,3 +518,52 @@ fn gen_sizes_ipv6_frames_and_names_the_flag() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("--size 70: below 80 bytes"), "{err}");
 }
+
+/// `push flows` shows how many packets each flow function ran on: a selector that matches
+/// nothing is visible as 0 next to the ones that take the traffic.
+#[test]
+fn push_flows_counts_the_packets_of_each_function() {
+    let dir = tmpdir("flow-counts");
+    let bin = env!("CARGO_BIN_EXE_hotplane");
+    let sock = dir.join("s.sock");
+    let cfg = dir.join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[port]]\nname = \"p0\"\nkind = \"mem\"\npeer = \"p1\"\n\
+             gen = {{ flows = 2, count = 2000, rate_pps = 200000 }}\n\
+             [[port]]\nname = \"p1\"\nkind = \"mem\"\nsink = {{}}\n\
+             [[pipeline.flows]]\nmatch = \"proto=udp,sport=1024\"\nstage = {{ stage = \"count\" }}\n\
+             [[pipeline.flows]]\nmatch = \"proto=udp,sport=1025\"\nstage = {{ stage = \"count\" }}\n\
+             [[pipeline.flows]]\nmatch = \"dport=9999\"\nstage = {{ stage = \"drop\" }}\n\
+             [control]\nsocket = \"{}\"\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let mut child =
+        Command::new(bin).args(["run", "--keep-running", "--config"]).arg(&cfg).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !sock.exists() {
+        assert!(Instant::now() < deadline, "socket never appeared");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let flows = || {
+        let o = Command::new(bin).args(["push", "--socket"]).arg(&sock).arg("flows").output();
+        let v: serde_json::Value = serde_json::from_slice(&o.unwrap().stdout).unwrap();
+        v.as_array().unwrap().clone()
+    };
+    let mut listed = flows();
+    while listed.iter().map(|f| f["packets"].as_u64().unwrap()).sum::<u64>() < 2000 {
+        assert!(Instant::now() < deadline, "the generated packets never all ran: {listed:?}");
+        std::thread::sleep(Duration::from_millis(20));
+        listed = flows();
+    }
+    let of = |sel: &str| listed.iter().find(|f| f["selector"] == sel).unwrap()["packets"].clone();
+    assert_eq!(of("proto=udp,sport=1024"), 1000, "{listed:?}");
+    assert_eq!(of("proto=udp,sport=1025"), 1000, "{listed:?}");
+    assert_eq!(of("dport=9999"), 0, "a selector that matches nothing shows 0");
+    let o = Command::new(bin).args(["push", "--socket"]).arg(&sock).arg("shutdown").output();
+    assert!(o.unwrap().status.success());
+    assert!(child.wait().unwrap().success());
+}

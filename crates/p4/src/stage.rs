@@ -338,6 +338,7 @@ impl Host for WorkerHost {
         let mut meta = Meta { in_port: in_port as u16, ..Default::default() };
         let key = hotplane_core::flow::classify(frame, &mut meta);
         let function = map.value.lookup(&key)?;
+        function.record(1);
         self.flow_ran.store(true, Ordering::Relaxed);
         let mut cx = WorkerCx::new(self.worker, now_ns, guard);
         Some(function.stage.run_one(frame, &mut meta, &mut cx))
