@@ -231,8 +231,8 @@ pub fn push(socket: &Path, op: PushOp) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// An update the node refused is an error (a non-zero exit) with the node's reason, as
-/// `ebpf update` and `lua update` have it.
+/// An update the node refused is an error (a non-zero exit) with the node's reason: for
+/// `push`, `ebpf update` and `lua update` alike.
 fn refused_update(acks: &serde_json::Value) -> anyhow::Result<()> {
     let refused = acks.as_array().into_iter().flatten().find(|a| a["status"] == "refused");
     if let Some(a) = refused {
@@ -268,11 +268,7 @@ pub fn submit_update(
     let v = Client::connect(socket)?
         .call(&Request::Update { fragments: frags.iter().map(hex::encode).collect() })?;
     println!("{}", serde_json::to_string_pretty(&v)?);
-    let refused = v.as_array().and_then(|a| a.last()).is_some_and(|a| a["status"] == "refused");
-    if refused {
-        bail!("the update was refused");
-    }
-    Ok(())
+    refused_update(&v)
 }
 
 pub fn parse_vary(s: &str) -> Result<Vary, String> {

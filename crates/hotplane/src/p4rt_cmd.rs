@@ -41,8 +41,9 @@ pub fn serve(plane: &Engine, c: &ServerConfig) -> anyhow::Result<Server> {
         0 => "no CPU port".to_string(),
         p => format!("CPU port {p}"),
     };
+    let tls = c.tls_label();
     eprintln!(
-        "hotplane: P4Runtime on {} (device id {}, pipeline at {}, {cpu})",
+        "hotplane: P4Runtime on {} (device id {}, pipeline at {}, {cpu}{tls})",
         server.addr(),
         c.device_id,
         c.target

@@ -3,6 +3,8 @@
 //! on native code and on closures alike.
 #![cfg(feature = "p4")]
 
+mod common;
+
 use hotplane::Config;
 use std::time::Duration;
 
@@ -212,13 +214,7 @@ fn push_p4_fails_on_refusal_and_reloads_the_same_entries() {
         ),
     )
     .unwrap();
-    let mut child =
-        Command::new(bin).args(["run", "--keep-running", "--config"]).arg(&cfg).spawn().unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !sock.exists() {
-        assert!(std::time::Instant::now() < deadline, "socket never appeared");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut child = common::run_until_socket(&cfg, &sock);
     let push = |args: &[&str]| {
         let o =
             Command::new(bin).arg("push").arg("--socket").arg(&sock).args(args).output().unwrap();

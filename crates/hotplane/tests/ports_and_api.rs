@@ -402,13 +402,7 @@ fn binary_runs_a_config_and_push_talks_to_it() {
     assert_eq!(v["summary"]["ports"][0][1]["tx_packets"], 300);
     assert_eq!(read_capture(&out).len(), 300);
     // With --keep-running it stays up for `push`.
-    let mut child =
-        Command::new(bin).args(["run", "--keep-running", "--config"]).arg(&cfg).spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !sock.exists() {
-        assert!(Instant::now() < deadline, "socket never appeared");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut child = common::run_until_socket(&cfg, &sock);
     let push = |args: &[&str]| {
         let o =
             Command::new(bin).arg("push").arg("--socket").arg(&sock).args(args).output().unwrap();
@@ -541,18 +535,13 @@ fn push_flows_counts_the_packets_of_each_function() {
         ),
     )
     .unwrap();
-    let mut child =
-        Command::new(bin).args(["run", "--keep-running", "--config"]).arg(&cfg).spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !sock.exists() {
-        assert!(Instant::now() < deadline, "socket never appeared");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut child = common::run_until_socket(&cfg, &sock);
     let flows = || {
         let o = Command::new(bin).args(["push", "--socket"]).arg(&sock).arg("flows").output();
         let v: serde_json::Value = serde_json::from_slice(&o.unwrap().stdout).unwrap();
         v.as_array().unwrap().clone()
     };
+    let deadline = Instant::now() + Duration::from_secs(20);
     let mut listed = flows();
     while listed.iter().map(|f| f["packets"].as_u64().unwrap()).sum::<u64>() < 2000 {
         assert!(Instant::now() < deadline, "the generated packets never all ran: {listed:?}");

@@ -614,8 +614,8 @@ impl Program {
             )
     }
 
-    /// The digests the program may send, each type once, by name (the order of their
-    /// indices in the data plane's digest records).
+    /// The digests the program may send, each type once, in order of name (P4Info's order;
+    /// their ids come from `p4info::digest_ids`).
     pub fn digests(&self) -> Vec<DigestType> {
         let mut found = std::collections::BTreeMap::new();
         for b in self.blocks() {

@@ -672,11 +672,11 @@ fn read_direct_counters(
     d: &DirectCounterEntry,
 ) -> Result<Vec<DirectCounterEntry>, Refused> {
     let filter = d.table_entry.clone().unwrap_or_default();
-    if filter.table_id != 0 && !table_of(schema, &filter)?.has_direct_counter {
-        return Err(Refused::invalid(format!(
-            "table {} has no direct counter",
-            table_of(schema, &filter)?.name
-        )));
+    if filter.table_id != 0 {
+        let t = table_of(schema, &filter)?;
+        if !t.has_direct_counter {
+            return Err(Refused::invalid(format!("table {} has no direct counter", t.name)));
+        }
     }
     let entries = read_table_entries(schema, p, &filter, None)?;
     Ok(entries

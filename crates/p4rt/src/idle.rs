@@ -104,13 +104,13 @@ impl Idle {
             let Some(table) = p.objects.tables.get(t.index).filter(|x| x.name == t.name) else {
                 continue;
             };
-            let mut present = 0;
+            // Watched entries seen in the table; the others were deleted another way.
+            let mut seen = std::collections::HashSet::new();
             for (e, stats) in entities::entries_as_written(t, table.entries()) {
                 let matches = entities::field_matches(t, &e.keys);
                 let priority = e.priority.unwrap_or(0) as i32;
                 let k = key(id, &matches, priority);
                 let Some(w) = self.watched.get_mut(&k) else { continue };
-                present += 1;
                 w.armed_ns = w.armed_ns.max(stats.last_hit_ns);
                 if w.timeout_ns > 0 && now_ns.saturating_sub(w.armed_ns) >= w.timeout_ns {
                     w.armed_ns = now_ns;
@@ -122,27 +122,14 @@ impl Idle {
                         ..Default::default()
                     });
                 }
+                seen.insert(k);
             }
-            if present < self.tables.get(&id).copied().unwrap_or(0) {
-                // Some watched entries are gone: keep the ones just seen.
-                let seen: std::collections::HashSet<Key> =
-                    entities::entries_as_written(t, table.entries())
-                        .into_iter()
-                        .map(|(e, _)| {
-                            key(
-                                id,
-                                &entities::field_matches(t, &e.keys),
-                                e.priority.unwrap_or(0) as i32,
-                            )
-                        })
-                        .collect();
+            if seen.len() < self.tables.get(&id).copied().unwrap_or(0) {
                 self.watched.retain(|k, _| k.0 != id || seen.contains(k));
-                let left = self.watched.keys().filter(|k| k.0 == id).count();
-                if left == 0 {
-                    self.tables.remove(&id);
-                } else {
-                    self.tables.insert(id, left);
-                }
+                match seen.len() {
+                    0 => self.tables.remove(&id),
+                    n => self.tables.insert(id, n),
+                };
             }
         }
         out

@@ -229,6 +229,17 @@ impl TlsConfig {
     }
 }
 
+impl ServerConfig {
+    /// How it secures its connections, for start-up lines: ", TLS ...", or nothing.
+    pub fn tls_label(&self) -> &'static str {
+        match &self.tls {
+            Some(TlsConfig { client_ca: Some(_), .. }) => ", TLS with client certificates",
+            Some(_) => ", TLS",
+            None => "",
+        }
+    }
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
@@ -364,11 +375,7 @@ impl Server {
                 runtime.shutdown_timeout(Duration::from_secs(1));
             })
             .map_err(ServeError::Runtime)?;
-        let tls = match &config.tls {
-            Some(TlsConfig { client_ca: Some(_), .. }) => ", TLS with client certificates",
-            Some(_) => ", TLS",
-            None => "",
-        };
+        let tls = config.tls_label();
         tracing::info!("P4Runtime server on {addr} (device id {}{tls})", config.device_id);
         Ok(Server { addr, stats, stop: Some(stop), thread: Some(thread) })
     }

@@ -629,6 +629,18 @@ pub async fn pump_packet_ins(cx: StreamCx) {
     }
 }
 
+/// Send `update` to every primary; how many it reached (a primary not reading its stream
+/// misses it: nothing waits for a client).
+fn to_primaries(primaries: &[StreamTx], update: stream_message_response::Update) -> u64 {
+    let msg = || StreamMessageResponse { update: Some(update.clone()) };
+    primaries.iter().filter(|tx| tx.try_send(Ok(msg())).is_ok()).count() as u64
+}
+
+/// Nanoseconds since the Unix epoch, as P4Runtime stamps notifications.
+fn unix_nanos() -> i64 {
+    hotplane_core::time::unix_micros() as i64 * 1000
+}
+
 /// Entries per idle timeout notification.
 const IDLE_CHUNK: usize = 1024;
 
@@ -659,15 +671,9 @@ impl StreamCx {
                 dropped += 1;
                 return;
             };
-            for tx in &primaries {
-                let msg = StreamMessageResponse {
-                    update: Some(stream_message_response::Update::Packet(packet.clone())),
-                };
-                match tx.try_send(Ok(msg)) {
-                    Ok(()) => sent += 1,
-                    Err(_) => dropped += 1,
-                }
-            }
+            let reached = to_primaries(&primaries, stream_message_response::Update::Packet(packet));
+            sent += reached;
+            dropped += primaries.len() as u64 - reached;
         });
         self.stats.packet_ins.fetch_add(sent, Ordering::Relaxed);
         self.stats.packet_ins_dropped.fetch_add(dropped, Ordering::Relaxed);
@@ -695,21 +701,16 @@ impl StreamCx {
         if entries.is_empty() {
             return;
         }
-        let timestamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as i64);
+        let timestamp = unix_nanos();
         // In notifications of a bounded size, however many entries went idle at once.
         for chunk in entries.chunks(IDLE_CHUNK) {
             let n = chunk.len() as u64;
             let note = IdleTimeoutNotification { table_entry: chunk.to_vec(), timestamp };
-            for tx in &primaries {
-                let update = stream_message_response::Update::IdleTimeoutNotification(note.clone());
-                let msg = StreamMessageResponse { update: Some(update) };
-                match tx.try_send(Ok(msg)) {
-                    Ok(()) => self.stats.idle_notifications.fetch_add(n, Ordering::Relaxed),
-                    Err(_) => self.stats.idle_notifications_dropped.fetch_add(n, Ordering::Relaxed),
-                };
-            }
+            let update = stream_message_response::Update::IdleTimeoutNotification(note);
+            let reached = to_primaries(&primaries, update);
+            let missed = primaries.len() as u64 - reached;
+            self.stats.idle_notifications.fetch_add(n * reached, Ordering::Relaxed);
+            self.stats.idle_notifications_dropped.fetch_add(n * missed, Ordering::Relaxed);
         }
     }
 
@@ -727,10 +728,7 @@ impl StreamCx {
             self.stats.digests_dropped.fetch_add(records.len() as u64, Ordering::Relaxed);
             return false;
         }
-        let now = std::time::Instant::now();
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as i64);
+        let (now, stamp) = (std::time::Instant::now(), unix_nanos());
         let mut digests = lock(&self.digests);
         {
             let mut heard = lock(&self.digest_primaries);
@@ -747,26 +745,14 @@ impl StreamCx {
         s.digests_repeated.fetch_add(offered.duplicates, Ordering::Relaxed);
         s.digests_dropped.fetch_add(offered.unconfigured + offered.dropped, Ordering::Relaxed);
         for list in lists {
-            let n = list.data.len() as u64;
-            let mut delivered = false;
-            for tx in &primaries {
-                let msg = StreamMessageResponse {
-                    update: Some(stream_message_response::Update::Digest(list.clone())),
-                };
-                match tx.try_send(Ok(msg)) {
-                    Ok(()) => {
-                        delivered = true;
-                        s.digests.fetch_add(n, Ordering::Relaxed);
-                        s.digest_lists.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(_) => {
-                        s.digests_dropped.fetch_add(n, Ordering::Relaxed);
-                    }
-                }
-            }
-            if !delivered {
+            let (n, id, list_id) = (list.data.len() as u64, list.digest_id, list.list_id);
+            let reached = to_primaries(&primaries, stream_message_response::Update::Digest(list));
+            s.digests.fetch_add(n * reached, Ordering::Relaxed);
+            s.digest_lists.fetch_add(reached, Ordering::Relaxed);
+            s.digests_dropped.fetch_add(n * (primaries.len() as u64 - reached), Ordering::Relaxed);
+            if reached == 0 {
                 // Nobody will acknowledge it: its data may come again.
-                lock(&self.digests).undelivered(list.digest_id, list.list_id);
+                lock(&self.digests).undelivered(id, list_id);
             }
         }
         waiting || !records.is_empty()

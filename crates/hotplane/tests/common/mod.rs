@@ -1,6 +1,8 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the integration tests (each test crate uses some of them).
+#![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// A scratch directory under the system temp dir, removed when the test ends (pass or fail).
 pub struct TmpDir(PathBuf);
@@ -26,4 +28,19 @@ impl Drop for TmpDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// `hotplane run --keep-running --config CFG`, once its control socket `sock` is there.
+pub fn run_until_socket(cfg: &Path, sock: &Path) -> std::process::Child {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_hotplane"))
+        .args(["run", "--keep-running", "--config"])
+        .arg(cfg)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !sock.exists() {
+        assert!(Instant::now() < deadline, "socket {} never appeared", sock.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
 }

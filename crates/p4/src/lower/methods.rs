@@ -394,7 +394,6 @@ impl<'a> Lowerer<'a> {
         }
     }
 
-    /// A field list argument (`{a, b, c}` or a single value or a struct).
     /// The control plane's view of a digest's data: a struct's members when each is one
     /// list item (a scalar), else the items as a tuple.
     fn digest_type(&mut self, strukt: Option<usize>, data: &[ListItem]) -> DigestType {
@@ -428,6 +427,7 @@ impl<'a> Lowerer<'a> {
         DigestType { name, is_struct: false, members }
     }
 
+    /// A field list argument (`{a, b, c}` or a single value or a struct).
     pub(crate) fn field_list(
         &mut self,
         e: &ast::Expr,
