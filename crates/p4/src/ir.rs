@@ -308,12 +308,21 @@ pub enum Extern {
         ty: DigestType,
         data: Vec<ListItem>,
     },
+    /// The copy keeps the slots `preserved[keep]` of [`Program::preserved`] as they are at the
+    /// end of the block (ingress for I2E, egress for E2E); its other metadata starts at zero.
     Clone {
         kind: CloneKind,
         session: Expr,
+        keep: u16,
     },
-    Resubmit,
-    Recirculate,
+    /// Resubmit, keeping `preserved[keep]` as it is at the end of ingress.
+    Resubmit {
+        keep: u16,
+    },
+    /// Recirculate, keeping `preserved[keep]` as it is at the end of egress.
+    Recirculate {
+        keep: u16,
+    },
     Truncate(Expr),
     Assert(Expr),
     Log {
@@ -593,6 +602,9 @@ pub struct Program {
     pub types: crate::types::Types,
     /// The user metadata type, for resubmit/recirculate field lists and digests.
     pub meta_ty: Ty,
+    /// Slot sets a resubmit, recirculate or clone keeps for the new pass (its field list or
+    /// data), by the index those externs name. Index 0 keeps nothing.
+    pub preserved: Vec<Vec<SlotId>>,
 }
 
 impl Program {
@@ -643,8 +655,8 @@ impl Extern {
         matches!(
             self,
             Extern::Clone { .. }
-                | Extern::Resubmit
-                | Extern::Recirculate
+                | Extern::Resubmit { .. }
+                | Extern::Recirculate { .. }
                 | Extern::Truncate(_)
                 | Extern::Assert(_)
                 | Extern::LoadFromPacket

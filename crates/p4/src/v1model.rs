@@ -70,10 +70,11 @@ pub struct SwitchStats {
 
 /// Work left for one arriving packet.
 enum Job {
-    /// Parse and run ingress (a new, resubmitted or recirculated packet).
-    Ingress { data: Vec<u8>, port: u32, instance_type: u32 },
+    /// Parse and run ingress (a new, resubmitted or recirculated packet), with the metadata
+    /// its field list kept.
+    Ingress { data: Vec<u8>, port: u32, instance_type: u32, kept: Kept },
     /// An ingress clone: parse the original packet again, then egress.
-    ParseToEgress { data: Vec<u8>, in_port: u32, port: u32 },
+    ParseToEgress { data: Vec<u8>, in_port: u32, port: u32, kept: Kept },
     /// A copy whose headers and metadata are already set: egress only.
     Egress {
         st: Box<PacketState>,
@@ -84,6 +85,10 @@ enum Job {
         instance_type: u32,
     },
 }
+
+/// Metadata slots and their values that a resubmitted, recirculated or cloned packet keeps
+/// (its preserved field list); empty for most.
+type Kept = Vec<(usize, u128)>;
 
 /// What running one packet in place ([`V1Switch::process_batch`]) did with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,6 +169,7 @@ impl V1Switch {
             data: data.to_vec(),
             port,
             instance_type: instance::NORMAL,
+            kept: Vec::new(),
         });
         self.drain(&mut r);
     }
@@ -237,7 +243,8 @@ impl V1Switch {
             self.stats.punted += 1;
             return InPlace::Punted;
         }
-        let plain = fx.clone.is_none() && !fx.resubmit && self.st.slots[std.mcast_grp] == 0;
+        let plain =
+            fx.clone.is_none() && fx.resubmit.is_none() && self.st.slots[std.mcast_grp] == 0;
         if !plain {
             let data = pkt.data().to_vec();
             let mut r = Run { pre, guard, now_ns, jobs: VecDeque::new(), out, copies: 0 };
@@ -259,7 +266,7 @@ impl V1Switch {
             let host = &mut *self.host;
             egress_control(p, &mut self.st, pkt.data(), payload, spec, 0, it, guard, now_ns, host)
         };
-        if fx.clone.is_some() || fx.recirculate {
+        if fx.clone.is_some() || fx.recirculate.is_some() {
             let data = pkt.data().to_vec();
             let mut r = Run { pre, guard, now_ns, jobs: VecDeque::new(), out, copies: 0 };
             self.after_egress(&data, payload, spec, fx, &mut r);
@@ -394,8 +401,9 @@ impl V1Switch {
     fn run_job(&mut self, job: Job, r: &mut Run<'_, '_>) {
         let p = Arc::clone(&self.pipeline);
         match job {
-            Job::Ingress { data, port, instance_type } => {
+            Job::Ingress { data, port, instance_type, kept } => {
                 p.reset(&mut self.st);
+                restore(&mut self.st, &kept);
                 let host = &mut *self.host;
                 let mut c = ingress_ctx(
                     &p,
@@ -407,7 +415,11 @@ impl V1Switch {
                     r.now_ns,
                     host,
                 );
-                let whole = p.whole_code().map(|w| w.call(&mut c, port, instance_type));
+                // Whole-packet code zeroes the metadata itself: not for a packet that keeps some.
+                let whole = p
+                    .whole_code()
+                    .filter(|_| kept.is_empty())
+                    .map(|w| w.call(&mut c, port, instance_type));
                 if whole.is_none() {
                     p.front(&mut c);
                 }
@@ -423,8 +435,9 @@ impl V1Switch {
                 }
                 self.after_ingress(&data, port, payload, fx, r);
             }
-            Job::ParseToEgress { data, in_port, port } => {
+            Job::ParseToEgress { data, in_port, port, kept } => {
                 p.reset(&mut self.st);
+                restore(&mut self.st, &kept);
                 let mut c = ingress_ctx(
                     &p,
                     &mut self.st,
@@ -462,7 +475,7 @@ impl V1Switch {
             return;
         }
         let slot = |st: &PacketState, s: usize| st.slots[s] as u32;
-        if let Some((CloneKind::I2E, session)) = fx.clone {
+        if let Some((CloneKind::I2E, session, keep)) = fx.clone {
             match r.pre.mirror.get(&session) {
                 Some(&to) => {
                     self.stats.cloned += 1;
@@ -470,17 +483,19 @@ impl V1Switch {
                         data: data.to_vec(),
                         in_port: port,
                         port: to,
+                        kept: self.kept(keep),
                     });
                 }
                 None => self.stats.lost_copies += 1,
             }
         }
-        if fx.resubmit {
+        if let Some(keep) = fx.resubmit {
             self.stats.resubmitted += 1;
             r.jobs.push_back(Job::Ingress {
                 data: data.to_vec(),
                 port,
                 instance_type: instance::RESUBMITTED,
+                kept: self.kept(keep),
             });
             return;
         }
@@ -559,13 +574,15 @@ impl V1Switch {
         let p = Arc::clone(&self.pipeline);
         let std = p.std;
         note(&mut self.stats, &fx);
-        if let Some((CloneKind::E2E, session)) = fx.clone {
+        if let Some((CloneKind::E2E, session, keep)) = fx.clone {
             match r.pre.mirror.get(&session) {
                 Some(&to) => {
                     self.stats.cloned += 1;
-                    // The copy keeps the headers; its metadata starts again from zero.
+                    // The copy keeps the headers and its field list; the rest of its metadata
+                    // starts again from zero.
                     let mut copy = self.st.clone();
                     copy.slots[..p.program.reset_slots as usize].fill(0);
+                    restore(&mut copy, &self.kept(keep));
                     r.jobs.push_back(Job::Egress {
                         st: Box::new(copy),
                         data: data.to_vec(),
@@ -597,13 +614,14 @@ impl V1Switch {
         if let Some(len) = fx.truncate {
             packet.truncate(len as usize);
         }
-        if fx.recirculate {
+        if let Some(keep) = fx.recirculate {
             self.stats.recirculated += 1;
             let in_port = self.st.slots[std.ingress_port] as u32;
             r.jobs.push_back(Job::Ingress {
                 data: packet,
                 port: in_port,
                 instance_type: instance::RECIRCULATED,
+                kept: self.kept(keep),
             });
             return;
         }
@@ -613,11 +631,26 @@ impl V1Switch {
 }
 
 impl V1Switch {
+    /// The current values of the slots `preserved[keep]` names.
+    fn kept(&self, keep: u16) -> Kept {
+        let slots = self.pipeline.program.preserved.get(keep as usize);
+        slots.map_or_else(Vec::new, |s| {
+            s.iter().map(|&slot| (slot as usize, self.st.slots[slot as usize])).collect()
+        })
+    }
+
     /// The deparsed headers (`st.out`) in front of `data`'s payload, as a new packet.
     fn deparsed(&self, data: &[u8], payload: usize) -> Vec<u8> {
         let mut packet = self.st.out.clone();
         packet.extend_from_slice(data.get(payload..).unwrap_or(&[]));
         packet
+    }
+}
+
+/// Put kept metadata back after the per-packet reset.
+fn restore(st: &mut PacketState, kept: &Kept) {
+    for &(slot, v) in kept {
+        st.slots[slot] = v;
     }
 }
 

@@ -7,8 +7,10 @@ use crate::proto::google::rpc::Code;
 use crate::proto::p4::config::v1::match_field::MatchType;
 use crate::proto::p4::v1::{
     action, entity, field_match, table_action, update, Action, CounterData, CounterEntry,
-    DirectCounterEntry, Entity, FieldMatch, Index, TableAction, TableEntry, Update,
+    DirectCounterEntry, DirectMeterEntry, Entity, FieldMatch, Index, TableAction, TableEntry,
+    Update,
 };
+use crate::registers::{config_of, rates_of};
 use crate::schema::{Schema, Table};
 use hotplane_p4::exec::P4Entry;
 use hotplane_p4::exec::{EntryError, InstanceRt, Pipeline};
@@ -248,12 +250,13 @@ pub fn write_table_entry(
             t.name
         )));
     }
-    if entry.meter_config.is_some() {
-        return Err(Refused::new(
-            Code::Unimplemented,
-            "direct meter configs are not supported yet",
-        ));
+    if entry.meter_config.is_some() && !t.has_direct_meter {
+        return Err(Refused::invalid(format!("table {} has no direct meter", t.name)));
     }
+    if entry.meter_config.is_some() && (entry.is_default_action || op == Op::Delete) {
+        return Err(Refused::invalid("a meter config goes with an entry's insert or modify"));
+    }
+    let rates = entry.meter_config.as_ref().map(|c| rates_of(&t.name, c)).transpose()?;
     let table = p.objects.tables.get(t.index).filter(|x| x.name == t.name).ok_or_else(|| {
         Refused::new(Code::Internal, format!("table {} is not in the running program", t.name))
     })?;
@@ -301,7 +304,14 @@ pub fn write_table_entry(
         Op::Insert | Op::Modify => {
             let (action, args) = action_of(schema, t, &entry.action)?;
             let e = P4Entry { keys, priority, action, args };
-            if op == Op::Insert { table.insert(&e) } else { table.modify(&e) }.map_err(entry_error)
+            if op == Op::Insert { table.insert(&e) } else { table.modify(&e) }
+                .map_err(entry_error)?;
+            // Rates were checked above: setting them cannot fail once the entry is there. A
+            // MODIFY without a config leaves the meter as it was.
+            match rates {
+                Some(r) => table.set_entry_meter(&e.keys, priority, Some(r)).map_err(entry_error),
+                None => Ok(()),
+            }
         }
     }
 }
@@ -437,6 +447,7 @@ pub fn read_table_entries(
                     byte_count: stats.bytes as i64,
                     packet_count: stats.packets as i64,
                 }),
+                meter_config: stats.meter.filter(|_| t.has_direct_meter).map(config_of),
                 is_const: t.is_const,
                 ..Default::default()
             };
@@ -610,6 +621,7 @@ pub fn write_update(schema: &Schema, p: &Pipeline, u: &Update) -> Result<(), Ref
         Some(entity::Entity::CounterEntry(e)) => write_counter(schema, p, op, e),
         Some(entity::Entity::RegisterEntry(e)) => crate::registers::write(schema, p, op, e),
         Some(entity::Entity::MeterEntry(e)) => crate::registers::write_meter(schema, p, op, e),
+        Some(entity::Entity::DirectMeterEntry(e)) => write_direct_meter(schema, p, op, e),
         Some(other) => Err(Refused::new(
             Code::Unimplemented,
             format!("{} writes are not supported yet", entity_name(other)),
@@ -644,13 +656,10 @@ pub fn read_entity(
             .into_iter()
             .map(entity::Entity::DirectCounterEntry)
             .collect(),
-        Some(entity::Entity::DirectMeterEntry(_)) => {
-            return Err(Refused::new(
-                Code::Unimplemented,
-                "direct meters are not metered by hotplane's P4 yet (every packet is green): \
-                 direct meter entries are not served",
-            ))
-        }
+        Some(entity::Entity::DirectMeterEntry(d)) => read_direct_meters(schema, p, d)?
+            .into_iter()
+            .map(entity::Entity::DirectMeterEntry)
+            .collect(),
         // Programs have no action profiles yet: a wildcard read finds none (finsy's
         // `delete_all` reads them), a named one does not exist.
         Some(entity::Entity::ActionProfileMember(m)) => no_action_profile(m.action_profile_id)?,
@@ -664,32 +673,101 @@ pub fn read_entity(
     })
 }
 
-/// The direct counters `d` selects: every table's (no table), a table's (no match), or one
-/// entry's, each with its entry's key.
+/// The entries of tables with a direct resource (`has`, named `what`) that `filter` selects:
+/// every such table's (no table), a table's (no match), or one entry's.
+fn direct_entries(
+    schema: &Schema,
+    p: &Pipeline,
+    filter: Option<&TableEntry>,
+    has: fn(&Table) -> bool,
+    what: &str,
+) -> Result<Vec<TableEntry>, Refused> {
+    let filter = filter.cloned().unwrap_or_default();
+    if filter.table_id != 0 {
+        let t = table_of(schema, &filter)?;
+        if !has(t) {
+            return Err(Refused::invalid(format!("table {} has no {what}", t.name)));
+        }
+    }
+    let entries = read_table_entries(schema, p, &filter, None)?;
+    Ok(entries.into_iter().filter(|e| schema.tables.get(&e.table_id).is_some_and(has)).collect())
+}
+
+/// An entry's key alone, as direct resources name their entry.
+fn key_of(e: &TableEntry) -> TableEntry {
+    TableEntry {
+        table_id: e.table_id,
+        r#match: e.r#match.clone(),
+        priority: e.priority,
+        ..Default::default()
+    }
+}
+
+/// The direct counters `d` selects, each with its entry's key.
 fn read_direct_counters(
     schema: &Schema,
     p: &Pipeline,
     d: &DirectCounterEntry,
 ) -> Result<Vec<DirectCounterEntry>, Refused> {
-    let filter = d.table_entry.clone().unwrap_or_default();
-    if filter.table_id != 0 {
-        let t = table_of(schema, &filter)?;
-        if !t.has_direct_counter {
-            return Err(Refused::invalid(format!("table {} has no direct counter", t.name)));
-        }
-    }
-    let entries = read_table_entries(schema, p, &filter, None)?;
+    let has = |t: &Table| t.has_direct_counter;
+    let entries = direct_entries(schema, p, d.table_entry.as_ref(), has, "direct counter")?;
     Ok(entries
         .into_iter()
-        .filter(|e| schema.tables.get(&e.table_id).is_some_and(|t| t.has_direct_counter))
-        .map(|e| DirectCounterEntry {
-            data: e.counter_data,
-            table_entry: Some(TableEntry {
-                table_id: e.table_id,
-                r#match: e.r#match,
-                priority: e.priority,
-                ..Default::default()
-            }),
+        .map(|e| DirectCounterEntry { table_entry: Some(key_of(&e)), data: e.counter_data })
+        .collect())
+}
+
+/// A direct meter write: MODIFY of one entry's meter, with a config to set its rates or
+/// without one to unconfigure it (everything green, as a new entry's meter).
+fn write_direct_meter(
+    schema: &Schema,
+    p: &Pipeline,
+    op: Op,
+    d: &DirectMeterEntry,
+) -> Result<(), Refused> {
+    if op != Op::Modify {
+        return Err(Refused::invalid(
+            "direct meter entries are modified, never inserted or deleted",
+        ));
+    }
+    if d.counter_data.is_some() {
+        return Err(Refused::new(Code::Unimplemented, "meter counter data is not kept yet"));
+    }
+    let entry = d.table_entry.as_ref().ok_or_else(|| {
+        Refused::invalid("a direct meter entry names its table entry (table_entry)")
+    })?;
+    let t = table_of(schema, entry)?;
+    if !t.has_direct_meter {
+        return Err(Refused::invalid(format!("table {} has no direct meter", t.name)));
+    }
+    if entry.is_default_action {
+        return Err(Refused::invalid(
+            "the default entry has no meter of its own (a miss is not metered)",
+        ));
+    }
+    let rates = d.config.as_ref().map(|c| rates_of(&t.name, c)).transpose()?;
+    let table = p.objects.tables.get(t.index).filter(|x| x.name == t.name).ok_or_else(|| {
+        Refused::new(Code::Internal, format!("table {} is not in the running program", t.name))
+    })?;
+    let keys = keys(t, entry)?;
+    let priority = (entry.priority > 0).then_some(entry.priority as u32);
+    table.set_entry_meter(&keys, priority, rates).map_err(entry_error)
+}
+
+/// The direct meters `d` selects, each with its entry's key and config (none: unconfigured).
+fn read_direct_meters(
+    schema: &Schema,
+    p: &Pipeline,
+    d: &DirectMeterEntry,
+) -> Result<Vec<DirectMeterEntry>, Refused> {
+    let has = |t: &Table| t.has_direct_meter;
+    let entries = direct_entries(schema, p, d.table_entry.as_ref(), has, "direct meter")?;
+    Ok(entries
+        .into_iter()
+        .map(|e| DirectMeterEntry {
+            table_entry: Some(key_of(&e)),
+            config: e.meter_config,
+            counter_data: None,
         })
         .collect())
 }

@@ -146,6 +146,38 @@ fn meters_of(p: &Pipeline, m: &Meter) -> Result<Arc<MeterArray>, Refused> {
     }
 }
 
+/// The rates of a P4Runtime config for meter `name` (v1model's meters are two-rate, RFC 2698).
+pub fn rates_of(name: &str, c: &MeterConfig) -> Result<MeterRates, Refused> {
+    if [c.cir, c.cburst, c.pir, c.pburst].iter().any(|v| *v < 0) {
+        return Err(Refused::new(Code::InvalidArgument, "negative meter rates"));
+    }
+    if c.eburst != 0 {
+        return Err(Refused::new(
+            Code::InvalidArgument,
+            "eburst belongs to single-rate meters; v1model's are two-rate (RFC 2698)",
+        ));
+    }
+    let r = MeterRates {
+        cir: c.cir as u64,
+        cbs: c.cburst as u64,
+        pir: c.pir as u64,
+        pbs: c.pburst as u64,
+    };
+    r.check().map_err(|err| Refused::new(Code::InvalidArgument, format!("meter {name}: {err}")))?;
+    Ok(r)
+}
+
+/// The P4Runtime config of configured meter rates.
+pub fn config_of(r: MeterRates) -> MeterConfig {
+    MeterConfig {
+        cir: r.cir as i64,
+        cburst: r.cbs as i64,
+        pir: r.pir as i64,
+        pburst: r.pbs as i64,
+        eburst: 0,
+    }
+}
+
 /// Apply one meter write: MODIFY with a config sets the rates of one cell (or of every cell
 /// without an index); without a config it unconfigures them (everything green, as at start).
 pub fn write_meter(schema: &Schema, p: &Pipeline, op: Op, e: &MeterEntry) -> Result<(), Refused> {
@@ -159,34 +191,10 @@ pub fn write_meter(schema: &Schema, p: &Pipeline, op: Op, e: &MeterEntry) -> Res
     if e.counter_data.is_some() {
         return Err(Refused::new(Code::Unimplemented, "meter counter data is not kept yet"));
     }
-    let rates = match &e.config {
-        None => None,
-        Some(c) => {
-            if [c.cir, c.cburst, c.pir, c.pburst].iter().any(|v| *v < 0) {
-                return Err(Refused::new(Code::InvalidArgument, "negative meter rates"));
-            }
-            if c.eburst != 0 {
-                return Err(Refused::new(
-                    Code::InvalidArgument,
-                    "eburst belongs to single-rate meters; v1model's are two-rate (RFC 2698)",
-                ));
-            }
-            Some(MeterRates {
-                cir: c.cir as u64,
-                cbs: c.cburst as u64,
-                pir: c.pir as u64,
-                pbs: c.pburst as u64,
-            })
-        }
-    };
+    // Checked once, so that a refused config changes no cell.
+    let rates = e.config.as_ref().map(|c| rates_of(&m.name, c)).transpose()?;
     let cells = meters_of(p, m)?;
     let range = selected(&cells_spec, e.index)?;
-    // Checked once, so that a refused config changes no cell.
-    if let Some(r) = rates {
-        r.check().map_err(|err| {
-            Refused::new(Code::InvalidArgument, format!("meter {}: {err}", m.name))
-        })?;
-    }
     for i in range {
         let set = match rates {
             Some(r) => cells.set_rates(i as usize, r),
@@ -221,13 +229,7 @@ pub fn read_meter(
             ));
         }
         for i in range {
-            let config = cells.configured(i as usize).map(|r| MeterConfig {
-                cir: r.cir as i64,
-                cburst: r.cbs as i64,
-                pir: r.pir as i64,
-                pburst: r.pbs as i64,
-                eburst: 0,
-            });
+            let config = cells.configured(i as usize).map(config_of);
             out.push(MeterEntry {
                 meter_id: id,
                 index: Some(Index { index: i as i64 }),

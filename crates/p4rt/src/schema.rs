@@ -38,6 +38,7 @@ pub struct Table {
     pub actions: BTreeSet<u32>,
     pub is_const: bool,
     pub has_direct_counter: bool,
+    pub has_direct_meter: bool,
     /// Ternary, range or optional fields: entries need a priority.
     pub needs_priority: bool,
     /// `idle_timeout_behavior: NOTIFY_CONTROL` (`support_timeout = true`): entries may have
@@ -109,6 +110,8 @@ impl Schema {
     pub fn new(p4info: P4Info, program: &ir::Program) -> Result<Schema, SchemaError> {
         let direct: BTreeSet<u32> =
             p4info.direct_counters.iter().map(|c| c.direct_table_id).collect();
+        let metered: BTreeSet<u32> =
+            p4info.direct_meters.iter().map(|c| c.direct_table_id).collect();
         let preamble = |p: &Option<info::Preamble>| p.clone().unwrap_or_default();
         let tables = p4info
             .tables
@@ -145,6 +148,7 @@ impl Schema {
                     actions: t.action_refs.iter().map(|a| a.id).collect(),
                     is_const: t.is_const_table,
                     has_direct_counter: direct.contains(&p.id),
+                    has_direct_meter: metered.contains(&p.id),
                     needs_priority,
                     supports_timeout: t.idle_timeout_behavior
                         == info::table::IdleTimeoutBehavior::NotifyControl as i32,

@@ -263,3 +263,189 @@ V1Switch(P(), C(), I(), E(), C(), D()) main;
     write_update(&schema, &p, &modify(entry(Some(3), None))).unwrap();
     assert!(read(None).iter().all(Option::is_none));
 }
+
+/// Direct meters: each entry has its own meter, configured with the entry (`meter_config`) or
+/// with a `DirectMeterEntry`, read back with either; a hit colours the packet by RFC 2698 and a
+/// new or unconfigured entry's meter colours every packet green. Both engines, an exact and an
+/// LPM table (the LPM one would otherwise run in native code).
+#[test]
+fn direct_meters_colour_each_entry_by_its_own_rates() {
+    const METERED: &str = r#"
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> f; bit<8> colour; bit<8> colour2; }
+struct hs { h_t h; }
+struct m { bit<2> colour; bit<2> colour2; }
+parser P(packet_in p, out hs h, inout m meta, inout standard_metadata_t sm) {
+    state start { p.extract(h.h); transition accept; }
+}
+control C(inout hs h, inout m meta) { apply { } }
+control I(inout hs h, inout m meta, inout standard_metadata_t sm) {
+    direct_meter<bit<2>>(MeterType.packets) by_f;
+    direct_meter<bit<2>>(MeterType.packets) by_prefix;
+    action mark() { by_f.read(meta.colour); }
+    action mark2() { by_prefix.read(meta.colour2); }
+    table t { key = { h.h.f: exact; } actions = { mark; NoAction; } meters = by_f;
+              default_action = NoAction(); }
+    table l { key = { h.h.f: lpm; } actions = { mark2; NoAction; } meters = by_prefix;
+              default_action = NoAction(); }
+    apply {
+        meta.colour = 3;
+        t.apply();
+        l.apply();
+        h.h.colour = (bit<8>) meta.colour;
+        h.h.colour2 = (bit<8>) meta.colour2;
+        sm.egress_spec = 2;
+    }
+}
+control E(inout hs h, inout m meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out p, in hs h) { apply { p.emit(h.h); } }
+V1Switch(P(), C(), I(), E(), C(), D()) main;
+"#;
+    use hotplane_p4::v1model::{Output, Replication, V1Switch};
+    use std::sync::Arc;
+    for engine in [Engine::Closures, Engine::Native] {
+        if engine == Engine::Native && !Engine::NATIVE_BUILT {
+            continue;
+        }
+        let ir = hotplane_p4::compile_source_with("metered.p4", METERED, &[], &Default::default())
+            .unwrap();
+        let schema = Schema::new(p4info_of(&ir).unwrap(), &ir).unwrap();
+        let qsbr = Qsbr::new();
+        let objects = Objects::new(&ir, &qsbr).unwrap();
+        let p = Arc::new(Pipeline::with_engine(ir, objects, engine).unwrap());
+        let table = |name: &str| {
+            *schema.tables.iter().find(|(_, t)| t.name == name).map(|(id, _)| id).unwrap()
+        };
+        let action = |name: &str| {
+            *schema.actions.iter().find(|(_, a)| a.name == name).map(|(id, _)| id).unwrap()
+        };
+        let exact = |f: u8| FieldMatch {
+            field_id: 1,
+            field_match_type: Some(field_match::FieldMatchType::Exact(field_match::Exact {
+                value: vec![f],
+            })),
+        };
+        // The LPM table's one entry is 0/0: P4Runtime writes it without the field.
+        let any = Vec::new;
+        let config = |cburst, pburst| v1::MeterConfig { cir: 1, cburst, pir: 1, pburst, eburst: 0 };
+        let entry =
+            |t: &str, m: Vec<FieldMatch>, a: &str, meter: Option<v1::MeterConfig>| TableEntry {
+                table_id: table(t),
+                r#match: m,
+                action: Some(TableAction {
+                    r#type: Some(table_action::Type::Action(v1::Action {
+                        action_id: action(a),
+                        params: vec![],
+                    })),
+                }),
+                meter_config: meter,
+                ..Default::default()
+            };
+        let update = |ty: update::Type, e: entity::Entity| Update {
+            r#type: ty as i32,
+            entity: Some(Entity { entity: Some(e) }),
+        };
+        let insert = |e: TableEntry| update(update::Type::Insert, entity::Entity::TableEntry(e));
+        // f = 1: 2 packets of committed burst, 3 of peak; f = 2: never configured.
+        write_update(
+            &schema,
+            &p,
+            &insert(entry("I.t", vec![exact(1)], "I.mark", Some(config(2, 3)))),
+        )
+        .unwrap();
+        write_update(&schema, &p, &insert(entry("I.t", vec![exact(2)], "I.mark", None))).unwrap();
+        write_update(&schema, &p, &insert(entry("I.l", any(), "I.mark2", None))).unwrap();
+        let mut sw = V1Switch::new(Arc::clone(&p));
+        let mut colours = |f: u8| -> (u8, u8) {
+            let mut reader = qsbr.register("test");
+            let mut out: Vec<Output> = Vec::new();
+            // One instant: no tokens come back between packets.
+            sw.process(&[f, 9, 9], 1, &Replication::default(), &reader.guard(), 1_000, &mut out);
+            reader.quiescent();
+            assert_eq!(out.len(), 1, "{engine:?}: one packet out");
+            (out[0].data[1], out[0].data[2])
+        };
+        let seq = |f: u8, n: usize, colours: &mut dyn FnMut(u8) -> (u8, u8)| {
+            (0..n).map(|_| colours(f)).collect::<Vec<_>>()
+        };
+        // Green, green (committed burst spent), yellow (peak spent), then red.
+        assert_eq!(
+            seq(1, 5, &mut colours).iter().map(|c| c.0).collect::<Vec<_>>(),
+            vec![0, 0, 1, 2, 2],
+            "{engine:?}: entry f=1"
+        );
+        assert_eq!(seq(2, 3, &mut colours), vec![(0, 0); 3], "{engine:?}: unconfigured");
+        assert_eq!(colours(7).0, 3, "{engine:?}: a miss runs no action and leaves the colour");
+        // The LPM entry's meter, configured through a DirectMeterEntry, meters every packet.
+        let direct = |t: &str, m: Vec<FieldMatch>, config: Option<v1::MeterConfig>| {
+            entity::Entity::DirectMeterEntry(v1::DirectMeterEntry {
+                table_entry: Some(TableEntry {
+                    table_id: table(t),
+                    r#match: m,
+                    ..Default::default()
+                }),
+                config,
+                counter_data: None,
+            })
+        };
+        let modify = |e| update(update::Type::Modify, e);
+        write_update(&schema, &p, &modify(direct("I.l", any(), Some(config(1, 1))))).unwrap();
+        assert_eq!(seq(2, 3, &mut colours).iter().map(|c| c.1).collect::<Vec<_>>(), vec![0, 2, 2]);
+        // Reads: the table entry and the direct meter entry both carry the config.
+        let read = |e: entity::Entity| read_entity(&schema, &p, &Entity { entity: Some(e) });
+        let configs: Vec<Option<v1::MeterConfig>> = read(direct("I.t", vec![exact(1)], None))
+            .unwrap()
+            .into_iter()
+            .map(|e| match e {
+                entity::Entity::DirectMeterEntry(d) => d.config,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(configs, vec![Some(config(2, 3))]);
+        let all = read(entity::Entity::DirectMeterEntry(Default::default())).unwrap();
+        assert_eq!(all.len(), 3, "every metered entry of every table");
+        let filter = TableEntry { table_id: table("I.t"), ..Default::default() };
+        let by_table = read(entity::Entity::TableEntry(filter)).unwrap();
+        let mut metered: Vec<Option<v1::MeterConfig>> = by_table
+            .into_iter()
+            .map(|e| match e {
+                entity::Entity::TableEntry(t) => t.meter_config,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        metered.sort_by_key(|c| c.is_none());
+        assert_eq!(metered, vec![Some(config(2, 3)), None]);
+        // Unconfigured again: green.
+        write_update(&schema, &p, &modify(direct("I.t", vec![exact(1)], None))).unwrap();
+        assert_eq!(seq(1, 3, &mut colours).iter().map(|c| c.0).collect::<Vec<_>>(), vec![0; 3]);
+        // Refused: PIR below CIR, a missing entry, an insert, the default entry.
+        let refused = |u: Update| write_update(&schema, &p, &u).unwrap_err().code;
+        let bad = v1::MeterConfig { cir: 5, cburst: 1, pir: 1, pburst: 1, eburst: 0 };
+        assert_eq!(
+            refused(modify(direct("I.t", vec![exact(1)], Some(bad)))),
+            Code::InvalidArgument
+        );
+        assert_eq!(
+            refused(modify(direct("I.t", vec![exact(9)], Some(config(1, 1))))),
+            Code::NotFound
+        );
+        assert_eq!(
+            refused(update(
+                update::Type::Insert,
+                direct("I.t", vec![exact(1)], Some(config(1, 1)))
+            )),
+            Code::InvalidArgument
+        );
+        assert_eq!(
+            refused(insert(entry("I.t", vec![exact(3)], "I.mark", Some(bad)))),
+            Code::InvalidArgument
+        );
+        let absent =
+            TableEntry { table_id: table("I.t"), r#match: vec![exact(3)], ..Default::default() };
+        assert!(
+            read(entity::Entity::TableEntry(absent)).unwrap().is_empty(),
+            "nothing left behind"
+        );
+    }
+}

@@ -108,6 +108,9 @@ pub struct TableConfig {
     /// Per-entry last-hit timestamp.
     #[serde(default)]
     pub idle_timestamps: bool,
+    /// Per-entry two-rate three-colour meter (a P4 `direct_meter`).
+    #[serde(default)]
+    pub meters: bool,
     pub actions: Vec<ActionSpec>,
     /// Action run on a miss, by name; the first action when absent.
     #[serde(default)]
@@ -144,6 +147,7 @@ impl TableConfig {
             locked: false,
             counters: true,
             idle_timestamps: false,
+            meters: false,
             actions: vec![ActionSpec::new("NoAction", &[])],
             default_action: None,
             default_data: vec![],
@@ -174,6 +178,7 @@ impl TableConfig {
             data_words: self.data_words(),
             counters: self.counters,
             idle: self.idle_timestamps,
+            meter: self.meters,
         }
     }
 

@@ -1,9 +1,9 @@
 //! A table entry's body: action id and action data, kept in two copies so that the control plane
 //! can replace them without ever holding a lock a worker waits for, plus optional packet/byte
-//! counters and an idle timestamp.
+//! counters, an idle timestamp and a meter (a P4 `direct_meter`).
 //!
 //! ```text
-//! [ctl][copy 0: hdr, data * W][copy 1: hdr, data * W][packets][bytes][last hit ns]
+//! [ctl][copy 0: hdr, data * W][copy 1: hdr, data * W][packets][bytes][last hit ns][meter * 9]
 //! ctl: bit 0 LOCKED (a worker's read-modify-write), bit 1 current copy, bits 2.. version
 //! hdr: bits 0..16 action id, bits 16.. epoch the copy stopped being current (control only)
 //! ```
@@ -38,6 +38,8 @@ pub struct BodyLayout {
     pub data_words: usize,
     pub counters: bool,
     pub idle: bool,
+    /// A two-rate three-colour meter per entry ([`crate::MeterCell`]).
+    pub meter: bool,
 }
 
 impl BodyLayout {
@@ -56,9 +58,14 @@ impl BodyLayout {
         self.counters_at() + if self.counters { 2 } else { 0 }
     }
 
+    #[inline(always)]
+    fn meter_at(&self) -> usize {
+        self.idle_at() + usize::from(self.idle)
+    }
+
     /// Words a body occupies.
     pub fn words(&self) -> usize {
-        self.idle_at() + usize::from(self.idle)
+        self.meter_at() + if self.meter { crate::METER_WORDS } else { 0 }
     }
 
     /// The layout for generated code.
@@ -85,6 +92,8 @@ pub struct EntryStats {
     pub bytes: u64,
     /// `time::now_ns` of the last hit, 0 if never hit (or idle timestamps are off).
     pub last_hit_ns: u64,
+    /// The entry's meter rates, if the table meters and this entry's meter is configured.
+    pub meter: Option<crate::MeterRates>,
 }
 
 /// A shared reference to an entry body. Obtained from a table lookup; valid for the lookup's
@@ -271,7 +280,21 @@ impl<'t> EntryRef<'t> {
         if self.layout.idle {
             s.last_hit_ns = self.words[self.layout.idle_at()].load(Ordering::Relaxed);
         }
+        s.meter = self.meter().and_then(|m| m.configured());
         s
+    }
+
+    /// The entry's meter, if the table meters its entries. New entries' meters are
+    /// unconfigured (everything green).
+    #[inline]
+    pub fn meter(&self) -> Option<crate::MeterCell<'t>> {
+        if !self.layout.meter {
+            return None;
+        }
+        let at = self.layout.meter_at();
+        let words: &'t [AtomicU64; crate::METER_WORDS] =
+            self.words[at..at + crate::METER_WORDS].try_into().ok()?;
+        Some(crate::MeterCell::new(words))
     }
 
     /// Zero the counters (control plane; a hit racing this may count either side of it).
@@ -368,7 +391,7 @@ mod tests {
 
     #[test]
     fn publish_flips_copies_and_keeps_counters() {
-        let l = BodyLayout { data_words: 2, counters: true, idle: true };
+        let l = BodyLayout { data_words: 2, counters: true, idle: true, meter: false };
         let w = body(l);
         let e = EntryRef::new(&w, l);
         e.init(3, &[10, 20]);
@@ -379,12 +402,12 @@ mod tests {
         assert_eq!(e.snapshot(), EntryData { action: 4, data: vec![30, 0] });
         e.publish(&q, 5, &[1, 2]);
         assert_eq!(e.snapshot(), EntryData { action: 5, data: vec![1, 2] });
-        assert_eq!(e.stats(), EntryStats { packets: 1, bytes: 100, last_hit_ns: 7 });
+        assert_eq!(e.stats(), EntryStats { packets: 1, bytes: 100, last_hit_ns: 7, meter: None });
     }
 
     #[test]
     fn in_place_writes_land_in_the_current_copy() {
-        let l = BodyLayout { data_words: 1, counters: false, idle: false };
+        let l = BodyLayout { data_words: 1, counters: false, idle: false, meter: false };
         let w = body(l);
         let e = EntryRef::new(&w, l);
         e.init(0, &[1]);

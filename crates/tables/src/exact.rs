@@ -457,6 +457,18 @@ impl ExactTable {
         Ok(())
     }
 
+    /// Run `f` on the entry under `key`, holding the writer lock (control plane: its meter).
+    pub fn with_entry<R>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(EntryRef<'_>) -> R,
+    ) -> Result<R, TableError> {
+        let k = self.pack_key(key)?;
+        let _w = self.lock_writer();
+        let slot = self.find(&k[..self.key_words]).ok_or(TableError::NotFound)?;
+        Ok(f(self.body_at(slot)))
+    }
+
     /// Insert, or modify if present.
     pub fn upsert(&self, key: &[u8], action: u16, data: &[u64]) -> Result<(), TableError> {
         match self.insert(key, action, data) {

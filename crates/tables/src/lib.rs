@@ -43,8 +43,8 @@ pub use exact::{ExactEntry, ExactTable, Lookup};
 pub use kind::TablesKind;
 pub use lpm::{LpmEntry, LpmTable};
 pub use objects::{
-    Color, CounterArray, CounterKind, DigestRecord, DigestRing, MeterArray, MeterRates,
-    RegisterArray,
+    Color, CounterArray, CounterKind, DigestRecord, DigestRing, MeterArray, MeterCell, MeterError,
+    MeterRates, RegisterArray, METER_WORDS,
 };
 pub use requests::{TableEntrySpec, TableRequest};
 pub use set::{MatchSpec, Table, TableEntry, TableSet};

@@ -280,6 +280,19 @@ impl LpmTable {
         Ok(())
     }
 
+    /// Run `f` on the entry for `prefix/len`, holding the writer lock (control plane).
+    pub fn with_entry<R>(
+        &self,
+        prefix: &[u8],
+        len: u32,
+        f: impl FnOnce(EntryRef<'_>) -> R,
+    ) -> Result<R, TableError> {
+        let p = self.masked(prefix, len)?;
+        let w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let &index = w.rules.get(&(p, len)).ok_or(TableError::NotFound)?;
+        Ok(f(self.arena.get(index)))
+    }
+
     /// Remove `prefix/len`; addresses it covered fall back to the next longest prefix.
     pub fn delete(&self, prefix: &[u8], len: u32) -> Result<(), TableError> {
         let p = self.masked(prefix, len)?;

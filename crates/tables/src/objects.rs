@@ -175,25 +175,120 @@ impl MeterRates {
 /// needs no division.
 const SCALE: u128 = 1_000_000_000;
 
-/// One meter: its rates (written by the control plane, one word each) and its buckets (written
-/// by workers under a worker-only lock).
-struct Meter {
-    lock: AtomicU64,
-    cir: AtomicU64,
-    cbs: AtomicU64,
-    pir: AtomicU64,
-    pbs: AtomicU64,
-    /// Committed and peak buckets (scaled), and the time they were last filled.
-    tc: AtomicU64,
-    tp: AtomicU64,
-    last_ns: AtomicU64,
-    /// Rates changed: refill both buckets to their bursts at the next packet.
-    reset: AtomicU64,
+// The words of one meter: its rates (written by the control plane, one word each) and its
+// buckets (written by workers under a worker-only lock). A meter is `METER_WORDS` words wherever
+// it lives: in a `MeterArray` or in a table entry's body (a direct meter).
+const LOCK: usize = 0;
+const CIR: usize = 1;
+const CBS: usize = 2;
+const PIR: usize = 3;
+const PBS: usize = 4;
+/// Committed and peak buckets (scaled), and the time they were last filled.
+const TC: usize = 5;
+const TP: usize = 6;
+const LAST_NS: usize = 7;
+/// Rates changed: refill both buckets to their bursts at the next packet.
+const RESET: usize = 8;
+/// Words a meter occupies.
+pub const METER_WORDS: usize = 9;
+
+/// One meter over its words. All zero is an unconfigured meter (everything green).
+#[derive(Clone, Copy)]
+pub struct MeterCell<'a> {
+    w: &'a [AtomicU64; METER_WORDS],
+}
+
+impl<'a> MeterCell<'a> {
+    pub fn new(w: &'a [AtomicU64; METER_WORDS]) -> Self {
+        Self { w }
+    }
+
+    /// Configure the meter (control plane). Both buckets start full (RFC 2698 section 3).
+    pub fn set_rates(&self, r: MeterRates) -> Result<(), MeterError> {
+        r.check()?;
+        let w = self.w;
+        w[CIR].store(r.cir, Ordering::Relaxed);
+        w[CBS].store(r.cbs, Ordering::Relaxed);
+        w[PIR].store(r.pir, Ordering::Relaxed);
+        w[PBS].store(r.pbs, Ordering::Release);
+        w[RESET].store(1, Ordering::Release);
+        Ok(())
+    }
+
+    /// Unconfigure the meter: it colours everything green again (control plane).
+    pub fn clear(&self) {
+        let w = self.w;
+        w[PBS].store(0, Ordering::Release);
+        w[CIR].store(0, Ordering::Relaxed);
+        w[CBS].store(0, Ordering::Relaxed);
+        w[PIR].store(0, Ordering::Relaxed);
+    }
+
+    /// The rates, if configured.
+    pub fn configured(&self) -> Option<MeterRates> {
+        Some(self.rates()).filter(|r| r.pbs != 0)
+    }
+
+    pub fn rates(&self) -> MeterRates {
+        let w = self.w;
+        MeterRates {
+            cir: w[CIR].load(Ordering::Relaxed),
+            cbs: w[CBS].load(Ordering::Relaxed),
+            pir: w[PIR].load(Ordering::Relaxed),
+            pbs: w[PBS].load(Ordering::Acquire),
+        }
+    }
+
+    /// Meter a packet of `bytes` at time `now_ns`. `pre_color` is the colour-aware mode's input
+    /// (`None`: colour-blind).
+    #[inline]
+    pub fn execute(&self, bytes: u64, now_ns: u64, pre_color: Option<Color>) -> Color {
+        let w = self.w;
+        let pbs = w[PBS].load(Ordering::Acquire);
+        if pbs == 0 {
+            return Color::Green;
+        }
+        let (cir, cbs, pir) = (
+            w[CIR].load(Ordering::Relaxed),
+            w[CBS].load(Ordering::Relaxed),
+            w[PIR].load(Ordering::Relaxed),
+        );
+        // Workers only: held for a few arithmetic operations.
+        while w[LOCK].compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            std::hint::spin_loop();
+        }
+        let (cmax, pmax) = (cbs as u128 * SCALE, pbs as u128 * SCALE);
+        let (mut tc, mut tp) = if w[RESET].swap(0, Ordering::Relaxed) != 0 {
+            (cmax, pmax)
+        } else {
+            let elapsed = now_ns.saturating_sub(w[LAST_NS].load(Ordering::Relaxed)) as u128;
+            (
+                (w[TC].load(Ordering::Relaxed) as u128 + elapsed * cir as u128).min(cmax),
+                (w[TP].load(Ordering::Relaxed) as u128 + elapsed * pir as u128).min(pmax),
+            )
+        };
+        let b = bytes as u128 * SCALE;
+        let color = if pre_color == Some(Color::Red) || tp < b {
+            Color::Red
+        } else if pre_color == Some(Color::Yellow) || tc < b {
+            tp -= b;
+            Color::Yellow
+        } else {
+            tp -= b;
+            tc -= b;
+            Color::Green
+        };
+        w[TC].store(tc as u64, Ordering::Relaxed);
+        w[TP].store(tp as u64, Ordering::Relaxed);
+        w[LAST_NS].store(now_ns, Ordering::Relaxed);
+        w[LOCK].store(0, Ordering::Release);
+        color
+    }
 }
 
 /// An array of RFC 2698 meters. Until configured, a meter colours everything green (v1model).
 pub struct MeterArray {
-    meters: Box<[CachePadded<Meter>]>,
+    meters: Box<[CachePadded<[AtomicU64; METER_WORDS]>]>,
 }
 
 /// Meter rates that RFC 2698 or the meter array does not allow.
@@ -213,19 +308,7 @@ impl MeterArray {
     pub fn new(size: usize) -> Self {
         Self {
             meters: (0..size)
-                .map(|_| {
-                    CachePadded::new(Meter {
-                        lock: AtomicU64::new(0),
-                        cir: AtomicU64::new(0),
-                        cbs: AtomicU64::new(0),
-                        pir: AtomicU64::new(0),
-                        pbs: AtomicU64::new(0),
-                        tc: AtomicU64::new(0),
-                        tp: AtomicU64::new(0),
-                        last_ns: AtomicU64::new(0),
-                        reset: AtomicU64::new(0),
-                    })
-                })
+                .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
                 .collect(),
         }
     }
@@ -238,86 +321,36 @@ impl MeterArray {
         self.meters.is_empty()
     }
 
+    fn cell(&self, i: usize) -> Option<MeterCell<'_>> {
+        self.meters.get(i).map(|w| MeterCell::new(w))
+    }
+
     /// Configure meter `i` (control plane). Both buckets start full (RFC 2698 section 3).
     pub fn set_rates(&self, i: usize, r: MeterRates) -> Result<(), MeterError> {
-        let m = self.meters.get(i).ok_or(MeterError::Index(i))?;
-        r.check()?;
-        m.cir.store(r.cir, Ordering::Relaxed);
-        m.cbs.store(r.cbs, Ordering::Relaxed);
-        m.pir.store(r.pir, Ordering::Relaxed);
-        m.pbs.store(r.pbs, Ordering::Release);
-        m.reset.store(1, Ordering::Release);
-        Ok(())
+        self.cell(i).ok_or(MeterError::Index(i))?.set_rates(r)
     }
 
     /// Unconfigure meter `i`: it colours everything green again (control plane).
     pub fn clear(&self, i: usize) -> Result<(), MeterError> {
-        let m = self.meters.get(i).ok_or(MeterError::Index(i))?;
-        m.pbs.store(0, Ordering::Release);
-        m.cir.store(0, Ordering::Relaxed);
-        m.cbs.store(0, Ordering::Relaxed);
-        m.pir.store(0, Ordering::Relaxed);
+        self.cell(i).ok_or(MeterError::Index(i))?.clear();
         Ok(())
     }
 
     /// Meter `i`'s rates, if configured.
     pub fn configured(&self, i: usize) -> Option<MeterRates> {
-        self.rates(i).filter(|r| r.pbs != 0)
+        self.cell(i)?.configured()
     }
 
     pub fn rates(&self, i: usize) -> Option<MeterRates> {
-        let m = self.meters.get(i)?;
-        Some(MeterRates {
-            cir: m.cir.load(Ordering::Relaxed),
-            cbs: m.cbs.load(Ordering::Relaxed),
-            pir: m.pir.load(Ordering::Relaxed),
-            pbs: m.pbs.load(Ordering::Acquire),
-        })
+        self.cell(i).map(|c| c.rates())
     }
 
-    /// Meter a packet of `bytes` at time `now_ns`. `pre_color` is the colour-aware mode's input
-    /// (`None`: colour-blind).
+    /// Meter a packet of `bytes` at time `now_ns` with meter `i` (green if out of range).
     pub fn execute(&self, i: usize, bytes: u64, now_ns: u64, pre_color: Option<Color>) -> Color {
-        let Some(m) = self.meters.get(i) else { return Color::Green };
-        let pbs = m.pbs.load(Ordering::Acquire);
-        if pbs == 0 {
-            return Color::Green;
+        match self.cell(i) {
+            Some(c) => c.execute(bytes, now_ns, pre_color),
+            None => Color::Green,
         }
-        let (cir, cbs, pir) = (
-            m.cir.load(Ordering::Relaxed),
-            m.cbs.load(Ordering::Relaxed),
-            m.pir.load(Ordering::Relaxed),
-        );
-        // Workers only: held for a few arithmetic operations.
-        while m.lock.compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            std::hint::spin_loop();
-        }
-        let (cmax, pmax) = (cbs as u128 * SCALE, pbs as u128 * SCALE);
-        let (mut tc, mut tp) = if m.reset.swap(0, Ordering::Relaxed) != 0 {
-            (cmax, pmax)
-        } else {
-            let elapsed = now_ns.saturating_sub(m.last_ns.load(Ordering::Relaxed)) as u128;
-            (
-                (m.tc.load(Ordering::Relaxed) as u128 + elapsed * cir as u128).min(cmax),
-                (m.tp.load(Ordering::Relaxed) as u128 + elapsed * pir as u128).min(pmax),
-            )
-        };
-        let b = bytes as u128 * SCALE;
-        let color = if pre_color == Some(Color::Red) || tp < b {
-            Color::Red
-        } else if pre_color == Some(Color::Yellow) || tc < b {
-            tp -= b;
-            Color::Yellow
-        } else {
-            tp -= b;
-            tc -= b;
-            Color::Green
-        };
-        m.tc.store(tc as u64, Ordering::Relaxed);
-        m.tp.store(tp as u64, Ordering::Relaxed);
-        m.last_ns.store(now_ns, Ordering::Relaxed);
-        m.lock.store(0, Ordering::Release);
-        color
     }
 }
 

@@ -231,6 +231,28 @@ impl Table {
         }
     }
 
+    /// Run `f` on the entry stored under `m` (and `priority`, for ternary tables), holding the
+    /// table's writer lock: the control plane's way to an entry's meter.
+    pub fn with_entry<R>(
+        &self,
+        m: &MatchSpec,
+        priority: u32,
+        f: impl FnOnce(EntryRef<'_>) -> R,
+    ) -> Result<R, TableError> {
+        match (self, m) {
+            (Table::Exact(t), MatchSpec::Exact(k)) => t.with_entry(k, f),
+            (Table::Lpm(t), m) => match Self::lpm(m) {
+                Some((prefix, len)) => t.with_entry(prefix, len, f),
+                None => Err(self.kind_mismatch(m)),
+            },
+            (Table::Ternary(t), m) => match Self::ternary(m) {
+                Some(tm) => t.with_entry(&tm, priority, f),
+                None => Err(self.kind_mismatch(m)),
+            },
+            _ => Err(self.kind_mismatch(m)),
+        }
+    }
+
     pub fn delete(&self, m: &MatchSpec, priority: u32) -> Result<(), TableError> {
         match (self, m) {
             (Table::Exact(t), MatchSpec::Exact(k)) => t.delete(k),

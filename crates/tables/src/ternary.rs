@@ -341,6 +341,18 @@ impl TernaryTable {
         Ok(())
     }
 
+    /// Run `f` on the entry `m` at `priority`, holding the writer lock (control plane).
+    pub fn with_entry<R>(
+        &self,
+        m: &TernaryMatch,
+        priority: u32,
+        f: impl FnOnce(EntryRef<'_>) -> R,
+    ) -> Result<R, TableError> {
+        let w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let (index, _) = w.entries.get(&(m.clone(), priority)).ok_or(TableError::NotFound)?;
+        Ok(f(self.arena.get(*index)))
+    }
+
     pub fn delete(&self, m: &TernaryMatch, priority: u32) -> Result<(), TableError> {
         let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let (index, _) = w.entries.remove(&(m.clone(), priority)).ok_or(TableError::NotFound)?;

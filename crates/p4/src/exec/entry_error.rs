@@ -68,6 +68,10 @@ pub enum EntryError {
     NoParam { action: String, param: String },
     #[error("priority {0} is not a 32-bit number")]
     BadPriority(String),
+    #[error("table {table} has no direct meter")]
+    NoDirectMeter { table: String },
+    #[error("table {table}: {source}")]
+    Meter { table: String, source: hotplane_tables::MeterError },
     /// A runtime JSON entry of the wrong shape; the text says which member.
     #[error("{0}")]
     Json(&'static str),

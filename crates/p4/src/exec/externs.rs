@@ -400,7 +400,9 @@ impl Compiler<'_> {
                 let store = self.store(dst);
                 Box::new(move |c| {
                     let colour = c.st.direct_colour;
-                    store(c, colour as u128);
+                    if colour != super::NOT_METERED {
+                        store(c, colour as u128);
+                    }
                     Flow::Next
                 })
             }
@@ -543,20 +545,20 @@ impl Compiler<'_> {
                     Flow::Next
                 })
             }
-            Extern::Clone { kind, session } => {
-                let (kind, session) = (*kind, self.expr(session));
+            Extern::Clone { kind, session, keep } => {
+                let (kind, session, keep) = (*kind, self.expr(session), *keep);
                 Box::new(move |c| {
                     let s = session(c) as u32;
-                    c.st.fx.clone = Some((kind, s));
+                    c.st.fx.clone = Some((kind, s, keep));
                     Flow::Next
                 })
             }
-            Extern::Resubmit => Box::new(|c| {
-                c.st.fx.resubmit = true;
+            &Extern::Resubmit { keep } => Box::new(move |c| {
+                c.st.fx.resubmit = Some(keep);
                 Flow::Next
             }),
-            Extern::Recirculate => Box::new(|c| {
-                c.st.fx.recirculate = true;
+            &Extern::Recirculate { keep } => Box::new(move |c| {
+                c.st.fx.recirculate = Some(keep);
                 Flow::Next
             }),
             Extern::Truncate(len) => {

@@ -57,9 +57,12 @@ pub(crate) enum Flow {
 /// What a packet asked the architecture to do once the current block is over.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Effects {
-    pub clone: Option<(CloneKind, u32)>,
-    pub resubmit: bool,
-    pub recirculate: bool,
+    /// Kind, session, and what the copy keeps ([`ir::Program::preserved`]).
+    pub clone: Option<(CloneKind, u32, u16)>,
+    /// What the resubmitted packet keeps ([`ir::Program::preserved`]), if resubmitted.
+    pub resubmit: Option<u16>,
+    /// What the recirculated packet keeps, if recirculated.
+    pub recirculate: Option<u16>,
     pub truncate: Option<u32>,
     /// An `assert` failed (counted; the packet carries on, as BMv2 without `--assert`).
     pub assert_failed: bool,
@@ -72,8 +75,8 @@ impl Effects {
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.clone.is_none()
-            && !self.resubmit
-            && !self.recirculate
+            && self.resubmit.is_none()
+            && self.recirculate.is_none()
             && self.truncate.is_none()
             && !self.assert_failed
             && !self.punt
@@ -128,6 +131,9 @@ impl Host for NoHost {
     }
 }
 
+/// `PacketState::direct_colour` after a miss: no meter ran, and `read` writes nothing.
+pub(crate) const NOT_METERED: u8 = u8::MAX;
+
 /// One packet's storage: scalar slots, headers in wire format, validity, deparser output.
 /// Kept per worker and reused from packet to packet.
 #[derive(Clone)]
@@ -139,7 +145,8 @@ pub struct PacketState {
     pub out: Vec<u8>,
     pub(crate) scratch: Vec<u8>,
     pub fx: Effects,
-    /// The colour the current table entry's direct meter gave (read by `direct_meter.read`).
+    /// The colour the current table entry's direct meter gave (read by `direct_meter.read`),
+    /// or [`NOT_METERED`].
     pub(crate) direct_colour: u8,
     rng: u64,
 }

@@ -16,8 +16,8 @@ use crate::types::mask;
 use hotplane_core::Qsbr;
 use hotplane_tables::key::MAX_KEY_BYTES;
 use hotplane_tables::{
-    expand_range, ActionSpec, EntryStats, MatchKind as Kind, MatchSpec, ParamSpec, Table,
-    TableConfig, TableError,
+    expand_range, ActionSpec, EntryStats, MatchKind as Kind, MatchSpec, MeterRates, ParamSpec,
+    Table, TableConfig, TableError,
 };
 
 /// A key field and where it sits in the packed key.
@@ -69,6 +69,8 @@ pub struct P4Table {
     pub counters: bool,
     /// Entries keep the time of their last hit (`support_timeout`).
     pub idle: bool,
+    /// Each entry has a meter (`meters = ...`, a `direct_meter`); `Some(true)` for a byte meter.
+    pub meter_bytes: Option<bool>,
     pub entries_const: bool,
     pub default_const: bool,
     default_only: Vec<bool>,
@@ -164,6 +166,12 @@ impl P4Table {
             .with_actions(specs);
         cfg.counters = t.direct_counter.is_some();
         cfg.idle_timestamps = t.support_timeout;
+        let meter_bytes = t.direct_meter.as_ref().map(|name| {
+            prog.instances.iter().any(|i| {
+                &i.name == name && matches!(i.kind, ir::InstanceKind::DirectMeter { bytes: true })
+            })
+        });
+        cfg.meters = meter_bytes.is_some();
         if let Some(text) = &t.tableconfig {
             cfg.apply_annotation(text).map_err(|e| store(e.into()))?;
         }
@@ -196,6 +204,7 @@ impl P4Table {
             locked,
             counters,
             idle,
+            meter_bytes,
             entries_const: t.entries_are_const,
             default_const: t.default_is_const,
             default_only: t.default_only.clone(),
@@ -443,6 +452,40 @@ impl P4Table {
         let (specs, prio) = self.encode(&e)?;
         for s in &specs {
             self.table.delete(s, prio)?;
+        }
+        Ok(())
+    }
+
+    /// Configure the direct meter of the entry with these matches, or with `None` unconfigure
+    /// it (it colours every packet green again, as a new entry's meter does).
+    pub fn set_entry_meter(
+        &self,
+        keys: &[KeyMatch],
+        priority: Option<u32>,
+        rates: Option<MeterRates>,
+    ) -> Result<(), EntryError> {
+        if self.meter_bytes.is_none() {
+            return Err(EntryError::NoDirectMeter { table: self.name.clone() });
+        }
+        let meter_err = |source| EntryError::Meter { table: self.name.clone(), source };
+        if let Some(r) = &rates {
+            r.check().map_err(meter_err)?;
+        }
+        let e = P4Entry { keys: keys.to_vec(), priority, action: String::new(), args: vec![] };
+        let (specs, prio) = self.encode(&e)?;
+        for s in &specs {
+            let set = |entry: hotplane_tables::EntryRef<'_>| match (entry.meter(), rates) {
+                (Some(m), Some(r)) => m.set_rates(r),
+                (Some(m), None) => {
+                    m.clear();
+                    Ok(())
+                }
+                (None, _) => Ok(()),
+            };
+            self.table
+                .with_entry(s, prio, set)
+                .map_err(|source| EntryError::Store { table: self.name.clone(), source })?
+                .map_err(meter_err)?;
         }
         Ok(())
     }
@@ -706,11 +749,11 @@ impl ApplySite {
 
     #[cfg(feature = "native")]
     /// What generated code needs to do this apply without calling into Rust, when it can:
-    /// the table is keyless or LPM over a key of at most 8 bytes, keeps no idle time, and no
-    /// action writes its entry. The addresses stay valid while this site (which holds the
+    /// the table is keyless or LPM over a key of at most 8 bytes, keeps no idle time, has no
+    /// direct meter, and no action writes its entry. The addresses stay valid while this site (which holds the
     /// table) lives.
     pub(crate) fn native(&self) -> Option<NativeSite> {
-        if self.writes_entries() {
+        if self.writes_entries() || self.t.meter_bytes.is_some() {
             return None;
         }
         let lookup = match (self.t.layout, &*self.t.table) {
@@ -776,6 +819,18 @@ impl ApplySite {
         };
         if self.t.counters || self.t.idle {
             entry.hit(c.pkt.len() as u32, c.now_ns);
+        }
+        if let Some(bytes) = self.t.meter_bytes {
+            // As BMv2: a hit runs the entry's meter before the action (which reads the colour
+            // with `read`); a miss meters nothing, and a `read` in the default action leaves
+            // its destination as it was.
+            c.st.direct_colour = match entry.meter().filter(|_| hit) {
+                Some(m) => {
+                    let units = if bytes { c.pkt.len() as u64 } else { 1 };
+                    m.execute(units, c.now_ns, None) as u8
+                }
+                None => super::NOT_METERED,
+            };
         }
         Some(then(c, Entry { entry, hit, site: self }))
     }

@@ -629,10 +629,30 @@ impl<'a> Lowerer<'a> {
                 };
                 let s = self.scalar(a(1)?, pre)?;
                 let session = self.to_width(s, 32, a(1)?.span)?;
-                Extern::Clone { kind, session }
+                let keep = match n.name.as_str() {
+                    "clone" => 0,
+                    "clone3" => self.preserved_data(a(2)?, pre)?,
+                    _ => self.preserved_list(a(2)?)?,
+                };
+                Extern::Clone { kind, session, keep }
             }
-            "resubmit" | "resubmit_preserving_field_list" => Extern::Resubmit,
-            "recirculate" | "recirculate_preserving_field_list" => Extern::Recirculate,
+            "resubmit" | "recirculate" => {
+                let keep = match args.first() {
+                    Some(d) => self.preserved_data(&d.value, pre)?,
+                    None => 0,
+                };
+                if n.name == "resubmit" {
+                    Extern::Resubmit { keep }
+                } else {
+                    Extern::Recirculate { keep }
+                }
+            }
+            "resubmit_preserving_field_list" => {
+                Extern::Resubmit { keep: self.preserved_list(a(0)?)? }
+            }
+            "recirculate_preserving_field_list" => {
+                Extern::Recirculate { keep: self.preserved_list(a(0)?)? }
+            }
             "truncate" => {
                 let v = self.scalar(a(0)?, pre)?;
                 Extern::Truncate(self.to_width(v, 32, span)?)
@@ -655,6 +675,33 @@ impl<'a> Lowerer<'a> {
         };
         pre.push(Stmt::Extern(op));
         Ok(None)
+    }
+
+    /// The slots `@field_list(index)` names, for a `*_preserving_field_list(index)` call.
+    fn preserved_list(&mut self, index: &ast::Expr) -> DResult<u16> {
+        let i = self.const_eval().eval_u32(index, "a field list index")?;
+        let slots = self.prog.field_lists.get(&i).cloned().unwrap_or_default();
+        Ok(self.preserve(slots))
+    }
+
+    /// The slots the data argument of `resubmit(data)`, `recirculate(data)` or `clone3(..,
+    /// data)` names: metadata fields, each kept as it is at the end of the block.
+    fn preserved_data(&mut self, data: &ast::Expr, pre: &mut Vec<Stmt>) -> DResult<u16> {
+        let items = self.field_list(data, pre)?;
+        let mut slots = Vec::new();
+        for item in items {
+            match item.value {
+                Expr::Read(Place::Slot { slot, .. }) => slots.push(slot),
+                _ => {
+                    return self.err(
+                        data.span,
+                        "the fields a resubmit, recirculate or clone keeps must be metadata \
+                         fields (header fields and expressions cannot be preserved)",
+                    )
+                }
+            }
+        }
+        Ok(self.preserve(slots))
     }
 
     /// An unsigned value of at most 64 bits (or a literal), as 64 bits: hash's base and max.

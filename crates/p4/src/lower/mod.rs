@@ -124,6 +124,10 @@ pub(crate) struct ProgramBuilder {
     pub actions: Vec<ir::Action>,
     pub tables: Vec<ir::Table>,
     pub instances: Vec<ir::Instance>,
+    /// The user metadata slots of each `@field_list(N)` index.
+    pub field_lists: std::collections::BTreeMap<u32, Vec<SlotId>>,
+    /// The slot sets resubmit, recirculate and clone preserve ([`ir::Program::preserved`]).
+    pub preserved: Vec<Vec<SlotId>>,
 }
 
 impl ProgramBuilder {
@@ -703,6 +707,8 @@ impl<'a> Lowerer<'a> {
         let meta = self.alloc(&m_ty, "meta", main.span)?;
         let hdr = self.alloc(&h_ty, "hdr", main.span)?;
         let reset_slots = self.prog.slots;
+        self.field_lists(&meta)?;
+        self.prog.preserved = vec![Vec::new()];
         let mut std_meta = ir::StdMeta::default();
         if let Storage::Struct { ty, fields } = &std {
             for (f, s) in self.types.composites[*ty].fields.iter().zip(fields) {
@@ -746,7 +752,64 @@ impl<'a> Lowerer<'a> {
             errors: self.types.errors.clone(),
             types: self.types.clone(),
             meta_ty: m_ty,
+            preserved: prog.preserved,
         })
+    }
+
+    /// Collect the `@field_list(N, ...)` annotations on the user metadata's fields (at any
+    /// depth of nested structs): each index names the slots a preserving resubmit,
+    /// recirculate or clone keeps.
+    fn field_lists(&mut self, storage: &Storage) -> DResult<()> {
+        let Storage::Struct { ty: c, fields } = storage else {
+            return Ok(());
+        };
+        let defs = self.types.composites[*c].fields.clone();
+        for (def, field) in defs.iter().zip(fields) {
+            for a in def.annotations.iter().filter(|a| a.name.name == "field_list") {
+                let exprs = crate::parser::annotation_exprs(&a.body)?;
+                if exprs.is_empty() {
+                    return self.err(a.span, "@field_list takes one or more list indices");
+                }
+                let mut slots = Vec::new();
+                scalar_slots(field, &mut slots);
+                if slots.is_empty() {
+                    return self.err(
+                        a.span,
+                        "@field_list is supported on metadata fields and structs of them \
+                         (not on headers)",
+                    );
+                }
+                for e in &exprs {
+                    let index = self.const_eval().eval_u32(e, "a field list index")?;
+                    if index > u8::MAX as u32 {
+                        return self.err(e.span, "field list indices are bit<8> (0 to 255)");
+                    }
+                    self.prog.field_lists.entry(index).or_default().extend(&slots);
+                }
+            }
+            self.field_lists(field)?;
+        }
+        Ok(())
+    }
+
+    /// The index in [`ir::Program::preserved`] of this set of slots (added if new).
+    pub(crate) fn preserve(&mut self, mut slots: Vec<SlotId>) -> u16 {
+        slots.sort_unstable();
+        slots.dedup();
+        if let Some(i) = self.prog.preserved.iter().position(|p| *p == slots) {
+            return i as u16;
+        }
+        self.prog.preserved.push(slots);
+        (self.prog.preserved.len() - 1) as u16
+    }
+}
+
+/// Every scalar slot of a storage (struct members at any depth; headers have none).
+fn scalar_slots(s: &Storage, out: &mut Vec<SlotId>) {
+    match s {
+        Storage::Scalar { place: Place::Slot { slot, .. }, .. } => out.push(*slot),
+        Storage::Struct { fields, .. } => fields.iter().for_each(|f| scalar_slots(f, out)),
+        _ => {}
     }
 }
 

@@ -90,6 +90,25 @@ pub fn parse_with(tokens: Vec<Token>, limits: &Limits) -> DResult<Program> {
     Ok(Program { decls })
 }
 
+/// The expressions of an annotation's body, separated by commas (`@field_list(A.b, 2)`).
+pub(crate) fn annotation_exprs(body: &[Token]) -> DResult<Vec<crate::ast::Expr>> {
+    let mut p = Parser::new(body.to_vec());
+    let mut out = Vec::new();
+    while !p.at_eof() {
+        out.push(p.expr()?);
+        if !p.eat_punct(",") {
+            break;
+        }
+    }
+    if !p.at_eof() {
+        return Err(crate::diag::Diagnostic::new(
+            p.toks[p.pos].span,
+            "expected `,` between the annotation's expressions",
+        ));
+    }
+    Ok(out)
+}
+
 pub(crate) struct Parser {
     toks: Vec<Token>,
     pos: usize,
