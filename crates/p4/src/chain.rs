@@ -138,6 +138,14 @@ fn state_exits(prog: &Program) -> Option<Vec<Option<Cursor>>> {
 fn successors(t: &Transition) -> Vec<u32> {
     match t {
         Transition::Goto(s) => vec![*s],
+        Transition::ValueSet { hit, miss, .. } => [Some(*hit), *miss]
+            .into_iter()
+            .flatten()
+            .filter_map(|t| match t {
+                Target::State(s) => Some(s),
+                _ => None,
+            })
+            .collect(),
         Transition::Select { cases, .. } => cases
             .iter()
             .filter_map(|(_, t)| match t {

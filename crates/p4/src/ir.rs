@@ -517,7 +517,27 @@ pub enum Transition {
     Accept,
     Reject,
     Goto(u32),
-    Select { keys: Vec<ListItem>, cases: Vec<(Vec<KeyMatch>, Target)> },
+    Select {
+        keys: Vec<ListItem>,
+        cases: Vec<(Vec<KeyMatch>, Target)>,
+    },
+    /// A `select` case naming a value set: the keys, concatenated, against its members. A
+    /// miss goes on to the cases after it (`miss`), or, with none left, is a `NoMatch` error.
+    ValueSet {
+        keys: Vec<ListItem>,
+        set: u32,
+        hit: Target,
+        miss: Option<Target>,
+    },
+}
+
+/// One field of a value set's type (a `bit<N>` value set has one, named "").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValueSetField {
+    pub name: String,
+    pub width: u32,
+    /// `@match(ternary)`: members give a mask; else they match exactly.
+    pub ternary: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -558,6 +578,13 @@ pub enum InstanceKind {
     },
     DirectMeter {
         bytes: bool,
+    },
+    /// A parser's `value_set<T>(size)`: at most `size` members, each a value under a mask
+    /// per member field of `T` (name, width, matched by mask rather than exactly); the
+    /// control plane fills it.
+    ValueSet {
+        size: u32,
+        fields: Vec<ValueSetField>,
     },
     /// `hotplane_ebpf("slot")`: a handle on the data plane's extern slot of that name.
     ExternSlot {

@@ -20,6 +20,7 @@ use std::fmt::Write as _;
 pub enum Resource {
     Action = 0x01,
     Table = 0x02,
+    ValueSet = 0x03,
     ControllerHeader = 0x04,
     Counter = 0x12,
     DirectCounter = 0x13,
@@ -38,6 +39,7 @@ impl Resource {
             InstanceKind::Meter { .. } => Resource::Meter,
             InstanceKind::DirectCounter { .. } => Resource::DirectCounter,
             InstanceKind::DirectMeter { .. } => Resource::DirectMeter,
+            InstanceKind::ValueSet { .. } => Resource::ValueSet,
             InstanceKind::ExternSlot { .. } => return None,
         })
     }
@@ -479,6 +481,25 @@ pub fn text(prog: &Program) -> Result<String, P4InfoError> {
                 }
                 out.close();
             }
+            // Field 10.
+            for i in &instances {
+                let InstanceKind::ValueSet { size, fields } = &i.kind else { continue };
+                out.open("value_sets");
+                let the_id = id(Resource::ValueSet, &i.name);
+                out.preamble(the_id, &i.name, &alias_of(&i.name), &listed(&i.annotations));
+                for (n, f) in fields.iter().enumerate() {
+                    out.open("match");
+                    out.field("id", n + 1);
+                    if !f.name.is_empty() {
+                        out.field("name", quoted(&f.name));
+                    }
+                    out.field("bitwidth", f.width);
+                    out.field("match_type", if f.ternary { "TERNARY" } else { "EXACT" });
+                    out.close();
+                }
+                out.field("size", size);
+                out.close();
+            }
         }
         for i in instances.iter().filter(|i| Resource::of(&i.kind) == Some(res)) {
             let the_id = id(res, &i.name);
@@ -511,7 +532,8 @@ pub fn text(prog: &Program) -> Result<String, P4InfoError> {
                     let table = direct_table.get(i.name.as_str()).copied().unwrap_or_default();
                     out.field("direct_table_id", id(Resource::Table, table));
                 }
-                InstanceKind::ExternSlot { .. } => {}
+                // Listed with field 10 above.
+                InstanceKind::ExternSlot { .. } | InstanceKind::ValueSet { .. } => {}
                 InstanceKind::Register { size, width } => {
                     out.open("type_spec");
                     out.open("bitstring");

@@ -622,6 +622,7 @@ pub fn write_update(schema: &Schema, p: &Pipeline, u: &Update) -> Result<(), Ref
         Some(entity::Entity::RegisterEntry(e)) => crate::registers::write(schema, p, op, e),
         Some(entity::Entity::MeterEntry(e)) => crate::registers::write_meter(schema, p, op, e),
         Some(entity::Entity::DirectMeterEntry(e)) => write_direct_meter(schema, p, op, e),
+        Some(entity::Entity::ValueSetEntry(e)) => crate::value_sets::write(schema, p, op, e),
         Some(other) => Err(Refused::new(
             Code::Unimplemented,
             format!("{} writes are not supported yet", entity_name(other)),
@@ -655,6 +656,10 @@ pub fn read_entity(
         Some(entity::Entity::DirectCounterEntry(d)) => read_direct_counters(schema, p, d)?
             .into_iter()
             .map(entity::Entity::DirectCounterEntry)
+            .collect(),
+        Some(entity::Entity::ValueSetEntry(v)) => crate::value_sets::read(schema, p, v)?
+            .into_iter()
+            .map(entity::Entity::ValueSetEntry)
             .collect(),
         Some(entity::Entity::DirectMeterEntry(d)) => read_direct_meters(schema, p, d)?
             .into_iter()

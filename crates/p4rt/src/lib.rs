@@ -29,6 +29,7 @@ pub mod schema;
 mod server;
 #[cfg(feature = "server")]
 pub mod service;
+pub mod value_sets;
 
 pub use device::DeviceProgram;
 #[cfg(feature = "server")]

@@ -449,3 +449,161 @@ V1Switch(P(), C(), I(), E(), C(), D()) main;
         );
     }
 }
+
+/// Parser value sets: empty at start (their cases never match), filled and emptied by a
+/// `ValueSetEntry` MODIFY, read back as written; exact and `@match(ternary)` fields, a set over
+/// two select keys, cases tried in order around the set's; both engines.
+#[test]
+fn value_sets_steer_the_parser() {
+    const PVS: &str = r#"
+#include <core.p4>
+#include <v1model.p4>
+header eth_t { bit<16> etype; }
+header tag_t { bit<8> v; }
+struct hs { eth_t eth; tag_t tag; }
+struct m { bit<1> paired; }
+struct pair_t { bit<8> a; @match(ternary) bit<8> b; }
+parser P(packet_in p, out hs h, inout m meta, inout standard_metadata_t sm) {
+    value_set<bit<16>>(2) tagged;
+    value_set<pair_t>(4) pairs;
+    state start {
+        p.extract(h.eth);
+        transition select(h.eth.etype) { 0x0800: accept; tagged: parse_tag; default: accept; }
+    }
+    state parse_tag {
+        p.extract(h.tag);
+        transition select(h.tag.v, h.eth.etype[7:0]) { pairs: paired; default: accept; }
+    }
+    state paired { meta.paired = 1; transition accept; }
+}
+control C(inout hs h, inout m meta) { apply { } }
+control I(inout hs h, inout m meta, inout standard_metadata_t sm) {
+    apply {
+        if (meta.paired == 1) { sm.egress_spec = 4; }
+        else if (h.tag.isValid()) { sm.egress_spec = 3; }
+        else { sm.egress_spec = 2; }
+    }
+}
+control E(inout hs h, inout m meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out p, in hs h) { apply { p.emit(h.eth); p.emit(h.tag); } }
+V1Switch(P(), C(), I(), E(), C(), D()) main;
+"#;
+    use hotplane_p4::v1model::{Output, Replication, V1Switch};
+    use std::sync::Arc;
+    for engine in [Engine::Closures, Engine::Native] {
+        if engine == Engine::Native && !Engine::NATIVE_BUILT {
+            continue;
+        }
+        let ir = hotplane_p4::compile_source_with("pvs.p4", PVS, &[], &Default::default()).unwrap();
+        let schema = Schema::new(p4info_of(&ir).unwrap(), &ir).unwrap();
+        let qsbr = Qsbr::new();
+        let objects = Objects::new(&ir, &qsbr).unwrap();
+        let p = Arc::new(Pipeline::with_engine(ir, objects, engine).unwrap());
+        let set_id = |name: &str| {
+            let v = schema
+                .p4info
+                .value_sets
+                .iter()
+                .find(|v| v.preamble.as_ref().is_some_and(|pr| pr.name == name));
+            v.unwrap_or_else(|| panic!("P4Info has value set {name}")).preamble.as_ref().unwrap().id
+        };
+        let (tagged, pairs) = (set_id("P.tagged"), set_id("P.pairs"));
+        assert_eq!(tagged >> 24, 0x03, "value set ids carry P4Info's prefix 0x03");
+        let info = schema.p4info.value_sets.iter().find(|v| v.size == 4).unwrap();
+        assert_eq!(
+            info.r#match.iter().map(|f| (f.id, f.name.as_str(), f.bitwidth)).collect::<Vec<_>>(),
+            vec![(1, "a", 8), (2, "b", 8)]
+        );
+        let mut sw = V1Switch::new(Arc::clone(&p));
+        let mut port = |etype: u16, tag: u8| -> u32 {
+            let mut reader = qsbr.register("test");
+            let mut out: Vec<Output> = Vec::new();
+            let [hi, lo] = etype.to_be_bytes();
+            sw.process(
+                &[hi, lo, tag, 0xee],
+                1,
+                &Replication::default(),
+                &reader.guard(),
+                0,
+                &mut out,
+            );
+            reader.quiescent();
+            assert_eq!(out.len(), 1, "{engine:?}: one packet out");
+            assert_eq!(out[0].data, vec![hi, lo, tag, 0xee], "{engine:?}: bytes unchanged");
+            out[0].port
+        };
+        let exact = |id: u32, v: Vec<u8>| FieldMatch {
+            field_id: id,
+            field_match_type: Some(field_match::FieldMatchType::Exact(field_match::Exact {
+                value: v,
+            })),
+        };
+        let ternary = |id: u32, v: u8, m: u8| FieldMatch {
+            field_id: id,
+            field_match_type: Some(field_match::FieldMatchType::Ternary(field_match::Ternary {
+                value: vec![v],
+                mask: vec![m],
+            })),
+        };
+        let entry = |id: u32, members: Vec<Vec<FieldMatch>>| v1::ValueSetEntry {
+            value_set_id: id,
+            members: members.into_iter().map(|r#match| v1::ValueSetMember { r#match }).collect(),
+        };
+        let update = |ty: update::Type, e: v1::ValueSetEntry| Update {
+            r#type: ty as i32,
+            entity: Some(Entity { entity: Some(entity::Entity::ValueSetEntry(e)) }),
+        };
+        let modify = |e| write_update(&schema, &p, &update(update::Type::Modify, e));
+        assert_eq!(port(0x1234, 5), 2, "{engine:?}: an empty set matches nothing");
+        modify(entry(tagged, vec![vec![exact(1, vec![0x12, 0x34])]])).unwrap();
+        assert_eq!(port(0x1234, 5), 3, "{engine:?}: a member steers to parse_tag");
+        assert_eq!(port(0x0800, 5), 2, "{engine:?}: the case before the set still wins");
+        assert_eq!(port(0x1235, 5), 2);
+        // (tag 5, etype's low byte 0x34 under 0xf0): a ternary field.
+        modify(entry(pairs, vec![vec![exact(1, vec![5]), ternary(2, 0x30, 0xf0)]])).unwrap();
+        assert_eq!(port(0x1234, 5), 4, "{engine:?}: both keys match the member");
+        assert_eq!(port(0x1234, 6), 3, "{engine:?}: the first key does not");
+        let read = |id: u32| -> Vec<v1::ValueSetEntry> {
+            let filter = Entity { entity: Some(entity::Entity::ValueSetEntry(entry(id, vec![]))) };
+            read_entity(&schema, &p, &filter)
+                .unwrap()
+                .into_iter()
+                .map(|e| match e {
+                    entity::Entity::ValueSetEntry(v) => v,
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        assert_eq!(
+            read(pairs),
+            vec![entry(pairs, vec![vec![exact(1, vec![5]), ternary(2, 0x30, 0xf0)]])]
+        );
+        assert_eq!(read(0).len(), 2, "a wildcard read lists every set");
+        // Refused, changing nothing: too many members, a mask on an exact field, a value too
+        // wide, an insert.
+        let refused = |u: Update| write_update(&schema, &p, &u).unwrap_err().code;
+        let three = vec![vec![exact(1, vec![1])], vec![exact(1, vec![2])], vec![exact(1, vec![3])]];
+        assert_eq!(
+            refused(update(update::Type::Modify, entry(tagged, three))),
+            Code::ResourceExhausted
+        );
+        assert_eq!(
+            refused(update(update::Type::Modify, entry(tagged, vec![vec![ternary(1, 1, 1)]]))),
+            Code::InvalidArgument
+        );
+        assert_eq!(
+            refused(update(
+                update::Type::Modify,
+                entry(tagged, vec![vec![exact(1, vec![1, 2, 3])]])
+            )),
+            Code::InvalidArgument
+        );
+        assert_eq!(
+            refused(update(update::Type::Insert, entry(tagged, vec![]))),
+            Code::InvalidArgument
+        );
+        assert_eq!(port(0x1234, 5), 4, "{engine:?}: refused writes changed nothing");
+        modify(entry(tagged, vec![])).unwrap();
+        assert_eq!(port(0x1234, 5), 2, "{engine:?}: emptied");
+    }
+}

@@ -17,6 +17,7 @@ pub mod jit;
 pub mod jit;
 mod stmt;
 pub mod table;
+pub mod value_set;
 
 use std::sync::Arc;
 
@@ -247,6 +248,7 @@ pub enum InstanceRt {
     },
     /// Direct counters and meters live in their table's entries; extern slots in the host.
     Direct,
+    ValueSet(Arc<value_set::ValueSetRt>),
 }
 
 /// Why a program could not be made into a [`Pipeline`] (its state or its code).
@@ -375,6 +377,9 @@ impl Objects {
                         meter: Arc::new(MeterArray::new(size as usize)),
                         bytes,
                     }),
+                    ir::InstanceKind::ValueSet { size, ref fields } => Ok(InstanceRt::ValueSet(
+                        Arc::new(value_set::ValueSetRt::new(qsbr, &i.name, size, fields)),
+                    )),
                     ir::InstanceKind::DirectCounter { .. }
                     | ir::InstanceKind::DirectMeter { .. }
                     | ir::InstanceKind::ExternSlot { .. } => Ok(InstanceRt::Direct),
@@ -487,6 +492,13 @@ enum CompiledTransition {
     Select1 {
         key: ExprFn,
         cases: Vec<(KeyMatch, Target)>,
+    },
+    /// The keys (with their widths), concatenated, looked up in a value set.
+    ValueSet {
+        keys: Vec<(ExprFn, u32)>,
+        set: Arc<value_set::ValueSetRt>,
+        hit: Target,
+        miss: Option<Target>,
     },
 }
 
@@ -618,6 +630,18 @@ impl Code {
                         keys: keys.iter().map(|k| c.expr(&k.value)).collect(),
                         cases: cases.clone(),
                     },
+                    Transition::ValueSet { keys, set, hit, miss } => {
+                        match c.objects.instance(*set) {
+                            InstanceRt::ValueSet(set) => CompiledTransition::ValueSet {
+                                keys: keys.iter().map(|k| (c.expr(&k.value), k.width)).collect(),
+                                set,
+                                hit: *hit,
+                                miss: *miss,
+                            },
+                            // Objects made for another program: nothing matches.
+                            _ => CompiledTransition::Reject,
+                        }
+                    }
                 },
             })
             .collect();
@@ -821,6 +845,21 @@ impl Pipeline {
                 CompiledTransition::Accept => break,
                 CompiledTransition::Reject => break,
                 CompiledTransition::Goto(i) => Target::State(*i as u32),
+                CompiledTransition::ValueSet { keys, set, hit, miss } => {
+                    let mut v = 0u128;
+                    for (k, width) in keys {
+                        v = v.checked_shl(*width).unwrap_or(0)
+                            | (k(c) & crate::types::mask(*width));
+                    }
+                    match (set.contains(v, c.guard), miss) {
+                        (true, _) => *hit,
+                        (false, Some(t)) => *t,
+                        (false, None) => {
+                            c.error = self.no_match;
+                            break;
+                        }
+                    }
+                }
                 CompiledTransition::Select1 { key, cases } => {
                     let v = key(c);
                     match cases.iter().find(|(m, _)| key_matches(m, v)) {

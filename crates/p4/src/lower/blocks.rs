@@ -8,6 +8,84 @@ use crate::diag::{DResult, Span};
 use crate::ir::{self, KeyMatch, Stmt, Target};
 use crate::types::mask;
 
+/// Most members a value set may declare.
+const MAX_VALUE_SET: u32 = 65_536;
+
+/// One `select` case: keysets, or a value set.
+enum Case {
+    Keys(Vec<KeyMatch>, Target),
+    Set(u32, Target),
+}
+
+/// The transition of a `select` with value set cases: tried in order, as a chain of states.
+/// Each run of keyset cases is a select whose miss goes on to the next link; each value set
+/// case a [`ir::Transition::ValueSet`]. The first link is the returned transition, the rest
+/// are new states (named after `state`) appended to `out`.
+fn split_value_set_cases(
+    keys: Vec<ir::ListItem>,
+    cases: Vec<Case>,
+    state: &str,
+    out: &mut Vec<ir::State>,
+) -> ir::Transition {
+    if cases.iter().all(|c| matches!(c, Case::Keys(..))) {
+        let cases = cases
+            .into_iter()
+            .filter_map(|c| match c {
+                Case::Keys(m, t) => Some((m, t)),
+                Case::Set(..) => None,
+            })
+            .collect();
+        return ir::Transition::Select { keys, cases };
+    }
+    // Links: runs of keyset cases, and value sets one by one.
+    let mut links: Vec<Vec<Case>> = Vec::new();
+    for c in cases {
+        match (&c, links.last()) {
+            (Case::Keys(..), Some(last)) if matches!(last.last(), Some(Case::Keys(..))) => {
+                links.last_mut().expect("a link").push(c)
+            }
+            _ => links.push(vec![c]),
+        }
+    }
+    // State indices of links 1.. (link 0 is `state` itself).
+    let first_new = out.len() as u32;
+    let n = links.len();
+    let mut transitions = Vec::with_capacity(n);
+    for (i, link) in links.into_iter().enumerate() {
+        let miss = (i + 1 < n).then_some(Target::State(first_new + i as u32));
+        let t = match &link[..] {
+            [Case::Set(set, hit)] => {
+                ir::Transition::ValueSet { keys: keys.clone(), set: *set, hit: *hit, miss }
+            }
+            _ => {
+                let mut cases: Vec<(Vec<KeyMatch>, Target)> = link
+                    .into_iter()
+                    .filter_map(|c| match c {
+                        Case::Keys(m, t) => Some((m, t)),
+                        Case::Set(..) => None,
+                    })
+                    .collect();
+                if let Some(miss) = miss {
+                    let any = keys.iter().map(|_| KeyMatch::Mask { value: 0, mask: 0 }).collect();
+                    cases.push((any, miss));
+                }
+                ir::Transition::Select { keys: keys.clone(), cases }
+            }
+        };
+        transitions.push(t);
+    }
+    let mut transitions = transitions.into_iter();
+    let first = transitions.next().expect("a link");
+    for (i, t) in transitions.enumerate() {
+        out.push(ir::State {
+            name: format!("{state}.case{}", i + 1),
+            body: Vec::new(),
+            transition: t,
+        });
+    }
+    first
+}
+
 impl<'a> Lowerer<'a> {
     /// Bind a block's parameters, by position, to the shared storage.
     fn bind_params(&mut self, params: &'a [ast::Param], bound: &[Binding<'a>]) {
@@ -34,6 +112,9 @@ impl<'a> Lowerer<'a> {
         ];
         self.bind_params(params, &bound);
         let mut out = Vec::new();
+        // Value sets are named after the parser, as p4c names them in the P4Info.
+        let ast::DeclKind::Parser { name, .. } = &d.kind else { unreachable!() };
+        let saved_prefix = std::mem::replace(&mut self.prefix, format!("{}.", name.name));
         let r = (|| -> DResult<u32> {
             let init = self.parser_locals(locals, "")?;
             let start = self.parser_states(d, states, Target::Accept, "", &mut out)?;
@@ -43,6 +124,7 @@ impl<'a> Lowerer<'a> {
             Ok(start)
         })();
         self.pop_scope();
+        self.prefix = saved_prefix;
         self.block = BlockKind::Control;
         r.map(|start| (out, start))
     }
@@ -56,8 +138,8 @@ impl<'a> Lowerer<'a> {
                 DeclKind::Variable { .. } | DeclKind::Const { .. } => {
                     self.local_decl(l, &mut init)?
                 }
-                DeclKind::ValueSet { name, .. } => {
-                    return self.err(name.span, "value_set is not supported yet")
+                DeclKind::ValueSet { ty, size, name } => {
+                    self.value_set(l, ty, size, name, prefix)?
                 }
                 DeclKind::Instantiation { ty, name, .. } => {
                     let sub = match &ty.kind {
@@ -155,10 +237,16 @@ impl<'a> Lowerer<'a> {
                     let mut ir_cases = Vec::new();
                     for c in cases {
                         let target = index(&c.next, self)?;
-                        let matches = self.select_keyset(&keys, &c.keyset, c.span)?;
-                        ir_cases.push((matches, target));
+                        let case = match self.value_set_case(&keys, &c.keyset)? {
+                            Some(set) => Case::Set(set, target),
+                            None => {
+                                Case::Keys(self.select_keyset(&keys, &c.keyset, c.span)?, target)
+                            }
+                        };
+                        ir_cases.push(case);
                     }
-                    ir::Transition::Select { keys, cases: ir_cases }
+                    let name = out[slot].name.clone();
+                    split_value_set_cases(keys, ir_cases, &name, out)
                 }
             };
             self.pop_scope();
@@ -227,6 +315,94 @@ impl<'a> Lowerer<'a> {
         self.leave_call(saved_calls);
         self.scopes = saved;
         r
+    }
+
+    /// `value_set<T>(size) name;` in a parser: an instance the control plane fills.
+    fn value_set(
+        &mut self,
+        d: &'a ast::Decl,
+        ty: &ast::Type,
+        size: &ast::Expr,
+        name: &ast::Ident,
+        prefix: &str,
+    ) -> DResult<()> {
+        let resolved = self.resolve(ty)?;
+        let field = |l: &Self, name: &str, t: &crate::types::Ty, ann: &[ast::Annotation]| {
+            let Some(width) = t.scalar_width(&l.types) else {
+                return l.err(ty.span, "value set members are bit strings or structs of them");
+            };
+            let ternary = match ann.iter().find(|a| a.name.name == "match") {
+                None => false,
+                Some(a) => match super::table::annotation_text(&a.body).as_str() {
+                    "exact" => false,
+                    "ternary" => true,
+                    other => {
+                        return l.err(
+                            a.span,
+                            format!("value set fields match exact or ternary, not `{other}`"),
+                        )
+                    }
+                },
+            };
+            Ok(ir::ValueSetField { name: name.to_string(), width, ternary })
+        };
+        let fields = match &resolved {
+            crate::types::Ty::Struct(c) => {
+                let defs = self.types.composites[*c].fields.clone();
+                defs.iter()
+                    .map(|f| field(self, &f.name, &f.ty, &f.annotations))
+                    .collect::<DResult<Vec<_>>>()?
+            }
+            t => vec![field(self, "", t, &[])?],
+        };
+        let width: u32 = fields.iter().map(|f| f.width).sum();
+        if width > 128 {
+            return self.err(ty.span, format!("value sets of {width} bits: at most 128"));
+        }
+        let size = self.const_eval().eval_u32(size, "a value set's size")?;
+        if size == 0 || size > MAX_VALUE_SET {
+            return self.err(
+                d.span,
+                format!("a value set holds 1 to {MAX_VALUE_SET} members ({size} declared)"),
+            );
+        }
+        let qualified = self.control_plane_name(&format!("{prefix}{}", name.name), &d.annotations);
+        self.prog.instances.push(ir::Instance {
+            name: qualified,
+            kind: ir::InstanceKind::ValueSet { size, fields },
+            annotations: d.annotations.clone(),
+            order: self.order_of(d),
+        });
+        let i = self.prog.instances.len() as u32 - 1;
+        self.bind(&name.name, Binding::Instance(i));
+        Ok(())
+    }
+
+    /// The value set a case's keyset names, checked against the select's keys.
+    fn value_set_case(&self, keys: &[ir::ListItem], keyset: &[ast::Expr]) -> DResult<Option<u32>> {
+        let [x] = keyset else { return Ok(None) };
+        let ExprKind::Name(n) = &x.kind else { return Ok(None) };
+        let Some(Binding::Instance(i)) = self.lookup(&n.name) else { return Ok(None) };
+        let Some(ir::InstanceKind::ValueSet { fields, .. }) =
+            self.prog.instances.get(i as usize).map(|inst| &inst.kind)
+        else {
+            return self.err(x.span, format!("`{}` is not a value set", n.name));
+        };
+        let (set_bits, key_bits) = (
+            fields.iter().map(|f| f.width).sum::<u32>(),
+            keys.iter().map(|k| k.width).sum::<u32>(),
+        );
+        if set_bits != key_bits {
+            return self.err(
+                x.span,
+                format!(
+                    "value set `{}` holds {set_bits}-bit values; the select's keys are \
+                     {key_bits} bits",
+                    n.name
+                ),
+            );
+        }
+        Ok(Some(i))
     }
 
     fn select_keyset(

@@ -55,6 +55,11 @@ impl Lower<'_, '_, '_> {
                     let to = target(&Target::State(*i));
                     self.b.ins().jump(to, &[]);
                 }
+                // Value sets are looked up by the closures.
+                Transition::ValueSet { .. } => {
+                    self.catch.pop();
+                    return false;
+                }
                 Transition::Select { keys, cases } => {
                     let mut values = Vec::with_capacity(keys.len());
                     for k in keys {
