@@ -19,7 +19,10 @@ struct meta_t {
 }
 
 parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
-    state start { pkt.extract(hdr.cmd); transition accept; }
+    state start { pkt.extract(hdr.cmd); transition select(hdr.cmd.op) { 3: mark; default: accept; } }
+    /* An ingress clone is parsed again; what the parser writes to metadata outside the
+     * clone's field list does not reach its egress. */
+    state mark { meta.rec = 0x5a; transition accept; }
 }
 
 control NoChecksum(inout headers_t hdr, inout meta_t meta) { apply { } }
@@ -66,7 +69,13 @@ control Egr(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm
             meta.lost = 0xcd;
             clone_preserving_field_list(CloneType.E2E, 5, 1);
         }
-        if (sm.instance_type == 1 || sm.instance_type == 2) {
+        if (sm.instance_type == 1) {
+            hdr.cmd.a = meta.kept;
+            hdr.cmd.b = meta.lost;
+            hdr.cmd.c = meta.nested.y;
+            hdr.cmd.d = meta.rec;
+        }
+        if (sm.instance_type == 2) {
             hdr.cmd.a = meta.kept;
             hdr.cmd.b = meta.lost;
             hdr.cmd.c = meta.nested.y;

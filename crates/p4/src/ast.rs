@@ -228,6 +228,8 @@ pub enum TypeKind {
     /// `bit<W>` (and bare `bit`, width 1).
     Bit(Box<Expr>),
     Int(Box<Expr>),
+    /// `int` without a width: an arbitrary-precision integer (compile-time values only).
+    InfInt,
     Varbit(Box<Expr>),
     /// A named type, possibly specialised: `H`, `register<bit<32>>`.
     Named {
@@ -558,7 +560,8 @@ fn height(root: Node<'_>) -> usize {
                 | TypeKind::String
                 | TypeKind::Void
                 | TypeKind::MatchKind
-                | TypeKind::DontCare => {}
+                | TypeKind::DontCare
+                | TypeKind::InfInt => {}
                 TypeKind::Bit(w) | TypeKind::Int(w) | TypeKind::Varbit(w) => {
                     stack.push(at(w, below))
                 }

@@ -277,10 +277,6 @@ pub enum Extern {
         index: Expr,
         dst: Place,
     },
-    /// `direct_meter.read(dst)`: the colour the table's meter gave the current entry.
-    DirectMeterRead {
-        dst: Place,
-    },
     Hash {
         dst: Place,
         algo: HashAlgo,
@@ -495,6 +491,9 @@ pub struct Table {
     pub size: u32,
     pub direct_counter: Option<String>,
     pub direct_meter: Option<String>,
+    /// Where a hit writes its direct meter's colour: the place its `read(dst)` names. As in
+    /// BMv2, the write happens on every hit, before the action, whichever action runs.
+    pub meter_dst: Option<Place>,
     /// The `@tableconfig(...)` text, applied to hotplane-tables' configuration.
     pub tableconfig: Option<String>,
     /// `support_timeout = true`: entries keep the time of their last hit, so that a controller
@@ -632,6 +631,8 @@ pub struct Program {
     /// Slot sets a resubmit, recirculate or clone keeps for the new pass (its field list or
     /// data), by the index those externs name. Index 0 keeps nothing.
     pub preserved: Vec<Vec<SlotId>>,
+    /// The user metadata's slots, `start..end`.
+    pub meta_slots: (SlotId, SlotId),
 }
 
 impl Program {

@@ -20,6 +20,7 @@
 pub mod ast;
 pub mod budget;
 pub mod chain;
+pub mod check;
 pub mod control;
 pub mod diag;
 pub mod exec;
@@ -131,6 +132,7 @@ pub fn check_program_with(
 ) -> Result<ir::Program, CompileError> {
     on_compile_stack(|| {
         let ast = parse_here(sources, loader, name, text, defines, limits)?;
+        check::program(&ast).map_err(|d| CompileError::new(sources, vec![d]))?;
         lower::lower_with(&ast, limits).map_err(|d| CompileError::new(sources, vec![d]))
     })
     .map_err(|e| CompileError::plain(e.to_string()))?

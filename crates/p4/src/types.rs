@@ -494,6 +494,7 @@ pub fn resolve_type(
         TypeKind::DontCare => Ty::DontCare,
         TypeKind::Bit(w) => Ty::Bit(width(w, "bit")?),
         TypeKind::Int(w) => Ty::Int(width(w, "int")?),
+        TypeKind::InfInt => Ty::InfInt,
         TypeKind::Varbit(w) => Ty::Varbit(width(w, "varbit")?),
         TypeKind::Named { name, args } => {
             let base = types.names.get(&name.name).cloned().ok_or_else(|| {

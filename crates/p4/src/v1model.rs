@@ -437,7 +437,6 @@ impl V1Switch {
             }
             Job::ParseToEgress { data, in_port, port, kept } => {
                 p.reset(&mut self.st);
-                restore(&mut self.st, &kept);
                 let mut c = ingress_ctx(
                     &p,
                     &mut self.st,
@@ -450,6 +449,11 @@ impl V1Switch {
                 );
                 p.parse(&mut c);
                 let payload = c.payload;
+                // As BMv2: the clone's metadata is what its field list kept, whatever the
+                // parser set.
+                let (start, end) = p.program.meta_slots;
+                self.st.slots[start as usize..end as usize].fill(0);
+                restore(&mut self.st, &kept);
                 self.egress(&data, payload, port, 0, instance::INGRESS_CLONE, r);
             }
             Job::Egress { st, data, payload, port, rid, instance_type } => {

@@ -307,10 +307,16 @@ pub fn write_table_entry(
             if op == Op::Insert { table.insert(&e) } else { table.modify(&e) }
                 .map_err(entry_error)?;
             // Rates were checked above: setting them cannot fail once the entry is there. A
-            // MODIFY without a config leaves the meter as it was.
-            match rates {
-                Some(r) => table.set_entry_meter(&e.keys, priority, Some(r)).map_err(entry_error),
-                None => Ok(()),
+            // MODIFY without a config resets the meter to its default (everything green), as
+            // the spec's TableEntry says.
+            match (rates, op) {
+                (Some(r), _) => {
+                    table.set_entry_meter(&e.keys, priority, Some(r)).map_err(entry_error)
+                }
+                (None, Op::Modify) if t.has_direct_meter => {
+                    table.set_entry_meter(&e.keys, priority, None).map_err(entry_error)
+                }
+                (None, _) => Ok(()),
             }
         }
     }
@@ -447,7 +453,11 @@ pub fn read_table_entries(
                     byte_count: stats.bytes as i64,
                     packet_count: stats.packets as i64,
                 }),
-                meter_config: stats.meter.filter(|_| t.has_direct_meter).map(config_of),
+                // Only when the read asks for it (sets the field in its filter).
+                meter_config: stats
+                    .meter
+                    .filter(|_| t.has_direct_meter && filter.meter_config.is_some())
+                    .map(config_of),
                 is_const: t.is_const,
                 ..Default::default()
             };
@@ -704,6 +714,7 @@ fn key_of(e: &TableEntry) -> TableEntry {
         table_id: e.table_id,
         r#match: e.r#match.clone(),
         priority: e.priority,
+        is_default_action: e.is_default_action,
         ..Default::default()
     }
 }
@@ -766,7 +777,12 @@ fn read_direct_meters(
     d: &DirectMeterEntry,
 ) -> Result<Vec<DirectMeterEntry>, Refused> {
     let has = |t: &Table| t.has_direct_meter;
-    let entries = direct_entries(schema, p, d.table_entry.as_ref(), has, "direct meter")?;
+    // The table entry read returns meter configs only when its filter asks.
+    let filter = TableEntry {
+        meter_config: Some(Default::default()),
+        ..d.table_entry.clone().unwrap_or_default()
+    };
+    let entries = direct_entries(schema, p, Some(&filter), has, "direct meter")?;
     Ok(entries
         .into_iter()
         .map(|e| DirectMeterEntry {

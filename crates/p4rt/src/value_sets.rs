@@ -38,6 +38,18 @@ pub fn write(schema: &Schema, p: &Pipeline, op: Op, e: &ValueSetEntry) -> Result
         ));
     }
     let set = value_set(schema, p, e.value_set_id)?;
+    // Checked before any member is converted: a huge request is refused cheaply.
+    if e.members.len() > set.size {
+        return Err(Refused::new(
+            Code::ResourceExhausted,
+            format!(
+                "value set {} holds at most {} members, {} given",
+                set.name,
+                set.size,
+                e.members.len()
+            ),
+        ));
+    }
     let members = e.members.iter().map(|m| member(&set, m)).collect::<Result<Vec<_>, _>>()?;
     set.set(members).map_err(|err| {
         let code = match err {
@@ -73,8 +85,24 @@ fn member(set: &ValueSetRt, m: &ValueSetMember) -> Result<Member, Refused> {
             match fm.and_then(|x| x.field_match_type.as_ref()) {
                 Some(F::Exact(x)) => Ok((value(&x.value)?, mask(f.width))),
                 Some(F::Ternary(x)) if f.ternary => {
-                    let mk = value(&x.mask)?;
-                    Ok((value(&x.value)? & mk, mk))
+                    let (v, mk) = (value(&x.value)?, value(&x.mask)?);
+                    // As for table entries: a don't-care field is left out, and a value has
+                    // no bits outside its mask.
+                    if mk == 0 {
+                        return Err(invalid(format!(
+                            "value set {} field {}: a zero mask (leave the field out instead)",
+                            set.name,
+                            i + 1
+                        )));
+                    }
+                    if v & !mk != 0 {
+                        return Err(invalid(format!(
+                            "value set {} field {}: value {v:#x} has bits outside mask {mk:#x}",
+                            set.name,
+                            i + 1
+                        )));
+                    }
+                    Ok((v, mk))
                 }
                 None if f.ternary => Ok((0, 0)),
                 None => Err(invalid(format!(
@@ -99,6 +127,12 @@ pub fn read(
     p: &Pipeline,
     filter: &ValueSetEntry,
 ) -> Result<Vec<ValueSetEntry>, Refused> {
+    if !filter.members.is_empty() {
+        return Err(Refused::new(
+            Code::InvalidArgument,
+            "a value set read names the set only (no members)",
+        ));
+    }
     let ids: Vec<u32> = match filter.value_set_id {
         0 => schema
             .p4info

@@ -405,7 +405,12 @@ V1Switch(P(), C(), I(), E(), C(), D()) main;
         assert_eq!(configs, vec![Some(config(2, 3))]);
         let all = read(entity::Entity::DirectMeterEntry(Default::default())).unwrap();
         assert_eq!(all.len(), 3, "every metered entry of every table");
-        let filter = TableEntry { table_id: table("I.t"), ..Default::default() };
+        // A table entry read returns meter configs when its filter asks for them.
+        let filter = TableEntry {
+            table_id: table("I.t"),
+            meter_config: Some(Default::default()),
+            ..Default::default()
+        };
         let by_table = read(entity::Entity::TableEntry(filter)).unwrap();
         let mut metered: Vec<Option<v1::MeterConfig>> = by_table
             .into_iter()
@@ -416,9 +421,26 @@ V1Switch(P(), C(), I(), E(), C(), D()) main;
             .collect();
         metered.sort_by_key(|c| c.is_none());
         assert_eq!(metered, vec![Some(config(2, 3)), None]);
+        let unasked = TableEntry { table_id: table("I.t"), ..Default::default() };
+        let plain = read(entity::Entity::TableEntry(unasked)).unwrap();
+        assert!(
+            plain
+                .iter()
+                .all(|e| matches!(e, entity::Entity::TableEntry(t) if t.meter_config.is_none())),
+            "not asked, not sent"
+        );
         // Unconfigured again: green.
         write_update(&schema, &p, &modify(direct("I.t", vec![exact(1)], None))).unwrap();
         assert_eq!(seq(1, 3, &mut colours).iter().map(|c| c.0).collect::<Vec<_>>(), vec![0; 3]);
+        // A hit writes the colour whichever action runs (NoAction reads nothing): as BMv2.
+        let no_action = entry("I.t", vec![exact(4)], "NoAction", Some(config(1, 1)));
+        write_update(&schema, &p, &insert(no_action.clone())).unwrap();
+        assert_eq!(seq(4, 2, &mut colours).iter().map(|c| c.0).collect::<Vec<_>>(), vec![0, 2]);
+        // A MODIFY without a config resets the meter (the spec's TableEntry.meter_config).
+        let reset = TableEntry { meter_config: None, ..no_action };
+        write_update(&schema, &p, &update(update::Type::Modify, entity::Entity::TableEntry(reset)))
+            .unwrap();
+        assert_eq!(seq(4, 2, &mut colours).iter().map(|c| c.0).collect::<Vec<_>>(), vec![0, 0]);
         // Refused: PIR below CIR, a missing entry, an insert, the default entry.
         let refused = |u: Update| write_update(&schema, &p, &u).unwrap_err().code;
         let bad = v1::MeterConfig { cir: 5, cburst: 1, pir: 1, pburst: 1, eburst: 0 };

@@ -1097,10 +1097,14 @@ fn ratectl(net: &Net) -> anyhow::Result<Outcome> {
     let burst_got = net.receive(H2, BURST, burst, Duration::from_millis(200))?.len();
     Ok(outcome(
         "ratectl",
-        paced_got == paced && burst_got < burst,
+        // On a loaded machine the router's worker may be descheduled long enough for two
+        // paced packets to meet in one batch (one then drops itself, correctly): most paced
+        // packets arrive, most of the burst does not.
+        paced_got * 10 >= paced * 8 && burst_got * 2 < burst,
         format!(
             "threshold 0 (drop when any packet is queued ahead): paced 3 ms apart {paced_got} of \
-             {paced} delivered; a burst of {burst} back to back {burst_got} delivered"
+             {paced} delivered (want 80% or more); a burst of {burst} back to back {burst_got} \
+             delivered (want under half)"
         ),
     ))
 }

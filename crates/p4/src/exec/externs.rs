@@ -396,16 +396,6 @@ impl Compiler<'_> {
                     Flow::Next
                 })
             }
-            Extern::DirectMeterRead { dst } => {
-                let store = self.store(dst);
-                Box::new(move |c| {
-                    let colour = c.st.direct_colour;
-                    if colour != super::NOT_METERED {
-                        store(c, colour as u128);
-                    }
-                    Flow::Next
-                })
-            }
             Extern::Hash { dst, algo, base, data, max } => {
                 let (store, base, max) = (self.store(dst), self.expr(base), self.expr(max));
                 let (list, algo, width) = (self.field_list(data), *algo, dst.width());

@@ -132,9 +132,6 @@ impl Host for NoHost {
     }
 }
 
-/// `PacketState::direct_colour` after a miss: no meter ran, and `read` writes nothing.
-pub(crate) const NOT_METERED: u8 = u8::MAX;
-
 /// One packet's storage: scalar slots, headers in wire format, validity, deparser output.
 /// Kept per worker and reused from packet to packet.
 #[derive(Clone)]
@@ -146,9 +143,6 @@ pub struct PacketState {
     pub out: Vec<u8>,
     pub(crate) scratch: Vec<u8>,
     pub fx: Effects,
-    /// The colour the current table entry's direct meter gave (read by `direct_meter.read`),
-    /// or [`NOT_METERED`].
-    pub(crate) direct_colour: u8,
     rng: u64,
 }
 
@@ -812,7 +806,6 @@ impl Pipeline {
             out: Vec::with_capacity(256),
             scratch: Vec::with_capacity(64),
             fx: Effects::default(),
-            direct_colour: 0,
             rng: 0x9e37_79b9_7f4a_7c15,
         }
     }

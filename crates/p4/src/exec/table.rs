@@ -634,6 +634,12 @@ fn copy_entries(from: &Table, to: &Table) -> Result<usize, EntryError> {
     let entries = from.entries();
     for e in &entries {
         to.insert(&e.matches, e.priority, &e.action, &e.data).map_err(EntryError::CarryEntry)?;
+        // A direct meter's rates carry with the entry (its buckets start full again).
+        if let Some(rates) = e.stats.meter {
+            let set =
+                |entry: hotplane_tables::EntryRef<'_>| entry.meter().map(|m| m.set_rates(rates));
+            let _ = to.with_entry(&e.matches, e.priority, set);
+        }
     }
     let (action, data) = from.default_data();
     to.set_default(&action, &data).map_err(EntryError::CarryDefault)?;
@@ -732,6 +738,8 @@ pub(crate) struct ApplySite {
     hit_slot: Option<usize>,
     action_slot: Option<usize>,
     data_words: usize,
+    /// Where a hit writes its direct meter's colour.
+    meter_store: Option<super::expr::StoreFn>,
 }
 
 impl ApplySite {
@@ -820,17 +828,16 @@ impl ApplySite {
         if self.t.counters || self.t.idle {
             entry.hit(c.pkt.len() as u32, c.now_ns);
         }
-        if let Some(bytes) = self.t.meter_bytes {
-            // As BMv2: a hit runs the entry's meter before the action (which reads the colour
-            // with `read`); a miss meters nothing, and a `read` in the default action leaves
-            // its destination as it was.
-            c.st.direct_colour = match entry.meter().filter(|_| hit) {
-                Some(m) => {
-                    let units = if bytes { c.pkt.len() as u64 } else { 1 };
-                    m.execute(units, c.now_ns, None) as u8
+        if let (Some(bytes), true) = (self.t.meter_bytes, hit) {
+            // As BMv2: a hit runs the entry's meter and writes the colour where the program
+            // reads it, before the action; a miss meters nothing.
+            if let Some(m) = entry.meter() {
+                let units = if bytes { c.pkt.len() as u64 } else { 1 };
+                let colour = m.execute(units, c.now_ns, None);
+                if let Some(store) = &self.meter_store {
+                    store(c, colour as u128);
                 }
-                None => super::NOT_METERED,
-            };
+            }
         }
         Some(then(c, Entry { entry, hit, site: self }))
     }
@@ -954,6 +961,7 @@ impl Compiler<'_> {
             actions: Arc::clone(&self.actions),
             hit_slot: hit_slot.map(|s| s as usize),
             action_slot: action_slot.map(|s| s as usize),
+            meter_store: ir_table.meter_dst.as_ref().map(|p| self.store(p)),
         };
         Some(site)
     }

@@ -8,8 +8,8 @@ use crate::diag::{DResult, Span};
 use crate::ir::{self, KeyMatch, Stmt, Target};
 use crate::types::mask;
 
-/// Most members a value set may declare.
-const MAX_VALUE_SET: u32 = 65_536;
+/// Most members a value set may declare: a lookup scans them, so they stay few.
+const MAX_VALUE_SET: u32 = 4096;
 
 /// One `select` case: keysets, or a value set.
 enum Case {
@@ -367,6 +367,13 @@ impl<'a> Lowerer<'a> {
             );
         }
         let qualified = self.control_plane_name(&format!("{prefix}{}", name.name), &d.annotations);
+        // A sub-parser applied twice has one value set, as p4c gives it one instance.
+        if let Some(i) = self.prog.instances.iter().position(|x| x.name == qualified) {
+            self.bind(&name.name, Binding::Instance(i as u32));
+            return Ok(());
+        }
+        // A member is a value and a mask of 16 bytes each.
+        self.declare_state(&qualified, size as u64, 32, 0, d.span)?;
         self.prog.instances.push(ir::Instance {
             name: qualified,
             kind: ir::InstanceKind::ValueSet { size, fields },
@@ -388,16 +395,15 @@ impl<'a> Lowerer<'a> {
         else {
             return self.err(x.span, format!("`{}` is not a value set", n.name));
         };
-        let (set_bits, key_bits) = (
-            fields.iter().map(|f| f.width).sum::<u32>(),
-            keys.iter().map(|k| k.width).sum::<u32>(),
-        );
-        if set_bits != key_bits {
+        // A struct's fields match the keys one by one; a bit<N> set matches one key.
+        let set_widths: Vec<u32> = fields.iter().map(|f| f.width).collect();
+        let key_widths: Vec<u32> = keys.iter().map(|k| k.width).collect();
+        if set_widths != key_widths {
             return self.err(
                 x.span,
                 format!(
-                    "value set `{}` holds {set_bits}-bit values; the select's keys are \
-                     {key_bits} bits",
+                    "value set `{}` holds values of widths {set_widths:?}; the select's keys \
+                     are {key_widths:?}",
                     n.name
                 ),
             );

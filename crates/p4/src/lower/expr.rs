@@ -677,6 +677,12 @@ impl<'a> Lowerer<'a> {
             if tb.is_signed() {
                 return self.err(b_span, "a shift amount must be unsigned");
             }
+            // An unsized literal holds its sign (as i128 bits).
+            if let (Ty::InfInt, Expr::Const(y)) = (&tb, &eb) {
+                if (*y as i128) < 0 {
+                    return self.err(b_span, "a shift amount must not be negative");
+                }
+            }
             if ta == Ty::InfInt {
                 if let (Expr::Const(x), Expr::Const(y)) = (&ea, &eb) {
                     let v = if op == A::Shl {

@@ -289,54 +289,68 @@ impl<'a> Lowerer<'a> {
             }
             Ok(())
         };
-        let op = match (&kind, m) {
-            (InstanceKind::Register { width, .. }, "read") => {
-                want(2)?;
-                let dst = self.out_place(&args[0].value, *width, pre)?;
-                let index = self.index_arg(&args[1].value, pre)?;
-                Extern::RegisterRead { reg: i, dst, index }
-            }
-            (InstanceKind::Register { width, .. }, "write") => {
-                want(2)?;
-                let index = self.index_arg(&args[0].value, pre)?;
-                // Left to right: the index is read before the value's side effects.
-                let index = Val::Scalar { e: index, ty: Ty::Bit(32) };
-                let (index, v) = self.then_expr(index, &args[1].value, pre)?;
-                let Val::Scalar { e: index, .. } = index else {
-                    unreachable!("an index stays a single value")
-                };
-                // register<int<N>> takes signed values, register<bit<N>> unsigned ones.
-                let signed = matches!(v, Val::Scalar { ty: Ty::Int(_), .. });
-                let ty = if signed { Ty::Int(*width) } else { Ty::Bit(*width) };
-                let value = self.coerce(v, &ty, args[1].value.span)?;
-                Extern::RegisterWrite { reg: i, index, value }
-            }
-            (InstanceKind::Counter { .. }, "count") => {
-                want(1)?;
-                Extern::CounterCount { counter: i, index: self.index_arg(&args[0].value, pre)? }
-            }
-            (InstanceKind::DirectCounter { .. }, "count") => return Ok(None),
-            (InstanceKind::Meter { .. }, "execute_meter") => {
-                want(2)?;
-                let index = self.index_arg(&args[0].value, pre)?;
-                let dst = self.out_place(&args[1].value, 0, pre)?;
-                Extern::MeterExecute { meter: i, index, dst }
-            }
-            (InstanceKind::DirectMeter { .. }, "read") => {
-                want(1)?;
-                Extern::DirectMeterRead { dst: self.out_place(&args[0].value, 0, pre)? }
-            }
-            (InstanceKind::ExternSlot { .. }, "call") => {
-                want(1)?;
-                let data = self.inout_fields(&args[0].value, pre)?;
-                return Ok(Some(self.host_call(HostTarget::Slot(i), Some(data), pre)));
-            }
-            (InstanceKind::ExternSlot { .. }, "call_packet") => {
-                want(0)?;
-                return Ok(Some(self.host_call(HostTarget::Slot(i), None, pre)));
-            }
-            _ => return self.err(span, format!("{name} has no method `{m}`")),
-        };
+        let op =
+            match (&kind, m) {
+                (InstanceKind::Register { width, .. }, "read") => {
+                    want(2)?;
+                    let dst = self.out_place(&args[0].value, *width, pre)?;
+                    let index = self.index_arg(&args[1].value, pre)?;
+                    Extern::RegisterRead { reg: i, dst, index }
+                }
+                (InstanceKind::Register { width, .. }, "write") => {
+                    want(2)?;
+                    let index = self.index_arg(&args[0].value, pre)?;
+                    // Left to right: the index is read before the value's side effects.
+                    let index = Val::Scalar { e: index, ty: Ty::Bit(32) };
+                    let (index, v) = self.then_expr(index, &args[1].value, pre)?;
+                    let Val::Scalar { e: index, .. } = index else {
+                        unreachable!("an index stays a single value")
+                    };
+                    // register<int<N>> takes signed values, register<bit<N>> unsigned ones.
+                    let signed = matches!(v, Val::Scalar { ty: Ty::Int(_), .. });
+                    let ty = if signed { Ty::Int(*width) } else { Ty::Bit(*width) };
+                    let value = self.coerce(v, &ty, args[1].value.span)?;
+                    Extern::RegisterWrite { reg: i, index, value }
+                }
+                (InstanceKind::Counter { .. }, "count") => {
+                    want(1)?;
+                    Extern::CounterCount { counter: i, index: self.index_arg(&args[0].value, pre)? }
+                }
+                (InstanceKind::DirectCounter { .. }, "count") => return Ok(None),
+                (InstanceKind::Meter { .. }, "execute_meter") => {
+                    want(2)?;
+                    let index = self.index_arg(&args[0].value, pre)?;
+                    let dst = self.out_place(&args[1].value, 0, pre)?;
+                    Extern::MeterExecute { meter: i, index, dst }
+                }
+                (InstanceKind::DirectMeter { .. }, "read") => {
+                    // No code of its own (as p4c compiles it for BMv2): the table writes the colour
+                    // to this place on each hit. One place per meter.
+                    want(1)?;
+                    let dst = self.out_place(&args[0].value, 0, pre)?;
+                    match self.meter_reads.get(&i) {
+                        Some(other) if *other != dst => return self.err(
+                            span,
+                            "a direct meter is read into one place (BMv2 writes its colour there \
+                             on every hit); this read names another",
+                        ),
+                        _ => {
+                            self.meter_reads.insert(i, dst);
+                        }
+                    }
+                    return Ok(None);
+                }
+                (InstanceKind::ExternSlot { .. }, "call") => {
+                    want(1)?;
+                    let data = self.inout_fields(&args[0].value, pre)?;
+                    return Ok(Some(self.host_call(HostTarget::Slot(i), Some(data), pre)));
+                }
+                (InstanceKind::ExternSlot { .. }, "call_packet") => {
+                    want(0)?;
+                    return Ok(Some(self.host_call(HostTarget::Slot(i), None, pre)));
+                }
+                _ => return self.err(span, format!("{name} has no method `{m}`")),
+            };
         pre.push(Stmt::Extern(op));
         Ok(None)
     }
@@ -681,7 +695,7 @@ impl<'a> Lowerer<'a> {
     fn preserved_list(&mut self, index: &ast::Expr) -> DResult<u16> {
         let i = self.const_eval().eval_u32(index, "a field list index")?;
         let slots = self.prog.field_lists.get(&i).cloned().unwrap_or_default();
-        Ok(self.preserve(slots))
+        self.preserve(slots, index.span)
     }
 
     /// The slots the data argument of `resubmit(data)`, `recirculate(data)` or `clone3(..,
@@ -701,7 +715,7 @@ impl<'a> Lowerer<'a> {
                 }
             }
         }
-        Ok(self.preserve(slots))
+        self.preserve(slots, data.span)
     }
 
     /// An unsigned value of at most 64 bits (or a literal), as 64 bits: hash's base and max.

@@ -110,6 +110,8 @@ pub(crate) struct Lowerer<'a> {
     loop_work: u64,
     /// The body of each bound action as declared, for direct calls of it.
     unbound_bodies: HashMap<u32, Vec<ir::Stmt>>,
+    /// The place each direct meter (by instance index) is read into.
+    pub(crate) meter_reads: HashMap<u32, Place>,
     /// Position of each declaration in the program text (includes expanded), for listing
     /// tables, actions and instances in declaration order as p4c does in P4Info.
     decl_order: HashMap<Span, u32>,
@@ -166,6 +168,7 @@ impl<'a> Lowerer<'a> {
             loop_work: 1,
             unbound_bodies: HashMap::new(),
             decl_order: HashMap::new(),
+            meter_reads: HashMap::new(),
         }
     }
 
@@ -492,7 +495,7 @@ impl<'a> Lowerer<'a> {
                         }
                         CompositeKind::Union => matches!(fty, Ty::Header(_)),
                         CompositeKind::Struct => {
-                            !matches!(fty, Ty::Void | Ty::String | Ty::Extern(..))
+                            !matches!(fty, Ty::Void | Ty::String | Ty::Extern(..) | Ty::InfInt)
                         }
                     };
                     if !ok {
@@ -704,7 +707,9 @@ impl<'a> Lowerer<'a> {
         })?;
         // Metadata and header stacks' next indices first: slots 0..reset are zeroed per packet.
         let std = self.alloc(&std_ty, "standard_metadata", main.span)?;
+        let meta_start = self.prog.slots;
         let meta = self.alloc(&m_ty, "meta", main.span)?;
+        let meta_slots = (meta_start, self.prog.slots);
         let hdr = self.alloc(&h_ty, "hdr", main.span)?;
         let reset_slots = self.prog.slots;
         self.field_lists(&meta)?;
@@ -732,7 +737,12 @@ impl<'a> Lowerer<'a> {
         self.check_nesting(&compute_checksum, blocks[4].span)?;
         let deparser = self.deparser_block(blocks[5], &shared)?;
         self.check_nesting(&deparser, blocks[5].span)?;
-        let prog = std::mem::take(&mut self.prog);
+        let mut prog = std::mem::take(&mut self.prog);
+        for t in &mut prog.tables {
+            let Some(name) = &t.direct_meter else { continue };
+            let meter = prog.instances.iter().position(|i| &i.name == name);
+            t.meter_dst = meter.and_then(|i| self.meter_reads.get(&(i as u32)).cloned());
+        }
         Ok(ir::Program {
             headers: prog.headers,
             header_bytes: prog.header_bytes,
@@ -753,6 +763,7 @@ impl<'a> Lowerer<'a> {
             types: self.types.clone(),
             meta_ty: m_ty,
             preserved: prog.preserved,
+            meta_slots,
         })
     }
 
@@ -793,14 +804,17 @@ impl<'a> Lowerer<'a> {
     }
 
     /// The index in [`ir::Program::preserved`] of this set of slots (added if new).
-    pub(crate) fn preserve(&mut self, mut slots: Vec<SlotId>) -> u16 {
+    pub(crate) fn preserve(&mut self, mut slots: Vec<SlotId>, span: Span) -> DResult<u16> {
         slots.sort_unstable();
         slots.dedup();
         if let Some(i) = self.prog.preserved.iter().position(|p| *p == slots) {
-            return i as u16;
+            return Ok(i as u16);
+        }
+        if self.prog.preserved.len() > u16::MAX as usize {
+            return self.err(span, "more than 65536 distinct preserved field lists");
         }
         self.prog.preserved.push(slots);
-        (self.prog.preserved.len() - 1) as u16
+        Ok((self.prog.preserved.len() - 1) as u16)
     }
 }
 

@@ -372,6 +372,13 @@ impl<'a> Lowerer<'a> {
             .iter()
             .find(|a| a.name.name == "tableconfig")
             .map(|a| annotation_text(&a.body));
+        if direct_meter.is_some() && keys.iter().any(|k| k.kind == MatchKind::Range) {
+            return self.err(
+                d.span,
+                "direct meters on tables with range keys are not supported (a range is stored as \
+                 several entries, which would each meter at the full rate)",
+            );
+        }
         let mut table = ir::Table {
             name: qualified,
             keys,
@@ -386,6 +393,7 @@ impl<'a> Lowerer<'a> {
             size,
             direct_counter,
             direct_meter,
+            meter_dst: None,
             tableconfig,
             support_timeout,
             annotations: d.annotations.clone(),
@@ -657,9 +665,21 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    /// A table entry's key value: an unsized literal must fit the key (a negative one stands
+    /// for its two's complement, as p4c converts it); a sized one has the key's type.
+    fn entry_key_value(&self, e: &ast::Expr, width: u32) -> DResult<u128> {
+        if let ConstValue::Int(v, Ty::InfInt) = self.const_eval().eval(e)? {
+            if width < 127 && (v as i128) > mask(width) as i128 {
+                return self
+                    .err(e.span, format!("{v:#x} does not fit in the {width}-bit key it matches"));
+            }
+        }
+        self.key_value(e, width)
+    }
+
     fn key_match(&self, k: &ir::TableKey, x: &ast::Expr) -> DResult<KeyMatch> {
         let full = mask(k.width);
-        let value = |e: &ast::Expr| self.key_value(e, k.width);
+        let value = |e: &ast::Expr| self.entry_key_value(e, k.width);
         Ok(match &x.kind {
             ExprKind::DontCare | ExprKind::Default => match k.kind {
                 MatchKind::Range => KeyMatch::Range { lo: 0, hi: full },

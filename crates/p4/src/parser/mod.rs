@@ -432,6 +432,8 @@ impl Parser {
                     w
                 } else if word == "varbit" {
                     return Err(self.unexpected("`<` after varbit"));
+                } else if word == "int" {
+                    return Ok(Type { kind: TypeKind::InfInt, span: self.since(start) });
                 } else {
                     Expr {
                         kind: ExprKind::Int { value: 1, width: None, signed: false },

@@ -1,0 +1,157 @@
+//! Programs the P4_16 spec makes invalid, each refused with a message that names the problem
+//! (p4c's front-end refuses them too), and the valid programs next to them still compile.
+
+/// A v1model program with `types` at the top, `plocals`/`states` in the parser and
+/// `locals`/`apply` in the ingress control.
+fn program(types: &str, plocals: &str, states: &str, locals: &str, apply: &str) -> String {
+    format!(
+        r#"#include <core.p4>
+#include <v1model.p4>
+header h_t {{ bit<8> a; bit<8> b; }}
+{types}
+struct hs {{ h_t h; }}
+struct m {{ }}
+parser P(packet_in p, out hs h, inout m meta, inout standard_metadata_t sm) {{
+    {plocals}
+    state start {{ p.extract(h.h); transition accept; }}
+    {states}
+}}
+control C(inout hs h, inout m meta) {{ apply {{ }} }}
+control I(inout hs h, inout m meta, inout standard_metadata_t sm) {{
+    {locals}
+    apply {{ {apply} }}
+}}
+control E(inout hs h, inout m meta, inout standard_metadata_t sm) {{ apply {{ }} }}
+control D(packet_out p, in hs h) {{ apply {{ p.emit(h.h); }} }}
+V1Switch(P(), C(), I(), E(), C(), D()) main;
+"#
+    )
+}
+
+fn refused(text: &str, expected: &str) {
+    match hotplane_p4::compile_source("invalid.p4", text, &[]) {
+        Ok(_) => panic!("accepted, expected an error containing {expected:?}:\n{text}"),
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(msg.contains(expected), "expected {expected:?}, got: {msg}");
+        }
+    }
+}
+
+fn compiles(text: &str) {
+    if let Err(e) = hotplane_p4::compile_source("valid.p4", text, &[]) {
+        panic!("refused: {e}\n{text}");
+    }
+}
+
+const TABLE: &str = "action a() { } action b() { }";
+
+#[test]
+fn names_declared_twice_in_one_scope() {
+    refused(&program("", "", "", "bit<8> x; bit<8> x;", "x = 1;"), "`x` is declared twice");
+    refused(
+        &program("", "", "", "action a() { } table a { actions = { NoAction; } }", ""),
+        "twice",
+    );
+    refused(&program("", "", "", "action a(bit<8> v, bit<8> v) { }", ""), "`v` is declared twice");
+    refused(&program("enum Colour { X, Y, X }", "", "", "", ""), "`X` is declared twice");
+    refused(
+        &program("", "", "state s1 { transition accept; } state s1 { transition accept; }", "", ""),
+        "`s1` is declared twice",
+    );
+    refused(&program("", "", "", "", "bit<8> y = 1; bit<8> y = 2;"), "`y` is declared twice");
+    refused(&program("struct h_t { bit<8> z; }", "", "", "", ""), "`h_t` is declared twice");
+    // Shadowing in a nested block is allowed, as are names in different scopes.
+    compiles(&program("", "", "", "bit<8> x;", "x = 1; { bit<8> x = 2; h.h.a = x; }"));
+    compiles(&program("", "", "", "action a(bit<8> v) { h.h.a = v; }", "bit<8> v = 3; a(v);"));
+}
+
+#[test]
+fn parser_states_accept_and_reject_are_built_in() {
+    refused(
+        &program("", "", "state accept { transition accept; }", "", ""),
+        "`accept` is a built-in state",
+    );
+}
+
+#[test]
+fn switch_labels_are_unique_and_default_is_last() {
+    let t = format!("{TABLE} table t {{ key = {{ h.h.a: exact; }} actions = {{ a; b; }} }}");
+    let sw = |cases: &str| {
+        program("", "", "", &t, &format!("switch (t.apply().action_run) {{ {cases} }}"))
+    };
+    refused(&sw("a: { } a: { }"), "appears twice");
+    refused(&sw("default: { } a: { }"), "`default` must be the last label");
+    compiles(&sw("a: { } default: { }"));
+    compiles(&sw("a: b: { }"));
+}
+
+#[test]
+fn a_table_lists_an_action_once() {
+    let t = format!("{TABLE} table t {{ key = {{ h.h.a: exact; }} actions = {{ a; a; }} }}");
+    refused(
+        &program("", "", "", &t, "t.apply();"),
+        "`a` is declared twice in the table's action list",
+    );
+}
+
+#[test]
+fn read_only_parameters_are_not_assigned() {
+    refused(&program("", "", "", "action a(in bit<8> v) { v = 1; }", "a(h.h.a);"), "read-only");
+    let t =
+        "action a(bit<8> v) { v[3:0] = 1; } table t { key = { h.h.a: exact; } actions = { a; } }";
+    refused(&program("", "", "", t, "t.apply();"), "`v` is a read-only parameter");
+    refused(
+        &program("bit<8> f(in bit<8> x) { x = x + 1; return x; }", "", "", "", "h.h.a = f(1);"),
+        "`x` is a read-only parameter",
+    );
+    // inout and out parameters are written; a local that shadows the parameter is its own.
+    compiles(&program("", "", "", "action a(inout bit<8> v) { v = 1; }", "a(h.h.a);"));
+    compiles(&program(
+        "bit<8> f(in bit<8> x) { { bit<8> x = 2; return x; } }",
+        "",
+        "",
+        "",
+        "h.h.a = f(1);",
+    ));
+}
+
+#[test]
+fn functions_return_on_every_path() {
+    refused(
+        &program(
+            "bit<8> f(in bit<8> x) { if (x == 1) { return 2; } }",
+            "",
+            "",
+            "",
+            "h.h.a = f(h.h.b);",
+        ),
+        "can reach its end without returning a value",
+    );
+    compiles(&program(
+        "bit<8> f(in bit<8> x) { if (x == 1) { return 2; } else { return 3; } }",
+        "",
+        "",
+        "",
+        "h.h.a = f(h.h.b);",
+    ));
+}
+
+#[test]
+fn values_fit_where_they_go() {
+    let t = format!(
+        "{TABLE} table t {{ key = {{ h.h.a: exact; }} actions = {{ a; }} const entries = {{ 0x1ff : a(); }} }}"
+    );
+    refused(&program("", "", "", &t, "t.apply();"), "does not fit in the 8-bit key");
+    refused(&program("", "", "", "", "h.h.a = h.h.a << -1;"), "must not be negative");
+    refused(&program("header w_t { int x; } struct k_t { int y; }", "", "", "k_t k;", ""), "int");
+}
+
+/// Not invalid P4, but refused rather than metered wrongly: a range is stored as several
+/// entries, each of which would meter at the entry's full rate.
+#[test]
+fn direct_meters_on_range_keys_are_refused() {
+    let t = "direct_meter<bit<2>>(MeterType.packets) dm; action a() { } \
+             table t { key = { h.h.a: range; } actions = { a; } meters = dm; }";
+    refused(&program("", "", "", t, "t.apply();"), "direct meters on tables with range keys");
+}
