@@ -144,6 +144,9 @@ fn values_fit_where_they_go() {
     );
     refused(&program("", "", "", &t, "t.apply();"), "does not fit in the 8-bit key");
     refused(&program("", "", "", "", "h.h.a = h.h.a << -1;"), "must not be negative");
+    refused(&program("", "", "", "", "h.h.a = h.h.a << -8s2;"), "a shift amount must");
+    // A positive signed constant is an amount like any other (p4c takes it as unsigned).
+    compiles(&program("", "", "", "", "h.h.a = h.h.a << 8s2;"));
     refused(&program("header w_t { int x; } struct k_t { int y; }", "", "", "k_t k;", ""), "int");
 }
 

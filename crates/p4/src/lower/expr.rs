@@ -674,14 +674,19 @@ impl<'a> Lowerer<'a> {
             let (Val::Scalar { e: ea, ty: ta }, Val::Scalar { e: eb, ty: tb }) = (va, vb) else {
                 return self.err(span, "shifts apply to single values");
             };
-            if tb.is_signed() {
-                return self.err(b_span, "a shift amount must be unsigned");
+            // A constant amount must not be negative (an unsized literal holds its sign as
+            // i128 bits; a signed one is taken as unsigned when positive, as p4c does); a
+            // run-time amount must be unsigned.
+            let negative = match (&tb, &eb) {
+                (Ty::InfInt, Expr::Const(y)) => (*y as i128) < 0,
+                (Ty::Int(w), Expr::Const(y)) => *w > 0 && (y >> (w - 1)) & 1 == 1,
+                _ => false,
+            };
+            if negative {
+                return self.err(b_span, "a shift amount must not be negative");
             }
-            // An unsized literal holds its sign (as i128 bits).
-            if let (Ty::InfInt, Expr::Const(y)) = (&tb, &eb) {
-                if (*y as i128) < 0 {
-                    return self.err(b_span, "a shift amount must not be negative");
-                }
+            if tb.is_signed() && !matches!(eb, Expr::Const(_)) {
+                return self.err(b_span, "a shift amount must be unsigned");
             }
             if ta == Ty::InfInt {
                 if let (Expr::Const(x), Expr::Const(y)) = (&ea, &eb) {
