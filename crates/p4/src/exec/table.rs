@@ -738,6 +738,9 @@ pub(crate) struct ApplySite {
     hit_slot: Option<usize>,
     action_slot: Option<usize>,
     data_words: usize,
+    /// The table's direct meter (`Some(true)`: a byte meter), kept here next to the other
+    /// per-apply fields rather than behind the table's `Arc`.
+    meter_bytes: Option<bool>,
     /// Where a hit writes its direct meter's colour.
     meter_store: Option<super::expr::StoreFn>,
 }
@@ -761,7 +764,7 @@ impl ApplySite {
     /// direct meter, and no action writes its entry. The addresses stay valid while this site (which holds the
     /// table) lives.
     pub(crate) fn native(&self) -> Option<NativeSite> {
-        if self.writes_entries() || self.t.meter_bytes.is_some() {
+        if self.writes_entries() || self.meter_bytes.is_some() {
             return None;
         }
         let lookup = match (self.t.layout, &*self.t.table) {
@@ -828,7 +831,7 @@ impl ApplySite {
         if self.t.counters || self.t.idle {
             entry.hit(c.pkt.len() as u32, c.now_ns);
         }
-        if let (Some(bytes), true) = (self.t.meter_bytes, hit) {
+        if let (Some(bytes), true) = (self.meter_bytes, hit) {
             // As BMv2: a hit runs the entry's meter and writes the colour where the program
             // reads it, before the action; a miss meters nothing.
             if let Some(m) = entry.meter() {
@@ -956,6 +959,7 @@ impl Compiler<'_> {
         let site = ApplySite {
             keyless: t.layout == Layout::Keyless,
             data_words: t.table.config().data_words(),
+            meter_bytes: t.meter_bytes,
             t,
             keys,
             actions: Arc::clone(&self.actions),
