@@ -260,6 +260,13 @@ fn returns(list: &[crate::ast::Stmt]) -> bool {
     list.iter().any(|s| match &s.kind {
         StmtKind::Return(_) | StmtKind::Exit => true,
         StmtKind::Block(b) => returns(&b.stmts),
+        // A literal condition decides the branch (p4c folds it before its own check).
+        StmtKind::If { cond, then, .. } if matches!(cond.kind, ExprKind::Bool(true)) => {
+            returns(std::slice::from_ref(then))
+        }
+        StmtKind::If { cond, els: Some(e), .. } if matches!(cond.kind, ExprKind::Bool(false)) => {
+            returns(std::slice::from_ref(e))
+        }
         StmtKind::If { then, els: Some(e), .. } => {
             returns(std::slice::from_ref(then)) && returns(std::slice::from_ref(e))
         }

@@ -128,6 +128,7 @@ fn functions_return_on_every_path() {
         ),
         "can reach its end without returning a value",
     );
+    compiles(&program("bit<8> f() { if (true) { return 1; } }", "", "", "", "h.h.a = f();"));
     compiles(&program(
         "bit<8> f(in bit<8> x) { if (x == 1) { return 2; } else { return 3; } }",
         "",
