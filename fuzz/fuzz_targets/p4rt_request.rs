@@ -3,12 +3,13 @@
 //! everything read back), as a `ReadRequest`, as a pipeline's device config, as a packet-out (its metadata made into
 //! packet_io.p4's `packet_out` header) and as a frame from the CPU port (its `packet_in` header
 //! made into metadata). Digest entries configure learn.p4's digest, which then takes the input
-//! as digest records and sends and acknowledges lists. Bad input gets a status; it must never
+//! as digest records and sends and acknowledges lists. Every update also goes to
+//! meters_and_sets.p4 (a direct meter and a value set), its table and value set ids mapped onto
+//! that program's so that the fuzzer reaches them. Bad input gets a status; it must never
 //! panic.
 #![no_main]
 
 use hotplane_core::Qsbr;
-use hotplane_tables::DigestRecord;
 use hotplane_p4::exec::{Engine, Objects, Pipeline};
 use hotplane_p4rt::digests::Digests;
 use hotplane_p4rt::entities;
@@ -18,6 +19,7 @@ use hotplane_p4rt::proto::p4::v1::{
     entity, update, Entity, PacketOut, ReadRequest, TableEntry, WriteRequest,
 };
 use hotplane_p4rt::schema::{p4info_of, Schema};
+use hotplane_tables::DigestRecord;
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 use std::sync::OnceLock;
@@ -25,6 +27,7 @@ use std::sync::OnceLock;
 const PROGRAM: &str = include_str!("../../tests/p4/tables.p4");
 const PACKET_IO: &str = include_str!("../../tests/p4/packet_io.p4");
 const LEARN: &str = include_str!("../../tests/p4/learn.p4");
+const METERS_AND_SETS: &str = include_str!("../../tests/p4/meters_and_sets.p4");
 
 struct Fixture {
     qsbr: Qsbr,
@@ -33,6 +36,8 @@ struct Fixture {
     packet_io: PacketIo,
     /// learn.p4's digests by id.
     digests: std::collections::HashMap<u32, hotplane_p4::ir::DigestType>,
+    /// meters_and_sets.p4, its schema, and its table and value set ids.
+    metered: (hotplane_p4::ir::Program, Schema, Vec<u32>, Vec<u32>),
 }
 
 fn fixture() -> &'static Fixture {
@@ -43,12 +48,22 @@ fn fixture() -> &'static Fixture {
         let schema = Schema::new(p4info_of(&ir).expect("its P4Info"), &ir).expect("its schema");
         let io = hotplane_p4::compile_source("packet_io.p4", PACKET_IO, &[])
             .expect("packet_io.p4 compiles");
-        let learn =
-            hotplane_p4::compile_source("learn.p4", LEARN, &[]).expect("learn.p4 compiles");
+        let learn = hotplane_p4::compile_source("learn.p4", LEARN, &[]).expect("learn.p4 compiles");
         let digests =
             hotplane_p4::p4info::digest_ids(&learn).into_iter().map(|(d, id)| (id, d)).collect();
+        let m = hotplane_p4::compile_source("meters_and_sets.p4", METERS_AND_SETS, &[])
+            .expect("meters_and_sets.p4 compiles");
+        let m_schema = Schema::new(p4info_of(&m).expect("its P4Info"), &m).expect("its schema");
+        let tables = m_schema.tables.keys().copied().collect();
+        let sets = m_schema
+            .p4info
+            .value_sets
+            .iter()
+            .filter_map(|v| v.preamble.as_ref().map(|p| p.id))
+            .collect();
         Fixture {
             qsbr: Qsbr::new(),
+            metered: (m, m_schema, tables, sets),
             ir,
             schema,
             packet_io: PacketIo::of(&io).expect("its controller headers"),
@@ -112,6 +127,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = pre.read(&Default::default());
         let all = Entity { entity: Some(entity::Entity::TableEntry(TableEntry::default())) };
         let _ = entities::read_entity(&f.schema, &p, &all);
+        metered(f, &req);
     }
     if let Ok(out) = PacketOut::decode(data) {
         if let Ok(frame) = f.packet_io.packet_out_frame(&out.metadata, &out.payload) {
@@ -127,3 +143,38 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
+
+/// The write's updates against meters_and_sets.p4, ids mapped onto its table and value set,
+/// then every direct meter, table entry and value set read back.
+fn metered(f: &Fixture, req: &WriteRequest) {
+    let (ir, schema, tables, sets) = &f.metered;
+    let objects = Objects::new(ir, &f.qsbr).expect("meters_and_sets.p4 state");
+    let p = Pipeline::with_engine(ir.clone(), objects, Engine::Closures).expect("builds");
+    let table = |id: u32| tables[id as usize % tables.len()];
+    for u in &req.updates {
+        let mut u = u.clone();
+        match u.entity.as_mut().and_then(|e| e.entity.as_mut()) {
+            Some(entity::Entity::TableEntry(t)) => t.table_id = table(t.table_id),
+            Some(entity::Entity::DirectMeterEntry(d)) => {
+                if let Some(t) = d.table_entry.as_mut() {
+                    t.table_id = table(t.table_id);
+                }
+            }
+            Some(entity::Entity::ValueSetEntry(v)) => {
+                v.value_set_id = sets[v.value_set_id as usize % sets.len()]
+            }
+            _ => continue,
+        }
+        let _ = entities::write_update(schema, &p, &u);
+    }
+    for e in [
+        entity::Entity::DirectMeterEntry(Default::default()),
+        entity::Entity::TableEntry(TableEntry {
+            meter_config: Some(Default::default()),
+            ..Default::default()
+        }),
+        entity::Entity::ValueSetEntry(Default::default()),
+    ] {
+        let _ = entities::read_entity(schema, &p, &Entity { entity: Some(e) });
+    }
+}

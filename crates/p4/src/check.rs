@@ -112,21 +112,31 @@ fn stmts(list: &[crate::ast::Stmt]) -> DResult<()> {
     unique(decls, "in this block")?;
     for s in list {
         match &s.kind {
-            StmtKind::If { then, els, .. } => {
-                stmts(std::slice::from_ref(then))?;
-                if let Some(e) = els {
-                    stmts(std::slice::from_ref(e))?;
-                }
-            }
-            StmtKind::Block(b) => block(b)?,
             StmtKind::Switch { cases, .. } => switch(cases)?,
-            StmtKind::For { body, .. } | StmtKind::ForIn { body, .. } => {
-                stmts(std::slice::from_ref(body))?
-            }
-            _ => {}
+            _ => children(s).into_iter().try_for_each(stmts)?,
         }
     }
     Ok(())
+}
+
+/// The statement lists directly inside `s` (branches, blocks, case bodies, loop parts).
+fn children(s: &crate::ast::Stmt) -> Vec<&[crate::ast::Stmt]> {
+    match &s.kind {
+        StmtKind::If { then, els, .. } => {
+            let mut out = vec![std::slice::from_ref(&**then)];
+            out.extend(els.iter().map(|e| std::slice::from_ref(&**e)));
+            out
+        }
+        StmtKind::Block(b) => vec![&b.stmts[..]],
+        StmtKind::Switch { cases, .. } => {
+            cases.iter().filter_map(|c| c.body.as_ref()).map(|b| &b.stmts[..]).collect()
+        }
+        StmtKind::For { init, update, body, .. } => {
+            vec![&init[..], &update[..], std::slice::from_ref(&**body)]
+        }
+        StmtKind::ForIn { body, .. } => vec![std::slice::from_ref(&**body)],
+        _ => Vec::new(),
+    }
 }
 
 /// A label at most once, and `default` only as the last label.
@@ -187,60 +197,23 @@ fn read_only(params: &[Param], body: &Block, readonly: impl Fn(Direction) -> boo
 fn declared_names<'a>(list: &'a [crate::ast::Stmt], out: &mut HashSet<&'a str>) {
     for s in list {
         match &s.kind {
-            StmtKind::Decl(d) => {
-                if let Some(n) = d.kind.name() {
-                    out.insert(n.name.as_str());
-                }
-            }
-            StmtKind::If { then, els, .. } => {
-                declared_names(std::slice::from_ref(then), out);
-                if let Some(e) = els {
-                    declared_names(std::slice::from_ref(e), out);
-                }
-            }
-            StmtKind::Block(b) => declared_names(&b.stmts, out),
-            StmtKind::Switch { cases, .. } => cases
-                .iter()
-                .filter_map(|c| c.body.as_ref())
-                .for_each(|b| declared_names(&b.stmts, out)),
-            StmtKind::For { init, body, .. } => {
-                declared_names(init, out);
-                declared_names(std::slice::from_ref(body), out);
-            }
-            StmtKind::ForIn { name, body, .. } => {
+            StmtKind::Decl(d) => out.extend(d.kind.name().map(|n| n.name.as_str())),
+            StmtKind::ForIn { name, .. } => {
                 out.insert(name.name.as_str());
-                declared_names(std::slice::from_ref(body), out);
             }
             _ => {}
         }
+        children(s).into_iter().for_each(|c| declared_names(c, out));
     }
 }
 
 /// Call `f` on the target of every assignment (plain and compound) in `list`.
 fn assignments(list: &[crate::ast::Stmt], f: &mut dyn FnMut(&Expr) -> DResult<()>) -> DResult<()> {
     for s in list {
-        match &s.kind {
-            StmtKind::Assign { lhs, .. } | StmtKind::CompoundAssign { lhs, .. } => f(lhs)?,
-            StmtKind::If { then, els, .. } => {
-                assignments(std::slice::from_ref(then), f)?;
-                if let Some(e) = els {
-                    assignments(std::slice::from_ref(e), f)?;
-                }
-            }
-            StmtKind::Block(b) => assignments(&b.stmts, f)?,
-            StmtKind::Switch { cases, .. } => {
-                for b in cases.iter().filter_map(|c| c.body.as_ref()) {
-                    assignments(&b.stmts, f)?;
-                }
-            }
-            StmtKind::For { init, update, body, .. } => {
-                assignments(init, f)?;
-                assignments(update, f)?;
-                assignments(std::slice::from_ref(body), f)?;
-            }
-            StmtKind::ForIn { body, .. } => assignments(std::slice::from_ref(body), f)?,
-            _ => {}
+        if let StmtKind::Assign { lhs, .. } | StmtKind::CompoundAssign { lhs, .. } = &s.kind {
+            f(lhs)?;
         }
+        children(s).into_iter().try_for_each(|c| assignments(c, f))?;
     }
     Ok(())
 }

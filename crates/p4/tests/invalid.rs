@@ -159,3 +159,11 @@ fn direct_meters_on_range_keys_are_refused() {
              table t { key = { h.h.a: range; } actions = { a; } meters = dm; }";
     refused(&program("", "", "", t, "t.apply();"), "direct meters on tables with range keys");
 }
+
+/// Hostile sizes: a value set is scanned per packet, so its size is bounded at compile time.
+#[test]
+fn huge_value_sets_are_refused() {
+    refused(&program("", "value_set<bit<8>>(4097) vs;", "", "", ""), "1 to 4096 members");
+    refused(&program("", "value_set<bit<8>>(4294967295) vs;", "", "", ""), "members");
+    refused(&program("", "value_set<bit<8>>(0) vs;", "", "", ""), "1 to 4096 members");
+}
