@@ -499,6 +499,12 @@ pub struct Table {
     /// `support_timeout = true`: entries keep the time of their last hit, so that a controller
     /// can be told when one goes idle.
     pub support_timeout: bool,
+    /// `implementation = ...`: the [`InstanceKind::ActionProfile`] instance whose members and
+    /// groups the entries name instead of an action of their own.
+    pub implementation: Option<u32>,
+    /// The `selector` key fields, in key order: what an action selector hashes to choose a
+    /// member of a group. They are not part of the match key.
+    pub selector_keys: Vec<ListItem>,
     pub annotations: Vec<crate::ast::Annotation>,
     /// Declaration order in the program text.
     pub order: u32,
@@ -584,6 +590,18 @@ pub enum InstanceKind {
     ValueSet {
         size: u32,
         fields: Vec<ValueSetField>,
+    },
+    /// `action_profile(size)` or `action_selector(algorithm, size, width)`: at most `size`
+    /// members (an action and its arguments) that entries of the tables in `tables` name; a
+    /// selector also has groups of members, one chosen per packet by the hash `selector` of
+    /// the table's `selector` keys.
+    ActionProfile {
+        size: u32,
+        selector: Option<HashAlgo>,
+        /// `@max_group_size` (a selector's), else `size`.
+        max_group_size: u32,
+        /// The tables it implements (filled as they are lowered), whose action lists it holds.
+        tables: Vec<u32>,
     },
     /// `hotplane_ebpf("slot")`: a handle on the data plane's extern slot of that name.
     ExternSlot {

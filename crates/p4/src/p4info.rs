@@ -22,6 +22,7 @@ pub enum Resource {
     Table = 0x02,
     ValueSet = 0x03,
     ControllerHeader = 0x04,
+    ActionProfile = 0x11,
     Counter = 0x12,
     DirectCounter = 0x13,
     Meter = 0x14,
@@ -40,6 +41,7 @@ impl Resource {
             InstanceKind::DirectCounter { .. } => Resource::DirectCounter,
             InstanceKind::DirectMeter { .. } => Resource::DirectMeter,
             InstanceKind::ValueSet { .. } => Resource::ValueSet,
+            InstanceKind::ActionProfile { .. } => Resource::ActionProfile,
             InstanceKind::ExternSlot { .. } => return None,
         })
     }
@@ -412,6 +414,12 @@ pub fn text(prog: &Program) -> Result<String, P4InfoError> {
             let name = &prog.actions[t.default_action as usize].name;
             out.field("const_default_action_id", id(Resource::Action, name));
         }
+        if let Some(i) = t.implementation {
+            out.field(
+                "implementation_id",
+                id(Resource::ActionProfile, &prog.instances[i as usize].name),
+            );
+        }
         for d in [&t.direct_counter, &t.direct_meter].into_iter().flatten() {
             if let Some(res) = instance_res(d) {
                 out.field("direct_resource_ids", id(res, d));
@@ -449,6 +457,26 @@ pub fn text(prog: &Program) -> Result<String, P4InfoError> {
 
     let mut instances: Vec<&ir::Instance> = prog.instances.iter().collect();
     instances.sort_by_key(|i| i.order);
+    // Field 4, between actions and counters.
+    for i in &instances {
+        let InstanceKind::ActionProfile { size, selector, max_group_size, tables } = &i.kind else {
+            continue;
+        };
+        out.open("action_profiles");
+        let the_id = id(Resource::ActionProfile, &i.name);
+        out.preamble(the_id, &i.name, &alias_of(&i.name), &listed(&i.annotations));
+        for &t in tables {
+            out.field("table_ids", id(Resource::Table, &prog.tables[t as usize].name));
+        }
+        if selector.is_some() {
+            out.field("with_selector", true);
+        }
+        out.field("size", size);
+        if selector.is_some() {
+            out.field("max_group_size", max_group_size);
+        }
+        out.close();
+    }
     let counter_unit = |packets: bool, bytes: bool| match (packets, bytes) {
         (true, true) => "BOTH",
         (false, true) => "BYTES",
@@ -533,7 +561,9 @@ pub fn text(prog: &Program) -> Result<String, P4InfoError> {
                     out.field("direct_table_id", id(Resource::Table, table));
                 }
                 // Listed with field 10 above.
-                InstanceKind::ExternSlot { .. } | InstanceKind::ValueSet { .. } => {}
+                InstanceKind::ExternSlot { .. }
+                | InstanceKind::ValueSet { .. }
+                | InstanceKind::ActionProfile { .. } => {}
                 InstanceKind::Register { size, width } => {
                     out.open("type_spec");
                     out.open("bitstring");

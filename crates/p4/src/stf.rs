@@ -326,6 +326,12 @@ pub fn run_with(
                     .ok_or_else(|| err(StfLineError::NoMulticastGroup(group)))?;
                 copies.extend(ports.into_iter().map(|p| (rid, p)));
             }
+            "act_prof_create_member"
+            | "act_prof_modify_member"
+            | "act_prof_create_group"
+            | "act_prof_add_member_to_group" => {
+                profile_command(&pipeline, cmd, rest).map_err(err)?;
+            }
             "wait" => {}
             other => return Err(err(StfLineError::UnknownCommand(other.to_string()))),
         }
@@ -631,6 +637,16 @@ fn parse_action(
     table: &crate::exec::P4Table,
     text: &str,
 ) -> Result<(String, Vec<u128>), StfLineError> {
+    parse_action_of(&table.name, &table.action_names, &table.params, text)
+}
+
+/// [`parse_action`] against the actions `names` (with their `params`) of `owner`.
+fn parse_action_of(
+    owner: &str,
+    names: &[String],
+    params: &[Vec<(String, u32, bool)>],
+    text: &str,
+) -> Result<(String, Vec<u128>), StfLineError> {
     let text = text.trim();
     let text = text.split('=').next().unwrap_or(text).trim();
     let (name, args) = match text.find('(') {
@@ -643,8 +659,8 @@ fn parse_action(
         }
         None => (text, ""),
     };
-    let a = table.action_id(name)?;
-    let params = &table.params[a];
+    let a = crate::exec::table::find_action(owner, names, name)?;
+    let params = &params[a];
     let mut values = vec![None; params.len()];
     for (pos, arg) in args.split(',').map(str::trim).filter(|s| !s.is_empty()).enumerate() {
         let (slot, v) = match arg.split_once(':') {
@@ -675,7 +691,49 @@ fn parse_action(
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok((table.action_names[a].clone(), args))
+    Ok((names[a].clone(), args))
+}
+
+/// The action profile commands, after BMv2's CLI but with ids the test chooses:
+/// `act_prof_create_member PROFILE ID ACTION(ARGS)`, `act_prof_modify_member` (same form),
+/// `act_prof_create_group PROFILE ID [MEMBER...]`, `act_prof_add_member_to_group PROFILE
+/// MEMBER GROUP`. Entries then name `$member(ID)` or `$group(ID)` as their action.
+fn profile_command(p: &Pipeline, cmd: &str, rest: &str) -> Result<(), StfLineError> {
+    let (name, rest) = split_word(rest);
+    let profile = p.objects.profile(name)?;
+    let (id, rest) = split_word(rest);
+    let id = parse_number(id)? as u32;
+    let profile_err = |e: crate::exec::ProfileError| StfLineError::Entry(e.into());
+    match cmd {
+        "act_prof_create_member" | "act_prof_modify_member" => {
+            let names = &profile.actions;
+            let (action, args) = parse_action_of(&profile.name, &names.names, &names.params, rest)?;
+            let member = crate::exec::Member { action, args };
+            profile.write_member(id, member, cmd == "act_prof_modify_member").map_err(profile_err)
+        }
+        "act_prof_create_group" => {
+            let members = rest
+                .split_whitespace()
+                .map(|m| Ok((parse_number(m)? as u32, 1)))
+                .collect::<Result<Vec<_>, ValueError>>()?;
+            profile.write_group(id, members, false).map_err(profile_err)
+        }
+        _ => {
+            // act_prof_add_member_to_group PROFILE MEMBER GROUP
+            let group = parse_number(rest.trim())? as u32;
+            let mut members =
+                profile.groups().into_iter().find(|g| g.0 == group).map(|g| g.1).ok_or_else(
+                    || {
+                        profile_err(crate::exec::ProfileError::NoGroup {
+                            profile: profile.name.clone(),
+                            id: group,
+                        })
+                    },
+                )?;
+            members.push((id, 1));
+            profile.write_group(group, members, true).map_err(profile_err)
+        }
+    }
 }
 
 /// A register and a checked index into it.

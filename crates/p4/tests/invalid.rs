@@ -167,3 +167,71 @@ fn huge_value_sets_are_refused() {
     refused(&program("", "value_set<bit<8>>(4294967295) vs;", "", "", ""), "members");
     refused(&program("", "value_set<bit<8>>(0) vs;", "", "", ""), "1 to 4096 members");
 }
+
+#[test]
+fn action_profiles_are_checked() {
+    let table = |props: &str| {
+        format!(
+            "action set(bit<8> v) {{ h.h.b = v; }} action_profile(32w4) prof; \
+             table t {{ key = {{ h.h.a: exact; }} actions = {{ set; }} {props} }}"
+        )
+    };
+    compiles(&program("", "", "", &table("implementation = prof;"), "t.apply();"));
+    compiles(&program(
+        "",
+        "",
+        "",
+        "action set(bit<8> v) { h.h.b = v; } table t { key = { h.h.a: exact; h.h.b: selector; } \
+         actions = { set; } implementation = action_selector(HashAlgorithm.crc16, 32w8, 32w16); }",
+        "t.apply();",
+    ));
+    refused(
+        &program("", "", "", &table("implementation = set;"), "t.apply();"),
+        "not an action profile",
+    );
+    refused(
+        &program(
+            "",
+            "",
+            "",
+            "action set(bit<8> v) { h.h.b = v; } table t { key = { h.h.b: selector; } \
+             actions = { set; } }",
+            "t.apply();",
+        ),
+        "`selector` keys need",
+    );
+    refused(
+        &program(
+            "",
+            "",
+            "",
+            &table("implementation = prof; entries = { 1 : set(2); }"),
+            "t.apply();",
+        ),
+        "cannot have `entries`",
+    );
+    refused(
+        &program(
+            "",
+            "",
+            "",
+            "action set(bit<8> v) { h.h.b = v; } table t { key = { h.h.a: exact; } \
+             actions = { set; } implementation = action_selector(HashAlgorithm.random, 32w8, 32w16); }",
+            "t.apply();",
+        ),
+        "not random",
+    );
+    refused(
+        &program(
+            "",
+            "",
+            "",
+            "action set(bit<8> v) { h.h.b = v; } action other() { } action_profile(32w4) prof; \
+             table t { key = { h.h.a: exact; } actions = { set; } implementation = prof; } \
+             table u { key = { h.h.a: exact; } actions = { other; } implementation = prof; }",
+            "t.apply(); u.apply();",
+        ),
+        "shares an action profile",
+    );
+    refused(&program("", "", "", "action_profile(32w0) prof;", ""), "an action profile holds 1 to");
+}

@@ -72,6 +72,17 @@ pub enum EntryError {
     NoDirectMeter { table: String },
     #[error("table {table}: {source}")]
     Meter { table: String, source: hotplane_tables::MeterError },
+    #[error(
+        "table {table} has an action profile: an entry names a member or a group \
+         ($member(ID) or $group(ID)), not an action"
+    )]
+    Indirect { table: String },
+    #[error("table {table}: the default action is an action, not a member or group")]
+    DefaultIndirect { table: String },
+    #[error(transparent)]
+    Profile(#[from] crate::exec::ProfileError),
+    #[error("no action profile `{name}` (the program has {profiles})")]
+    NoProfile { name: String, profiles: String },
     /// A runtime JSON entry of the wrong shape; the text says which member.
     #[error("{0}")]
     Json(&'static str),

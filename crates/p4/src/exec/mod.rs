@@ -15,6 +15,7 @@ pub mod jit;
 #[cfg(not(feature = "native"))]
 #[path = "jit_off.rs"]
 pub mod jit;
+pub mod profile;
 mod stmt;
 pub mod table;
 pub mod value_set;
@@ -27,7 +28,8 @@ use hotplane_core::{Guard, Qsbr};
 use hotplane_tables::objects::{CounterArray, CounterKind, DigestRing, MeterArray, RegisterArray};
 pub use jit::NativeError;
 use jit::{Jit, NativeCode};
-pub use table::{Carried, P4Entry, P4Table};
+pub use profile::{Member, ProfileError, ProfileRef, ProfileRt};
+pub use table::{ActionParams, Carried, P4Entry, P4Table};
 
 pub use externs::{hash, ones_complement_sum};
 pub use jit::Engine;
@@ -243,6 +245,7 @@ pub enum InstanceRt {
     /// Direct counters and meters live in their table's entries; extern slots in the host.
     Direct,
     ValueSet(Arc<value_set::ValueSetRt>),
+    Profile(Arc<profile::ProfileRt>),
 }
 
 /// Why a program could not be made into a [`Pipeline`] (its state or its code).
@@ -325,19 +328,37 @@ impl Objects {
         qsbr: &Qsbr,
     ) -> Result<(Self, CarryReport), PipelineError> {
         let mut report = CarryReport::default();
-        let mut tables = Vec::with_capacity(prog.tables.len());
-        for t in &prog.tables {
-            let before = old.and_then(|o| o.objects.tables.iter().find(|x| x.name == t.name));
-            let (table, carried) = P4Table::build(prog, t, qsbr, before.map(|b| &**b))?;
-            report.tables.push((t.name.clone(), carried));
-            tables.push(Arc::new(table));
-        }
+        let profile_actions = |kind: &ir::InstanceKind| match kind {
+            ir::InstanceKind::ActionProfile { tables, .. } => {
+                let actions = tables.first().map_or(&[][..], |&t| &prog.tables[t as usize].actions);
+                ActionParams::of(prog, actions)
+            }
+            _ => ActionParams { names: Vec::new(), params: Vec::new() },
+        };
         let old_instance = |i: &ir::Instance| {
             let o = old?;
-            let at =
-                o.program.instances.iter().position(|x| x.name == i.name && x.kind == i.kind)?;
+            let at = o.program.instances.iter().position(|x| {
+                x.name == i.name
+                    && match (&x.kind, &i.kind) {
+                        // A profile carries its members when it holds the same actions
+                        // (whichever tables those are now).
+                        (
+                            ir::InstanceKind::ActionProfile {
+                                size, selector, max_group_size, ..
+                            },
+                            ir::InstanceKind::ActionProfile {
+                                size: s2,
+                                selector: sel2,
+                                max_group_size: m2,
+                                ..
+                            },
+                        ) => (size, selector, max_group_size) == (s2, sel2, m2),
+                        (a, b) => a == b,
+                    }
+            })?;
             match o.objects.instances.get(at)? {
                 InstanceRt::Direct => None,
+                InstanceRt::Profile(p) if p.actions != profile_actions(&i.kind) => None,
                 rt => Some(rt.clone()),
             }
         };
@@ -374,12 +395,39 @@ impl Objects {
                     ir::InstanceKind::ValueSet { size, ref fields } => Ok(InstanceRt::ValueSet(
                         Arc::new(value_set::ValueSetRt::new(qsbr, &i.name, size, fields)),
                     )),
+                    ir::InstanceKind::ActionProfile { size, selector, max_group_size, .. } => {
+                        Ok(InstanceRt::Profile(Arc::new(profile::ProfileRt::new(
+                            qsbr,
+                            &i.name,
+                            size,
+                            selector,
+                            max_group_size,
+                            profile_actions(&i.kind),
+                        ))))
+                    }
                     ir::InstanceKind::DirectCounter { .. }
                     | ir::InstanceKind::DirectMeter { .. }
                     | ir::InstanceKind::ExternSlot { .. } => Ok(InstanceRt::Direct),
                 }
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let mut tables = Vec::with_capacity(prog.tables.len());
+        for t in &prog.tables {
+            let profile = t.implementation.and_then(|i| match &instances[i as usize] {
+                InstanceRt::Profile(p) => Some(Arc::clone(p)),
+                _ => None,
+            });
+            let mut before = old.and_then(|o| o.objects.tables.iter().find(|x| x.name == t.name));
+            // Entries name members: they carry over only with the profile that holds them.
+            if let Some(p) = &profile {
+                if before.and_then(|b| b.profile.as_ref()).is_none_or(|bp| !Arc::ptr_eq(bp, p)) {
+                    before = None;
+                }
+            }
+            let (table, carried) = P4Table::build(prog, t, qsbr, before.map(|b| &**b), profile)?;
+            report.tables.push((t.name.clone(), carried));
+            tables.push(Arc::new(table));
+        }
         let digests = old.map_or_else(
             || Arc::new(DigestRing::new(DIGEST_RING)),
             |o| Arc::clone(&o.objects.digests),
@@ -407,6 +455,67 @@ impl Objects {
             }),
             _ => Err(EntryError::AmbiguousTable { name: name.to_string() }),
         }
+    }
+
+    /// The action profile or selector called `name` (fully qualified or by its own name when
+    /// that is unambiguous).
+    pub fn profile(&self, name: &str) -> Result<&Arc<profile::ProfileRt>, EntryError> {
+        let profiles: Vec<&Arc<profile::ProfileRt>> = self
+            .instances
+            .iter()
+            .filter_map(|i| match i {
+                InstanceRt::Profile(p) => Some(p),
+                _ => None,
+            })
+            .collect();
+        let suffix = format!(".{name}");
+        let exact = profiles.iter().find(|p| p.name == name);
+        let found: Vec<_> =
+            profiles.iter().copied().filter(|p| p.name.ends_with(&suffix)).collect();
+        match (exact.copied(), &found[..]) {
+            (Some(p), _) | (None, &[p]) => Ok(p),
+            _ => Err(EntryError::NoProfile {
+                name: name.to_string(),
+                profiles: if profiles.is_empty() {
+                    "none".to_string()
+                } else {
+                    profiles.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ")
+                },
+            }),
+        }
+    }
+
+    /// Remove a member or a group of `profile`, refused while a table entry names it.
+    pub fn delete_from_profile(
+        &self,
+        profile: &Arc<profile::ProfileRt>,
+        r: profile::ProfileRef,
+    ) -> Result<(), EntryError> {
+        for t in &self.tables {
+            if !t.profile.as_ref().is_some_and(|p| Arc::ptr_eq(p, profile)) {
+                continue;
+            }
+            if t.entries()
+                .iter()
+                .any(|(e, _)| profile::ProfileRef::of(&e.action, &e.args) == Some(r))
+            {
+                let (what, id) = match r {
+                    profile::ProfileRef::Member(id) => ("member", id),
+                    profile::ProfileRef::Group(id) => ("group", id),
+                };
+                return Err(EntryError::Profile(ProfileError::InUse {
+                    profile: profile.name.clone(),
+                    what,
+                    id,
+                    table: t.name.clone(),
+                }));
+            }
+        }
+        match r {
+            profile::ProfileRef::Member(id) => profile.delete_member(id)?,
+            profile::ProfileRef::Group(id) => profile.delete_group(id)?,
+        }
+        Ok(())
     }
 
     /// Index of the extern instance called `name` (fully qualified or last component).

@@ -10,8 +10,9 @@ use std::sync::Arc;
 
 use super::bits::{copy_bytes, read_be, write_be};
 use super::entry_error::{EntryError, KeyError};
+use super::profile::{ProfileError, ProfileRef, ProfileRt, GROUP_ACTION, MEMBER_ACTION};
 use super::{Compiler, Ctx, ExprFn, Flow, StmtFn};
-use crate::ir::{self, KeyMatch, MatchKind, SlotId};
+use crate::ir::{self, HashAlgo, KeyMatch, MatchKind, SlotId};
 use crate::types::mask;
 use hotplane_core::Qsbr;
 use hotplane_tables::key::MAX_KEY_BYTES;
@@ -75,6 +76,8 @@ pub struct P4Table {
     pub default_const: bool,
     default_only: Vec<bool>,
     table_only: Vec<bool>,
+    /// The action profile or selector whose members and groups the entries name.
+    pub profile: Option<Arc<ProfileRt>>,
 }
 
 /// Tables without a `size` hold this many entries.
@@ -101,6 +104,7 @@ impl P4Table {
         t: &ir::Table,
         qsbr: &Qsbr,
         old: Option<&P4Table>,
+        profile: Option<Arc<ProfileRt>>,
     ) -> Result<(Self, Carried), EntryError> {
         let err =
             |e: EntryError| EntryError::InTable { table: t.name.clone(), source: Box::new(e) };
@@ -141,25 +145,26 @@ impl P4Table {
             Layout::Lpm => Kind::Lpm,
             Layout::Ternary => Kind::Ternary,
         };
-        let mut params = Vec::new();
-        let mut specs = Vec::new();
-        for &a in &t.actions {
-            let action = &prog.actions[a as usize];
-            let ps: Vec<(String, u32, bool)> = action
-                .params
-                .iter()
-                .filter(|p| p.directionless)
-                .map(|p| (p.name.clone(), p.width, p.writable))
-                .collect();
-            specs.push(ActionSpec {
-                name: action.name.clone(),
+        let ActionParams { names: mut action_names, mut params } =
+            ActionParams::of(prog, &t.actions);
+        if profile.is_some() {
+            // Entries name a member or a group: stored as a pseudo-action holding the id.
+            for name in [MEMBER_ACTION, GROUP_ACTION] {
+                action_names.push(name.to_string());
+                params.push(vec![("id".to_string(), 32, false)]);
+            }
+        }
+        let specs = action_names
+            .iter()
+            .zip(&params)
+            .map(|(name, ps)| ActionSpec {
+                name: name.clone(),
                 params: ps
                     .iter()
                     .map(|(n, w, wr)| ParamSpec { name: n.clone(), bits: *w, writable: *wr })
                     .collect(),
-            });
-            params.push(ps);
-        }
+            })
+            .collect();
         let size = if t.size == 0 { DEFAULT_SIZE } else { t.size };
         let size = size.max(t.const_entries.len() as u32).max(1) as usize;
         let mut cfg = TableConfig::new(&t.name, kind, (key_bytes.max(1) * 8) as u32, size)
@@ -176,8 +181,6 @@ impl P4Table {
             cfg.apply_annotation(text).map_err(|e| store(e.into()))?;
         }
         let (locked, counters, idle) = (cfg.locked, cfg.counters, cfg.idle_timestamps);
-        let action_names: Vec<String> =
-            t.actions.iter().map(|&a| prog.actions[a as usize].name.clone()).collect();
         let old = old.filter(|o| {
             o.signature() == (signature(&keys), &action_names, &params)
                 && !o.entries_const
@@ -209,6 +212,7 @@ impl P4Table {
             default_const: t.default_is_const,
             default_only: t.default_only.clone(),
             table_only: t.table_only.clone(),
+            profile,
         };
         if carried != Carried::Fresh {
             return Ok((this, carried));
@@ -251,21 +255,7 @@ impl P4Table {
 
     /// The table action called `name`: fully qualified (`MyIngress.drop`) or by its own name.
     pub fn action_id(&self, name: &str) -> Result<usize, EntryError> {
-        if let Some(i) = self.action_names.iter().position(|n| n == name) {
-            return Ok(i);
-        }
-        let suffix = format!(".{name}");
-        let found: Vec<usize> = (0..self.action_names.len())
-            .filter(|&i| self.action_names[i].ends_with(&suffix))
-            .collect();
-        match found[..] {
-            [i] => Ok(i),
-            _ => Err(EntryError::NoAction {
-                table: self.name.clone(),
-                action: name.to_string(),
-                actions: self.action_names.join(", "),
-            }),
-        }
+        find_action(&self.name, &self.action_names, name)
     }
 
     /// The matches of fields an entry does not give: anything, except that an exact field
@@ -284,31 +274,7 @@ impl P4Table {
 
     /// Action data words from argument values, checked against the parameters.
     pub fn data_words(&self, action: usize, args: &[u128]) -> Result<Vec<u64>, EntryError> {
-        let ps = &self.params[action];
-        if ps.len() != args.len() {
-            return Err(EntryError::ArgCount {
-                action: self.action_names[action].clone(),
-                expected: ps.len(),
-                params: ps.iter().map(|p| p.0.as_str()).collect::<Vec<_>>().join(", "),
-                given: args.len(),
-            });
-        }
-        let mut words = Vec::new();
-        for ((name, width, _), &v) in ps.iter().zip(args) {
-            if v & !mask(*width) != 0 {
-                return Err(EntryError::ArgTooWide {
-                    action: self.action_names[action].clone(),
-                    param: name.clone(),
-                    value: v,
-                    width: *width,
-                });
-            }
-            words.push(v as u64);
-            if *width > 64 {
-                words.push((v >> 64) as u64);
-            }
-        }
-        Ok(words)
+        encode_args(&self.action_names, &self.params, action, args)
     }
 
     fn check_keys(&self, keys: &[KeyMatch]) -> Result<(), EntryError> {
@@ -528,6 +494,21 @@ impl P4Table {
             return Err(EntryError::Keyless { table: self.name.clone() });
         }
         let a = self.action_id(&e.action)?;
+        if let Some(profile) = &self.profile {
+            let Some(r) = ProfileRef::of(&e.action, &e.args) else {
+                return Err(EntryError::Indirect { table: self.name.clone() });
+            };
+            if !profile.has(r) {
+                return Err(EntryError::Profile(match r {
+                    ProfileRef::Member(id) => {
+                        ProfileError::NoMember { profile: profile.name.clone(), id }
+                    }
+                    ProfileRef::Group(id) => {
+                        ProfileError::NoGroup { profile: profile.name.clone(), id }
+                    }
+                }));
+            }
+        }
         if self.default_only.get(a) == Some(&true) {
             return Err(EntryError::DefaultOnly {
                 action: self.action_names[a].clone(),
@@ -614,6 +595,9 @@ impl P4Table {
 
     fn set_default_unchecked(&self, action: &str, args: &[u128]) -> Result<(), EntryError> {
         let a = self.action_id(action)?;
+        if a >= self.actions.len() {
+            return Err(EntryError::DefaultIndirect { table: self.name.clone() });
+        }
         if self.table_only.get(a) == Some(&true) {
             return Err(EntryError::TableOnly {
                 action: self.action_names[a].clone(),
@@ -623,6 +607,84 @@ impl P4Table {
         let words = self.data_words(a, args)?;
         Ok(self.table.set_default(&self.action_names[a], &words)?)
     }
+}
+
+/// A table's actions as entries and members name them: names and directionless parameters
+/// (name, width, writable), by table action id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ActionParams {
+    pub names: Vec<String>,
+    pub params: Vec<Vec<(String, u32, bool)>>,
+}
+
+impl ActionParams {
+    pub(crate) fn of(prog: &ir::Program, actions: &[u32]) -> Self {
+        let actions = actions.iter().map(|&a| &prog.actions[a as usize]);
+        ActionParams {
+            names: actions.clone().map(|a| a.name.clone()).collect(),
+            params: actions
+                .map(|a| {
+                    a.params
+                        .iter()
+                        .filter(|p| p.directionless)
+                        .map(|p| (p.name.clone(), p.width, p.writable))
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The action of `owner` (a table or profile) called `name`: fully qualified
+/// (`MyIngress.drop`) or by its own name when that is unambiguous.
+pub(crate) fn find_action(owner: &str, names: &[String], name: &str) -> Result<usize, EntryError> {
+    if let Some(i) = names.iter().position(|n| n == name) {
+        return Ok(i);
+    }
+    let suffix = format!(".{name}");
+    let found: Vec<usize> = (0..names.len()).filter(|&i| names[i].ends_with(&suffix)).collect();
+    match found[..] {
+        [i] => Ok(i),
+        _ => Err(EntryError::NoAction {
+            table: owner.to_string(),
+            action: name.to_string(),
+            actions: names.join(", "),
+        }),
+    }
+}
+
+/// Action data words from argument values, checked against the parameters.
+pub(crate) fn encode_args(
+    names: &[String],
+    params: &[Vec<(String, u32, bool)>],
+    action: usize,
+    args: &[u128],
+) -> Result<Vec<u64>, EntryError> {
+    let ps = &params[action];
+    if ps.len() != args.len() {
+        return Err(EntryError::ArgCount {
+            action: names[action].clone(),
+            expected: ps.len(),
+            params: ps.iter().map(|p| p.0.as_str()).collect::<Vec<_>>().join(", "),
+            given: args.len(),
+        });
+    }
+    let mut words = Vec::new();
+    for ((name, width, _), &v) in ps.iter().zip(args) {
+        if v & !mask(*width) != 0 {
+            return Err(EntryError::ArgTooWide {
+                action: names[action].clone(),
+                param: name.clone(),
+                value: v,
+                width: *width,
+            });
+        }
+        words.push(v as u64);
+        if *width > 64 {
+            words.push((v >> 64) as u64);
+        }
+    }
+    Ok(words)
 }
 
 fn signature(keys: &[KeyField]) -> Vec<(&str, u32, MatchKind)> {
@@ -743,6 +805,9 @@ pub(crate) struct ApplySite {
     meter_bytes: Option<bool>,
     /// Where a hit writes its direct meter's colour.
     meter_store: Option<super::expr::StoreFn>,
+    /// The selector's hash and the `selector` keys it hashes (a table with an action
+    /// selector).
+    selector: Option<(HashAlgo, super::externs::FieldList)>,
 }
 
 impl ApplySite {
@@ -764,7 +829,7 @@ impl ApplySite {
     /// direct meter, and no action writes its entry. The addresses stay valid while this site (which holds the
     /// table) lives.
     pub(crate) fn native(&self) -> Option<NativeSite> {
-        if self.writes_entries() || self.meter_bytes.is_some() {
+        if self.writes_entries() || self.meter_bytes.is_some() || self.t.profile.is_some() {
             return None;
         }
         let lookup = match (self.t.layout, &*self.t.table) {
@@ -877,6 +942,31 @@ impl ApplySite {
         .flatten()
     }
 
+    /// The table action and data of the member an entry's pseudo-action `which` (0: member,
+    /// 1: group) names in `words[0]`; the data replace `words`. `None` when it names nothing.
+    #[cold]
+    fn resolve(&self, c: &mut Ctx<'_>, which: usize, words: &mut [u64]) -> Option<u32> {
+        let profile = self.t.profile.as_ref()?;
+        let id = *words.first()? as u32;
+        let (r, hash) = match which {
+            0 => (ProfileRef::Member(id), 0),
+            _ => {
+                let hash = match &self.selector {
+                    Some((algo, keys)) => {
+                        let mut buf = std::mem::take(&mut c.st.scratch);
+                        keys.assemble(c, &mut buf);
+                        let h = super::externs::hash(*algo, &buf);
+                        c.st.scratch = buf;
+                        h
+                    }
+                    None => 0,
+                };
+                (ProfileRef::Group(id), hash)
+            }
+        };
+        profile.resolve(r, hash, c.guard, words)
+    }
+
     /// A buffer for an entry's data words: on the stack unless the table's entries are big.
     #[inline]
     fn with_words<R>(&self, f: impl FnOnce(&mut [u64]) -> R) -> R {
@@ -902,11 +992,15 @@ impl<'s> Entry<'s> {
     #[inline]
     fn select(&self, c: &mut Ctx<'_>, words: &mut [u64]) -> Option<(u32, &'s super::ActionFn)> {
         let site = self.site;
-        let aid = self.entry.read(words) as usize;
-        let &prog_action = site.t.actions.get(aid)?;
+        let mut aid = self.entry.read(words) as usize;
         if let Some(s) = site.hit_slot {
             c.st.slots[s] = self.hit as u128;
         }
+        if aid >= site.t.actions.len() {
+            // A member or group of the table's action profile: resolve it to its action.
+            aid = site.resolve(c, aid - site.t.actions.len(), words)? as usize;
+        }
+        let &prog_action = site.t.actions.get(aid)?;
         if let Some(s) = site.action_slot {
             c.st.slots[s] = prog_action as u128;
         }
@@ -956,6 +1050,11 @@ impl Compiler<'_> {
                 }
             })
             .collect();
+        let selector = t
+            .profile
+            .as_ref()
+            .and_then(|p| p.selector)
+            .map(|algo| (algo, self.field_list(&ir_table.selector_keys)));
         let site = ApplySite {
             keyless: t.layout == Layout::Keyless,
             data_words: t.table.config().data_words(),
@@ -966,6 +1065,7 @@ impl Compiler<'_> {
             hit_slot: hit_slot.map(|s| s as usize),
             action_slot: action_slot.map(|s| s as usize),
             meter_store: ir_table.meter_dst.as_ref().map(|p| self.store(p)),
+            selector,
         };
         Some(site)
     }

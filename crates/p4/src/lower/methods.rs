@@ -498,7 +498,7 @@ impl<'a> Lowerer<'a> {
         Ok(())
     }
 
-    fn hash_algo(&mut self, e: &ast::Expr, pre: &mut Vec<Stmt>) -> DResult<HashAlgo> {
+    pub(crate) fn hash_algo(&mut self, e: &ast::Expr, pre: &mut Vec<Stmt>) -> DResult<HashAlgo> {
         let (v, _) = self.scalar_typed(e, pre)?;
         let Expr::Const(c) = v else {
             return self.err(e.span, "the algorithm must be a HashAlgorithm constant");

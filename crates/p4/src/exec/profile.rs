@@ -1,0 +1,313 @@
+//! An action profile or action selector at run time.
+//!
+//! A member is one action of the tables the profile implements, with its arguments; a group
+//! (selectors only) is a list of members, each listed as many times as its weight. An entry of
+//! such a table names a member or a group instead of an action ([`ProfileRef`]). The control
+//! plane writes members and groups; workers resolve an entry's reference through one
+//! QSBR-protected slot and never wait. A group picks its member by the selector's hash of the
+//! packet's `selector` keys, modulo the group's size (as BMv2 does), so that a flow stays on
+//! one member while the group is unchanged.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use super::entry_error::EntryError;
+use super::table::{encode_args, find_action, ActionParams};
+use crate::ir::HashAlgo;
+use hotplane_core::{Guard, Qsbr, Slot};
+
+/// The pseudo-action an entry naming a member is stored with (its one argument is the id).
+/// `$` cannot start a P4 identifier, so it never clashes with a program's action.
+pub const MEMBER_ACTION: &str = "$member";
+/// The pseudo-action an entry naming a group is stored with.
+pub const GROUP_ACTION: &str = "$group";
+
+/// What an entry of a table with an action profile names instead of an action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProfileRef {
+    Member(u32),
+    Group(u32),
+}
+
+impl ProfileRef {
+    /// The reference an entry's action and arguments hold, if they are one.
+    pub fn of(action: &str, args: &[u128]) -> Option<ProfileRef> {
+        let id = match args {
+            [id] => u32::try_from(*id).ok()?,
+            _ => return None,
+        };
+        match action {
+            MEMBER_ACTION => Some(ProfileRef::Member(id)),
+            GROUP_ACTION => Some(ProfileRef::Group(id)),
+            _ => None,
+        }
+    }
+
+    /// The action and arguments an entry holding this reference is written with.
+    pub fn as_action(self) -> (String, Vec<u128>) {
+        match self {
+            ProfileRef::Member(id) => (MEMBER_ACTION.to_string(), vec![id as u128]),
+            ProfileRef::Group(id) => (GROUP_ACTION.to_string(), vec![id as u128]),
+        }
+    }
+}
+
+/// A refused member or group write. The profile is unchanged after any of them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProfileError {
+    #[error("action profile {profile} has no member {id}")]
+    NoMember { profile: String, id: u32 },
+    #[error("action profile {profile} has no group {id}")]
+    NoGroup { profile: String, id: u32 },
+    #[error("action profile {profile} already has a member {id}")]
+    MemberExists { profile: String, id: u32 },
+    #[error("action profile {profile} already has a group {id}")]
+    GroupExists { profile: String, id: u32 },
+    #[error("action profile {profile} is full ({size} members)")]
+    Full { profile: String, size: usize },
+    #[error("action profile {profile}: a group holds at most {max} members (weights counted), {given} given")]
+    GroupTooBig { profile: String, max: usize, given: usize },
+    #[error("action profile {profile} has at most {max} groups")]
+    TooManyGroups { profile: String, max: usize },
+    #[error("action profile {profile}: member {id} has weight 0")]
+    ZeroWeight { profile: String, id: u32 },
+    #[error("action profile {profile}: member {member} is in group {group}")]
+    MemberInGroup { profile: String, member: u32, group: u32 },
+    #[error("action profile {profile}: {what} {id} is used by an entry of table {table}")]
+    InUse { profile: String, what: &'static str, id: u32, table: String },
+    #[error("{profile} is an action profile without a selector: it has no groups")]
+    NoSelector { profile: String },
+    #[error("action profile {profile}: {source}")]
+    Action { profile: String, source: Box<EntryError> },
+}
+
+/// A member as workers use it: the table action id and its data words.
+struct Resolved {
+    action: u32,
+    words: Box<[u64]>,
+}
+
+/// What workers read: every member, and every group's members (repeated by weight).
+#[derive(Default)]
+struct Published {
+    members: HashMap<u32, Arc<Resolved>>,
+    groups: HashMap<u32, Box<[Arc<Resolved>]>>,
+}
+
+/// One member as the control plane wrote it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// The table action's name.
+    pub action: String,
+    pub args: Vec<u128>,
+}
+
+/// The members and groups as written (control plane only).
+#[derive(Default)]
+struct Written {
+    members: BTreeMap<u32, (Member, Arc<Resolved>)>,
+    /// Member ids and weights.
+    groups: BTreeMap<u32, Vec<(u32, u32)>>,
+}
+
+pub struct ProfileRt {
+    pub name: String,
+    pub size: usize,
+    /// The selector's hash algorithm; `None` for a plain profile.
+    pub selector: Option<HashAlgo>,
+    pub max_group_size: usize,
+    /// The actions of the tables it implements (all the same), as members name them.
+    pub actions: ActionParams,
+    published: Slot<Published>,
+    written: Mutex<Written>,
+}
+
+impl ProfileRt {
+    pub fn new(
+        qsbr: &Qsbr,
+        name: &str,
+        size: u32,
+        selector: Option<HashAlgo>,
+        max_group_size: u32,
+        actions: ActionParams,
+    ) -> Self {
+        ProfileRt {
+            name: name.to_string(),
+            size: size as usize,
+            selector,
+            max_group_size: max_group_size as usize,
+            actions,
+            published: Slot::new(qsbr, Published::default()),
+            written: Mutex::new(Written::default()),
+        }
+    }
+
+    /// The table action and data words a reference resolves to, copied into `words`; `hash`
+    /// picks a group's member. `None` for an empty group or an id that does not exist.
+    #[inline]
+    pub fn resolve(
+        &self,
+        r: ProfileRef,
+        hash: u64,
+        guard: &Guard<'_>,
+        words: &mut [u64],
+    ) -> Option<u32> {
+        let p = &self.published.load(guard).value;
+        let m = match r {
+            ProfileRef::Member(id) => p.members.get(&id)?,
+            ProfileRef::Group(id) => {
+                let g = p.groups.get(&id)?;
+                g.get((hash % g.len().max(1) as u64) as usize)?
+            }
+        };
+        let n = m.words.len().min(words.len());
+        words[..n].copy_from_slice(&m.words[..n]);
+        words[n..].fill(0);
+        Some(m.action)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Written> {
+        self.written.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Add member `id` (`modify`: replace it; groups holding it follow).
+    pub fn write_member(&self, id: u32, m: Member, modify: bool) -> Result<(), ProfileError> {
+        let action_err =
+            |source| ProfileError::Action { profile: self.name.clone(), source: Box::new(source) };
+        let a = find_action(&self.name, &self.actions.names, &m.action).map_err(action_err)?;
+        let words = encode_args(&self.actions.names, &self.actions.params, a, &m.args)
+            .map_err(action_err)?;
+        let resolved = Arc::new(Resolved { action: a as u32, words: words.into() });
+        let mut w = self.lock();
+        match (w.members.contains_key(&id), modify) {
+            (true, false) => {
+                return Err(ProfileError::MemberExists { profile: self.name.clone(), id })
+            }
+            (false, true) => return Err(ProfileError::NoMember { profile: self.name.clone(), id }),
+            (false, false) if w.members.len() >= self.size => {
+                return Err(ProfileError::Full { profile: self.name.clone(), size: self.size })
+            }
+            _ => {}
+        }
+        let m = Member { action: self.actions.names[a].clone(), args: m.args };
+        w.members.insert(id, (m, resolved));
+        self.publish(&w);
+        Ok(())
+    }
+
+    /// Remove member `id`; refused while a group holds it. (Entries that name it are the
+    /// pipeline's to check: see `Pipeline::delete_member`.)
+    pub fn delete_member(&self, id: u32) -> Result<(), ProfileError> {
+        let mut w = self.lock();
+        if !w.members.contains_key(&id) {
+            return Err(ProfileError::NoMember { profile: self.name.clone(), id });
+        }
+        if let Some((&group, _)) = w.groups.iter().find(|(_, ms)| ms.iter().any(|m| m.0 == id)) {
+            return Err(ProfileError::MemberInGroup {
+                profile: self.name.clone(),
+                member: id,
+                group,
+            });
+        }
+        w.members.remove(&id);
+        self.publish(&w);
+        Ok(())
+    }
+
+    /// Add group `id` with these members and weights (`modify`: replace its members).
+    pub fn write_group(
+        &self,
+        id: u32,
+        members: Vec<(u32, u32)>,
+        modify: bool,
+    ) -> Result<(), ProfileError> {
+        if self.selector.is_none() {
+            return Err(ProfileError::NoSelector { profile: self.name.clone() });
+        }
+        let mut w = self.lock();
+        match (w.groups.contains_key(&id), modify) {
+            (true, false) => {
+                return Err(ProfileError::GroupExists { profile: self.name.clone(), id })
+            }
+            (false, true) => return Err(ProfileError::NoGroup { profile: self.name.clone(), id }),
+            (false, false) if w.groups.len() >= self.size => {
+                return Err(ProfileError::TooManyGroups {
+                    profile: self.name.clone(),
+                    max: self.size,
+                })
+            }
+            _ => {}
+        }
+        let mut total = 0usize;
+        for &(m, weight) in &members {
+            if !w.members.contains_key(&m) {
+                return Err(ProfileError::NoMember { profile: self.name.clone(), id: m });
+            }
+            if weight == 0 {
+                return Err(ProfileError::ZeroWeight { profile: self.name.clone(), id: m });
+            }
+            total = total.saturating_add(weight as usize);
+        }
+        if total > self.max_group_size {
+            return Err(ProfileError::GroupTooBig {
+                profile: self.name.clone(),
+                max: self.max_group_size,
+                given: total,
+            });
+        }
+        w.groups.insert(id, members);
+        self.publish(&w);
+        Ok(())
+    }
+
+    /// Remove group `id`. (Entries that name it are the pipeline's to check.)
+    pub fn delete_group(&self, id: u32) -> Result<(), ProfileError> {
+        let mut w = self.lock();
+        if w.groups.remove(&id).is_none() {
+            return Err(ProfileError::NoGroup { profile: self.name.clone(), id });
+        }
+        self.publish(&w);
+        Ok(())
+    }
+
+    /// Whether the member or group a reference names exists.
+    pub fn has(&self, r: ProfileRef) -> bool {
+        let w = self.lock();
+        match r {
+            ProfileRef::Member(id) => w.members.contains_key(&id),
+            ProfileRef::Group(id) => w.groups.contains_key(&id),
+        }
+    }
+
+    /// Every member, by id.
+    pub fn members(&self) -> Vec<(u32, Member)> {
+        self.lock().members.iter().map(|(&id, (m, _))| (id, m.clone())).collect()
+    }
+
+    /// Every group, by id: its member ids and weights.
+    pub fn groups(&self) -> Vec<(u32, Vec<(u32, u32)>)> {
+        self.lock().groups.iter().map(|(&id, ms)| (id, ms.clone())).collect()
+    }
+
+    /// Publish what `w` holds for workers. Members are shared, not copied; a group lists
+    /// its members in the order written, each `weight` times.
+    fn publish(&self, w: &Written) {
+        let members: HashMap<u32, Arc<Resolved>> =
+            w.members.iter().map(|(&id, (_, r))| (id, Arc::clone(r))).collect();
+        let groups = w
+            .groups
+            .iter()
+            .map(|(&id, ms)| {
+                let list: Vec<Arc<Resolved>> = ms
+                    .iter()
+                    .filter_map(|&(m, weight)| Some((members.get(&m)?, weight)))
+                    .flat_map(|(r, weight)| std::iter::repeat_n(Arc::clone(r), weight as usize))
+                    .collect();
+                (id, list.into_boxed_slice())
+            })
+            .collect();
+        // A grace period that times out still leaves the new state published (the old one is
+        // freed later): the write itself has happened.
+        let _ = self.published.replace(Published { members, groups });
+    }
+}
