@@ -5,8 +5,9 @@
 //! made into metadata). Digest entries configure learn.p4's digest, which then takes the input
 //! as digest records and sends and acknowledges lists. Every update also goes to
 //! meters_and_sets.p4 (a direct meter and a value set), its table and value set ids mapped onto
-//! that program's so that the fuzzer reaches them. Bad input gets a status; it must never
-//! panic.
+//! that program's so that the fuzzer reaches them, and to action_profiles.p4 (a profile and a
+//! selector), its table, profile and action ids mapped likewise. Bad input gets a status; it
+//! must never panic.
 #![no_main]
 
 use hotplane_core::Qsbr;
@@ -28,6 +29,7 @@ const PROGRAM: &str = include_str!("../../tests/p4/tables.p4");
 const PACKET_IO: &str = include_str!("../../tests/p4/packet_io.p4");
 const LEARN: &str = include_str!("../../tests/p4/learn.p4");
 const METERS_AND_SETS: &str = include_str!("../../tests/p4/meters_and_sets.p4");
+const PROFILES: &str = include_str!("../../tests/p4/action_profiles.p4");
 
 struct Fixture {
     qsbr: Qsbr,
@@ -38,6 +40,8 @@ struct Fixture {
     digests: std::collections::HashMap<u32, hotplane_p4::ir::DigestType>,
     /// meters_and_sets.p4, its schema, and its table and value set ids.
     metered: (hotplane_p4::ir::Program, Schema, Vec<u32>, Vec<u32>),
+    /// action_profiles.p4, its schema, and its table, profile and action ids.
+    profiled: (hotplane_p4::ir::Program, Schema, [Vec<u32>; 3]),
 }
 
 fn fixture() -> &'static Fixture {
@@ -61,9 +65,23 @@ fn fixture() -> &'static Fixture {
             .iter()
             .filter_map(|v| v.preamble.as_ref().map(|p| p.id))
             .collect();
+        let a = hotplane_p4::compile_source("action_profiles.p4", PROFILES, &[])
+            .expect("action_profiles.p4 compiles");
+        let a_schema = Schema::new(p4info_of(&a).expect("its P4Info"), &a).expect("its schema");
+        // Sorted, so that a seed's ids map onto the same objects in every run.
+        let sorted = |mut ids: Vec<u32>| {
+            ids.sort_unstable();
+            ids
+        };
+        let ids = [
+            sorted(a_schema.tables.keys().copied().collect()),
+            sorted(a_schema.profiles.keys().copied().collect()),
+            sorted(a_schema.actions.keys().copied().collect()),
+        ];
         Fixture {
             qsbr: Qsbr::new(),
             metered: (m, m_schema, tables, sets),
+            profiled: (a, a_schema, ids),
             ir,
             schema,
             packet_io: PacketIo::of(&io).expect("its controller headers"),
@@ -128,6 +146,7 @@ fuzz_target!(|data: &[u8]| {
         let all = Entity { entity: Some(entity::Entity::TableEntry(TableEntry::default())) };
         let _ = entities::read_entity(&f.schema, &p, &all);
         metered(f, &req);
+        profiled(f, &req);
     }
     if let Ok(out) = PacketOut::decode(data) {
         if let Ok(frame) = f.packet_io.packet_out_frame(&out.metadata, &out.payload) {
@@ -174,6 +193,50 @@ fn metered(f: &Fixture, req: &WriteRequest) {
             ..Default::default()
         }),
         entity::Entity::ValueSetEntry(Default::default()),
+    ] {
+        let _ = entities::read_entity(schema, &p, &Entity { entity: Some(e) });
+    }
+}
+
+/// The write's updates against action_profiles.p4, ids mapped onto its tables, profiles and
+/// actions, then every member, group and table entry read back.
+fn profiled(f: &Fixture, req: &WriteRequest) {
+    use hotplane_p4rt::proto::p4::v1::{table_action, Action};
+    let (ir, schema, [tables, profiles, actions]) = &f.profiled;
+    let objects = Objects::new(ir, &f.qsbr).expect("action_profiles.p4 state");
+    let p = Pipeline::with_engine(ir.clone(), objects, Engine::Closures).expect("builds");
+    let pick = |ids: &[u32], id: u32| ids[id as usize % ids.len()];
+    let action = |a: &mut Option<Action>| {
+        if let Some(a) = a {
+            a.action_id = pick(actions, a.action_id);
+        }
+    };
+    for u in &req.updates {
+        let mut u = u.clone();
+        match u.entity.as_mut().and_then(|e| e.entity.as_mut()) {
+            Some(entity::Entity::TableEntry(t)) => {
+                t.table_id = pick(tables, t.table_id);
+                if let Some(table_action::Type::Action(a)) =
+                    t.action.as_mut().and_then(|a| a.r#type.as_mut())
+                {
+                    a.action_id = pick(actions, a.action_id);
+                }
+            }
+            Some(entity::Entity::ActionProfileMember(m)) => {
+                m.action_profile_id = pick(profiles, m.action_profile_id);
+                action(&mut m.action);
+            }
+            Some(entity::Entity::ActionProfileGroup(g)) => {
+                g.action_profile_id = pick(profiles, g.action_profile_id)
+            }
+            _ => continue,
+        }
+        let _ = entities::write_update(schema, &p, &u);
+    }
+    for e in [
+        entity::Entity::ActionProfileMember(Default::default()),
+        entity::Entity::ActionProfileGroup(Default::default()),
+        entity::Entity::TableEntry(Default::default()),
     ] {
         let _ = entities::read_entity(schema, &p, &Entity { entity: Some(e) });
     }

@@ -716,12 +716,13 @@ fn profile_command(p: &Pipeline, cmd: &str, rest: &str) -> Result<(), StfLineErr
                 .split_whitespace()
                 .map(|m| Ok((parse_number(m)? as u32, 1)))
                 .collect::<Result<Vec<_>, ValueError>>()?;
-            profile.write_group(id, members, false).map_err(profile_err)
+            let group = crate::exec::Group { members, max_size: 0 };
+            profile.write_group(id, group, false).map_err(profile_err)
         }
         _ => {
             // act_prof_add_member_to_group PROFILE MEMBER GROUP
             let group = parse_number(rest.trim())? as u32;
-            let mut members =
+            let mut written =
                 profile.groups().into_iter().find(|g| g.0 == group).map(|g| g.1).ok_or_else(
                     || {
                         profile_err(crate::exec::ProfileError::NoGroup {
@@ -730,8 +731,8 @@ fn profile_command(p: &Pipeline, cmd: &str, rest: &str) -> Result<(), StfLineErr
                         })
                     },
                 )?;
-            members.push((id, 1));
-            profile.write_group(group, members, true).map_err(profile_err)
+            written.members.push((id, 1));
+            profile.write_group(group, written, true).map_err(profile_err)
         }
     }
 }

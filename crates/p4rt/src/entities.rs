@@ -12,8 +12,8 @@ use crate::proto::p4::v1::{
 };
 use crate::registers::{config_of, rates_of};
 use crate::schema::{Schema, Table};
-use hotplane_p4::exec::P4Entry;
 use hotplane_p4::exec::{EntryError, InstanceRt, Pipeline};
+use hotplane_p4::exec::{P4Entry, ProfileRef};
 use hotplane_p4::ir::KeyMatch;
 use hotplane_tables::{EntryStats, TableError};
 
@@ -28,13 +28,13 @@ impl Refused {
     pub fn new(code: Code, message: impl Into<String>) -> Self {
         Refused { code, message: message.into() }
     }
-    fn invalid(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Refused::new(Code::InvalidArgument, message)
     }
 }
 
 /// The status code a table's refusal maps to.
-fn entry_error(e: EntryError) -> Refused {
+pub(crate) fn entry_error(e: EntryError) -> Refused {
     let code = match &e {
         EntryError::Store { source, .. } | EntryError::Table(source) => match source {
             TableError::Exists => Code::AlreadyExists,
@@ -46,6 +46,7 @@ fn entry_error(e: EntryError) -> Refused {
         | EntryError::ConstEntriesChanged { .. }
         | EntryError::ConstDefault { .. } => Code::PermissionDenied,
         EntryError::InTable { source, .. } => return entry_error((**source).clone()),
+        EntryError::Profile(p) => crate::profiles::code_of(p),
         _ => Code::InvalidArgument,
     };
     Refused::new(code, e.to_string())
@@ -172,7 +173,8 @@ fn keys(t: &Table, entry: &TableEntry) -> Result<Vec<KeyMatch>, Refused> {
     Ok(out)
 }
 
-/// The action and argument values of a direct action.
+/// The action (or, in a table with an action profile, the member or group) and argument
+/// values an entry names.
 fn action_of(
     schema: &Schema,
     t: &Table,
@@ -181,20 +183,44 @@ fn action_of(
     let Some(a) = a.as_ref().and_then(|a| a.r#type.as_ref()) else {
         return Err(Refused::invalid("the entry has no action"));
     };
-    let table_action::Type::Action(a) = a else {
-        return Err(Refused::new(
-            Code::Unimplemented,
-            "action profiles and selectors are not supported by hotplane's P4Runtime server yet",
-        ));
+    let indirect = |r: ProfileRef| match t.implementation {
+        Some(_) => Ok(r.as_action()),
+        None => Err(Refused::invalid(format!(
+            "table {} has no action profile: its entries name an action",
+            t.name
+        ))),
     };
+    match a {
+        table_action::Type::Action(a) if t.implementation.is_none() => {
+            direct_action(schema, &t.name, &t.actions, a)
+        }
+        table_action::Type::Action(_) => Err(Refused::invalid(format!(
+            "table {} has an action profile: its entries name a member or a group",
+            t.name
+        ))),
+        table_action::Type::ActionProfileMemberId(id) => indirect(ProfileRef::Member(*id)),
+        table_action::Type::ActionProfileGroupId(id) => indirect(ProfileRef::Group(*id)),
+        table_action::Type::ActionProfileActionSet(_) => Err(Refused::new(
+            Code::Unimplemented,
+            "one-shot action selector programming (action_profile_action_set) is not \
+             supported yet: create members and a group, and name the group",
+        )),
+    }
+}
+
+/// The action and argument values of `a`, one of the `allowed` actions of `owner` (a table
+/// or an action profile).
+pub(crate) fn direct_action(
+    schema: &Schema,
+    owner: &str,
+    allowed: &std::collections::BTreeSet<u32>,
+    a: &Action,
+) -> Result<(String, Vec<u128>), Refused> {
     let Some(act) = schema.actions.get(&a.action_id) else {
         return Err(Refused::new(Code::NotFound, format!("no action with id {:#x}", a.action_id)));
     };
-    if !t.actions.contains(&a.action_id) {
-        return Err(Refused::invalid(format!(
-            "action {} is not an action of table {}",
-            act.name, t.name
-        )));
+    if !allowed.contains(&a.action_id) {
+        return Err(Refused::invalid(format!("action {} is not an action of {owner}", act.name)));
     }
     for p in &a.params {
         if !act.params.iter().any(|x| x.0 == p.param_id) {
@@ -369,9 +395,25 @@ pub fn field_matches(t: &Table, keys: &[KeyMatch]) -> Vec<FieldMatch> {
         .collect()
 }
 
-/// The action of table `t` called `name` (as the table layer names it) with `args`.
+/// The action of table `t` called `name` (as the table layer names it) with `args`; in a
+/// table with an action profile, the member or group it names.
 fn table_action(schema: &Schema, t: &Table, name: &str, args: &[u128]) -> Option<TableAction> {
-    let of_table = || t.actions.iter().filter_map(|id| Some((id, schema.actions.get(id)?)));
+    let r#type = match ProfileRef::of(name, args) {
+        Some(ProfileRef::Member(id)) => table_action::Type::ActionProfileMemberId(id),
+        Some(ProfileRef::Group(id)) => table_action::Type::ActionProfileGroupId(id),
+        None => table_action::Type::Action(action_message(schema, &t.actions, name, args)?),
+    };
+    Some(TableAction { r#type: Some(r#type) })
+}
+
+/// The action among `allowed` called `name` (as the table layer names it) with `args`.
+pub(crate) fn action_message(
+    schema: &Schema,
+    allowed: &std::collections::BTreeSet<u32>,
+    name: &str,
+    args: &[u128],
+) -> Option<Action> {
+    let of_table = || allowed.iter().filter_map(|id| Some((id, schema.actions.get(id)?)));
     let (id, act) = of_table().find(|(_, a)| a.name == name).or_else(|| {
         let suffix = format!(".{name}");
         let mut found = of_table().filter(|(_, a)| a.name.ends_with(&suffix));
@@ -386,9 +428,7 @@ fn table_action(schema: &Schema, t: &Table, name: &str, args: &[u128]) -> Option
         .zip(args)
         .map(|((pid, _, _), v)| action::Param { param_id: *pid, value: bytes::canonical(*v) })
         .collect();
-    Some(TableAction {
-        r#type: Some(table_action::Type::Action(Action { action_id: *id, params })),
-    })
+    Some(Action { action_id: *id, params })
 }
 
 /// The table entries a read filter selects: every table when `table_id` is 0; only the
@@ -633,6 +673,12 @@ pub fn write_update(schema: &Schema, p: &Pipeline, u: &Update) -> Result<(), Ref
         Some(entity::Entity::MeterEntry(e)) => crate::registers::write_meter(schema, p, op, e),
         Some(entity::Entity::DirectMeterEntry(e)) => write_direct_meter(schema, p, op, e),
         Some(entity::Entity::ValueSetEntry(e)) => crate::value_sets::write(schema, p, op, e),
+        Some(entity::Entity::ActionProfileMember(m)) => {
+            crate::profiles::write_member(schema, p, op, m)
+        }
+        Some(entity::Entity::ActionProfileGroup(g)) => {
+            crate::profiles::write_group(schema, p, op, g)
+        }
         Some(other) => Err(Refused::new(
             Code::Unimplemented,
             format!("{} writes are not supported yet", entity_name(other)),
@@ -675,10 +721,16 @@ pub fn read_entity(
             .into_iter()
             .map(entity::Entity::DirectMeterEntry)
             .collect(),
-        // Programs have no action profiles yet: a wildcard read finds none (finsy's
-        // `delete_all` reads them), a named one does not exist.
-        Some(entity::Entity::ActionProfileMember(m)) => no_action_profile(m.action_profile_id)?,
-        Some(entity::Entity::ActionProfileGroup(g)) => no_action_profile(g.action_profile_id)?,
+        Some(entity::Entity::ActionProfileMember(m)) => {
+            crate::profiles::read_members(schema, p, m)?
+                .into_iter()
+                .map(entity::Entity::ActionProfileMember)
+                .collect()
+        }
+        Some(entity::Entity::ActionProfileGroup(g)) => crate::profiles::read_groups(schema, p, g)?
+            .into_iter()
+            .map(entity::Entity::ActionProfileGroup)
+            .collect(),
         Some(other) => {
             return Err(Refused::new(
                 Code::Unimplemented,
@@ -791,16 +843,6 @@ fn read_direct_meters(
             counter_data: None,
         })
         .collect())
-}
-
-fn no_action_profile(id: u32) -> Result<Vec<entity::Entity>, Refused> {
-    match id {
-        0 => Ok(Vec::new()),
-        id => Err(Refused::new(
-            Code::NotFound,
-            format!("no action profile with id {id:#x} (hotplane's P4 has no action profiles yet)"),
-        )),
-    }
 }
 
 pub fn entity_name(e: &entity::Entity) -> &'static str {

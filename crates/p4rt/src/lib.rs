@@ -22,6 +22,7 @@ pub mod entities;
 pub mod idle;
 pub mod packet_io;
 pub mod pre;
+pub mod profiles;
 pub mod proto;
 pub mod registers;
 pub mod schema;

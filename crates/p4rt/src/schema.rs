@@ -44,6 +44,17 @@ pub struct Table {
     /// `idle_timeout_behavior: NOTIFY_CONTROL` (`support_timeout = true`): entries may have
     /// an idle timeout.
     pub supports_timeout: bool,
+    /// The action profile or selector (P4Info id) whose members and groups entries name.
+    pub implementation: Option<u32>,
+}
+
+/// An action profile or selector: its name, whether it has groups, and the actions its
+/// members may run (those of the tables it implements).
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub with_selector: bool,
+    pub actions: BTreeSet<u32>,
 }
 
 /// An action and its parameters (id, name, bitwidth) in id order, the program's order.
@@ -60,6 +71,8 @@ pub struct Schema {
     pub p4info: P4Info,
     pub tables: HashMap<u32, Table>,
     pub actions: HashMap<u32, Action>,
+    /// Action profiles and selectors by id.
+    pub profiles: HashMap<u32, Profile>,
     /// Indirect counters: id -> (name, size).
     pub counters: HashMap<u32, (String, u64)>,
     /// Registers by id.
@@ -152,10 +165,11 @@ impl Schema {
                     needs_priority,
                     supports_timeout: t.idle_timeout_behavior
                         == info::table::IdleTimeoutBehavior::NotifyControl as i32,
+                    implementation: (t.implementation_id != 0).then_some(t.implementation_id),
                 };
                 Ok((p.id, table))
             })
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<HashMap<u32, Table>, _>>()?;
         let actions = p4info
             .actions
             .iter()
@@ -200,10 +214,34 @@ impl Schema {
                 (p.id, crate::registers::Meter { name: p.name, size: m.size as u64 })
             })
             .collect();
+        let profiles = p4info
+            .action_profiles
+            .iter()
+            .map(|a| {
+                let p = preamble(&a.preamble);
+                let actions = a
+                    .table_ids
+                    .first()
+                    .and_then(|t| tables.get(t))
+                    .map(|t: &Table| t.actions.clone())
+                    .unwrap_or_default();
+                (p.id, Profile { name: p.name, with_selector: a.with_selector, actions })
+            })
+            .collect();
         let packet_io = crate::packet_io::PacketIo::of(program)?;
         let digests =
             hotplane_p4::p4info::digest_ids(program).into_iter().map(|(ty, id)| (id, ty)).collect();
-        Ok(Schema { p4info, tables, actions, counters, registers, meters, packet_io, digests })
+        Ok(Schema {
+            p4info,
+            tables,
+            actions,
+            profiles,
+            counters,
+            registers,
+            meters,
+            packet_io,
+            digests,
+        })
     }
 
     /// The table with `id`.
@@ -269,6 +307,7 @@ fn facts(p: &P4Info) -> BTreeSet<String> {
     p.meters.iter().for_each(|c| named("meter", &c.preamble));
     p.direct_meters.iter().for_each(|c| named("direct meter", &c.preamble));
     p.registers.iter().for_each(|c| named("register", &c.preamble));
+    p.action_profiles.iter().for_each(|c| named("action profile", &c.preamble));
     p.digests.iter().for_each(|c| named("digest", &c.preamble));
     out
 }

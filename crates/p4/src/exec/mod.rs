@@ -28,7 +28,7 @@ use hotplane_core::{Guard, Qsbr};
 use hotplane_tables::objects::{CounterArray, CounterKind, DigestRing, MeterArray, RegisterArray};
 pub use jit::NativeError;
 use jit::{Jit, NativeCode};
-pub use profile::{Member, ProfileError, ProfileRef, ProfileRt};
+pub use profile::{Group, Member, ProfileError, ProfileRef, ProfileRt};
 pub use table::{ActionParams, Carried, P4Entry, P4Table};
 
 pub use externs::{hash, ones_complement_sum};

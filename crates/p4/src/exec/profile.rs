@@ -102,12 +102,19 @@ pub struct Member {
     pub args: Vec<u128>,
 }
 
+/// A group as written: member ids with their weights, and the most members (weights
+/// counted) the controller said it may grow to (0: the selector's limit).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Group {
+    pub members: Vec<(u32, u32)>,
+    pub max_size: u32,
+}
+
 /// The members and groups as written (control plane only).
 #[derive(Default)]
 struct Written {
     members: BTreeMap<u32, (Member, Arc<Resolved>)>,
-    /// Member ids and weights.
-    groups: BTreeMap<u32, Vec<(u32, u32)>>,
+    groups: BTreeMap<u32, Group>,
 }
 
 pub struct ProfileRt {
@@ -202,7 +209,8 @@ impl ProfileRt {
         if !w.members.contains_key(&id) {
             return Err(ProfileError::NoMember { profile: self.name.clone(), id });
         }
-        if let Some((&group, _)) = w.groups.iter().find(|(_, ms)| ms.iter().any(|m| m.0 == id)) {
+        let holds = |g: &Group| g.members.iter().any(|m| m.0 == id);
+        if let Some((&group, _)) = w.groups.iter().find(|(_, g)| holds(g)) {
             return Err(ProfileError::MemberInGroup {
                 profile: self.name.clone(),
                 member: id,
@@ -214,13 +222,8 @@ impl ProfileRt {
         Ok(())
     }
 
-    /// Add group `id` with these members and weights (`modify`: replace its members).
-    pub fn write_group(
-        &self,
-        id: u32,
-        members: Vec<(u32, u32)>,
-        modify: bool,
-    ) -> Result<(), ProfileError> {
+    /// Add group `id` (`modify`: replace it).
+    pub fn write_group(&self, id: u32, group: Group, modify: bool) -> Result<(), ProfileError> {
         if self.selector.is_none() {
             return Err(ProfileError::NoSelector { profile: self.name.clone() });
         }
@@ -239,7 +242,7 @@ impl ProfileRt {
             _ => {}
         }
         let mut total = 0usize;
-        for &(m, weight) in &members {
+        for &(m, weight) in &group.members {
             if !w.members.contains_key(&m) {
                 return Err(ProfileError::NoMember { profile: self.name.clone(), id: m });
             }
@@ -248,14 +251,18 @@ impl ProfileRt {
             }
             total = total.saturating_add(weight as usize);
         }
-        if total > self.max_group_size {
+        let max = match group.max_size as usize {
+            0 => self.max_group_size,
+            n => n.min(self.max_group_size),
+        };
+        if total > max {
             return Err(ProfileError::GroupTooBig {
                 profile: self.name.clone(),
-                max: self.max_group_size,
+                max,
                 given: total,
             });
         }
-        w.groups.insert(id, members);
+        w.groups.insert(id, group);
         self.publish(&w);
         Ok(())
     }
@@ -284,9 +291,9 @@ impl ProfileRt {
         self.lock().members.iter().map(|(&id, (m, _))| (id, m.clone())).collect()
     }
 
-    /// Every group, by id: its member ids and weights.
-    pub fn groups(&self) -> Vec<(u32, Vec<(u32, u32)>)> {
-        self.lock().groups.iter().map(|(&id, ms)| (id, ms.clone())).collect()
+    /// Every group, by id.
+    pub fn groups(&self) -> Vec<(u32, Group)> {
+        self.lock().groups.iter().map(|(&id, g)| (id, g.clone())).collect()
     }
 
     /// Publish what `w` holds for workers. Members are shared, not copied; a group lists
@@ -297,8 +304,9 @@ impl ProfileRt {
         let groups = w
             .groups
             .iter()
-            .map(|(&id, ms)| {
-                let list: Vec<Arc<Resolved>> = ms
+            .map(|(&id, g)| {
+                let list: Vec<Arc<Resolved>> = g
+                    .members
                     .iter()
                     .filter_map(|&(m, weight)| Some((members.get(&m)?, weight)))
                     .flat_map(|(r, weight)| std::iter::repeat_n(Arc::clone(r), weight as usize))
