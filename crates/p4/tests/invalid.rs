@@ -235,3 +235,13 @@ fn action_profiles_are_checked() {
     );
     refused(&program("", "", "", "action_profile(32w0) prof;", ""), "an action profile holds 1 to");
 }
+
+#[test]
+fn constructor_arguments_are_checked() {
+    let sub = "control Add(inout bit<8> x)(bit<8> amount) { apply { x = x + amount; } }";
+    let with = |locals: &str| program(sub, "", "", locals, "a.apply(h.h.a);");
+    compiles(&with("Add(8w2) a;"));
+    refused(&with("Add() a;"), "takes 1 constructor argument(s), 0 given");
+    refused(&with("Add(8w1, 8w2) a;"), "takes 1 constructor argument(s), 2 given");
+    refused(&with("Add(h.h.b) a;"), "expected a compile-time constant");
+}

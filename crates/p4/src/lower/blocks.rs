@@ -88,6 +88,59 @@ fn split_value_set_cases(
 
 impl<'a> Lowerer<'a> {
     /// Bind a block's parameters, by position, to the shared storage.
+    /// The values of `decl`'s constructor parameters for an instantiation with `args`
+    /// (evaluated here, in the instantiating scope): compile-time constants of a scalar
+    /// type, or the parameter's default.
+    pub(crate) fn ctor_arguments(
+        &mut self,
+        decl: &'a ast::Decl,
+        args: &[ast::Arg],
+        span: Span,
+    ) -> DResult<Vec<Binding<'a>>> {
+        let (DeclKind::Control { name, ctor_params, .. }
+        | DeclKind::Parser { name, ctor_params, .. }) = &decl.kind
+        else {
+            return self.err(span, "expected a parser or control");
+        };
+        if args.len() > ctor_params.len()
+            || ctor_params[args.len()..].iter().any(|p| p.default.is_none())
+        {
+            return self.err(
+                span,
+                format!(
+                    "{} takes {} constructor argument(s), {} given",
+                    name.name,
+                    ctor_params.len(),
+                    args.len()
+                ),
+            );
+        }
+        let mut out = Vec::with_capacity(ctor_params.len());
+        for (i, p) in ctor_params.iter().enumerate() {
+            let value = match (args.get(i), &p.default) {
+                (Some(a), _) => &a.value,
+                (None, Some(d)) => d,
+                (None, None) => unreachable!("checked above"),
+            };
+            let ty = self.resolve(&p.ty)?;
+            use crate::types::Ty;
+            if !matches!(ty, Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Enum(_) | Ty::InfInt) {
+                return self.err(
+                    p.ty.span,
+                    format!(
+                        "constructor parameter `{}`: only bit<N>, int<N>, int, bool and enum \
+                         values are supported (not {})",
+                        p.name.name,
+                        self.show(&ty)
+                    ),
+                );
+            }
+            let v = self.const_eval().eval(value)?;
+            out.push(Binding::Const(self.convert_const(v, &ty, value.span)?));
+        }
+        Ok(out)
+    }
+
     fn bind_params(&mut self, params: &'a [ast::Param], bound: &[Binding<'a>]) {
         for (p, b) in params.iter().zip(bound) {
             self.bind(&p.name.name, b.clone());
@@ -98,8 +151,9 @@ impl<'a> Lowerer<'a> {
         &mut self,
         d: &'a ast::Decl,
         sh: &Shared,
+        ctor: &[Binding<'a>],
     ) -> DResult<(Vec<ir::State>, u32)> {
-        let DeclKind::Parser { params, locals, states, .. } = &d.kind else {
+        let DeclKind::Parser { params, ctor_params, locals, states, .. } = &d.kind else {
             return self.err(d.span, "expected a parser");
         };
         self.block = BlockKind::Parser;
@@ -111,6 +165,7 @@ impl<'a> Lowerer<'a> {
             Binding::Var(sh.std.clone()),
         ];
         self.bind_params(params, &bound);
+        self.bind_params(ctor_params, ctor);
         let mut out = Vec::new();
         // Value sets are named after the parser, as p4c names them in the P4Info.
         let ast::DeclKind::Parser { name, .. } = &d.kind else { unreachable!() };
@@ -141,7 +196,7 @@ impl<'a> Lowerer<'a> {
                 DeclKind::ValueSet { ty, size, name } => {
                     self.value_set(l, ty, size, name, prefix)?
                 }
-                DeclKind::Instantiation { ty, name, .. } => {
+                DeclKind::Instantiation { ty, name, args } => {
                     let sub = match &ty.kind {
                         ast::TypeKind::Named { name: tn, .. } => self.global(&tn.name),
                         _ => None,
@@ -149,7 +204,8 @@ impl<'a> Lowerer<'a> {
                     match sub {
                         Some(decl) if matches!(decl.kind, DeclKind::Parser { .. }) => {
                             let name_q = format!("{prefix}{}", name.name);
-                            self.bind(&name.name, Binding::SubParser { decl, name: name_q });
+                            let ctor = self.ctor_arguments(decl, args, l.span)?;
+                            self.bind(&name.name, Binding::SubParser { decl, name: name_q, ctor });
                         }
                         _ => {
                             return self.err(
@@ -206,12 +262,13 @@ impl<'a> Lowerer<'a> {
             // A state's own declarations are visible in it (and its select) only.
             self.push_scope();
             for st in &s.stmts {
-                if let Some((decl, name, args)) = self.sub_parser_apply(st) {
+                if let Some((decl, name, ctor, args)) = self.sub_parser_apply(st) {
                     let resume = out.len() as u32;
                     out.push(placeholder(format!("{}.resume", out[slot].name)));
                     let sub_start = self.inline_parser(
                         decl,
                         &name,
+                        &ctor,
                         args,
                         st.span,
                         Target::State(resume),
@@ -260,14 +317,14 @@ impl<'a> Lowerer<'a> {
     fn sub_parser_apply(
         &self,
         st: &'a ast::Stmt,
-    ) -> Option<(&'a ast::Decl, String, &'a [ast::Arg])> {
+    ) -> Option<(&'a ast::Decl, String, Vec<Binding<'a>>, &'a [ast::Arg])> {
         let ast::StmtKind::Call(call) = &st.kind else { return None };
         let ExprKind::Call { callee, args, .. } = &call.kind else { return None };
         let ExprKind::Member(obj, method) = &callee.kind else { return None };
         let ExprKind::Name(n) = &obj.kind else { return None };
         match self.lookup(&n.name) {
-            Some(Binding::SubParser { decl, name }) if method.name == "apply" => {
-                Some((decl, name, args))
+            Some(Binding::SubParser { decl, name, ctor }) if method.name == "apply" => {
+                Some((decl, name, ctor, args))
             }
             _ => None,
         }
@@ -282,13 +339,14 @@ impl<'a> Lowerer<'a> {
         &mut self,
         decl: &'a ast::Decl,
         name: &str,
+        ctor: &[Binding<'a>],
         args: &'a [ast::Arg],
         span: Span,
         resume: Target,
         pre: &mut Vec<Stmt>,
         out: &mut Vec<ir::State>,
     ) -> DResult<u32> {
-        let DeclKind::Parser { params, locals, states, .. } = &decl.kind else {
+        let DeclKind::Parser { params, ctor_params, locals, states, .. } = &decl.kind else {
             return self.err(span, "not a parser");
         };
         if args.len() != params.len() {
@@ -307,6 +365,7 @@ impl<'a> Lowerer<'a> {
             }
         };
         self.bind_params(params, &bound);
+        self.bind_params(ctor_params, ctor);
         let prefix = format!("{name}.");
         let r = (|| -> DResult<u32> {
             pre.extend(self.parser_locals(locals, &prefix)?);
@@ -450,6 +509,7 @@ impl<'a> Lowerer<'a> {
         d: &'a ast::Decl,
         sh: &Shared,
         nparams: usize,
+        ctor: &[Binding<'a>],
     ) -> DResult<Vec<Stmt>> {
         let DeclKind::Control { name, params, .. } = &d.kind else {
             return self.err(d.span, "expected a control");
@@ -468,7 +528,7 @@ impl<'a> Lowerer<'a> {
             Binding::Var(sh.meta.clone()),
             Binding::Var(sh.std.clone()),
         ];
-        self.control_body(d, &name.name, &bound)
+        self.control_body(d, &name.name, &bound, ctor)
     }
 
     fn control_body(
@@ -476,13 +536,15 @@ impl<'a> Lowerer<'a> {
         d: &'a ast::Decl,
         qualified: &str,
         bound: &[Binding<'a>],
+        ctor: &[Binding<'a>],
     ) -> DResult<Vec<Stmt>> {
-        let DeclKind::Control { params, locals, body, .. } = &d.kind else {
+        let DeclKind::Control { params, ctor_params, locals, body, .. } = &d.kind else {
             return self.err(d.span, "expected a control");
         };
         let saved_prefix = std::mem::replace(&mut self.prefix, format!("{qualified}."));
         self.push_scope();
         self.bind_params(params, bound);
+        self.bind_params(ctor_params, ctor);
         let mut out = Vec::new();
         let r = (|| -> DResult<()> {
             for l in locals {
@@ -503,6 +565,7 @@ impl<'a> Lowerer<'a> {
         &mut self,
         decl: &'a ast::Decl,
         name: &str,
+        ctor: &[Binding<'a>],
         args: &[ast::Arg],
         span: Span,
         pre: &mut Vec<Stmt>,
@@ -532,7 +595,7 @@ impl<'a> Lowerer<'a> {
         };
         let loops = std::mem::take(&mut self.loop_depth);
         let work = std::mem::replace(&mut self.loop_work, 1);
-        let body = self.control_body(decl, name, &bound);
+        let body = self.control_body(decl, name, &bound, ctor);
         self.loop_depth = loops;
         self.loop_work = work;
         let calls = self.leave_call(saved_calls);
@@ -618,8 +681,13 @@ impl<'a> Lowerer<'a> {
         Ok(bound.into_iter().flatten().collect())
     }
 
-    pub(crate) fn deparser_block(&mut self, d: &'a ast::Decl, sh: &Shared) -> DResult<Vec<Stmt>> {
-        let DeclKind::Control { params, body, locals, .. } = &d.kind else {
+    pub(crate) fn deparser_block(
+        &mut self,
+        d: &'a ast::Decl,
+        sh: &Shared,
+        ctor: &[Binding<'a>],
+    ) -> DResult<Vec<Stmt>> {
+        let DeclKind::Control { params, ctor_params, body, locals, .. } = &d.kind else {
             return self.err(d.span, "the last V1Switch argument must be a deparser control");
         };
         if params.len() != 2 {
@@ -628,6 +696,7 @@ impl<'a> Lowerer<'a> {
         self.block = BlockKind::Deparser;
         self.push_scope();
         self.bind_params(params, &[Binding::PacketOut, Binding::Var(sh.hdr.clone())]);
+        self.bind_params(ctor_params, ctor);
         let mut out = Vec::new();
         let r = (|| -> DResult<()> {
             for l in locals {

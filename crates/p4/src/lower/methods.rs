@@ -39,9 +39,9 @@ impl<'a> Lowerer<'a> {
                     pre.push(Stmt::Apply { table: t, hit_slot: None, action_slot: None });
                     return Ok(None);
                 }
-                Some(Binding::SubControl { decl, name }) if m == "apply" => {
+                Some(Binding::SubControl { decl, name, ctor }) if m == "apply" => {
                     self.check_apply_allowed(span)?;
-                    self.inline_control(decl, &name, args, span, pre)?;
+                    self.inline_control(decl, &name, &ctor, args, span, pre)?;
                     return Ok(None);
                 }
                 // Direct type invocation (`C.apply(x)` for a control type `C` without
@@ -51,7 +51,7 @@ impl<'a> Lowerer<'a> {
                         if let DeclKind::Control { ctor_params, .. } = &decl.kind {
                             if ctor_params.is_empty() {
                                 let name = format!("{}{}", self.prefix, n.name);
-                                self.inline_control(decl, &name, args, span, pre)?;
+                                self.inline_control(decl, &name, &[], args, span, pre)?;
                                 return Ok(None);
                             }
                         }

@@ -49,11 +49,14 @@ pub(crate) enum Binding<'a> {
     SubControl {
         decl: &'a Decl,
         name: String,
+        /// Its constructor parameters' values ([`Binding::Const`]s).
+        ctor: Vec<Binding<'a>>,
     },
     /// A parser instantiated inside a parser: each `apply` splices a copy of its states in.
     SubParser {
         decl: &'a Decl,
         name: String,
+        ctor: Vec<Binding<'a>>,
     },
 }
 
@@ -669,6 +672,7 @@ impl<'a> Lowerer<'a> {
             return self.err(main.span, format!("V1Switch takes 6 blocks, {} given", args.len()));
         }
         let mut blocks = Vec::new();
+        let mut ctors = Vec::new();
         for a in args {
             let ast::ExprKind::Call { callee, args: ctor_args, .. } = &a.value.kind else {
                 return self.err(
@@ -679,14 +683,12 @@ impl<'a> Lowerer<'a> {
             let ast::ExprKind::Name(n) = &callee.kind else {
                 return self.err(callee.span, "expected the name of a parser or control");
             };
-            if !ctor_args.is_empty() {
-                return self
-                    .err(a.value.span, "constructor parameters of blocks are not supported");
-            }
             let decl = self.global(&n.name).ok_or_else(|| {
                 Diagnostic::new(n.span, format!("no parser or control named `{}`", n.name))
             })?;
+            let ctor = self.ctor_arguments(decl, ctor_args, a.value.span)?;
             blocks.push(decl);
+            ctors.push(ctor);
         }
         let DeclKind::Parser { params, .. } = &blocks[0].kind else {
             return self.err(blocks[0].span, "the first V1Switch argument must be a parser");
@@ -723,19 +725,19 @@ impl<'a> Lowerer<'a> {
             }
         }
         let shared = Shared { hdr, meta, std };
-        let (states, start_state) = self.parser_block(blocks[0], &shared)?;
+        let (states, start_state) = self.parser_block(blocks[0], &shared, &ctors[0])?;
         for s in &states {
             self.check_nesting(&s.body, blocks[0].span)?;
         }
-        let verify_checksum = self.control_block(blocks[1], &shared, 2)?;
+        let verify_checksum = self.control_block(blocks[1], &shared, 2, &ctors[1])?;
         self.check_nesting(&verify_checksum, blocks[1].span)?;
-        let ingress = self.control_block(blocks[2], &shared, 3)?;
+        let ingress = self.control_block(blocks[2], &shared, 3, &ctors[2])?;
         self.check_nesting(&ingress, blocks[2].span)?;
-        let egress = self.control_block(blocks[3], &shared, 3)?;
+        let egress = self.control_block(blocks[3], &shared, 3, &ctors[3])?;
         self.check_nesting(&egress, blocks[3].span)?;
-        let compute_checksum = self.control_block(blocks[4], &shared, 2)?;
+        let compute_checksum = self.control_block(blocks[4], &shared, 2, &ctors[4])?;
         self.check_nesting(&compute_checksum, blocks[4].span)?;
-        let deparser = self.deparser_block(blocks[5], &shared)?;
+        let deparser = self.deparser_block(blocks[5], &shared, &ctors[5])?;
         self.check_nesting(&deparser, blocks[5].span)?;
         let mut prog = std::mem::take(&mut self.prog);
         for t in &mut prog.tables {

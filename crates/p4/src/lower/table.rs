@@ -164,7 +164,8 @@ impl<'a> Lowerer<'a> {
         if let Some(decl) = self.global(&tn.name) {
             if matches!(decl.kind, DeclKind::Control { .. }) {
                 let qualified = format!("{}{}", self.prefix, name.name);
-                self.bind(&name.name, Binding::SubControl { decl, name: qualified });
+                let ctor = self.ctor_arguments(decl, args, d.span)?;
+                self.bind(&name.name, Binding::SubControl { decl, name: qualified, ctor });
                 return Ok(());
             }
         }
