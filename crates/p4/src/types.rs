@@ -465,6 +465,11 @@ pub(crate) fn by_zero(op: BinOp) -> &'static str {
 }
 
 /// Resolve a syntactic type to a semantic one (type parameters must already be substituted).
+/// The name of generic type `name` with type arguments `args`: `S<bit<8>, bool>`.
+pub fn generic_name(types: &Types, name: &str, args: &[Ty]) -> String {
+    format!("{name}<{}>", args.iter().map(|t| types.show(t)).collect::<Vec<_>>().join(", "))
+}
+
 pub fn resolve_type(
     types: &Types,
     consts: &HashMap<String, ConstValue>,
@@ -497,6 +502,16 @@ pub fn resolve_type(
         TypeKind::InfInt => Ty::InfInt,
         TypeKind::Varbit(w) => Ty::Varbit(width(w, "varbit")?),
         TypeKind::Named { name, args } => {
+            if !args.is_empty() {
+                // A generic struct or header with these arguments, once declared.
+                let tys = args
+                    .iter()
+                    .map(|a| resolve_type(types, consts, a))
+                    .collect::<DResult<Vec<_>>>()?;
+                if let Some(t) = types.names.get(&generic_name(types, &name.name, &tys)) {
+                    return Ok(t.clone());
+                }
+            }
             let base = types.names.get(&name.name).cloned().ok_or_else(|| {
                 Diagnostic::new(name.span, format!("unknown type `{}`", name.name))
             })?;

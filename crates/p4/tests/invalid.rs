@@ -245,3 +245,14 @@ fn constructor_arguments_are_checked() {
     refused(&with("Add(8w1, 8w2) a;"), "takes 1 constructor argument(s), 2 given");
     refused(&with("Add(h.h.b) a;"), "expected a compile-time constant");
 }
+
+#[test]
+fn generic_types_take_their_arguments() {
+    let types = "struct S<T> { T x; }";
+    compiles(&program(types, "", "", "S<bit<8>> v;", "v.x = h.h.a;"));
+    refused(
+        &program(types, "", "", "S<bit<8>, bit<8>> v;", ""),
+        "`S` takes 1 type argument(s), 2 given",
+    );
+    refused(&program("struct R<T> { R<T> again; }", "", "", "R<bit<8>> v;", ""), "recursive");
+}

@@ -95,6 +95,8 @@ pub(crate) struct Lowerer<'a> {
     union_siblings: HashMap<u32, Vec<u32>>,
     /// Extern instances declared at the top level, by name (looked up after every scope).
     global_bindings: HashMap<String, Binding<'a>>,
+    /// Generic structs, headers and unions by name, declared per use (`S<bit<8>>`).
+    generic_types: HashMap<String, &'a Decl>,
     /// Actions whose directional parameters a table's action list binds, with what the
     /// arguments lower to (tables binding one alike share the binding; `bind_action_args`).
     bound_actions: HashMap<u32, String>,
@@ -160,6 +162,7 @@ impl<'a> Lowerer<'a> {
             composite_depth: Vec::new(),
             union_siblings: HashMap::new(),
             global_bindings: HashMap::new(),
+            generic_types: HashMap::new(),
             action_decl_span: HashMap::new(),
             bound_actions: Default::default(),
             list_digests: 0,
@@ -199,8 +202,66 @@ impl<'a> Lowerer<'a> {
         ConstEval { types: &self.types, consts: &self.consts, locals: Some(self) }
     }
 
-    pub fn resolve(&self, t: &ast::Type) -> DResult<Ty> {
+    pub fn resolve(&mut self, t: &ast::Type) -> DResult<Ty> {
+        self.instantiate_generics(t)?;
         resolve_type(&self.types, &self.consts, t)
+    }
+
+    /// Declare each generic struct or header `t` names with type arguments (`S<bit<8>>`) as a
+    /// type of its own, its type parameters replaced, once per distinct set of arguments.
+    fn instantiate_generics(&mut self, t: &ast::Type) -> DResult<()> {
+        match &t.kind {
+            ast::TypeKind::Named { name, args } => {
+                for a in args {
+                    self.instantiate_generics(a)?;
+                }
+                let Some(d) = self.generic_types.get(&name.name).copied() else {
+                    return Ok(());
+                };
+                let (DeclKind::Header { type_params, fields, .. }
+                | DeclKind::HeaderUnion { type_params, fields, .. }
+                | DeclKind::Struct { type_params, fields, .. }) = &d.kind
+                else {
+                    return Ok(());
+                };
+                if args.len() != type_params.len() {
+                    return self.err(
+                        t.span,
+                        format!(
+                            "`{}` takes {} type argument(s), {} given",
+                            name.name,
+                            type_params.len(),
+                            args.len()
+                        ),
+                    );
+                }
+                let tys = args
+                    .iter()
+                    .map(|a| resolve_type(&self.types, &self.consts, a))
+                    .collect::<DResult<Vec<_>>>()?;
+                let key = crate::types::generic_name(&self.types, &name.name, &tys);
+                if self.types.names.contains_key(&key) {
+                    return Ok(());
+                }
+                // The type parameters name the arguments while the fields are resolved.
+                let saved: Vec<(String, Option<Ty>)> = type_params
+                    .iter()
+                    .zip(tys)
+                    .map(|(p, ty)| (p.name.clone(), self.types.names.insert(p.name.clone(), ty)))
+                    .collect();
+                let r = self.declare_composite(d, &key, fields);
+                for (p, old) in saved.into_iter().rev() {
+                    match old {
+                        Some(ty) => self.types.names.insert(p, ty),
+                        None => self.types.names.remove(&p),
+                    };
+                }
+                r
+            }
+            ast::TypeKind::Stack { elem, .. } => self.instantiate_generics(elem),
+            ast::TypeKind::Tuple(ts) => ts.iter().try_for_each(|x| self.instantiate_generics(x)),
+            _ => Ok(()),
+        }
     }
 
     pub fn show(&self, ty: &Ty) -> String {
@@ -434,6 +495,85 @@ impl<'a> Lowerer<'a> {
         Ok(())
     }
 
+    /// Declare the struct, header or union `d` as the type `name` (its own name, or a generic
+    /// one's with its arguments), its fields resolved in the current type names.
+    fn declare_composite(
+        &mut self,
+        d: &'a Decl,
+        name: &str,
+        fields: &'a [ast::Field],
+    ) -> DResult<()> {
+        let span = d.kind.name().map_or(d.span, |n| n.span);
+        let kind = match &d.kind {
+            DeclKind::Header { .. } => CompositeKind::Header,
+            DeclKind::HeaderUnion { .. } => CompositeKind::Union,
+            _ => CompositeKind::Struct,
+        };
+        let index = self.types.composites.len();
+        let ty = match kind {
+            CompositeKind::Header => Ty::Header(index),
+            CompositeKind::Union => Ty::Union(index),
+            CompositeKind::Struct => Ty::Struct(index),
+        };
+        // Registered before its fields so that an error can name it.
+        self.types.names.insert(name.to_string(), ty);
+        self.types.composites.push(Composite {
+            name: name.to_string(),
+            kind,
+            fields: Vec::new(),
+            annotations: d.annotations.clone(),
+            span,
+        });
+        self.composite_depth.push(1);
+        let mut defs = Vec::new();
+        for f in fields {
+            if defs.iter().any(|x: &FieldDef| x.name == f.name.name) {
+                return self.err(f.name.span, format!("field `{}` declared twice", f.name.name));
+            }
+            let fty = self.resolve(&f.ty)?;
+            // The type is registered before its fields (so errors can name it), which
+            // lets a field name it: a value of the type would have no finite size.
+            if mentions_composite(&fty, index) {
+                return self.err(
+                    f.ty.span,
+                    format!("`{}` is a recursive type: field `{}` contains it", name, f.name.name),
+                );
+            }
+            let ok = match kind {
+                CompositeKind::Header => {
+                    matches!(fty, Ty::Bit(_) | Ty::Int(_) | Ty::Varbit(_) | Ty::Bool)
+                        || matches!(fty, Ty::Enum(e) if self.types.enums[e].repr.is_some())
+                }
+                CompositeKind::Union => matches!(fty, Ty::Header(_)),
+                CompositeKind::Struct => {
+                    !matches!(fty, Ty::Void | Ty::String | Ty::Extern(..) | Ty::InfInt)
+                }
+            };
+            if !ok {
+                return self.err(
+                    f.ty.span,
+                    format!("a {kind:?} cannot have a field of type {}", self.show(&fty))
+                        .to_lowercase(),
+                );
+            }
+            defs.push(FieldDef {
+                name: f.name.name.clone(),
+                ty: fty,
+                annotations: f.annotations.clone(),
+            });
+        }
+        // Every pass that walks a value of this type recurses once per level.
+        let depth = 1 + defs.iter().map(|f| self.type_depth(&f.ty)).max().unwrap_or(0);
+        let limit = self.spent.limits.nesting_depth;
+        if depth > limit {
+            let what = format!("`{}`: types nest deeper than {limit}", name);
+            return Err(self.over_budget(span, what, Budget::NestingDepth));
+        }
+        self.composite_depth[index] = depth;
+        self.types.composites[index].fields = defs;
+        Ok(())
+    }
+
     fn declare(&mut self, d: &'a Decl) -> DResult<()> {
         match &d.kind {
             DeclKind::Const { ty, name, value } => {
@@ -450,79 +590,11 @@ impl<'a> Lowerer<'a> {
             | DeclKind::HeaderUnion { name, type_params, fields }
             | DeclKind::Struct { name, type_params, fields } => {
                 if !type_params.is_empty() {
-                    return self.err(name.span, "generic structs and headers are not supported");
+                    // Declared per set of type arguments where used (`instantiate_generics`).
+                    self.generic_types.insert(name.name.clone(), d);
+                    return Ok(());
                 }
-                let kind = match &d.kind {
-                    DeclKind::Header { .. } => CompositeKind::Header,
-                    DeclKind::HeaderUnion { .. } => CompositeKind::Union,
-                    _ => CompositeKind::Struct,
-                };
-                let index = self.types.composites.len();
-                let ty = match kind {
-                    CompositeKind::Header => Ty::Header(index),
-                    CompositeKind::Union => Ty::Union(index),
-                    CompositeKind::Struct => Ty::Struct(index),
-                };
-                // Registered before its fields so that an error can name it.
-                self.types.names.insert(name.name.clone(), ty);
-                self.types.composites.push(Composite {
-                    name: name.name.clone(),
-                    kind,
-                    fields: Vec::new(),
-                    annotations: d.annotations.clone(),
-                    span: name.span,
-                });
-                self.composite_depth.push(1);
-                let mut defs = Vec::new();
-                for f in fields {
-                    if defs.iter().any(|x: &FieldDef| x.name == f.name.name) {
-                        return self
-                            .err(f.name.span, format!("field `{}` declared twice", f.name.name));
-                    }
-                    let fty = self.resolve(&f.ty)?;
-                    // The type is registered before its fields (so errors can name it), which
-                    // lets a field name it: a value of the type would have no finite size.
-                    if mentions_composite(&fty, index) {
-                        return self.err(
-                            f.ty.span,
-                            format!(
-                                "`{}` is a recursive type: field `{}` contains it",
-                                name.name, f.name.name
-                            ),
-                        );
-                    }
-                    let ok = match kind {
-                        CompositeKind::Header => {
-                            matches!(fty, Ty::Bit(_) | Ty::Int(_) | Ty::Varbit(_) | Ty::Bool)
-                                || matches!(fty, Ty::Enum(e) if self.types.enums[e].repr.is_some())
-                        }
-                        CompositeKind::Union => matches!(fty, Ty::Header(_)),
-                        CompositeKind::Struct => {
-                            !matches!(fty, Ty::Void | Ty::String | Ty::Extern(..) | Ty::InfInt)
-                        }
-                    };
-                    if !ok {
-                        return self.err(
-                            f.ty.span,
-                            format!("a {kind:?} cannot have a field of type {}", self.show(&fty))
-                                .to_lowercase(),
-                        );
-                    }
-                    defs.push(FieldDef {
-                        name: f.name.name.clone(),
-                        ty: fty,
-                        annotations: f.annotations.clone(),
-                    });
-                }
-                // Every pass that walks a value of this type recurses once per level.
-                let depth = 1 + defs.iter().map(|f| self.type_depth(&f.ty)).max().unwrap_or(0);
-                let limit = self.spent.limits.nesting_depth;
-                if depth > limit {
-                    let what = format!("`{}`: types nest deeper than {limit}", name.name);
-                    return Err(self.over_budget(name.span, what, Budget::NestingDepth));
-                }
-                self.composite_depth[index] = depth;
-                self.types.composites[index].fields = defs;
+                self.declare_composite(d, &name.name, fields)?;
             }
             DeclKind::Enum { name, underlying, members } => {
                 let repr = underlying.as_ref().map(|t| self.resolve(t)).transpose()?;
