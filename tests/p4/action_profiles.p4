@@ -49,8 +49,10 @@ control I(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) {
     apply {
         if (hdr.h.key < 0x10) {
             by_member.apply();
-        } else if (by_group.apply().hit) {
-            hdr.h.out = hdr.h.out | 0x01;
+        } else {
+            switch (by_group.apply().action_run) {
+                set: { hdr.h.out = hdr.h.out | 0x01; }
+            }
         }
     }
 }

@@ -701,8 +701,11 @@ fn parse_action_of(
 fn profile_command(p: &Pipeline, cmd: &str, rest: &str) -> Result<(), StfLineError> {
     let (name, rest) = split_word(rest);
     let profile = p.objects.profile(name)?;
+    let parse_id = |text: &str| -> Result<u32, StfLineError> {
+        u32::try_from(parse_number(text)?).map_err(|_| StfLineError::Syntax("ids are 32-bit"))
+    };
     let (id, rest) = split_word(rest);
-    let id = parse_number(id)? as u32;
+    let id = parse_id(id)?;
     let profile_err = |e: crate::exec::ProfileError| StfLineError::Entry(e.into());
     match cmd {
         "act_prof_create_member" | "act_prof_modify_member" => {
@@ -714,14 +717,14 @@ fn profile_command(p: &Pipeline, cmd: &str, rest: &str) -> Result<(), StfLineErr
         "act_prof_create_group" => {
             let members = rest
                 .split_whitespace()
-                .map(|m| Ok((parse_number(m)? as u32, 1)))
-                .collect::<Result<Vec<_>, ValueError>>()?;
+                .map(|m| Ok((parse_id(m)?, 1)))
+                .collect::<Result<Vec<_>, StfLineError>>()?;
             let group = crate::exec::Group { members, max_size: 0 };
             profile.write_group(id, group, false).map_err(profile_err)
         }
         _ => {
             // act_prof_add_member_to_group PROFILE MEMBER GROUP
-            let group = parse_number(rest.trim())? as u32;
+            let group = parse_id(rest.trim())?;
             let mut written =
                 profile.groups().into_iter().find(|g| g.0 == group).map(|g| g.1).ok_or_else(
                     || {

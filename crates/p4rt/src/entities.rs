@@ -183,7 +183,13 @@ fn action_of(
     let Some(a) = a.as_ref().and_then(|a| a.r#type.as_ref()) else {
         return Err(Refused::invalid("the entry has no action"));
     };
-    let indirect = |r: ProfileRef| match t.implementation {
+    let indirect = |r: ProfileRef| match t.implementation.map(|i| schema.profiles.get(&i)) {
+        Some(Some(p)) if matches!(r, ProfileRef::Group(_)) && !p.with_selector => {
+            Err(Refused::invalid(format!(
+                "table {}'s action profile {} has no selector: its entries name members",
+                t.name, p.name
+            )))
+        }
         Some(_) => Ok(r.as_action()),
         None => Err(Refused::invalid(format!(
             "table {} has no action profile: its entries name an action",

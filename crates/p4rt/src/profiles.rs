@@ -8,7 +8,6 @@ use crate::proto::google::rpc::Code;
 use crate::proto::p4::v1::{action_profile_group, ActionProfileGroup, ActionProfileMember};
 use crate::schema::{Profile, Schema};
 use hotplane_p4::exec::{Group, Member, Pipeline, ProfileError, ProfileRef, ProfileRt};
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The status code a profile's refusal maps to.
@@ -19,8 +18,12 @@ pub(crate) fn code_of(e: &ProfileError) -> Code {
         ProfileError::Full { .. }
         | ProfileError::GroupTooBig { .. }
         | ProfileError::TooManyGroups { .. } => Code::ResourceExhausted,
+        ProfileError::TooManyMemberships { .. } => Code::ResourceExhausted,
         ProfileError::MemberInGroup { .. } | ProfileError::InUse { .. } => Code::FailedPrecondition,
+        ProfileError::DefaultOnly { .. } => Code::PermissionDenied,
         ProfileError::ZeroWeight { .. }
+        | ProfileError::ListedTwice { .. }
+        | ProfileError::MaxSizeChanged { .. }
         | ProfileError::NoSelector { .. }
         | ProfileError::Action { .. } => Code::InvalidArgument,
     }
@@ -56,6 +59,9 @@ pub fn write_member(
     m: &ActionProfileMember,
 ) -> Result<(), Refused> {
     let (info, rt) = profile(schema, p, m.action_profile_id)?;
+    if m.member_id == 0 {
+        return Err(Refused::invalid("member id 0 is reserved (it reads as a wildcard)"));
+    }
     if op == Op::Delete {
         return p
             .objects
@@ -80,6 +86,9 @@ pub fn write_group(
     if !info.with_selector {
         return Err(refused(ProfileError::NoSelector { profile: info.name.clone() }));
     }
+    if g.group_id == 0 {
+        return Err(Refused::invalid("group id 0 is reserved (it reads as a wildcard)"));
+    }
     if op == Op::Delete {
         return p
             .objects
@@ -92,7 +101,6 @@ pub fn write_group(
             g.max_size, g.group_id, rt.max_group_size
         )));
     }
-    let mut seen = BTreeSet::new();
     let mut members = Vec::with_capacity(g.members.len().min(rt.max_group_size));
     for m in &g.members {
         if m.watch_kind.is_some() {
@@ -100,12 +108,6 @@ pub fn write_group(
                 Code::Unimplemented,
                 "watch ports (fast failover) of group members are not supported",
             ));
-        }
-        if !seen.insert(m.member_id) {
-            return Err(Refused::invalid(format!(
-                "member {} is listed twice in group {}",
-                m.member_id, g.group_id
-            )));
         }
         if m.weight <= 0 {
             return Err(Refused::invalid(format!(

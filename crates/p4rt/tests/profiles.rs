@@ -238,16 +238,35 @@ fn bad_members_groups_and_entries_are_refused_with_the_spec_codes() {
     assert_eq!(w(Insert, group(sel, 1, &[(1, 1), (1, 1)])), Err(Code::InvalidArgument));
     assert_eq!(w(Insert, group(sel, 1, &[(1, 9)])), Err(Code::ResourceExhausted));
     w(Insert, group(sel, 1, &[(1, 8)])).unwrap();
+    // A group's max_size is fixed once it exists.
+    let mut resized = group(sel, 1, &[(1, 1)]);
+    if let entity::Entity::ActionProfileGroup(g) = &mut resized {
+        g.max_size = 4;
+    }
+    assert_eq!(w(Modify, resized), Err(Code::InvalidArgument));
+    // Id 0 reads as a wildcard: never a member's or a group's.
+    assert_eq!(w(Insert, member(&schema, sel, 0, 1, 1)), Err(Code::InvalidArgument));
+    assert_eq!(w(Insert, group(sel, 0, &[(1, 1)])), Err(Code::InvalidArgument));
+    // NoAction is the tables' @defaultonly action: no member may run it.
+    let no_action = entity::Entity::ActionProfileMember(ActionProfileMember {
+        action_profile_id: sel,
+        member_id: 2,
+        action: Some(v1::Action { action_id: id(&schema, "NoAction"), params: vec![] }),
+    });
+    assert_eq!(w(Insert, no_action), Err(Code::PermissionDenied));
     // Entries: a member or group that exists, never a direct action; no one-shot sets yet.
     let by_member = |a| entry(&schema, "I.by_member", 1, a);
     assert_eq!(
         w(Insert, by_member(table_action::Type::ActionProfileMemberId(9))),
         Err(Code::NotFound)
     );
+    // A plain profile has no groups.
     assert_eq!(
         w(Insert, by_member(table_action::Type::ActionProfileGroupId(1))),
-        Err(Code::NotFound)
+        Err(Code::InvalidArgument)
     );
+    let by_group = entry(&schema, "I.by_group", 1, table_action::Type::ActionProfileGroupId(9));
+    assert_eq!(w(Insert, by_group), Err(Code::NotFound));
     let direct =
         table_action::Type::Action(v1::Action { action_id: id(&schema, "I.drop"), params: vec![] });
     assert_eq!(w(Insert, by_member(direct)), Err(Code::InvalidArgument));
@@ -261,4 +280,55 @@ fn bad_members_groups_and_entries_are_refused_with_the_spec_codes() {
     assert_eq!(all_members.len(), 5);
     let all_groups = read(entity::Entity::ActionProfileGroup(Default::default()));
     assert_eq!(all_groups, vec![group(sel, 1, &[(1, 8)])]);
+}
+
+/// A reload keeps a profile's members and groups, and the entries naming them, when its
+/// actions stay: the very same profile when nothing about it changed, a copy when only its
+/// limits did (and they fit); a profile whose actions changed starts empty, with its tables.
+#[test]
+fn reloads_carry_members_groups_and_their_entries() {
+    use update::Type::Insert;
+    let (schema, p, qsbr) = setup(Engine::Closures);
+    let (prof, sel) = (profile_id(&schema, "I.prof"), profile_id(&schema, "I.sel"));
+    let w = |kind, e| write(&schema, &p, kind, e);
+    w(Insert, member(&schema, prof, 1, 0xa0, 1)).unwrap();
+    w(Insert, entry(&schema, "I.by_member", 7, table_action::Type::ActionProfileMemberId(1)))
+        .unwrap();
+    for (m, v, port) in [(10, 0xc0, 4), (11, 0xc2, 5)] {
+        w(Insert, member(&schema, sel, m, v, port)).unwrap();
+    }
+    w(Insert, group(sel, 100, &[(10, 1), (11, 1)])).unwrap();
+    w(Insert, entry(&schema, "I.by_group", 0x20, table_action::Type::ActionProfileGroupId(100)))
+        .unwrap();
+    let reload = |text: &str| {
+        let ir = hotplane_p4::compile_source_with("r.p4", text, &[], &Default::default()).unwrap();
+        let (objects, report) = Objects::carry_over(&ir, Some(&p), &qsbr).unwrap();
+        let p2 = Arc::new(Pipeline::with_engine(ir, objects, Engine::Closures).unwrap());
+        (p2, report)
+    };
+    // The selector grows: a copy of its members and groups; the profile is untouched.
+    let grown = PROGRAM.replace("32w16, 32w8", "32w32, 32w8");
+    assert_ne!(grown, PROGRAM);
+    let (p2, report) = reload(&grown);
+    assert!(report.instances.contains(&"I.sel".to_string()), "{report:?}");
+    assert!(report.instances.contains(&"I.prof".to_string()), "{report:?}");
+    assert!(Arc::ptr_eq(
+        p2.objects.profile("I.prof").unwrap(),
+        p.objects.profile("I.prof").unwrap()
+    ));
+    assert!(!Arc::ptr_eq(
+        p2.objects.profile("I.sel").unwrap(),
+        p.objects.profile("I.sel").unwrap()
+    ));
+    assert_eq!(run(&p2, &qsbr, 7, 0), Some((1, 0xa0)));
+    assert_eq!(run(&p2, &qsbr, 0x20, 1), Some((5, 0xc3)));
+    assert_eq!(p2.objects.profile("I.sel").unwrap().groups().len(), 1);
+    // The selector shrinks below its one group's members' weight: it starts empty, and so
+    // does its table (its entries would name nothing).
+    let shrunk = PROGRAM.replace("@max_group_size(8)", "@max_group_size(1)");
+    let (p3, report) = reload(&shrunk);
+    assert!(!report.instances.contains(&"I.sel".to_string()), "{report:?}");
+    assert!(p3.objects.profile("I.sel").unwrap().members().is_empty());
+    assert_eq!(run(&p3, &qsbr, 0x20, 1), Some((0, 0)), "a miss");
+    assert_eq!(run(&p3, &qsbr, 7, 0), Some((1, 0xa0)), "the other profile carried");
 }

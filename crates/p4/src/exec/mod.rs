@@ -330,42 +330,28 @@ impl Objects {
         let mut report = CarryReport::default();
         let profile_actions = |kind: &ir::InstanceKind| match kind {
             ir::InstanceKind::ActionProfile { tables, .. } => {
-                let actions = tables.first().map_or(&[][..], |&t| &prog.tables[t as usize].actions);
-                ActionParams::of(prog, actions)
+                ActionParams::of(prog, tables.first().map(|&t| &prog.tables[t as usize]))
             }
-            _ => ActionParams { names: Vec::new(), params: Vec::new() },
+            _ => ActionParams::of(prog, None),
         };
         let old_instance = |i: &ir::Instance| {
             let o = old?;
-            let at = o.program.instances.iter().position(|x| {
-                x.name == i.name
-                    && match (&x.kind, &i.kind) {
-                        // A profile carries its members when it holds the same actions
-                        // (whichever tables those are now).
-                        (
-                            ir::InstanceKind::ActionProfile {
-                                size, selector, max_group_size, ..
-                            },
-                            ir::InstanceKind::ActionProfile {
-                                size: s2,
-                                selector: sel2,
-                                max_group_size: m2,
-                                ..
-                            },
-                        ) => (size, selector, max_group_size) == (s2, sel2, m2),
-                        (a, b) => a == b,
-                    }
-            })?;
+            let at =
+                o.program.instances.iter().position(|x| x.name == i.name && x.kind == i.kind)?;
             match o.objects.instances.get(at)? {
-                InstanceRt::Direct => None,
-                InstanceRt::Profile(p) if p.actions != profile_actions(&i.kind) => None,
+                // Profiles carry over by their own rule (`carry_profile`).
+                InstanceRt::Direct | InstanceRt::Profile(_) => None,
                 rt => Some(rt.clone()),
             }
         };
+        // For each profile whose members carried over: the old profile they came from.
+        let mut profiles_from: std::collections::HashMap<u32, Arc<profile::ProfileRt>> =
+            std::collections::HashMap::new();
         let instances = prog
             .instances
             .iter()
-            .map(|i| {
+            .enumerate()
+            .map(|(index, i)| {
                 if let Some(rt) = old_instance(i) {
                     report.instances.push(i.name.clone());
                     return Ok(rt);
@@ -396,14 +382,23 @@ impl Objects {
                         Arc::new(value_set::ValueSetRt::new(qsbr, &i.name, size, fields)),
                     )),
                     ir::InstanceKind::ActionProfile { size, selector, max_group_size, .. } => {
-                        Ok(InstanceRt::Profile(Arc::new(profile::ProfileRt::new(
-                            qsbr,
-                            &i.name,
-                            size,
-                            selector,
-                            max_group_size,
-                            profile_actions(&i.kind),
-                        ))))
+                        let fresh = || {
+                            profile::ProfileRt::new(
+                                qsbr,
+                                &i.name,
+                                size,
+                                selector,
+                                max_group_size,
+                                profile_actions(&i.kind),
+                            )
+                        };
+                        let before = old.and_then(|o| o.objects.profile(&i.name).ok()).cloned();
+                        let (rt, from) = profile::carry_profile(fresh, before);
+                        if let Some(from) = from {
+                            report.instances.push(i.name.clone());
+                            profiles_from.insert(index as u32, from);
+                        }
+                        Ok(InstanceRt::Profile(rt))
                     }
                     ir::InstanceKind::DirectCounter { .. }
                     | ir::InstanceKind::DirectMeter { .. }
@@ -418,9 +413,11 @@ impl Objects {
                 _ => None,
             });
             let mut before = old.and_then(|o| o.objects.tables.iter().find(|x| x.name == t.name));
-            // Entries name members: they carry over only with the profile that holds them.
-            if let Some(p) = &profile {
-                if before.and_then(|b| b.profile.as_ref()).is_none_or(|bp| !Arc::ptr_eq(bp, p)) {
+            // Entries name members: they carry over only with the members they name.
+            if let Some(i) = t.implementation {
+                let from = profiles_from.get(&i);
+                let same = |bp: &Arc<profile::ProfileRt>| from.is_some_and(|f| Arc::ptr_eq(bp, f));
+                if before.and_then(|b| b.profile.as_ref()).is_none_or(|bp| !same(bp)) {
                     before = None;
                 }
             }
@@ -491,6 +488,9 @@ impl Objects {
         profile: &Arc<profile::ProfileRt>,
         r: profile::ProfileRef,
     ) -> Result<(), EntryError> {
+        // No entry can come to name it between the scan and the delete.
+        let _refs = profile.references();
+        profile.exists(r)?;
         for t in &self.tables {
             if !t.profile.as_ref().is_some_and(|p| Arc::ptr_eq(p, profile)) {
                 continue;

@@ -5,8 +5,8 @@
 //! such a table names a member or a group instead of an action ([`ProfileRef`]). The control
 //! plane writes members and groups; workers resolve an entry's reference through one
 //! QSBR-protected slot and never wait. A group picks its member by the selector's hash of the
-//! packet's `selector` keys, modulo the group's size (as BMv2 does), so that a flow stays on
-//! one member while the group is unchanged.
+//! packet's `selector` keys, modulo the group's total weight (as BMv2 does with weight 1), so
+//! that a flow stays on one member while the group is unchanged.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -14,7 +14,12 @@ use std::sync::{Arc, Mutex};
 use super::entry_error::EntryError;
 use super::table::{encode_args, find_action, ActionParams};
 use crate::ir::HashAlgo;
+use hotplane_core::slot::Retired;
 use hotplane_core::{Guard, Qsbr, Slot};
+
+/// The most group memberships (a member listed in a group) one profile holds over all its
+/// groups, whatever its size: what each write republishes stays bounded.
+pub const MAX_GROUP_MEMBERSHIPS: usize = 1 << 20;
 
 /// The pseudo-action an entry naming a member is stored with (its one argument is the id).
 /// `$` cannot start a P4 identifier, so it never clashes with a program's action.
@@ -71,6 +76,14 @@ pub enum ProfileError {
     TooManyGroups { profile: String, max: usize },
     #[error("action profile {profile}: member {id} has weight 0")]
     ZeroWeight { profile: String, id: u32 },
+    #[error("action profile {profile}: member {id} is listed twice in the group")]
+    ListedTwice { profile: String, id: u32 },
+    #[error("action profile {profile}: group {id}'s max_size cannot change (it is {was})")]
+    MaxSizeChanged { profile: String, id: u32, was: u32 },
+    #[error("action profile {profile}: its groups list at most {max} members in all")]
+    TooManyMemberships { profile: String, max: usize },
+    #[error("action profile {profile}: action {action} is @defaultonly, not for members")]
+    DefaultOnly { profile: String, action: String },
     #[error("action profile {profile}: member {member} is in group {group}")]
     MemberInGroup { profile: String, member: u32, group: u32 },
     #[error("action profile {profile}: {what} {id} is used by an entry of table {table}")]
@@ -87,11 +100,18 @@ struct Resolved {
     words: Box<[u64]>,
 }
 
-/// What workers read: every member, and every group's members (repeated by weight).
+/// A group as workers read it: its members with their cumulative weights (the first
+/// member's weight, then that plus the second's, ...), and the total.
+struct PublishedGroup {
+    total: u64,
+    members: Box<[(u64, Arc<Resolved>)]>,
+}
+
+/// What workers read: every member and every group.
 #[derive(Default)]
-struct Published {
+pub(crate) struct Published {
     members: HashMap<u32, Arc<Resolved>>,
-    groups: HashMap<u32, Box<[Arc<Resolved>]>>,
+    groups: HashMap<u32, PublishedGroup>,
 }
 
 /// One member as the control plane wrote it.
@@ -127,6 +147,7 @@ pub struct ProfileRt {
     pub actions: ActionParams,
     published: Slot<Published>,
     written: Mutex<Written>,
+    refs: Mutex<()>,
 }
 
 impl ProfileRt {
@@ -146,6 +167,7 @@ impl ProfileRt {
             actions,
             published: Slot::new(qsbr, Published::default()),
             written: Mutex::new(Written::default()),
+            refs: Mutex::new(()),
         }
     }
 
@@ -164,7 +186,11 @@ impl ProfileRt {
             ProfileRef::Member(id) => p.members.get(&id)?,
             ProfileRef::Group(id) => {
                 let g = p.groups.get(&id)?;
-                g.get((hash % g.len().max(1) as u64) as usize)?
+                // The slot `hash % total` falls in: the first member whose cumulative weight
+                // is above it (weights as if each member were listed that many times).
+                let at = hash % g.total.max(1);
+                let i = g.members.partition_point(|(upto, _)| *upto <= at);
+                &g.members.get(i)?.1
             }
         };
         let n = m.words.len().min(words.len());
@@ -182,6 +208,12 @@ impl ProfileRt {
         let action_err =
             |source| ProfileError::Action { profile: self.name.clone(), source: Box::new(source) };
         let a = find_action(&self.name, &self.actions.names, &m.action).map_err(action_err)?;
+        if self.actions.default_only.get(a) == Some(&true) {
+            return Err(ProfileError::DefaultOnly {
+                profile: self.name.clone(),
+                action: self.actions.names[a].clone(),
+            });
+        }
         let words = encode_args(&self.actions.names, &self.actions.params, a, &m.args)
             .map_err(action_err)?;
         let resolved = Arc::new(Resolved { action: a as u32, words: words.into() });
@@ -198,7 +230,10 @@ impl ProfileRt {
         }
         let m = Member { action: self.actions.names[a].clone(), args: m.args };
         w.members.insert(id, (m, resolved));
-        self.publish(&w);
+        let retired = self.publish(&w);
+        drop(w);
+        // Waits for the grace period, after the lock: `has` and reads do not wait for it.
+        drop(retired);
         Ok(())
     }
 
@@ -218,7 +253,9 @@ impl ProfileRt {
             });
         }
         w.members.remove(&id);
-        self.publish(&w);
+        let retired = self.publish(&w);
+        drop(w);
+        drop(retired);
         Ok(())
     }
 
@@ -228,6 +265,15 @@ impl ProfileRt {
             return Err(ProfileError::NoSelector { profile: self.name.clone() });
         }
         let mut w = self.lock();
+        if let Some(old) = w.groups.get(&id).filter(|_| modify) {
+            if old.max_size != group.max_size {
+                return Err(ProfileError::MaxSizeChanged {
+                    profile: self.name.clone(),
+                    id,
+                    was: old.max_size,
+                });
+            }
+        }
         match (w.groups.contains_key(&id), modify) {
             (true, false) => {
                 return Err(ProfileError::GroupExists { profile: self.name.clone(), id })
@@ -242,9 +288,13 @@ impl ProfileRt {
             _ => {}
         }
         let mut total = 0usize;
+        let mut seen = std::collections::HashSet::with_capacity(group.members.len());
         for &(m, weight) in &group.members {
             if !w.members.contains_key(&m) {
                 return Err(ProfileError::NoMember { profile: self.name.clone(), id: m });
+            }
+            if !seen.insert(m) {
+                return Err(ProfileError::ListedTwice { profile: self.name.clone(), id: m });
             }
             if weight == 0 {
                 return Err(ProfileError::ZeroWeight { profile: self.name.clone(), id: m });
@@ -262,8 +312,18 @@ impl ProfileRt {
                 given: total,
             });
         }
+        let others: usize =
+            w.groups.iter().filter(|(&g, _)| g != id).map(|(_, g)| g.members.len()).sum();
+        if others + group.members.len() > MAX_GROUP_MEMBERSHIPS {
+            return Err(ProfileError::TooManyMemberships {
+                profile: self.name.clone(),
+                max: MAX_GROUP_MEMBERSHIPS,
+            });
+        }
         w.groups.insert(id, group);
-        self.publish(&w);
+        let retired = self.publish(&w);
+        drop(w);
+        drop(retired);
         Ok(())
     }
 
@@ -273,16 +333,24 @@ impl ProfileRt {
         if w.groups.remove(&id).is_none() {
             return Err(ProfileError::NoGroup { profile: self.name.clone(), id });
         }
-        self.publish(&w);
+        let retired = self.publish(&w);
+        drop(w);
+        drop(retired);
         Ok(())
     }
 
-    /// Whether the member or group a reference names exists.
-    pub fn has(&self, r: ProfileRef) -> bool {
+    /// The member or group a reference names exists; else the error that says which not.
+    pub fn exists(&self, r: ProfileRef) -> Result<(), ProfileError> {
         let w = self.lock();
+        let profile = || self.name.clone();
         match r {
-            ProfileRef::Member(id) => w.members.contains_key(&id),
-            ProfileRef::Group(id) => w.groups.contains_key(&id),
+            ProfileRef::Member(id) if !w.members.contains_key(&id) => {
+                Err(ProfileError::NoMember { profile: profile(), id })
+            }
+            ProfileRef::Group(id) if !w.groups.contains_key(&id) => {
+                Err(ProfileError::NoGroup { profile: profile(), id })
+            }
+            _ => Ok(()),
         }
     }
 
@@ -296,26 +364,89 @@ impl ProfileRt {
         self.lock().groups.iter().map(|(&id, g)| (id, g.clone())).collect()
     }
 
-    /// Publish what `w` holds for workers. Members are shared, not copied; a group lists
-    /// its members in the order written, each `weight` times.
-    fn publish(&self, w: &Written) {
+    /// Publish what `w` holds for workers: members shared, not copied; a group's members in
+    /// the order written with their cumulative weights. O(members + group memberships). The
+    /// returned old state is freed after a grace period (dropping it waits for one; a
+    /// timeout leaves it to a later one).
+    fn publish(&self, w: &Written) -> Retired<Published> {
         let members: HashMap<u32, Arc<Resolved>> =
             w.members.iter().map(|(&id, (_, r))| (id, Arc::clone(r))).collect();
         let groups = w
             .groups
             .iter()
             .map(|(&id, g)| {
-                let list: Vec<Arc<Resolved>> = g
+                let mut total = 0u64;
+                let list: Vec<(u64, Arc<Resolved>)> = g
                     .members
                     .iter()
-                    .filter_map(|&(m, weight)| Some((members.get(&m)?, weight)))
-                    .flat_map(|(r, weight)| std::iter::repeat_n(Arc::clone(r), weight as usize))
+                    .filter_map(|&(m, weight)| {
+                        let r = Arc::clone(members.get(&m)?);
+                        total += weight as u64;
+                        Some((total, r))
+                    })
                     .collect();
-                (id, list.into_boxed_slice())
+                (id, PublishedGroup { total, members: list.into_boxed_slice() })
             })
             .collect();
-        // A grace period that times out still leaves the new state published (the old one is
-        // freed later): the write itself has happened.
-        let _ = self.published.replace(Published { members, groups });
+        self.published.publish(Published { members, groups }).1
     }
+
+    /// Take over `old`'s members and groups, published at once, if they fit this profile's
+    /// limits (a reload that changed its size or group size but not its actions).
+    fn copy_from(&self, old: &ProfileRt) -> bool {
+        if old.actions != self.actions {
+            return false;
+        }
+        let from = old.lock();
+        let fits = from.members.len() <= self.size
+            && from.groups.len() <= self.size
+            && from.groups.values().all(|g| {
+                let total: u64 = g.members.iter().map(|m| m.1 as u64).sum();
+                let max = match g.max_size as usize {
+                    0 => self.max_group_size,
+                    n => n.min(self.max_group_size),
+                };
+                total <= max as u64
+            });
+        if !fits || (self.selector.is_none() && !from.groups.is_empty()) {
+            return false;
+        }
+        let mut w = self.lock();
+        w.members = from.members.clone();
+        w.groups = from.groups.clone();
+        drop(from);
+        let retired = self.publish(&w);
+        drop(w);
+        drop(retired);
+        true
+    }
+
+    /// The lock that orders writes naming members and groups (table entries) against their
+    /// deletion: held across the check that a reference exists and the write that stores
+    /// it, and across the scan for references and the delete.
+    pub(crate) fn references(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.refs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The profile a reloaded program gets for one it declares (`fresh` makes it), given the
+/// running program's profile of the same name: the very same profile when nothing about it
+/// changed, a new one holding its members and groups when only its limits changed and they
+/// fit, else the fresh one. The second value is the old profile whose members it holds.
+pub(crate) fn carry_profile(
+    fresh: impl Fn() -> ProfileRt,
+    before: Option<Arc<ProfileRt>>,
+) -> (Arc<ProfileRt>, Option<Arc<ProfileRt>>) {
+    let new = fresh();
+    let Some(before) = before else { return (Arc::new(new), None) };
+    fn limits(p: &ProfileRt) -> (usize, Option<HashAlgo>, usize, &ActionParams) {
+        (p.size, p.selector, p.max_group_size, &p.actions)
+    }
+    if limits(&before) == limits(&new) {
+        return (Arc::clone(&before), Some(before));
+    }
+    if new.copy_from(&before) {
+        return (Arc::new(new), Some(before));
+    }
+    (Arc::new(fresh()), None)
 }

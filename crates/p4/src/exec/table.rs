@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::bits::{copy_bytes, read_be, write_be};
 use super::entry_error::{EntryError, KeyError};
-use super::profile::{ProfileError, ProfileRef, ProfileRt, GROUP_ACTION, MEMBER_ACTION};
+use super::profile::{ProfileRef, ProfileRt, GROUP_ACTION, MEMBER_ACTION};
 use super::{Compiler, Ctx, ExprFn, Flow, StmtFn};
 use crate::ir::{self, HashAlgo, KeyMatch, MatchKind, SlotId};
 use crate::types::mask;
@@ -80,6 +80,9 @@ pub struct P4Table {
     pub profile: Option<Arc<ProfileRt>>,
 }
 
+/// `action_run` when no action ran (an entry naming an empty group): no action's index.
+const NO_ACTION_RUN: u128 = u32::MAX as u128;
+
 /// Tables without a `size` hold this many entries.
 pub const DEFAULT_SIZE: u32 = 1024;
 
@@ -145,8 +148,8 @@ impl P4Table {
             Layout::Lpm => Kind::Lpm,
             Layout::Ternary => Kind::Ternary,
         };
-        let ActionParams { names: mut action_names, mut params } =
-            ActionParams::of(prog, &t.actions);
+        let ActionParams { names: mut action_names, mut params, .. } =
+            ActionParams::of(prog, Some(t));
         if profile.is_some() {
             // Entries name a member or a group: stored as a pseudo-action holding the id.
             for name in [MEMBER_ACTION, GROUP_ACTION] {
@@ -460,6 +463,9 @@ impl P4Table {
         if self.entries_const {
             return Err(EntryError::ConstEntriesChanged { table: self.name.clone() });
         }
+        // The member or group the entry names cannot be deleted between the check that it
+        // exists and the write.
+        let _refs = self.profile.as_ref().map(|p| p.references());
         let specs = self.checked_specs(e)?;
         if op == Op::Insert && specs.len() > 1 {
             // A range stored as several prefixes goes in whole or not at all (a ternary table
@@ -498,16 +504,7 @@ impl P4Table {
             let Some(r) = ProfileRef::of(&e.action, &e.args) else {
                 return Err(EntryError::Indirect { table: self.name.clone() });
             };
-            if !profile.has(r) {
-                return Err(EntryError::Profile(match r {
-                    ProfileRef::Member(id) => {
-                        ProfileError::NoMember { profile: profile.name.clone(), id }
-                    }
-                    ProfileRef::Group(id) => {
-                        ProfileError::NoGroup { profile: profile.name.clone(), id }
-                    }
-                }));
-            }
+            profile.exists(r)?;
         }
         if self.default_only.get(a) == Some(&true) {
             return Err(EntryError::DefaultOnly {
@@ -615,12 +612,18 @@ impl P4Table {
 pub struct ActionParams {
     pub names: Vec<String>,
     pub params: Vec<Vec<(String, u32, bool)>>,
+    /// `@defaultonly` in the table.
+    pub default_only: Vec<bool>,
 }
 
 impl ActionParams {
-    pub(crate) fn of(prog: &ir::Program, actions: &[u32]) -> Self {
-        let actions = actions.iter().map(|&a| &prog.actions[a as usize]);
+    /// The actions of `t` (none for `None`).
+    pub(crate) fn of(prog: &ir::Program, t: Option<&ir::Table>) -> Self {
+        let default_only = t.map_or_else(Vec::new, |t| t.default_only.clone());
+        let actions = t.map_or(&[][..], |t| &t.actions[..]).iter();
+        let actions = actions.map(|&a| &prog.actions[a as usize]);
         ActionParams {
+            default_only,
             names: actions.clone().map(|a| a.name.clone()).collect(),
             params: actions
                 .map(|a| {
@@ -997,8 +1000,18 @@ impl<'s> Entry<'s> {
             c.st.slots[s] = self.hit as u128;
         }
         if aid >= site.t.actions.len() {
-            // A member or group of the table's action profile: resolve it to its action.
-            aid = site.resolve(c, aid - site.t.actions.len(), words)? as usize;
+            // A member or group of the table's action profile: resolve it to its action. An
+            // empty group runs none, and `action_run` then matches no action (it must not
+            // keep the last packet's).
+            match site.resolve(c, aid - site.t.actions.len(), words) {
+                Some(a) => aid = a as usize,
+                None => {
+                    if let Some(s) = site.action_slot {
+                        c.st.slots[s] = NO_ACTION_RUN;
+                    }
+                    return None;
+                }
+            }
         }
         let &prog_action = site.t.actions.get(aid)?;
         if let Some(s) = site.action_slot {

@@ -11,6 +11,9 @@ use crate::ir::{self, nesting, Stmt};
 const REGISTER_CELL_BYTES: u64 = 8;
 const COUNTER_CELL_BYTES: u64 = 16;
 const METER_CELL_BYTES: u64 = 80;
+/// An action profile member: its data words, its `Arc`, and its place in two maps (the
+/// written and the published one), plus a share of the groups that list it.
+const PROFILE_MEMBER_BYTES: u64 = 128;
 /// What a table entry costs beyond its key and action data (entry header, index slots at the
 /// tables' load factor, its share of the table's code): measured, about 150 bytes in all.
 const TABLE_ENTRY_OVERHEAD: u64 = 128;
@@ -166,6 +169,7 @@ impl Lowerer<'_> {
             ir::InstanceKind::Register { size, .. } => (size, REGISTER_CELL_BYTES),
             ir::InstanceKind::Counter { size, .. } => (size, COUNTER_CELL_BYTES),
             ir::InstanceKind::Meter { size, .. } => (size, METER_CELL_BYTES),
+            ir::InstanceKind::ActionProfile { size, .. } => (size, PROFILE_MEMBER_BYTES),
             _ => return Ok(()),
         };
         self.declare_state(name, entries as u64, cell, 0, span)
