@@ -256,3 +256,11 @@ fn generic_types_take_their_arguments() {
     );
     refused(&program("struct R<T> { R<T> again; }", "", "", "R<bit<8>> v;", ""), "recursive");
 }
+
+#[test]
+fn tuple_elements_are_reached_by_constant_index() {
+    let locals = "tuple<bit<8>, bool> t = { 1, true };";
+    compiles(&program("", "", "", locals, "h.h.a = t[0];"));
+    refused(&program("", "", "", locals, "h.h.a = t[2];"), "index 2 is out of range");
+    refused(&program("", "", "", locals, "h.h.a = t[h.h.b];"), "expected a compile-time constant");
+}

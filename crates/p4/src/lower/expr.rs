@@ -47,8 +47,19 @@ impl<'a> Lowerer<'a> {
             ExprKind::Name(n) | ExprKind::TopName(n) => self.name_value(n),
             ExprKind::Member(base, m) => self.member_value(base, m, e.span, pre),
             ExprKind::Index(base, index) => {
-                let Val::Loc(Storage::Stack { stack, elem }) = self.expr(base, pre)? else {
-                    return self.err(base.span, "only header stacks can be indexed");
+                let (stack, elem) = match self.expr(base, pre)? {
+                    Val::Loc(Storage::Stack { stack, elem }) => (stack, elem),
+                    Val::Loc(Storage::Struct { ty, fields }) if self.tuple_types.contains(&ty) => {
+                        // A tuple's element: its index must be a constant (spec 8.12).
+                        let k = self.const_eval().eval_u32(index, "a tuple index")? as usize;
+                        return match fields.into_iter().nth(k) {
+                            Some(f) => Ok(super::stmt::storage_val(f)),
+                            None => self.err(index.span, format!("index {k} is out of range")),
+                        };
+                    }
+                    _ => {
+                        return self.err(base.span, "only header stacks and tuples can be indexed")
+                    }
                 };
                 let hdr = match self.const_eval().eval(index) {
                     Ok(c) => {

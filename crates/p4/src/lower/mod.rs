@@ -97,6 +97,8 @@ pub(crate) struct Lowerer<'a> {
     global_bindings: HashMap<String, Binding<'a>>,
     /// Generic structs, headers and unions by name, declared per use (`S<bit<8>>`).
     generic_types: HashMap<String, &'a Decl>,
+    /// The composites that stand for tuple types (`tuples_as_structs`).
+    pub(crate) tuple_types: std::collections::HashSet<usize>,
     /// Actions whose directional parameters a table's action list binds, with what the
     /// arguments lower to (tables binding one alike share the binding; `bind_action_args`).
     bound_actions: HashMap<u32, String>,
@@ -163,6 +165,7 @@ impl<'a> Lowerer<'a> {
             union_siblings: HashMap::new(),
             global_bindings: HashMap::new(),
             generic_types: HashMap::new(),
+            tuple_types: Default::default(),
             action_decl_span: HashMap::new(),
             bound_actions: Default::default(),
             list_digests: 0,
@@ -204,7 +207,46 @@ impl<'a> Lowerer<'a> {
 
     pub fn resolve(&mut self, t: &ast::Type) -> DResult<Ty> {
         self.instantiate_generics(t)?;
-        resolve_type(&self.types, &self.consts, t)
+        let ty = resolve_type(&self.types, &self.consts, t)?;
+        Ok(self.tuples_as_structs(ty))
+    }
+
+    /// `ty` with every tuple type made a struct of its own (fields `0`, `1`, ...: reached by
+    /// a constant index), declared once per list of element types, so that tuples are
+    /// variables, parameters and fields like structs.
+    fn tuples_as_structs(&mut self, ty: Ty) -> Ty {
+        match ty {
+            Ty::Tuple(items) => {
+                let items: Vec<Ty> = items.into_iter().map(|t| self.tuples_as_structs(t)).collect();
+                let name = self.types.show(&Ty::Tuple(items.clone()));
+                if let Some(t) = self.types.names.get(&name) {
+                    return t.clone();
+                }
+                let index = self.types.composites.len();
+                let depth = 1 + items.iter().map(|t| self.type_depth(t)).max().unwrap_or(0);
+                self.types.composites.push(Composite {
+                    name: name.clone(),
+                    kind: CompositeKind::Struct,
+                    fields: items
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, ty)| FieldDef {
+                            name: i.to_string(),
+                            ty,
+                            annotations: Vec::new(),
+                        })
+                        .collect(),
+                    annotations: Vec::new(),
+                    span: Span::default(),
+                });
+                self.composite_depth.push(depth);
+                self.tuple_types.insert(index);
+                self.types.names.insert(name, Ty::Struct(index));
+                Ty::Struct(index)
+            }
+            Ty::Stack(elem, n) => Ty::Stack(Box::new(self.tuples_as_structs(*elem)), n),
+            other => other,
+        }
     }
 
     /// Declare each generic struct or header `t` names with type arguments (`S<bit<8>>`) as a
