@@ -46,8 +46,17 @@ control I(inout headers hdr, inout meta_t m, inout standard_metadata_t sm) {
         @name("sel") implementation = action_selector(HashAlgorithm.identity, 32w16, 32w8);
     }
 
+    // Keyless: only its default, a member or group, runs (BMv2's indirect default).
+    table keyless {
+        key = { hdr.h.flow: selector; }
+        actions = { set; drop; }
+        @name("ksel") implementation = action_selector(HashAlgorithm.identity, 32w4, 32w8);
+    }
+
     apply {
-        if (hdr.h.key < 0x10) {
+        if (hdr.h.key == 0x30) {
+            keyless.apply();
+        } else if (hdr.h.key < 0x10) {
             by_member.apply();
         } else {
             switch (by_group.apply().action_run) {

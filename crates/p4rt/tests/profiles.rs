@@ -332,3 +332,28 @@ fn reloads_carry_members_groups_and_their_entries() {
     assert_eq!(run(&p3, &qsbr, 0x20, 1), Some((0, 0)), "a miss");
     assert_eq!(run(&p3, &qsbr, 7, 0), Some((1, 0xa0)), "the other profile carried");
 }
+
+/// A keyless table with a selector runs its default, set to a group over P4Runtime; the
+/// group cannot be deleted while the default names it.
+#[test]
+fn a_default_entry_names_a_group() {
+    use update::Type::{Delete, Insert, Modify};
+    let (schema, p, qsbr) = setup(Engine::Closures);
+    let ksel = profile_id(&schema, "I.ksel");
+    let w = |kind, e| write(&schema, &p, kind, e);
+    w(Insert, member(&schema, ksel, 1, 0xd0, 8)).unwrap();
+    w(Insert, member(&schema, ksel, 2, 0xd2, 9)).unwrap();
+    w(Insert, group(ksel, 7, &[(1, 1), (2, 1)])).unwrap();
+    let default = entity::Entity::TableEntry(TableEntry {
+        table_id: id(&schema, "I.keyless"),
+        action: Some(TableAction { r#type: Some(table_action::Type::ActionProfileGroupId(7)) }),
+        is_default_action: true,
+        ..Default::default()
+    });
+    w(Modify, default.clone()).unwrap();
+    assert_eq!(run(&p, &qsbr, 0x30, 0), Some((8, 0xd0)));
+    assert_eq!(run(&p, &qsbr, 0x30, 1), Some((9, 0xd2)));
+    assert_eq!(w(Delete, group(ksel, 7, &[])), Err(Code::FailedPrecondition));
+    let read = read_entity(&schema, &p, &Entity { entity: Some(default.clone()) }).unwrap();
+    assert_eq!(read, vec![default]);
+}

@@ -77,8 +77,6 @@ pub enum EntryError {
          ($member(ID) or $group(ID)), not an action"
     )]
     Indirect { table: String },
-    #[error("table {table}: the default action is an action, not a member or group")]
-    DefaultIndirect { table: String },
     #[error(transparent)]
     Profile(#[from] crate::exec::ProfileError),
     #[error("no action profile `{name}` (the program has {profiles})")]

@@ -495,9 +495,10 @@ impl Objects {
             if !t.profile.as_ref().is_some_and(|p| Arc::ptr_eq(p, profile)) {
                 continue;
             }
-            if t.entries()
-                .iter()
-                .any(|(e, _)| profile::ProfileRef::of(&e.action, &e.args) == Some(r))
+            let (default, args) = t.default_action();
+            let names =
+                |action: &str, args: &[u128]| profile::ProfileRef::of(action, args) == Some(r);
+            if names(&default, &args) || t.entries().iter().any(|(e, _)| names(&e.action, &e.args))
             {
                 let (what, id) = match r {
                     profile::ProfileRef::Member(id) => ("member", id),

@@ -592,8 +592,13 @@ impl P4Table {
 
     fn set_default_unchecked(&self, action: &str, args: &[u128]) -> Result<(), EntryError> {
         let a = self.action_id(action)?;
-        if a >= self.actions.len() {
-            return Err(EntryError::DefaultIndirect { table: self.name.clone() });
+        // A table with an action profile may run a member or group on a miss (BMv2's
+        // `table_indirect_set_default`; the only way to use a keyless one).
+        let _refs = self.profile.as_ref().map(|p| p.references());
+        if let Some(profile) = &self.profile {
+            if let Some(r) = ProfileRef::of(action, args) {
+                profile.exists(r)?;
+            }
         }
         if self.table_only.get(a) == Some(&true) {
             return Err(EntryError::TableOnly {

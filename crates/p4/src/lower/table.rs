@@ -502,14 +502,6 @@ impl<'a> Lowerer<'a> {
         let implementation = match implementation {
             Some((i, span)) => {
                 self.implement(&qualified, i, &actions, selector_keys.is_empty(), span)?;
-                if keys.is_empty() {
-                    // A keyless table holds no entries, so it could never name a member.
-                    return self.err(
-                        d.span,
-                        "a table with an action profile needs a match key besides its \
-                         `selector` keys",
-                    );
-                }
                 if entries_prop.is_some() {
                     return self.err(
                         d.span,
