@@ -575,7 +575,7 @@ impl<'a> Lowerer<'a> {
             let fty = self.resolve(&f.ty)?;
             // The type is registered before its fields (so errors can name it), which
             // lets a field name it: a value of the type would have no finite size.
-            if mentions_composite(&fty, index) {
+            if mentions_composite(&self.types, &fty, index) {
                 return self.err(
                     f.ty.span,
                     format!("`{}` is a recursive type: field `{}` contains it", name, f.name.name),
@@ -951,12 +951,21 @@ pub(crate) struct Shared {
 }
 
 /// Whether `ty` is, or holds a value of, the composite type `index`.
-fn mentions_composite(ty: &crate::types::Ty, index: usize) -> bool {
+/// Whether a value of `ty` contains one of composite `index`, at any depth (through the
+/// fields of other composites too: a tuple type is one, declared on the spot).
+fn mentions_composite(types: &crate::types::Types, ty: &crate::types::Ty, index: usize) -> bool {
     use crate::types::Ty;
     match ty {
-        Ty::Struct(i) | Ty::Union(i) | Ty::Header(i) => *i == index,
-        Ty::Stack(elem, _) => mentions_composite(elem, index),
-        Ty::Tuple(items) => items.iter().any(|t| mentions_composite(t, index)),
+        Ty::Struct(i) | Ty::Union(i) | Ty::Header(i) => {
+            // Other composites were checked when declared: this ends.
+            *i == index
+                || types.composites[*i]
+                    .fields
+                    .iter()
+                    .any(|f| mentions_composite(types, &f.ty, index))
+        }
+        Ty::Stack(elem, _) => mentions_composite(types, elem, index),
+        Ty::Tuple(items) => items.iter().any(|t| mentions_composite(types, t, index)),
         _ => false,
     }
 }
