@@ -430,6 +430,8 @@ impl<'a> Lowerer<'a> {
                 Ty::Bit(w) | Ty::Int(w) => *w,
                 Ty::Bool => 1,
                 Ty::Enum(_) | Ty::Error => f.ty.scalar_width(&self.types).unwrap_or(32),
+                // A struct of bit fields (checked when the header was declared).
+                Ty::Struct(_) => self.types.bits(&f.ty).unwrap_or(0),
                 Ty::Varbit(w) => {
                     if i + 1 != c.fields.len() || off % 8 != 0 || w % 8 != 0 {
                         return self.err(
@@ -494,13 +496,53 @@ impl<'a> Lowerer<'a> {
             Storage::Header { hdr, ty } => {
                 let (i, f) =
                     self.types.composites[*ty].field(&name.name).ok_or_else(|| missing(*ty))?;
-                let (bit_off, width) = self.field_layout(*ty, i);
-                Ok(Storage::Scalar {
-                    place: Place::Field { hdr: hdr.clone(), bit_off, width },
-                    ty: f.ty.clone(),
-                })
+                let (bit_off, _) = self.field_layout(*ty, i);
+                Ok(self.header_bits(hdr, &f.ty, bit_off))
             }
             _ => self.err(name.span, format!("`{}`: not a struct or header", name.name)),
+        }
+    }
+
+    /// The storage of a value of type `ty` held in header `hdr` from bit `bit_off`: a scalar
+    /// field, or a struct (a header may hold structs of bit fields) whose fields are the
+    /// header's bits in turn.
+    fn header_bits(&self, hdr: &HdrRef, ty: &Ty, bit_off: u32) -> Storage {
+        match ty {
+            Ty::Struct(s) => {
+                let mut off = bit_off;
+                let fields = self.types.composites[*s]
+                    .fields
+                    .iter()
+                    .map(|f| {
+                        let storage = self.header_bits(hdr, &f.ty, off);
+                        off += self.types.bits(&f.ty).unwrap_or(0);
+                        storage
+                    })
+                    .collect();
+                Storage::Struct { ty: *s, fields }
+            }
+            _ => Storage::Scalar {
+                place: Place::Field {
+                    hdr: hdr.clone(),
+                    bit_off,
+                    width: self.types.bits(ty).unwrap_or(0),
+                },
+                ty: ty.clone(),
+            },
+        }
+    }
+
+    /// Whether `ty` may be a header's field: bits, a bool, a serializable enum, or a struct of
+    /// such (spec 7.2.2), with no varbit inside a struct.
+    fn header_field_type(&self, ty: &Ty) -> bool {
+        match ty {
+            Ty::Bit(_) | Ty::Int(_) | Ty::Varbit(_) | Ty::Bool => true,
+            Ty::Enum(e) => self.types.enums[*e].repr.is_some(),
+            Ty::Struct(s) => self.types.composites[*s]
+                .fields
+                .iter()
+                .all(|f| !matches!(f.ty, Ty::Varbit(_)) && self.header_field_type(&f.ty)),
+            _ => false,
         }
     }
 
@@ -582,10 +624,7 @@ impl<'a> Lowerer<'a> {
                 );
             }
             let ok = match kind {
-                CompositeKind::Header => {
-                    matches!(fty, Ty::Bit(_) | Ty::Int(_) | Ty::Varbit(_) | Ty::Bool)
-                        || matches!(fty, Ty::Enum(e) if self.types.enums[e].repr.is_some())
-                }
+                CompositeKind::Header => self.header_field_type(&fty),
                 CompositeKind::Union => matches!(fty, Ty::Header(_)),
                 CompositeKind::Struct => {
                     !matches!(fty, Ty::Void | Ty::String | Ty::Extern(..) | Ty::InfInt)
