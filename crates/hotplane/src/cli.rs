@@ -82,6 +82,9 @@ pub fn run_config(
     #[cfg(feature = "p4runtime")]
     let p4rt = p4rt.map(|c| crate::p4rt_cmd::serve(&plane, &c)).transpose()?;
     let mut last_stats = Instant::now();
+    let mut last_packets = 0u64;
+    let mut last_received: std::collections::BTreeMap<u16, u64> = Default::default();
+    let mem = plane.mem_handles();
     loop {
         std::thread::sleep(Duration::from_millis(10));
         if signalled.load(Ordering::Relaxed) {
@@ -96,18 +99,33 @@ pub fn run_config(
             break;
         }
         if stats_every > 0 && last_stats.elapsed() >= Duration::from_secs(stats_every) {
+            let secs = last_stats.elapsed().as_secs_f64();
             last_stats = Instant::now();
             let s = plane.observability().stats_json();
             let pkts: u64 = s["workers"]
                 .as_array()
                 .map_or(0, |w| w.iter().filter_map(|w| w["packets"].as_u64()).sum());
-            eprintln!("hotplane: {pkts} packets, updates {}", s["updates"]);
+            let rate = pkts.saturating_sub(last_packets) as f64 / secs;
+            last_packets = pkts;
+            eprintln!("hotplane: {pkts} packets ({}), updates {}", per_second(rate), s["updates"]);
+            // The mem sinks' flows as they stand (packets in flight count as lost).
+            for f in &hotplane_io::mem::MemReport::live(&mem).flows {
+                let before = last_received.insert(f.flow, f.received).unwrap_or(0);
+                eprintln!(
+                    "  flow {}: received {} ({}) lost {} reordered {} latency p99 {:.1} us",
+                    f.flow,
+                    f.received,
+                    per_second(f.received.saturating_sub(before) as f64 / secs),
+                    f.lost,
+                    f.reordered,
+                    f.latency_ns_p99 as f64 / 1e3
+                );
+            }
         }
     }
     #[cfg(feature = "p4runtime")]
     drop(p4rt);
     let stats = plane.observability().stats_json();
-    let mem = plane.mem_handles();
     let summary = plane.stop();
     for (name, st) in &summary.ports {
         eprintln!(
@@ -153,6 +171,15 @@ pub fn run_config(
         bail!("capture unreadable on port(s) {} (see the error above)", failed.join(", "));
     }
     Ok(())
+}
+
+/// A packet rate for people: `812 pps`, `45.3 kpps`, `12.04 Mpps`.
+fn per_second(pps: f64) -> String {
+    match pps {
+        r if r >= 1e6 => format!("{:.2} Mpps", r / 1e6),
+        r if r >= 1e3 => format!("{:.1} kpps", r / 1e3),
+        r => format!("{r:.0} pps"),
+    }
 }
 
 /// What `hotplane push` does.

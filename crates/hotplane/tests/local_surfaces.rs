@@ -546,3 +546,33 @@ fn a_corrupt_capture_fails_the_run() {
     let (ok, err) = run_capture(&dir, &capture(&[]), 0).expect("loops = 0 over no packets ends");
     assert!(!ok && err.contains("nothing to loop over"), "{err}");
 }
+
+/// `run --stats-every 1` shows the mem sink's per-flow figures while the data plane runs, not
+/// only at the end.
+#[test]
+fn run_shows_per_flow_figures_while_running() {
+    let dir = tmpdir("live");
+    let cfg = dir.join("c.toml");
+    std::fs::write(
+        &cfg,
+        "[[port]]\nname = \"a\"\nkind = \"mem\"\npeer = \"b\"\n\
+         gen = { flows = 2, count = 3000, rate_pps = 1000 }\n\
+         [[port]]\nname = \"b\"\nkind = \"mem\"\n[control]\nupdate_port = 0\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hotplane"))
+        .args(["run", "--stats-every", "1", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // Periodic lines come before the final summary (whose flow lines say "sent").
+    let lines: Vec<&str> = err.lines().collect();
+    let summary = lines.iter().position(|l| l.contains(" sent ")).expect("a final summary");
+    let live: Vec<&str> =
+        lines[..summary].iter().copied().filter(|l| l.trim_start().starts_with("flow ")).collect();
+    assert!(!live.is_empty(), "no per-flow line while running:\n{err}");
+    assert!(live.iter().all(|l| l.contains("received") && l.contains("pps")), "{live:?}");
+    assert!(lines[..summary].iter().any(|l| l.contains("packets (")), "a packet rate: {err}");
+}

@@ -38,7 +38,20 @@ struct Shared {
     counters: Vec<Arc<PortCounters>>,
     /// Per queue: its generator has sent everything it will send.
     gen_done: Vec<Arc<std::sync::atomic::AtomicBool>>,
+    /// What each queue's generator and sink had done at their last snapshot, while running.
+    live: Mutex<Live>,
 }
+
+/// Snapshots of the queues' generators and sinks, taken by the queues themselves about every
+/// [`LIVE_EVERY_NS`] (when the lock is free: the fast path never waits for it).
+#[derive(Default)]
+struct Live {
+    sent: BTreeMap<usize, Vec<FlowSent>>,
+    received: BTreeMap<usize, BTreeMap<u16, sink::FlowRecord>>,
+}
+
+/// How often a queue snapshots its generator and sink for live reports.
+const LIVE_EVERY_NS: u64 = 250_000_000;
 
 #[derive(Debug, Clone)]
 struct FlowSent {
@@ -142,28 +155,40 @@ impl MemReport {
         let mut flows: BTreeMap<u16, sink::FlowRecord> = BTreeMap::new();
         let mut out = MemReport::default();
         for h in handles {
-            for f in h.shared.gens.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-                let e = sent.entry(f.id).or_insert(FlowSent {
-                    id: f.id,
-                    flow: f.flow.clone(),
-                    sent: 0,
-                });
-                e.sent += f.sent;
-            }
+            add_sent(&mut sent, h.shared.gens.lock().unwrap_or_else(|e| e.into_inner()).iter());
             for s in h.shared.sinks.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-                for (id, rec) in &s.flows {
-                    match flows.get_mut(id) {
-                        None => {
-                            flows.insert(*id, rec.clone());
-                        }
-                        Some(into) => into.absorb(rec),
-                    }
-                }
+                add_received(&mut flows, &s.flows);
                 out.samples.extend_from_slice(&s.samples);
                 out.captured.extend(s.captured.iter().cloned());
                 out.unstamped += s.unstamped;
             }
         }
+        out.finish(sent, flows)
+    }
+
+    /// Per-flow figures while the data plane runs, from the queues' last snapshots (at most a
+    /// quarter of a second old; packets in flight count as lost until they arrive). No
+    /// samples or captures.
+    pub fn live(handles: &[MemHandle]) -> MemReport {
+        let mut sent: BTreeMap<u16, FlowSent> = BTreeMap::new();
+        let mut flows: BTreeMap<u16, sink::FlowRecord> = BTreeMap::new();
+        for h in handles {
+            let live = h.shared.live.lock().unwrap_or_else(|e| e.into_inner());
+            add_sent(&mut sent, live.sent.values().flatten());
+            for received in live.received.values() {
+                add_received(&mut flows, received);
+            }
+        }
+        MemReport::default().finish(sent, flows)
+    }
+
+    /// The per-flow reports of what was sent and received, flow by flow.
+    fn finish(
+        mut self,
+        sent: BTreeMap<u16, FlowSent>,
+        flows: BTreeMap<u16, sink::FlowRecord>,
+    ) -> MemReport {
+        let out = &mut self;
         out.samples.sort_by_key(|s| (s.rx_ts, s.flow, s.seq));
         let mut all = sink::new_histogram();
         let ids: std::collections::BTreeSet<u16> =
@@ -194,7 +219,7 @@ impl MemReport {
             });
         }
         out.latency = Some(all);
-        out
+        self
     }
 
     pub fn sent(&self) -> u64 {
@@ -249,6 +274,29 @@ impl sink::FlowRecord {
     }
 }
 
+/// Add generators' per-flow counts into `into`, by flow id.
+fn add_sent<'a>(into: &mut BTreeMap<u16, FlowSent>, from: impl Iterator<Item = &'a FlowSent>) {
+    for f in from {
+        let e = into.entry(f.id).or_insert(FlowSent { id: f.id, flow: f.flow.clone(), sent: 0 });
+        e.sent += f.sent;
+    }
+}
+
+/// Add a sink's per-flow records into `into`, by flow id.
+fn add_received(
+    into: &mut BTreeMap<u16, sink::FlowRecord>,
+    from: &BTreeMap<u16, sink::FlowRecord>,
+) {
+    for (id, rec) in from {
+        match into.get_mut(id) {
+            None => {
+                into.insert(*id, rec.clone());
+            }
+            Some(r) => r.absorb(rec),
+        }
+    }
+}
+
 /// Receive queued injected frames (before any generated traffic); returns how many arrived.
 fn receive_injected(
     inject: &ArrayQueue<Vec<u8>>,
@@ -278,6 +326,31 @@ pub struct MemQueue {
     gen_done: Arc<std::sync::atomic::AtomicBool>,
     shared: Arc<Shared>,
     port: u16,
+    queue: usize,
+    /// When this queue next snapshots its generator and sink ([`Live`]).
+    live_at_ns: u64,
+}
+
+impl MemQueue {
+    /// Snapshot what the generator sent and the sink received, if it is time and nobody holds
+    /// the snapshots (a reader does only briefly): the fast path never waits.
+    #[inline]
+    fn snapshot(&mut self, now_ns: u64) {
+        if now_ns < self.live_at_ns {
+            return;
+        }
+        self.live_at_ns = now_ns + LIVE_EVERY_NS;
+        let Ok(mut live) = self.shared.live.try_lock() else { return };
+        if let Some(g) = &self.gen {
+            let sent =
+                g.flows.iter().map(|f| FlowSent { id: f.id, flow: f.frame_tuple(), sent: f.sent });
+            live.sent.insert(self.queue, sent.collect());
+        }
+        if self.sink.measures() {
+            let flows = self.sink.flows.iter().map(|(&id, r)| (id, r.summary())).collect();
+            live.received.insert(self.queue, flows);
+        }
+    }
 }
 
 /// Open a `mem` port with one queue per pool (worker).
@@ -302,6 +375,7 @@ pub fn open(
         inject: inject.clone(),
         counters: counters.clone(),
         gen_done: gen_done.clone(),
+        live: Mutex::new(Live::default()),
     });
     let mut out: Vec<Box<dyn Port>> = Vec::with_capacity(queues);
     for q in 0..queues {
@@ -326,6 +400,8 @@ pub fn open(
             gen_done: gen_done[q].clone(),
             shared: shared.clone(),
             port: cx.id,
+            queue: q,
+            live_at_ns: 0,
         }));
     }
     Ok((out, MemHandle { shared }))
@@ -351,6 +427,7 @@ impl Port for MemQueue {
                 if n == 0 && g.done() {
                     self.gen_done.store(true, std::sync::atomic::Ordering::Release);
                 }
+                self.snapshot(now_ns);
                 n
             }
             None => {
@@ -374,6 +451,9 @@ impl Port for MemQueue {
         }
         self.counters.tx_packets.add(n as u64);
         self.counters.tx_bytes.add(bytes);
+        if measure {
+            self.snapshot(now_ns);
+        }
         n
     }
 
