@@ -25,6 +25,45 @@ pub fn run(
     run_config(Config::load(config)?, json_out, stats_every, keep_running, p4runtime)
 }
 
+/// `hotplane run --p4 PROGRAM [--entries FILE] -i PORT@IFACE...`: a switch in one line.
+pub struct OneLine {
+    pub p4: PathBuf,
+    pub entries: Option<PathBuf>,
+    pub interfaces: Vec<String>,
+    pub port_kind: String,
+}
+
+/// The config a one-line switch stands for: its ports numbered as BMv2 numbers them, the
+/// program (with its entries) as the pipeline, one worker, no in-band updates.
+pub fn one_line_config(a: &OneLine) -> anyhow::Result<Config> {
+    if !matches!(a.port_kind.as_str(), "afpacket" | "afxdp") {
+        bail!("--port-kind {}: afpacket or afxdp", a.port_kind);
+    }
+    let mut ports = Vec::new();
+    for spec in &a.interfaces {
+        let port = crate::switch_cmd::interface(spec, &ports)?;
+        ports.push(port);
+    }
+    if ports.is_empty() {
+        bail!("--p4 needs its ports: -i 1@veth1 -i 2@veth2 (P4 port number @ interface)");
+    }
+    let absolute = |p: &Path| -> anyhow::Result<String> {
+        let p = std::fs::canonicalize(p).with_context(|| format!("cannot read {}", p.display()))?;
+        Ok(p.display().to_string())
+    };
+    let mut pre = json!({"stage": "p4", "program": absolute(&a.p4)?});
+    if let Some(e) = &a.entries {
+        pre["entries"] = json!(absolute(e)?);
+    }
+    let doc = json!({
+        "control": {"update_port": 0},
+        "port": crate::switch_cmd::ports_json(&ports, &a.port_kind),
+        "pipeline": {"pre": pre},
+    });
+    let text = toml::to_string(&doc).context("the one-line switch's config")?;
+    Ok(Config::parse(&text, "hotplane run --p4")?)
+}
+
 /// The value of `flag` in a hand-parsed command line of another tool's shape (`hotplane p4c`,
 /// `hotplane switch`): the part after `=`, or the next argument.
 pub fn flag_value(
@@ -107,7 +146,14 @@ pub fn run_config(
                 .map_or(0, |w| w.iter().filter_map(|w| w["packets"].as_u64()).sum());
             let rate = pkts.saturating_sub(last_packets) as f64 / secs;
             last_packets = pkts;
-            eprintln!("hotplane: {pkts} packets ({}), updates {}", per_second(rate), s["updates"]);
+            let u = &s["updates"];
+            let refused: u64 =
+                u["refused"].as_object().map_or(0, |r| r.values().filter_map(|v| v.as_u64()).sum());
+            eprintln!(
+                "hotplane: {pkts} packets ({}), updates applied {} refused {refused}",
+                per_second(rate),
+                u["applied_count"].as_u64().unwrap_or(0)
+            );
             // The mem sinks' flows as they stand (packets in flight count as lost).
             for f in &hotplane_io::mem::MemReport::live(&mem).flows {
                 let before = last_received.insert(f.flow, f.received).unwrap_or(0);
@@ -310,4 +356,46 @@ pub fn parse_vary(s: &str) -> Result<Vary, String> {
 
 pub fn parse_ip(s: &str) -> Result<IpAddr, String> {
     s.parse().map_err(|_| format!("`{s}` is not an IP address"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo(p: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(p)
+    }
+
+    /// `run --p4 basic.p4 --entries basic.json -i 1@veth1 -i 3@veth3`: port N is the Nth
+    /// `[[port]]` (BMv2's numbering; gaps are mem ports), the program and its entries the
+    /// pipeline.
+    #[test]
+    fn a_one_line_switch_is_the_config_it_stands_for() {
+        let one = OneLine {
+            p4: repo("tests/p4/basic.p4"),
+            entries: Some(repo("tests/p4/basic.json")),
+            interfaces: vec!["1@veth1".into(), "3@veth3".into()],
+            port_kind: "afxdp".into(),
+        };
+        let cfg = one_line_config(&one).unwrap();
+        let ports: Vec<(String, String)> =
+            cfg.ports.iter().map(|p| (p.name().to_string(), p.kind().to_string())).collect();
+        let want =
+            [("unbound0", "mem"), ("veth1", "afxdp"), ("unbound2", "mem"), ("veth3", "afxdp")];
+        assert_eq!(ports, want.map(|(a, b)| (a.to_string(), b.to_string())));
+        let pre = format!("{:?}", cfg.pipeline.pre);
+        assert!(pre.contains("basic.p4") && pre.contains("basic.json"), "{pre}");
+        assert_eq!(cfg.control.update_port, 0);
+        // Refusals name what to give.
+        let no_ports = OneLine { interfaces: vec![], ..one };
+        let e = one_line_config(&no_ports).unwrap_err().to_string();
+        assert!(e.contains("-i 1@veth1"), "{e}");
+        let twice = OneLine { interfaces: vec!["1@a".into(), "1@b".into()], ..no_ports };
+        let e = one_line_config(&twice).unwrap_err().to_string();
+        assert!(e.contains("given twice"), "{e}");
+        let missing = OneLine { p4: repo("tests/p4/nonexistent.p4"), ..twice };
+        let missing = OneLine { interfaces: vec!["1@a".into()], ..missing };
+        let e = one_line_config(&missing).unwrap_err().to_string();
+        assert!(e.contains("cannot read"), "{e}");
+    }
 }

@@ -22,9 +22,26 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run the data plane described by a TOML config.
+    #[command(after_help = "Examples:\n  \
+        hotplane run --config node.toml --stats-every 1\n  \
+        hotplane run --p4 basic.p4 --entries s1-runtime.json -i 1@veth1 -i 2@veth2")]
     Run {
-        #[arg(long, short)]
-        config: PathBuf,
+        /// The data plane's TOML config (docs/config.md).
+        #[arg(long, short, required_unless_present = "p4", conflicts_with = "p4")]
+        config: Option<PathBuf>,
+        /// Instead of a config: a switch in one line running this P4 program, its ports
+        /// given by `-i PORT@IFACE` (BMv2's numbering).
+        #[arg(long, value_name = "PROGRAM.p4")]
+        p4: Option<PathBuf>,
+        /// Table entries for `--p4` (runtime JSON, the tutorials' sN-runtime.json).
+        #[arg(long, requires = "p4")]
+        entries: Option<PathBuf>,
+        /// `--p4`'s ports: P4 port number @ interface, as simple_switch's `-i 1@veth1`.
+        #[arg(short = 'i', long = "interface", value_name = "PORT@IFACE", requires = "p4")]
+        interfaces: Vec<String>,
+        /// `--p4`'s port kind: afpacket or afxdp.
+        #[arg(long, default_value = "afpacket", requires = "p4")]
+        port_kind: String,
         /// Print final counters as JSON on stdout.
         #[arg(long)]
         json: bool,
@@ -688,9 +705,27 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
         #[cfg(feature = "p4runtime")]
         Cmd::P4c { args } => hotplane::p4c_cmd::main(&args),
-        Cmd::Run { config, json, stats_every, keep_running, p4runtime } => {
+        Cmd::Run {
+            config,
+            p4,
+            entries,
+            interfaces,
+            port_kind,
+            json,
+            stats_every,
+            keep_running,
+            p4runtime,
+        } => {
             process::exit_guard()?;
-            cli::run(&config, json, stats_every, keep_running, p4runtime)
+            match (config, p4) {
+                (Some(config), _) => cli::run(&config, json, stats_every, keep_running, p4runtime),
+                (None, Some(p4)) => {
+                    let one = cli::OneLine { p4, entries, interfaces, port_kind };
+                    let cfg = cli::one_line_config(&one)?;
+                    cli::run_config(cfg, json, stats_every, true, p4runtime)
+                }
+                (None, None) => anyhow::bail!("give --config FILE or --p4 PROGRAM"),
+            }
         }
         Cmd::Demo { out, rate, duration_ms, json } => {
             hotplane::demo::run(&hotplane::demo::Opts { out, rate_pps: rate, duration_ms, json })
