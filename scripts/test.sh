@@ -122,6 +122,8 @@ HOTPLANE_TEST_SCALE=0.2 RUSTC_BOOTSTRAP=1 RUSTFLAGS="-Zsanitizer=address" \
 
 step "python tests"
 cargo build -p hotplane --quiet
+# docs/cli.md is the binary's own --help, every command: it must be current.
+python3 scripts/cli-doc.py --bin "$BIN" --check
 HOTPLANE_BIN="$BIN" python3 -m pytest -q "$REPO/python/tests"
 
 step "P4Runtime: a p4runtime-shell session against hotplane run"
