@@ -34,7 +34,9 @@ def help_text(binary, path):
     )
     text = (r.stdout or r.stderr).rstrip()
     # Hand-parsed commands answer --help with their usage as an error.
-    return re.sub(r"^hotplane: error: ", "", text)
+    text = re.sub(r"^hotplane: error: ", "", text)
+    # The default socket depends on who runs it (root: /run/hotplane/hotplane.sock).
+    return re.sub(r"\[default: [^\]]*\.sock\]", "[default: the user's socket, see control-api.md]", text)
 
 
 def subcommands(text):
