@@ -195,6 +195,11 @@ fn the_engine_reaches_kinds_only_through_the_seam() {
     let ack = update(Kind::NativeStage, 4, spec.as_bytes());
     assert!(ack["message"].as_str().unwrap().contains("names a file of the node"), "{ack}");
 
+    // The watchdog thread runs on its own period: on a busy machine it may not have run yet.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while kind.watchdog_runs.load(Ordering::Relaxed) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     assert!(kind.watchdog_runs.load(Ordering::Relaxed) > 0, "the watchdog thread ran");
 
     // A service next to the data plane reports with it: in `stats` and in Prometheus.

@@ -1,6 +1,10 @@
 //! Table entries from a runtime JSON file in the format of the p4lang tutorials'
 //! `sN-runtime.json`: `table_entries` (table, match, action_name, action_params, priority,
-//! default_action), `multicast_group_entries` and `clone_session_entries`.
+//! default_action), `multicast_group_entries` and `clone_session_entries`; and, hotplane's
+//! addition for tables with action profiles, `action_profile_members` (action_profile,
+//! member_id, action_name, action_params) and `action_profile_groups` (action_profile,
+//! group_id, members: ids or {member_id, weight}), loaded before the table entries that name
+//! them (`"action_name": "$member"`, `"action_params": {"id": 1}`).
 //!
 //! Match values follow the tutorials' P4Runtime helper: exact `value`, lpm `[value, len]`,
 //! ternary `[value, mask]`, range `[lo, hi]`, optional `value`. Values are numbers or
@@ -8,11 +12,12 @@
 
 use serde_json::{json, Value};
 
-use crate::exec::{EntryError, P4Entry, P4Table, Pipeline};
+use crate::exec::{EntryError, Group, Member, P4Entry, P4Table, Pipeline, ProfileRef, ProfileRt};
 use crate::ir::{KeyMatch, MatchKind};
 use crate::stf::{parse_number, ValueError};
 use crate::types::mask;
 use crate::v1model::Replication;
+use std::sync::Arc;
 
 /// What a runtime file set up.
 #[derive(Debug, Default, PartialEq)]
@@ -31,6 +36,10 @@ pub enum RuntimeJsonError {
     Json(#[from] serde_json::Error),
     #[error("table_entries[{index}]: {source}")]
     TableEntry { index: usize, source: EntryError },
+    #[error("action_profile_members[{index}]: {source}")]
+    ProfileMember { index: usize, source: EntryError },
+    #[error("action_profile_groups[{index}]: {source}")]
+    ProfileGroup { index: usize, source: EntryError },
     /// `problem` says what the group lacks.
     #[error("multicast_group_entries[{index}]: {problem}")]
     MulticastGroup { index: usize, problem: &'static str },
@@ -85,6 +94,15 @@ pub enum Inserts {
 pub fn load_with(p: &Pipeline, text: &str, inserts: Inserts) -> Result<Loaded, RuntimeJsonError> {
     let doc: Value = serde_json::from_str(text)?;
     let mut loaded = Loaded::default();
+    let listed = |key: &str| doc.get(key).and_then(Value::as_array).into_iter().flatten();
+    for (index, m) in listed("action_profile_members").enumerate() {
+        apply_member(p, m, inserts)
+            .map_err(|source| RuntimeJsonError::ProfileMember { index, source })?;
+    }
+    for (index, g) in listed("action_profile_groups").enumerate() {
+        apply_group(p, g, inserts)
+            .map_err(|source| RuntimeJsonError::ProfileGroup { index, source })?;
+    }
     let entries = doc.get("table_entries").and_then(Value::as_array).cloned().unwrap_or_default();
     for (i, e) in entries.iter().enumerate() {
         let at = |source| RuntimeJsonError::TableEntry { index: i, source };
@@ -163,24 +181,8 @@ fn apply_entry(p: &Pipeline, e: &Value, inserts: Inserts) -> Result<Applied, Ent
         table.delete(&keys, priority)?;
         return Ok(Applied::Deleted);
     }
-    let action =
-        e.get("action_name").and_then(Value::as_str).ok_or(EntryError::Json("no `action_name`"))?;
-    let a = table.action_id(action)?;
-    let params = e.get("action_params").cloned().unwrap_or(Value::Object(Default::default()));
-    let params = params.as_object().ok_or(EntryError::Json("`action_params` must be an object"))?;
-    let mut args = Vec::new();
-    for (name, _, _) in &table.params[a] {
-        let v = params.get(name).ok_or_else(|| EntryError::MissingParam {
-            action: action.to_string(),
-            param: name.clone(),
-        })?;
-        args.push(
-            value(v).map_err(|source| EntryError::ParamValue { param: name.clone(), source })?,
-        );
-    }
-    if let Some(extra) = params.keys().find(|k| !table.params[a].iter().any(|p| &p.0 == *k)) {
-        return Err(EntryError::NoParam { action: action.to_string(), param: extra.clone() });
-    }
+    let (action, args) = action_of(&table.name, &table.action_names, &table.params, e)?;
+    let action = action.as_str();
     if e.get("default_action").and_then(Value::as_bool) == Some(true) {
         table.set_default(action, &args)?;
         return Ok(Applied::Default);
@@ -200,6 +202,98 @@ fn apply_entry(p: &Pipeline, e: &Value, inserts: Inserts) -> Result<Applied, Ent
 }
 
 /// The entry's `match` object as one match per key field; fields it leaves out match anything.
+/// An entry's or member's `action_name` and `action_params`, against the actions `names`
+/// (with their `params`) of `owner`: the action's full name and its argument values.
+fn action_of(
+    owner: &str,
+    names: &[String],
+    params: &[Vec<(String, u32, bool)>],
+    e: &Value,
+) -> Result<(String, Vec<u128>), EntryError> {
+    let action =
+        e.get("action_name").and_then(Value::as_str).ok_or(EntryError::Json("no `action_name`"))?;
+    let a = crate::exec::table::find_action(owner, names, action)?;
+    let given = e.get("action_params").cloned().unwrap_or(Value::Object(Default::default()));
+    let given = given.as_object().ok_or(EntryError::Json("`action_params` must be an object"))?;
+    let mut args = Vec::new();
+    for (name, _, _) in &params[a] {
+        let v = given.get(name).ok_or_else(|| EntryError::MissingParam {
+            action: action.to_string(),
+            param: name.clone(),
+        })?;
+        args.push(
+            value(v).map_err(|source| EntryError::ParamValue { param: name.clone(), source })?,
+        );
+    }
+    if let Some(extra) = given.keys().find(|k| !params[a].iter().any(|p| &p.0 == *k)) {
+        return Err(EntryError::NoParam { action: action.to_string(), param: extra.clone() });
+    }
+    Ok((names[a].clone(), args))
+}
+
+/// A 32-bit id at `key` of `e`.
+fn id_at(e: &Value, key: &'static str) -> Result<u32, EntryError> {
+    e.get(key)
+        .and_then(Value::as_u64)
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or(EntryError::Json(key))
+}
+
+/// The profile a member or group names (`action_profile`).
+fn profile_of<'p>(p: &'p Pipeline, v: &Value) -> Result<&'p Arc<ProfileRt>, EntryError> {
+    let name = v
+        .get("action_profile")
+        .and_then(Value::as_str)
+        .ok_or(EntryError::Json("no `action_profile`"))?;
+    p.objects.profile(name)
+}
+
+/// Whether a member's or group's write replaces one (`"type"`: INSERT, the default, or
+/// MODIFY; an INSERT of one that `exists` replaces it under [`Inserts::State`]).
+fn is_modify(v: &Value, inserts: Inserts, exists: bool) -> Result<bool, EntryError> {
+    match v.get("type").map_or(Some("INSERT"), Value::as_str) {
+        Some("MODIFY") => Ok(true),
+        Some("INSERT") => Ok(inserts == Inserts::State && exists),
+        _ => Err(EntryError::Json("`type` is one of INSERT, MODIFY")),
+    }
+}
+
+/// One of `action_profile_members`: INSERT (the default) or MODIFY; under
+/// [`Inserts::State`] an INSERT of a member that exists replaces it.
+fn apply_member(p: &Pipeline, m: &Value, inserts: Inserts) -> Result<(), EntryError> {
+    let profile = profile_of(p, m)?;
+    let id = id_at(m, "member_id")?;
+    let acts = &profile.actions;
+    let (action, args) = action_of(&profile.name, &acts.names, &acts.params, m)?;
+    let member = Member { action, args };
+    let modify = is_modify(m, inserts, profile.exists(ProfileRef::Member(id)).is_ok())?;
+    Ok(profile.write_member(id, member, modify)?)
+}
+
+/// One of `action_profile_groups`, as [`apply_member`].
+fn apply_group(p: &Pipeline, g: &Value, inserts: Inserts) -> Result<(), EntryError> {
+    let profile = profile_of(p, g)?;
+    let id = id_at(g, "group_id")?;
+    let members = g
+        .get("members")
+        .and_then(Value::as_array)
+        .ok_or(EntryError::Json("no `members`"))?
+        .iter()
+        .map(|m| match m.as_u64() {
+            Some(id) => u32::try_from(id)
+                .map(|id| (id, 1))
+                .map_err(|_| EntryError::Json("member ids are 32-bit")),
+            None => Ok((
+                id_at(m, "member_id")?,
+                m.get("weight").and_then(Value::as_u64).unwrap_or(1) as u32,
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let max_size = g.get("max_size").and_then(Value::as_u64).unwrap_or(0) as u32;
+    let modify = is_modify(g, inserts, profile.exists(ProfileRef::Group(id)).is_ok())?;
+    Ok(profile.write_group(id, Group { members, max_size }, modify)?)
+}
+
 fn match_keys(table: &P4Table, tname: &str, e: &Value) -> Result<Vec<KeyMatch>, EntryError> {
     let matches = match e.get("match") {
         None => Default::default(),
@@ -255,6 +349,9 @@ fn json_value(v: u128, width: u32) -> Value {
 /// 16 bits and `@ref` parameters are numbers, wider ones hex strings.
 pub fn dump(table: &P4Table) -> Value {
     let params = |action: &str, args: &[u128]| -> Value {
+        if let (Some(_), [id]) = (crate::exec::ProfileRef::of(action, args), args) {
+            return json!({ "id": *id as u64 });
+        }
         let Ok(a) = table.action_id(action) else { return json!({}) };
         let m: serde_json::Map<String, Value> = table.params[a]
             .iter()
@@ -310,5 +407,37 @@ pub fn dump(table: &P4Table) -> Value {
         "action_name": action,
         "action_params": params(&action, &args),
     }));
-    json!({ "table_entries": out })
+    let mut doc = json!({ "table_entries": out });
+    if let Some(profile) = &table.profile {
+        // The members and groups its entries name: a fresh pipeline loads them first.
+        let acts = &profile.actions;
+        let members: Vec<Value> = profile
+            .members()
+            .into_iter()
+            .map(|(id, m)| {
+                let a = acts.names.iter().position(|n| *n == m.action).unwrap_or(0);
+                let params: serde_json::Map<String, Value> = acts.params[a]
+                    .iter()
+                    .zip(&m.args)
+                    .map(|((name, width, _), v)| (name.clone(), json_value(*v, *width)))
+                    .collect();
+                json!({"action_profile": profile.name, "member_id": id, "action_name": m.action, "action_params": params})
+            })
+            .collect();
+        let groups: Vec<Value> = profile
+            .groups()
+            .into_iter()
+            .map(|(id, g)| {
+                let members: Vec<Value> = g
+                    .members
+                    .iter()
+                    .map(|&(m, w)| json!({"member_id": m, "weight": w}))
+                    .collect();
+                json!({"action_profile": profile.name, "group_id": id, "members": members, "max_size": g.max_size})
+            })
+            .collect();
+        doc["action_profile_members"] = members.into();
+        doc["action_profile_groups"] = groups.into();
+    }
+    doc
 }

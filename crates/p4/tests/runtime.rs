@@ -174,3 +174,48 @@ fn mistakes_are_typed() {
     let err = load(&p, "{").expect_err("not JSON");
     assert!(matches!(err, RuntimeJsonError::Json(_)), "{err:?}");
 }
+
+/// A table with an action selector: its dump carries the members and groups its entries
+/// name, and loads into a fresh pipeline (members and groups first), which then forwards as
+/// the first did; loading it again with the entries-as-state rule changes nothing.
+#[test]
+fn profiles_dump_and_load_with_their_members_and_groups() {
+    use hotplane_p4::runtime::{load_with, Inserts};
+    let qsbr = Qsbr::new();
+    let text = include_str!("../../../tests/p4/action_profiles.p4");
+    let pipeline = || {
+        let ir = hotplane_p4::compile_source("ap.p4", text, &[]).unwrap_or_else(|e| panic!("{e}"));
+        Pipeline::new(ir, &qsbr).expect("pipeline")
+    };
+    let first = pipeline();
+    let doc = r#"{
+      "action_profile_members": [
+        {"action_profile": "I.sel", "member_id": 10, "action_name": "I.set",
+         "action_params": {"v": 192, "port": 4}},
+        {"action_profile": "sel", "member_id": 11, "action_name": "set",
+         "action_params": {"v": "0xc2", "port": 5}}
+      ],
+      "action_profile_groups": [
+        {"action_profile": "I.sel", "group_id": 100, "members": [10, {"member_id": 11, "weight": 3}]}
+      ],
+      "table_entries": [
+        {"table": "I.by_group", "match": {"hdr.h.key": 32}, "action_name": "$group",
+         "action_params": {"id": 100}}
+      ]}"#;
+    load(&first, doc).expect("loads");
+    let table = first.objects.table("I.by_group").unwrap();
+    let dumped = dump(table);
+    assert_eq!(dumped["action_profile_members"].as_array().unwrap().len(), 2, "{dumped}");
+    assert_eq!(dumped["action_profile_groups"][0]["members"][1]["weight"], 3, "{dumped}");
+    assert_eq!(dumped["table_entries"][0]["action_params"]["id"], 100, "{dumped}");
+    let second = pipeline();
+    load(&second, &dumped.to_string()).expect("the dump loads into a fresh pipeline");
+    assert_eq!(dump(second.objects.table("I.by_group").unwrap()), dumped);
+    load_with(&second, &dumped.to_string(), Inserts::State).expect("and again, as state");
+    assert_eq!(dump(second.objects.table("I.by_group").unwrap()), dumped);
+    // A member naming an action the profile's tables do not have is refused, by index.
+    let bad = r#"{"action_profile_members": [
+        {"action_profile": "I.prof", "member_id": 1, "action_name": "I.nope"}]}"#;
+    let e = load(&second, bad).unwrap_err().to_string();
+    assert!(e.starts_with("action_profile_members[0]") && e.contains("nope"), "{e}");
+}
