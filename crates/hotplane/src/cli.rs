@@ -6,7 +6,7 @@ use anyhow::{bail, Context};
 use hotplane_control::api::{Client, Request};
 use hotplane_control::{Flags, Kind, Target, UpdateHeader, WorkerScope};
 use hotplane_io::mem::Vary;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,7 +41,7 @@ pub fn one_line_config(a: &OneLine) -> anyhow::Result<Config> {
     }
     let mut ports = Vec::new();
     for spec in &a.interfaces {
-        let port = crate::switch_cmd::interface(spec, &ports)?;
+        let port = interface(spec, &ports)?;
         ports.push(port);
     }
     if ports.is_empty() {
@@ -57,12 +57,46 @@ pub fn one_line_config(a: &OneLine) -> anyhow::Result<Config> {
     }
     let doc = json!({
         "control": {"update_port": 0},
-        "port": crate::switch_cmd::ports_json(&ports, &a.port_kind),
+        "port": ports_json(&ports, &a.port_kind),
         "pipeline": {"pre": pre},
     });
     let text = toml::to_string(&doc).context("the one-line switch's config")?;
     Ok(Config::parse(&text, "hotplane run --p4")?)
 }
+
+/// `-i PORT@IFACE` (BMv2's numbering), checked against the ports `taken` already.
+pub(crate) fn interface(spec: &str, taken: &[(u32, String)]) -> anyhow::Result<(u32, String)> {
+    let (port, iface) = spec
+        .split_once('@')
+        .with_context(|| format!("-i {spec}: give PORT@INTERFACE (0@veth0)"))?;
+    let port: u32 =
+        port.parse().with_context(|| format!("-i {spec}: {port} is not a port number"))?;
+    if port > MAX_PORT {
+        bail!("-i {spec}: port numbers go up to {MAX_PORT}");
+    }
+    if taken.iter().any(|(p, _)| *p == port) {
+        bail!("-i {spec}: port {port} is given twice");
+    }
+    Ok((port, iface.to_string()))
+}
+
+/// The `[[port]]` list for BMv2-numbered ports: port N is the Nth entry, an interface of
+/// `kind`; numbers no `-i` names are `mem` ports (what is sent there is counted and dropped).
+pub(crate) fn ports_json(ports: &[(u32, String)], kind: &str) -> Vec<Value> {
+    match ports.iter().map(|p| p.0).max() {
+        None => vec![json!({"name": "unbound0", "kind": "mem"})],
+        Some(top) => (0..=top)
+            .map(|n| match ports.iter().find(|p| p.0 == n) {
+                Some((_, iface)) => json!({"name": iface, "kind": kind, "interface": iface}),
+                None => json!({"name": format!("unbound{n}"), "kind": "mem"}),
+            })
+            .collect(),
+    }
+}
+
+/// Highest P4 port number bound to an interface: the ports below it that no interface has
+/// are made too.
+pub(crate) const MAX_PORT: u32 = 63;
 
 /// The value of `flag` in a hand-parsed command line of another tool's shape (`hotplane p4c`,
 /// `hotplane switch`): the part after `=`, or the next argument.

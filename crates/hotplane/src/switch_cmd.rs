@@ -16,7 +16,7 @@
 use crate::cli::flag_value;
 use anyhow::{bail, Context as _};
 use hotplane_engine::Config;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -44,7 +44,6 @@ const IGNORED: &[(&str, bool)] = &[
 
 /// Highest P4 port number bound to an interface: the ports below it that no interface has
 /// are made too.
-const MAX_PORT: u32 = 63;
 
 #[derive(Debug, PartialEq)]
 struct SwitchArgs {
@@ -105,7 +104,7 @@ fn parse(args: &[String]) -> anyhow::Result<SwitchArgs> {
         match flag {
             "-h" | "--help" => bail!("{USAGE}"),
             "-i" | "--interface" => {
-                let port = interface(&value()?, &a.ports)?;
+                let port = crate::cli::interface(&value()?, &a.ports)?;
                 a.ports.push(port);
             }
             "--device-id" => {
@@ -187,39 +186,9 @@ fn listen_addr(addr: &str, tls: bool) -> anyhow::Result<SocketAddr> {
     Ok(a)
 }
 
-/// `-i PORT@IFACE` (BMv2's numbering), checked against the ports `taken` already.
-pub(crate) fn interface(spec: &str, taken: &[(u32, String)]) -> anyhow::Result<(u32, String)> {
-    let (port, iface) = spec
-        .split_once('@')
-        .with_context(|| format!("-i {spec}: give PORT@INTERFACE (0@veth0)"))?;
-    let port: u32 =
-        port.parse().with_context(|| format!("-i {spec}: {port} is not a port number"))?;
-    if port > MAX_PORT {
-        bail!("-i {spec}: port numbers go up to {MAX_PORT}");
-    }
-    if taken.iter().any(|(p, _)| *p == port) {
-        bail!("-i {spec}: port {port} is given twice");
-    }
-    Ok((port, iface.to_string()))
-}
-
-/// The `[[port]]` list for BMv2-numbered ports: port N is the Nth entry, an interface of
-/// `kind`; numbers no `-i` names are `mem` ports (what is sent there is counted and dropped).
-pub(crate) fn ports_json(ports: &[(u32, String)], kind: &str) -> Vec<Value> {
-    match ports.iter().map(|p| p.0).max() {
-        None => vec![json!({"name": "unbound0", "kind": "mem"})],
-        Some(top) => (0..=top)
-            .map(|n| match ports.iter().find(|p| p.0 == n) {
-                Some((_, iface)) => json!({"name": iface, "kind": kind, "interface": iface}),
-                None => json!({"name": format!("unbound{n}"), "kind": "mem"}),
-            })
-            .collect(),
-    }
-}
-
 /// The data plane config the arguments describe.
 fn config(a: &SwitchArgs) -> anyhow::Result<Config> {
-    let ports = ports_json(&a.ports, &a.port_kind);
+    let ports = crate::cli::ports_json(&a.ports, &a.port_kind);
     let pre = match &a.program {
         None => json!({"stage": "drop"}),
         Some(path) => {
