@@ -40,12 +40,27 @@ control Add(inout bit<8> x)(bit<8> amount, bool twice) {
     }
 }
 
+// A default means what it says where it is written: DEFAULT_STEP is the top-level one, even
+// when the block that instantiates Step has a constructor parameter of that name.
+const bit<8> DEFAULT_STEP = 16;
+
+control Step(inout bit<8> x)(bit<8> n = DEFAULT_STEP) {
+    apply { x = x + n; }
+}
+
+control Outer(inout bit<8> x)(bit<8> DEFAULT_STEP = 4) {
+    Step() step;
+    apply { step.apply(x); }
+}
+
 control VC(inout headers hdr, inout meta_t m) { apply { } }
 
 control I(inout headers hdr, inout meta_t m, inout standard_metadata_t sm)(bit<9> port) {
     Add(8w0, false) once;
     Add(8w4, true) twice;
+    Outer() outer;
     apply {
+        outer.apply(hdr.h.a);
         once.apply(hdr.h.b);
         twice.apply(hdr.h.c);
         sm.egress_spec = port;

@@ -67,7 +67,10 @@ pub fn replacement(
         let objects = Objects::new(&ir, cx.qsbr).map_err(rejected)?;
         let scratch =
             Pipeline::with_engine(ir.clone(), objects, Engine::Closures).map_err(rejected)?;
-        crate::runtime::load(&scratch, text).map_err(entries_rejected)?;
+        // As the real load below: the document describes the state (the dumps of two tables
+        // sharing a profile both list its members).
+        crate::runtime::load_with(&scratch, text, crate::runtime::Inserts::State)
+            .map_err(entries_rejected)?;
     }
     let (pipeline, note) = match old {
         Some(o) => {

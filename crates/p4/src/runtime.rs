@@ -236,7 +236,17 @@ fn id_at(e: &Value, key: &'static str) -> Result<u32, EntryError> {
     e.get(key)
         .and_then(Value::as_u64)
         .and_then(|v| u32::try_from(v).ok())
-        .ok_or(EntryError::Json(key))
+        .ok_or(EntryError::NotU32 { field: key })
+}
+
+/// The 32-bit number at `key` of `e`, or `default` when absent; anything else is refused.
+fn optional_u32(e: &Value, key: &'static str, default: u32) -> Result<u32, EntryError> {
+    match e.get(key) {
+        None => Ok(default),
+        Some(v) => {
+            v.as_u64().and_then(|v| u32::try_from(v).ok()).ok_or(EntryError::NotU32 { field: key })
+        }
+    }
 }
 
 /// The profile a member or group names (`action_profile`).
@@ -283,13 +293,10 @@ fn apply_group(p: &Pipeline, g: &Value, inserts: Inserts) -> Result<(), EntryErr
             Some(id) => u32::try_from(id)
                 .map(|id| (id, 1))
                 .map_err(|_| EntryError::Json("member ids are 32-bit")),
-            None => Ok((
-                id_at(m, "member_id")?,
-                m.get("weight").and_then(Value::as_u64).unwrap_or(1) as u32,
-            )),
+            None => Ok((id_at(m, "member_id")?, optional_u32(m, "weight", 1)?)),
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let max_size = g.get("max_size").and_then(Value::as_u64).unwrap_or(0) as u32;
+    let max_size = optional_u32(g, "max_size", 0)?;
     let modify = is_modify(g, inserts, profile.exists(ProfileRef::Group(id)).is_ok())?;
     Ok(profile.write_group(id, Group { members, max_size }, modify)?)
 }

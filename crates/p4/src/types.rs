@@ -264,7 +264,7 @@ impl ConstEval<'_> {
             },
             ExprKind::Cast(ty, inner) => {
                 let v = self.eval(inner)?;
-                let ty = resolve_type(self.types, self.consts, ty)?;
+                let ty = resolve_type(self.types, self.consts, self.locals, ty)?;
                 match (v, &ty) {
                     (ConstValue::Int(v, _), Ty::Bit(w) | Ty::Int(w)) => {
                         ConstValue::Int(v & mask(*w), ty.clone())
@@ -465,17 +465,21 @@ pub(crate) fn by_zero(op: BinOp) -> &'static str {
 }
 
 /// Resolve a syntactic type to a semantic one (type parameters must already be substituted).
-/// The name of generic type `name` with type arguments `args`: `S<bit<8>, bool>`.
-pub fn generic_name(types: &Types, name: &str, args: &[Ty]) -> String {
-    format!("{name}<{}>", args.iter().map(|t| types.show(t)).collect::<Vec<_>>().join(", "))
+/// The key generic type `name` with type arguments `args` is declared under: by structure
+/// (composites by index), so that it stays short however deep types nest.
+pub fn generic_key(name: &str, args: &[Ty]) -> String {
+    format!("{name}<{args:?}>")
 }
 
+/// The type `t` names. Widths and sizes are evaluated with `locals` (a block's constants
+/// and constructor parameters shadow the top-level ones) when given.
 pub fn resolve_type(
     types: &Types,
     consts: &HashMap<String, ConstValue>,
+    locals: Option<&dyn LocalNames>,
     t: &ast::Type,
 ) -> DResult<Ty> {
-    let ev = ConstEval { types, consts, locals: None };
+    let ev = ConstEval { types, consts, locals };
     let width = |e: &Expr, kind: &str| -> DResult<u32> {
         let w = ev.eval_u32(e, "a width")?;
         if w == 0 && kind != "varbit" {
@@ -506,9 +510,9 @@ pub fn resolve_type(
                 // A generic struct or header with these arguments, once declared.
                 let tys = args
                     .iter()
-                    .map(|a| resolve_type(types, consts, a))
+                    .map(|a| resolve_type(types, consts, locals, a))
                     .collect::<DResult<Vec<_>>>()?;
-                if let Some(t) = types.names.get(&generic_name(types, &name.name, &tys)) {
+                if let Some(t) = types.names.get(&generic_key(&name.name, &tys)) {
                     return Ok(t.clone());
                 }
             }
@@ -519,7 +523,7 @@ pub fn resolve_type(
                 Ty::Extern(i, _) => {
                     let args = args
                         .iter()
-                        .map(|a| resolve_type(types, consts, a))
+                        .map(|a| resolve_type(types, consts, locals, a))
                         .collect::<DResult<Vec<_>>>()?;
                     Ty::Extern(i, args)
                 }
@@ -536,15 +540,15 @@ pub fn resolve_type(
             }
         }
         TypeKind::Stack { elem, size } => {
-            let elem = resolve_type(types, consts, elem)?;
+            let elem = resolve_type(types, consts, locals, elem)?;
             let n = ev.eval_u32(size, "a stack size")?;
             if n == 0 || n > 4096 {
                 return Err(Diagnostic::new(size.span, "a header stack needs 1 to 4096 elements"));
             }
             Ty::Stack(Box::new(elem), n)
         }
-        TypeKind::Tuple(ts) => {
-            Ty::Tuple(ts.iter().map(|a| resolve_type(types, consts, a)).collect::<DResult<_>>()?)
-        }
+        TypeKind::Tuple(ts) => Ty::Tuple(
+            ts.iter().map(|a| resolve_type(types, consts, locals, a)).collect::<DResult<_>>()?,
+        ),
     })
 }

@@ -202,6 +202,37 @@ fn recursive_struct(how: usize) -> String {
     Program { top: &top, decls: "r x;", body: "hdr.h.a = 1;", ..Default::default() }.text()
 }
 
+/// Type declarations that double at each of `n` levels: structs of two of the level below
+/// (`how` 0), tuples of two (1), a generic pair of two (2); or a generic struct whose field
+/// instantiates it with a bigger argument, without end (3).
+fn doubling_types(how: usize, n: usize) -> String {
+    let mut top = String::new();
+    match how {
+        0 => {
+            top.push_str("struct s0 { bit<8> a; }\n");
+            for i in 1..=n {
+                writeln!(top, "struct s{i} {{ s{p} a; s{p} b; }}", p = i - 1).unwrap();
+            }
+        }
+        1 | 2 => {
+            top.push_str("struct Pair<A, B> { A a; B b; }\ntypedef bit<8> s0;\n");
+            for i in 1..=n {
+                let p = i - 1;
+                let pair = if how == 1 {
+                    format!("tuple<s{p}, s{p}>")
+                } else {
+                    format!("Pair<s{p}, s{p}>")
+                };
+                writeln!(top, "typedef {pair} s{i};").unwrap();
+            }
+        }
+        _ => top.push_str("struct S<T> { T v; S<S<T>> deeper; }\ntypedef S<bit<8>> s0;\n"),
+    }
+    let last = if how == 3 { 0 } else { n };
+    let decls = format!("s{last} x;");
+    Program { top: &top, decls: &decls, body: "hdr.h.a = 1;", ..Default::default() }.text()
+}
+
 /// Structs three levels deep, each with `n` fields of the level below, and a metadata
 /// variable of the top one: `n^3` slots.
 fn struct_fanout(n: usize) -> String {
@@ -378,6 +409,10 @@ fn program_for(case: &str) -> String {
         "typedef_chain" => typedef_chain(n),
         "struct_fanout" => struct_fanout(n),
         "recursive_struct" => recursive_struct(n),
+        "doubling_structs" => doubling_types(0, n),
+        "doubling_tuples" => doubling_types(1, n),
+        "doubling_generics" => doubling_types(2, n),
+        "growing_generic" => doubling_types(3, n),
         "header_stacks" => header_stacks(n),
         "parser_state_chain" => parser_state_chain(n),
         "select_cases" => select_cases(n),
@@ -568,6 +603,16 @@ fn recursive_types_are_refused() {
             "`r` is a recursive type: field `f` contains it",
         );
     }
+}
+
+/// Types that double at each level (their checks, names and slots) and a generic that grows
+/// without end are refused by budget, quickly, instead of hanging or exhausting memory.
+#[test]
+fn doubling_and_growing_types_are_refused() {
+    for case in ["doubling_structs:40", "doubling_tuples:40", "doubling_generics:40"] {
+        refused(case, "budget");
+    }
+    refused("growing_generic:0", "over the `nesting_depth` budget");
 }
 
 #[test]

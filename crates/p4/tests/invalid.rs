@@ -264,3 +264,18 @@ fn tuple_elements_are_reached_by_constant_index() {
     refused(&program("", "", "", locals, "h.h.a = t[2];"), "index 2 is out of range");
     refused(&program("", "", "", locals, "h.h.a = t[h.h.b];"), "expected a compile-time constant");
 }
+
+/// A generic's fields see the top-level names and its own parameters only, not those of a
+/// generic being instantiated around it; widths see a block's constructor parameters.
+#[test]
+fn names_in_generics_and_widths_resolve_where_declared() {
+    let types = "typedef bit<16> T; struct In<X> { T a; X b; } struct Out<T> { In<bit<8>> i; }";
+    // In<bit<8>>.a is bit<16> (the typedef), also when first made inside Out<bit<32>>.
+    compiles(&program(types, "", "", "Out<bit<32>> v; In<bit<8>> w;", "w.a = 16w0xffff;"));
+    refused(&program(types, "", "", "Out<bit<32>> v; In<bit<8>> w;", "w.a = 32w1;"), "bit<16>");
+    let sub = "const bit<32> W = 8; control Wide(inout bit<8> x)(bit<32> W) { bit<W> v; \
+               apply { v = 16w1; x = v[7:0]; } }";
+    compiles(&program(sub, "", "", "Wide(16) w;", "w.apply(h.h.a);"));
+    let named = "control N(inout bit<8> x)(bit<8> a = 1, bit<8> b = 2) { apply { x = a + b; } }";
+    refused(&program(named, "", "", "N(b = 5) n;", "n.apply(h.h.a);"), "given in order");
+}

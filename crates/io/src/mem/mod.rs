@@ -46,12 +46,30 @@ struct Shared {
 /// [`LIVE_EVERY_NS`] (when the lock is free: the fast path never waits for it).
 #[derive(Default)]
 struct Live {
-    sent: BTreeMap<usize, Vec<FlowSent>>,
-    received: BTreeMap<usize, BTreeMap<u16, sink::FlowRecord>>,
+    /// Per queue: its flows' ids and packets sent (tuples are looked up when reported).
+    sent: BTreeMap<usize, Vec<(u16, u64)>>,
+    /// Per queue: its sink's flows, the first [`LIVE_FLOWS`] of them.
+    received: BTreeMap<usize, Vec<(u16, LiveFlow)>>,
+    /// The flows' 5-tuples, by id, as generated (filled once).
+    tuples: BTreeMap<u16, String>,
+}
+
+/// A sink's flow at a snapshot: counts, and the p99 latency for the first
+/// [`LIVE_LATENCY_FLOWS`] flows (a quantile of the histogram costs a pass over it).
+#[derive(Clone, Copy)]
+struct LiveFlow {
+    received: u64,
+    duplicates: u64,
+    reordered: u64,
+    p99_ns: Option<u64>,
 }
 
 /// How often a queue snapshots its generator and sink for live reports.
 const LIVE_EVERY_NS: u64 = 250_000_000;
+/// The most flows a queue's snapshot holds, and how many of them carry a latency: a
+/// snapshot costs the fast path a few microseconds, not more.
+const LIVE_FLOWS: usize = 1024;
+const LIVE_LATENCY_FLOWS: usize = 16;
 
 #[derive(Debug, Clone)]
 struct FlowSent {
@@ -169,17 +187,57 @@ impl MemReport {
     /// Per-flow figures while the data plane runs, from the queues' last snapshots (at most a
     /// quarter of a second old; packets in flight count as lost until they arrive). No
     /// samples or captures.
+    ///
+    /// A flow received on several queues reports the highest of their p99 latencies; flows
+    /// past a queue's first [`LIVE_LATENCY_FLOWS`] report none (0), past its first
+    /// [`LIVE_FLOWS`] nothing until the end.
     pub fn live(handles: &[MemHandle]) -> MemReport {
-        let mut sent: BTreeMap<u16, FlowSent> = BTreeMap::new();
-        let mut flows: BTreeMap<u16, sink::FlowRecord> = BTreeMap::new();
+        let mut sent: BTreeMap<u16, (String, u64)> = BTreeMap::new();
+        let mut received: BTreeMap<u16, LiveFlow> = BTreeMap::new();
         for h in handles {
             let live = h.shared.live.lock().unwrap_or_else(|e| e.into_inner());
-            add_sent(&mut sent, live.sent.values().flatten());
-            for received in live.received.values() {
-                add_received(&mut flows, received);
+            for &(id, n) in live.sent.values().flatten() {
+                let tuple = live.tuples.get(&id).cloned().unwrap_or_default();
+                sent.entry(id).or_insert((tuple, 0)).1 += n;
+            }
+            for &(id, f) in live.received.values().flatten() {
+                let into = received.entry(id).or_insert(LiveFlow {
+                    received: 0,
+                    duplicates: 0,
+                    reordered: 0,
+                    p99_ns: None,
+                });
+                into.received += f.received;
+                into.duplicates += f.duplicates;
+                into.reordered += f.reordered;
+                into.p99_ns = into.p99_ns.max(f.p99_ns);
             }
         }
-        MemReport::default().finish(sent, flows)
+        let ids: std::collections::BTreeSet<u16> =
+            sent.keys().chain(received.keys()).copied().collect();
+        let flows = ids
+            .into_iter()
+            .map(|id| {
+                let (tuple, sent) = sent.get(&id).cloned().unwrap_or_else(|| ("?".into(), 0));
+                let r = received.get(&id).copied();
+                let unique = r.map_or(0, |r| r.received - r.duplicates);
+                FlowReport {
+                    flow: id,
+                    tuple,
+                    sent,
+                    received: r.map_or(0, |r| r.received),
+                    lost: sent.saturating_sub(unique),
+                    duplicates: r.map_or(0, |r| r.duplicates),
+                    reordered: r.map_or(0, |r| r.reordered),
+                    missing: 0,
+                    latency_ns_p50: 0,
+                    latency_ns_p99: r.and_then(|r| r.p99_ns).unwrap_or(0),
+                    latency_ns_max: 0,
+                    marks: Vec::new(),
+                }
+            })
+            .collect();
+        MemReport { flows, ..Default::default() }
     }
 
     /// The per-flow reports of what was sent and received, flow by flow.
@@ -340,15 +398,32 @@ impl MemQueue {
             return;
         }
         self.live_at_ns = now_ns + LIVE_EVERY_NS;
-        let Ok(mut live) = self.shared.live.try_lock() else { return };
+        let mut live = match self.shared.live.try_lock() {
+            Ok(l) => l,
+            // A reader that panicked left the snapshots as they were: still usable.
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
         if let Some(g) = &self.gen {
-            let sent =
-                g.flows.iter().map(|f| FlowSent { id: f.id, flow: f.frame_tuple(), sent: f.sent });
-            live.sent.insert(self.queue, sent.collect());
+            if !live.sent.contains_key(&self.queue) {
+                for f in &g.flows {
+                    live.tuples.insert(f.id, f.frame_tuple());
+                }
+            }
+            live.sent.insert(self.queue, g.flows.iter().map(|f| (f.id, f.sent)).collect());
         }
         if self.sink.measures() {
-            let flows = self.sink.flows.iter().map(|(&id, r)| (id, r.summary())).collect();
-            live.received.insert(self.queue, flows);
+            let flows = self.sink.flows.iter().take(LIVE_FLOWS).enumerate().map(|(i, (&id, r))| {
+                let p99_ns = (i < LIVE_LATENCY_FLOWS).then(|| r.latency.value_at_quantile(0.99));
+                let flow = LiveFlow {
+                    received: r.received,
+                    duplicates: r.duplicates,
+                    reordered: r.reordered,
+                    p99_ns,
+                };
+                (id, flow)
+            });
+            live.received.insert(self.queue, flows.collect());
         }
     }
 }
@@ -432,6 +507,10 @@ impl Port for MemQueue {
             }
             None => {
                 self.gen_done.store(true, std::sync::atomic::Ordering::Release);
+                // A sink's queue is polled even when nothing arrives: its snapshot catches up.
+                if self.sink.measures() {
+                    self.snapshot(now_ns);
+                }
                 receive_injected(&self.inject, self.port, now_ns, batch, cache, &self.counters)
             }
         }

@@ -76,21 +76,6 @@ impl FlowRecord {
         }
     }
 
-    /// The counts and the latency histogram without the sequence bitmap (which grows with the
-    /// flow): what a live report needs, cheap to copy.
-    pub(crate) fn summary(&self) -> FlowRecord {
-        FlowRecord {
-            received: self.received,
-            duplicates: self.duplicates,
-            reordered: self.reordered,
-            max_seq: self.max_seq,
-            seen: Vec::new(),
-            latency: self.latency.clone(),
-            marks: self.marks.clone(),
-            other_marks: self.other_marks,
-        }
-    }
-
     /// Number of distinct sequence numbers received.
     pub fn unique(&self) -> u64 {
         self.received - self.duplicates

@@ -81,6 +81,9 @@ pub enum EntryError {
     Profile(#[from] crate::exec::ProfileError),
     #[error("no action profile `{name}` (the program has {profiles})")]
     NoProfile { name: String, profiles: String },
+    /// A runtime JSON member or group whose `field` is missing or not a 32-bit number.
+    #[error("`{field}` must be a number from 0 to 4294967295")]
+    NotU32 { field: &'static str },
     /// A runtime JSON entry of the wrong shape; the text says which member.
     #[error("{0}")]
     Json(&'static str),

@@ -115,11 +115,19 @@ impl<'a> Lowerer<'a> {
                 ),
             );
         }
+        if let Some(named) = args.iter().find_map(|a| a.name.as_ref()) {
+            return self.err(
+                named.span,
+                "constructor arguments are given in order (named ones are not supported yet)",
+            );
+        }
         let mut out = Vec::with_capacity(ctor_params.len());
         for (i, p) in ctor_params.iter().enumerate() {
-            let value = match (args.get(i), &p.default) {
-                (Some(a), _) => &a.value,
-                (None, Some(d)) => d,
+            // A default means what it says where the block is declared: at the top level,
+            // not in the scope that instantiates it.
+            let (value, here) = match (args.get(i), &p.default) {
+                (Some(a), _) => (&a.value, true),
+                (None, Some(d)) => (d, false),
                 (None, None) => unreachable!("checked above"),
             };
             let ty = self.resolve(&p.ty)?;
@@ -135,7 +143,15 @@ impl<'a> Lowerer<'a> {
                     ),
                 );
             }
-            let v = self.const_eval().eval(value)?;
+            let v = match here {
+                true => self.const_eval().eval(value)?,
+                false => crate::types::ConstEval {
+                    types: &self.types,
+                    consts: &self.consts,
+                    locals: None,
+                }
+                .eval(value)?,
+            };
             out.push(Binding::Const(self.convert_const(v, &ty, value.span)?));
         }
         Ok(out)

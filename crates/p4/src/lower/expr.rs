@@ -382,12 +382,11 @@ impl<'a> Lowerer<'a> {
                 Val::Loc(Storage::Header { hdr: hb, ty: tb }),
             ) if ta == tb => {
                 let mut same = Vec::new();
-                for (i, f) in self.types.composites[ta].fields.iter().enumerate() {
-                    if matches!(f.ty, Ty::Varbit(_)) {
+                for leaf in self.header_leaves(ta) {
+                    let Some((bit_off, width)) = leaf else {
                         same.push(Expr::VarbitEq(ha.clone(), hb.clone()));
                         continue;
-                    }
-                    let (bit_off, width) = self.field_layout(ta, i);
+                    };
                     let read = |hdr: &HdrRef| {
                         Expr::Read(Place::Field { hdr: hdr.clone(), bit_off, width })
                     };

@@ -476,12 +476,11 @@ impl<'a> Lowerer<'a> {
                 }
             }
             Val::Loc(Storage::Header { hdr, ty }) => {
-                for (i, f) in self.types.composites[ty].fields.iter().enumerate() {
-                    if matches!(f.ty, Ty::Varbit(_)) {
+                for leaf in self.header_leaves(ty) {
+                    let Some((bit_off, width)) = leaf else {
                         out.push(ListItem { value: Expr::VarbitField(hdr.clone()), width: 0 });
                         continue;
-                    }
-                    let (bit_off, width) = self.field_layout(ty, i);
+                    };
                     out.push(ListItem {
                         value: Expr::Read(Place::Field { hdr: hdr.clone(), bit_off, width }),
                         width,
@@ -606,8 +605,11 @@ impl<'a> Lowerer<'a> {
                     [t] => Some(self.resolve(t)?),
                     _ => None,
                 };
+                // A tuple (a struct underneath) stays a tuple in the P4Info.
                 let strukt = match (given, self.expr(a(1)?, pre)?) {
-                    (Some(Ty::Struct(ty)), _) | (None, Val::Loc(Storage::Struct { ty, .. })) => {
+                    (Some(Ty::Struct(ty)), _) | (None, Val::Loc(Storage::Struct { ty, .. }))
+                        if !self.tuple_types.contains(&ty) =>
+                    {
                         Some(ty)
                     }
                     _ => None,

@@ -99,6 +99,9 @@ pub(crate) struct Lowerer<'a> {
     generic_types: HashMap<String, &'a Decl>,
     /// The composites that stand for tuple types (`tuples_as_structs`).
     pub(crate) tuple_types: std::collections::HashSet<usize>,
+    /// The generic instantiations in progress, innermost last: each type parameter, what
+    /// its name meant before, and the argument it is bound to.
+    generic_frames: Vec<Vec<(String, Option<Ty>, Ty)>>,
     /// Actions whose directional parameters a table's action list binds, with what the
     /// arguments lower to (tables binding one alike share the binding; `bind_action_args`).
     bound_actions: HashMap<u32, String>,
@@ -166,6 +169,7 @@ impl<'a> Lowerer<'a> {
             global_bindings: HashMap::new(),
             generic_types: HashMap::new(),
             tuple_types: Default::default(),
+            generic_frames: Vec::new(),
             action_decl_span: HashMap::new(),
             bound_actions: Default::default(),
             list_digests: 0,
@@ -207,25 +211,47 @@ impl<'a> Lowerer<'a> {
 
     pub fn resolve(&mut self, t: &ast::Type) -> DResult<Ty> {
         self.instantiate_generics(t)?;
-        let ty = resolve_type(&self.types, &self.consts, t)?;
-        Ok(self.tuples_as_structs(ty))
+        let ty = resolve_type(&self.types, &self.consts, Some(&*self), t)?;
+        self.tuples_as_structs(ty, t.span)
+    }
+
+    /// A composite's name for messages and the P4Info: `full`, or when that grows long (types
+    /// nested in types), its start and the composite's index.
+    fn display_name(full: String, index: usize) -> String {
+        const MAX: usize = 96;
+        if full.len() <= MAX {
+            return full;
+        }
+        let cut = (0..=MAX).rev().find(|&i| full.is_char_boundary(i)).unwrap_or(0);
+        format!("{}…#{index}", &full[..cut])
     }
 
     /// `ty` with every tuple type made a struct of its own (fields `0`, `1`, ...: reached by
     /// a constant index), declared once per list of element types, so that tuples are
     /// variables, parameters and fields like structs.
-    fn tuples_as_structs(&mut self, ty: Ty) -> Ty {
-        match ty {
+    fn tuples_as_structs(&mut self, ty: Ty, span: Span) -> DResult<Ty> {
+        Ok(match ty {
             Ty::Tuple(items) => {
-                let items: Vec<Ty> = items.into_iter().map(|t| self.tuples_as_structs(t)).collect();
-                let name = self.types.show(&Ty::Tuple(items.clone()));
-                if let Some(t) = self.types.names.get(&name) {
-                    return t.clone();
+                let items = items
+                    .into_iter()
+                    .map(|t| self.tuples_as_structs(t, span))
+                    .collect::<DResult<Vec<Ty>>>()?;
+                // Keyed by structure (composites by index), so the key stays short however
+                // deep tuples nest.
+                let key = format!("tuple{items:?}");
+                if let Some(t) = self.types.names.get(&key) {
+                    return Ok(t.clone());
                 }
                 let index = self.types.composites.len();
                 let depth = 1 + items.iter().map(|t| self.type_depth(t)).max().unwrap_or(0);
+                let limit = self.spent.limits.nesting_depth;
+                if depth > limit {
+                    let what = format!("tuple types nest deeper than {limit}");
+                    return Err(self.over_budget(span, what, Budget::NestingDepth));
+                }
+                let name = Self::display_name(self.types.show(&Ty::Tuple(items.clone())), index);
                 self.types.composites.push(Composite {
-                    name: name.clone(),
+                    name,
                     kind: CompositeKind::Struct,
                     fields: items
                         .into_iter()
@@ -241,12 +267,12 @@ impl<'a> Lowerer<'a> {
                 });
                 self.composite_depth.push(depth);
                 self.tuple_types.insert(index);
-                self.types.names.insert(name, Ty::Struct(index));
+                self.types.names.insert(key, Ty::Struct(index));
                 Ty::Struct(index)
             }
-            Ty::Stack(elem, n) => Ty::Stack(Box::new(self.tuples_as_structs(*elem)), n),
+            Ty::Stack(elem, n) => Ty::Stack(Box::new(self.tuples_as_structs(*elem, span)?), n),
             other => other,
-        }
+        })
     }
 
     /// Declare each generic struct or header `t` names with type arguments (`S<bit<8>>`) as a
@@ -279,31 +305,74 @@ impl<'a> Lowerer<'a> {
                 }
                 let tys = args
                     .iter()
-                    .map(|a| resolve_type(&self.types, &self.consts, a))
+                    .map(|a| resolve_type(&self.types, &self.consts, Some(&*self), a))
                     .collect::<DResult<Vec<_>>>()?;
-                let key = crate::types::generic_name(&self.types, &name.name, &tys);
+                let key = crate::types::generic_key(&name.name, &tys);
                 if self.types.names.contains_key(&key) {
                     return Ok(());
                 }
-                // The type parameters name the arguments while the fields are resolved.
-                let saved: Vec<(String, Option<Ty>)> = type_params
+                // A generic whose fields instantiate it again with a bigger argument would
+                // never end.
+                let limit = self.spent.limits.nesting_depth;
+                if self.generic_frames.len() >= limit {
+                    let what = format!("generic types instantiate each other deeper than {limit}");
+                    return Err(self.over_budget(t.span, what, Budget::NestingDepth));
+                }
+                let shown: Vec<String> = tys.iter().map(|t| self.types.show(t)).collect();
+                let display = format!("{}<{}>", name.name, shown.join(", "));
+                let display = Self::display_name(display, self.types.composites.len());
+                // The type parameters name the arguments while the fields are resolved, and
+                // only this instance's: an enclosing instantiation's are hidden again.
+                self.set_generic_frames(false);
+                let frame: Vec<(String, Option<Ty>, Ty)> = type_params
                     .iter()
                     .zip(tys)
-                    .map(|(p, ty)| (p.name.clone(), self.types.names.insert(p.name.clone(), ty)))
+                    .map(|(p, ty)| {
+                        let prev = self.types.names.insert(p.name.clone(), ty.clone());
+                        (p.name.clone(), prev, ty)
+                    })
                     .collect();
-                let r = self.declare_composite(d, &key, fields);
-                for (p, old) in saved.into_iter().rev() {
-                    match old {
+                self.generic_frames.push(frame);
+                let r = self.declare_composite(d, &key, fields).map(|()| {
+                    if let Some(Ty::Struct(i) | Ty::Header(i) | Ty::Union(i)) =
+                        self.types.names.get(&key)
+                    {
+                        self.types.composites[*i].name = display;
+                    }
+                });
+                let frame = self.generic_frames.pop().unwrap_or_default();
+                for (p, prev, _) in frame.into_iter().rev() {
+                    match prev {
                         Some(ty) => self.types.names.insert(p, ty),
                         None => self.types.names.remove(&p),
                     };
                 }
+                self.set_generic_frames(true);
                 r
             }
             ast::TypeKind::Stack { elem, .. } => self.instantiate_generics(elem),
             ast::TypeKind::Tuple(ts) => ts.iter().try_for_each(|x| self.instantiate_generics(x)),
             _ => Ok(()),
         }
+    }
+
+    /// Bind (`on`) or unbind the type parameters of the instantiations in progress, outer
+    /// ones first when binding.
+    fn set_generic_frames(&mut self, on: bool) {
+        let frames = std::mem::take(&mut self.generic_frames);
+        let order: Vec<&(String, Option<Ty>, Ty)> = if on {
+            frames.iter().flatten().collect()
+        } else {
+            frames.iter().rev().flat_map(|f| f.iter().rev()).collect()
+        };
+        for (p, prev, bound) in order {
+            match (on, prev) {
+                (true, _) => self.types.names.insert(p.clone(), bound.clone()),
+                (false, Some(ty)) => self.types.names.insert(p.clone(), ty.clone()),
+                (false, None) => self.types.names.remove(p),
+            };
+        }
+        self.generic_frames = frames;
     }
 
     pub fn show(&self, ty: &Ty) -> String {
@@ -532,16 +601,51 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    /// Header type `ty`'s scalar fields in order as (bit offset, width), a struct field's
+    /// fields in its place (so none is wider than its own type); `None` for a varbit.
+    pub(crate) fn header_leaves(&self, ty: usize) -> Vec<Option<(u32, u32)>> {
+        fn walk(
+            types: &crate::types::Types,
+            ty: &Ty,
+            off: &mut u32,
+            out: &mut Vec<Option<(u32, u32)>>,
+        ) {
+            match ty {
+                Ty::Struct(s) => {
+                    for f in &types.composites[*s].fields {
+                        walk(types, &f.ty, off, out);
+                    }
+                }
+                Ty::Varbit(_) => out.push(None),
+                _ => {
+                    let w = types.bits(ty).unwrap_or(0);
+                    out.push(Some((*off, w)));
+                    *off += w;
+                }
+            }
+        }
+        let mut out = Vec::new();
+        let mut off = 0;
+        for f in &self.types.composites[ty].fields {
+            walk(&self.types, &f.ty, &mut off, &mut out);
+        }
+        out
+    }
+
     /// Whether `ty` may be a header's field: bits, a bool, a serializable enum, or a struct of
     /// such (spec 7.2.2), with no varbit inside a struct.
     fn header_field_type(&self, ty: &Ty) -> bool {
         match ty {
             Ty::Bit(_) | Ty::Int(_) | Ty::Varbit(_) | Ty::Bool => true,
             Ty::Enum(e) => self.types.enums[*e].repr.is_some(),
-            Ty::Struct(s) => self.types.composites[*s]
-                .fields
-                .iter()
-                .all(|f| !matches!(f.ty, Ty::Varbit(_)) && self.header_field_type(&f.ty)),
+            // Not a tuple, which P4 does not allow in a header.
+            Ty::Struct(s) => {
+                !self.tuple_types.contains(s)
+                    && self.types.composites[*s]
+                        .fields
+                        .iter()
+                        .all(|f| !matches!(f.ty, Ty::Varbit(_)) && self.header_field_type(&f.ty))
+            }
             _ => false,
         }
     }
@@ -993,20 +1097,32 @@ pub(crate) struct Shared {
 /// Whether a value of `ty` contains one of composite `index`, at any depth (through the
 /// fields of other composites too: a tuple type is one, declared on the spot).
 fn mentions_composite(types: &crate::types::Types, ty: &crate::types::Ty, index: usize) -> bool {
-    use crate::types::Ty;
-    match ty {
-        Ty::Struct(i) | Ty::Union(i) | Ty::Header(i) => {
-            // Other composites were checked when declared: this ends.
-            *i == index
-                || types.composites[*i]
-                    .fields
-                    .iter()
-                    .any(|f| mentions_composite(types, &f.ty, index))
+    fn walk(
+        types: &crate::types::Types,
+        ty: &crate::types::Ty,
+        index: usize,
+        seen: &mut std::collections::HashSet<usize>,
+    ) -> bool {
+        use crate::types::Ty;
+        match ty {
+            // Composites declared before `index` cannot contain it; those declared since (a
+            // tuple or generic instance made while its fields resolved) are looked through,
+            // each once.
+            Ty::Struct(i) | Ty::Union(i) | Ty::Header(i) => {
+                *i == index
+                    || (*i > index
+                        && seen.insert(*i)
+                        && types.composites[*i]
+                            .fields
+                            .iter()
+                            .any(|f| walk(types, &f.ty, index, seen)))
+            }
+            Ty::Stack(elem, _) => walk(types, elem, index, seen),
+            Ty::Tuple(items) => items.iter().any(|t| walk(types, t, index, seen)),
+            _ => false,
         }
-        Ty::Stack(elem, _) => mentions_composite(types, elem, index),
-        Ty::Tuple(items) => items.iter().any(|t| mentions_composite(types, t, index)),
-        _ => false,
     }
+    walk(types, ty, index, &mut Default::default())
 }
 
 /// What is refused of varbit fields for now.
