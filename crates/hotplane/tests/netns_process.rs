@@ -211,3 +211,44 @@ fn gen_on_interfaces_measures_loss_and_latency() {
         assert!(v["tx_mpps"].as_f64().unwrap() > 0.0);
     }
 }
+
+/// `hotplane run --p4 basic.p4 --entries FILE -i 1@d1 -i 2@d2`, a switch in one line, in its
+/// own namespace: traffic into P4 port 1 that the entries route to port 2 comes out there,
+/// every packet.
+#[test]
+fn a_one_line_p4_switch_forwards_between_namespaces() {
+    let mut lab = Lab::new("oneline").expect("these tests need root");
+    let (gen, dut, rx) =
+        (lab.netns("gen").unwrap(), lab.netns("dut").unwrap(), lab.netns("rx").unwrap());
+    lab.veth(&gen, "g0", &dut, "d1", 1).unwrap();
+    lab.veth(&dut, "d2", &rx, "r0", 1).unwrap();
+    let dir = tmp("oneline");
+    let entries = dir.join("s1-runtime.json");
+    std::fs::write(
+        &entries,
+        r#"{"table_entries": [{"table": "MyIngress.ipv4_lpm",
+            "match": {"hdr.ipv4.dstAddr": ["10.1.0.0", 16]},
+            "action_name": "MyIngress.ipv4_forward",
+            "action_params": {"dstAddr": "08:00:00:00:02:22", "port": 2}}]}"#,
+    )
+    .unwrap();
+    let program = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/p4/basic.p4");
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &dut, BIN, "run", "--p4", program, "--entries"])
+        .arg(&entries)
+        .args(["-i", "1@d1", "-i", "2@d2"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Up once it names its ports.
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut err, &mut first).unwrap();
+    assert!(first.contains("d1 (afpacket), d2 (afpacket)"), "{first}");
+    let r = send_and_count(&gen, &rx, 2000);
+    // SAFETY: sending SIGTERM to our child (`ip netns exec` passes it on).
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!((r.received(), r.lost()), (2000, 0), "forwarded by the P4 program");
+    assert!(status.success(), "SIGTERM is a clean exit");
+}
