@@ -392,7 +392,7 @@ pub fn parse_ip(s: &str) -> Result<IpAddr, String> {
     s.parse().map_err(|_| format!("`{s}` is not an IP address"))
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "p4"))]
 mod tests {
     use super::*;
 

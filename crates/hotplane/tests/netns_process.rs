@@ -215,6 +215,7 @@ fn gen_on_interfaces_measures_loss_and_latency() {
 /// `hotplane run --p4 basic.p4 --entries FILE -i 1@d1 -i 2@d2`, a switch in one line, in its
 /// own namespace: traffic into P4 port 1 that the entries route to port 2 comes out there,
 /// every packet.
+#[cfg(feature = "p4")]
 #[test]
 fn a_one_line_p4_switch_forwards_between_namespaces() {
     let mut lab = Lab::new("oneline").expect("these tests need root");
