@@ -420,6 +420,11 @@ fn program_for(case: &str) -> String {
         "register" => with_decl(&format!("register<bit<32>>(32w{n}) r;")),
         "counter" => with_decl(&format!("counter(32w{n}, CounterType.packets_and_bytes) c;")),
         "meter" => with_decl(&format!("meter(32w{n}, MeterType.bytes) m;")),
+        "many_profiles" => with_decl(&chain(
+            n,
+            |i| format!("action_selector(HashAlgorithm.crc16, 32w1048576, 32w16) p{i};"),
+            "\n",
+        )),
         "many_registers" => {
             with_decl(&chain(n, |i| format!("register<bit<64>>(32w1000000) r{i};"), "\n"))
         }
@@ -621,6 +626,8 @@ fn huge_registers_counters_and_meters_are_refused() {
     refused("counter:4294967295", "instance_entries");
     refused("meter:4294967295", "instance_entries");
     refused("many_registers:1000", "over the `state_bytes` budget (limit 1073741824)");
+    // Each member is budgeted (the profile's size), whether or not it is ever created.
+    refused("many_profiles:16", "over the `state_bytes` budget");
 }
 
 #[test]

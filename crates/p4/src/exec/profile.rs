@@ -203,6 +203,23 @@ impl ProfileRt {
         self.written.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Publish what `w` holds, unlock, then wait for the grace period that frees the old
+    /// state: writers and `exists` do not wait for readers.
+    fn commit(&self, w: std::sync::MutexGuard<'_, Written>) {
+        let retired = self.publish(&w);
+        drop(w);
+        drop(retired);
+    }
+
+    /// The most members (weights counted) a group of `max_size` holds: the selector's
+    /// `@max_group_size`, or less when the group asked for less (0: no limit of its own).
+    fn group_limit(&self, max_size: u32) -> usize {
+        match max_size as usize {
+            0 => self.max_group_size,
+            n => n.min(self.max_group_size),
+        }
+    }
+
     /// Add member `id` (`modify`: replace it; groups holding it follow).
     pub fn write_member(&self, id: u32, m: Member, modify: bool) -> Result<(), ProfileError> {
         let action_err =
@@ -230,15 +247,12 @@ impl ProfileRt {
         }
         let m = Member { action: self.actions.names[a].clone(), args: m.args };
         w.members.insert(id, (m, resolved));
-        let retired = self.publish(&w);
-        drop(w);
-        // Waits for the grace period, after the lock: `has` and reads do not wait for it.
-        drop(retired);
+        self.commit(w);
         Ok(())
     }
 
     /// Remove member `id`; refused while a group holds it. (Entries that name it are the
-    /// pipeline's to check: see `Pipeline::delete_member`.)
+    /// pipeline's to check: see `Objects::delete_from_profile`.)
     pub fn delete_member(&self, id: u32) -> Result<(), ProfileError> {
         let mut w = self.lock();
         if !w.members.contains_key(&id) {
@@ -253,9 +267,7 @@ impl ProfileRt {
             });
         }
         w.members.remove(&id);
-        let retired = self.publish(&w);
-        drop(w);
-        drop(retired);
+        self.commit(w);
         Ok(())
     }
 
@@ -301,10 +313,7 @@ impl ProfileRt {
             }
             total = total.saturating_add(weight as usize);
         }
-        let max = match group.max_size as usize {
-            0 => self.max_group_size,
-            n => n.min(self.max_group_size),
-        };
+        let max = self.group_limit(group.max_size);
         if total > max {
             return Err(ProfileError::GroupTooBig {
                 profile: self.name.clone(),
@@ -321,9 +330,7 @@ impl ProfileRt {
             });
         }
         w.groups.insert(id, group);
-        let retired = self.publish(&w);
-        drop(w);
-        drop(retired);
+        self.commit(w);
         Ok(())
     }
 
@@ -333,9 +340,7 @@ impl ProfileRt {
         if w.groups.remove(&id).is_none() {
             return Err(ProfileError::NoGroup { profile: self.name.clone(), id });
         }
-        let retired = self.publish(&w);
-        drop(w);
-        drop(retired);
+        self.commit(w);
         Ok(())
     }
 
@@ -402,11 +407,7 @@ impl ProfileRt {
             && from.groups.len() <= self.size
             && from.groups.values().all(|g| {
                 let total: u64 = g.members.iter().map(|m| m.1 as u64).sum();
-                let max = match g.max_size as usize {
-                    0 => self.max_group_size,
-                    n => n.min(self.max_group_size),
-                };
-                total <= max as u64
+                total <= self.group_limit(g.max_size) as u64
             });
         if !fits || (self.selector.is_none() && !from.groups.is_empty()) {
             return false;
@@ -415,9 +416,7 @@ impl ProfileRt {
         w.members = from.members.clone();
         w.groups = from.groups.clone();
         drop(from);
-        let retired = self.publish(&w);
-        drop(w);
-        drop(retired);
+        self.commit(w);
         true
     }
 
