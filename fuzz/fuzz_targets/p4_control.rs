@@ -1,7 +1,7 @@
-//! Control input for P4 programs: STF files and runtime JSON (table entries, multicast groups,
-//! clone sessions, action profile members and groups) against a program with every kind of
-//! table and against one with an action profile and selectors. Bad input gets an error; it
-//! must never panic.
+//! Control input for P4 programs: STF files, simple_switch_CLI lines and runtime JSON (table
+//! entries, multicast groups, clone sessions, action profile members and groups) against a
+//! program with every kind of table, one with an action profile and selectors, and one with
+//! counters, registers and meters. Bad input gets an error; it must never panic.
 #![no_main]
 
 use hotplane_core::Qsbr;
@@ -11,6 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 const PROGRAM: &str = include_str!("../../tests/p4/tables.p4");
 const PROFILES: &str = include_str!("../../tests/p4/action_profiles.p4");
+const EXTERNS: &str = include_str!("../../tests/p4/cli.p4");
 
 /// A fresh pipeline (fresh tables) over `source` (named `name`), compiled once into `cache`.
 /// Closures, not native code: this target is about control input, generating code for every
@@ -43,15 +44,25 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     static TABLES: OnceLock<hotplane_p4::ir::Program> = OnceLock::new();
     static PROFILED: OnceLock<hotplane_p4::ir::Program> = OnceLock::new();
+    static WITH_EXTERNS: OnceLock<hotplane_p4::ir::Program> = OnceLock::new();
     // A fresh pipeline each run: entries from one input must not leak into the next.
-    for (cache, name, source) in
-        [(&TABLES, "tables.p4", PROGRAM), (&PROFILED, "action_profiles.p4", PROFILES)]
-    {
+    for (cache, name, source) in [
+        (&TABLES, "tables.p4", PROGRAM),
+        (&PROFILED, "action_profiles.p4", PROFILES),
+        (&WITH_EXTERNS, "cli.p4", EXTERNS),
+    ] {
         let (p, qsbr) = pipeline(cache, name, source);
         if text.trim_start().starts_with('{') {
             let _ = hotplane_p4::runtime::load(&p, text);
-        } else {
-            let _ = hotplane_p4::stf::run(p, qsbr, "fuzz.stf", text);
+            continue;
         }
+        let mut state = hotplane_p4::cli::CliState::default();
+        let mut replication = hotplane_p4::v1model::Replication::default();
+        for line in text.lines() {
+            if let Ok(o) = hotplane_p4::cli::execute(&p, &mut state, &replication, line) {
+                replication = o.replication.unwrap_or(replication);
+            }
+        }
+        let _ = hotplane_p4::stf::run(p, qsbr, "fuzz.stf", text);
     }
 });

@@ -130,6 +130,14 @@ pub enum Request {
         target: Option<String>,
         doc: Value,
     },
+    /// One line of simple_switch_CLI's command language (`table_add T A K => P`,
+    /// `register_read R 0`, `mc_node_create 0 1 2`, ...) against the P4 program at `target`
+    /// (default: the only one); the result has a `text` for people and the values for programs.
+    P4Cli {
+        #[serde(default)]
+        target: Option<String>,
+        line: String,
+    },
     /// One entry of a WASP store (`in:PORT`, `out:PORT` or `node`): its 32-byte bank as four
     /// words, if the key is alive; `scope` is `public` (default) or `protected`.
     WaspGet {
@@ -141,8 +149,35 @@ pub enum Request {
     /// Chain specialisation: per position, what its eBPF program is specialised to, the
     /// guard, and how many packets the guard admitted and refused (docs/chain.md).
     ChainStatus {},
+    /// Follow the next `count` packets the flow `selector` matches (`proto=udp,dst=10.0.1.4`,
+    /// as `--target flow:` takes; default every packet), one in `every`: each position's
+    /// verdict, output port, changed header fields and what its stage explains.
+    TraceStart {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        selector: Option<String>,
+        #[serde(default = "ten")]
+        count: u64,
+        #[serde(default = "one")]
+        every: u64,
+    },
+    /// The traced packets recorded since the last read (at most `max`), with how many are
+    /// still to come and how many were lost to a full queue.
+    TraceRead {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max: Option<usize>,
+    },
+    /// Stop following packets.
+    TraceStop {},
     /// Stop the data plane.
     Shutdown {},
+}
+
+fn ten() -> u64 {
+    10
+}
+
+fn one() -> u64 {
+    1
 }
 
 /// A control response.

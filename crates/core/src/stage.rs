@@ -25,6 +25,11 @@ pub struct WorkerCx<'g> {
     /// sends them after the batch, as they are: later positions do not see them. Empty, and
     /// without an allocation, unless a stage copies.
     pub replicas: Vec<Replica>,
+    /// Packets of this batch `hotplane trace` follows (almost always none): a stage may
+    /// explain what it did with them in `notes`. Checking it costs a stage one test per batch.
+    pub trace: Mask,
+    /// (packet index, line) explanations of traced packets (table hits, actions, ...).
+    pub notes: Vec<(usize, String)>,
 }
 
 /// A packet a stage made: its frame and the port it leaves by.
@@ -36,7 +41,15 @@ pub struct Replica {
 
 impl<'g> WorkerCx<'g> {
     pub fn new(worker: usize, now_ns: u64, guard: &'g Guard<'g>) -> Self {
-        WorkerCx { worker, now_ns, guard, flows_done: Mask::EMPTY, replicas: Vec::new() }
+        WorkerCx {
+            worker,
+            now_ns,
+            guard,
+            flows_done: Mask::EMPTY,
+            replicas: Vec::new(),
+            trace: Mask::EMPTY,
+            notes: Vec::new(),
+        }
     }
 }
 
@@ -71,6 +84,11 @@ pub trait Stage: Send + Sync + 'static {
     fn pass_guarantee(&self) -> Option<crate::shape::Guarantee> {
         None
     }
+
+    /// Get ready to explain traced packets ([`WorkerCx::trace`]) without making a worker
+    /// wait: the control thread calls it when a trace starts. Control thread only; may take
+    /// milliseconds. The default needs nothing.
+    fn prepare_trace(&self) {}
 }
 
 /// The scratch packet of [`run_one_through_batch`], one per thread.

@@ -10,6 +10,7 @@ use hotplane_control::api::{Request, Response};
 use hotplane_control::{
     Ack, AckStatus, Kind, Reason, Received, Receiver, Refusal, Target, Update, WorkerScope,
 };
+use hotplane_core::flowtable::FlowSelector;
 use hotplane_core::wire::{EthernetFrame, UdpFrame};
 use hotplane_core::{KindError, Program, UpdateProgram};
 use hotplane_core::{Layers, Packet, Pool};
@@ -414,6 +415,30 @@ impl Control {
                     }
                 }
                 Response::ok(Value::Array(acks))
+            }
+            Request::TraceStart { selector, count, every } => {
+                let selector = match selector.as_deref().map(str::parse).transpose() {
+                    Ok(s) => s.unwrap_or_else(FlowSelector::any),
+                    Err(e) => return Response::err(format!("trace: {e}")),
+                };
+                // Stages get ready (a P4 program compiles its traced twin) before any worker
+                // can pick a packet.
+                for (_, _, stage) in self.registry.installed_all() {
+                    stage.prepare_trace();
+                }
+                self.obs.tracer.start(selector, count, every);
+                Response::ok(json!({"following": count.min(crate::trace::MAX_COUNT)}))
+            }
+            Request::TraceRead { max } => {
+                let (records, remaining, lost) = self.obs.tracer.read(max.unwrap_or(64));
+                let ports: Vec<&str> = self.obs.ports.iter().map(|p| p.name.as_str()).collect();
+                Response::ok(json!({
+                    "records": records, "remaining": remaining, "lost": lost, "ports": ports,
+                }))
+            }
+            Request::TraceStop {} => {
+                self.obs.tracer.stop();
+                Response::ok(json!("stopped"))
             }
             Request::Shutdown {} => {
                 self.shutdown.store(true, Ordering::Release);

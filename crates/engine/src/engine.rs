@@ -263,6 +263,7 @@ impl Engine {
                 idle: d.idle,
                 control: Some(control.thread().clone()),
                 qsbr: qsbr.clone(),
+                tracer: obs.tracer.clone(),
             };
             workers.push(spawn(format!("hotplane-w{w}"), move || worker.run())?);
         }

@@ -21,6 +21,7 @@ pub mod registry;
 pub mod servers;
 pub mod socket_dir;
 mod state;
+pub mod trace;
 mod worker;
 
 pub use config::{Config, ConfigError, PortConfig, PortKind};

@@ -44,6 +44,8 @@ pub struct Observability {
     sources: Mutex<Vec<(String, StatsSource)>>,
     apply_latency: Mutex<Histogram<u64>>,
     started: Instant,
+    /// `hotplane trace`: which packets the workers follow, and what they found.
+    pub tracer: Arc<crate::trace::Tracer>,
 }
 
 impl Observability {
@@ -66,6 +68,7 @@ impl Observability {
                     .expect("static histogram bounds are valid"),
             ),
             started: Instant::now(),
+            tracer: Arc::default(),
         }
     }
 

@@ -67,6 +67,8 @@ pub(crate) struct Worker {
     pub idle: IdlePolicy,
     pub control: Option<std::thread::Thread>,
     pub qsbr: Qsbr,
+    /// `hotplane trace` (tested once per batch).
+    pub tracer: Arc<crate::trace::Tracer>,
 }
 
 /// How often ports get their slow checks, when the worker is idle.
@@ -244,6 +246,10 @@ impl Worker {
         self.stats.packets.add(batch.len() as u64);
         let mut cx = WorkerCx::new(self.id, now, guard);
         cx.replicas = replicas;
+        let mut traced = if self.tracer.armed() { self.tracer.pick(self.id, batch) } else { None };
+        if let Some(t) = &traced {
+            cx.trace = t.mask;
+        }
         let slots = &*self.slots;
         let mut live = batch.live();
         let track = |i: usize, v: u64, seen: &mut [u64; 4]| {
@@ -260,20 +266,32 @@ impl Worker {
         if let (Some(stage), false) = (&pre.value, live.is_empty()) {
             stage.run(batch, live, &mut cx);
             live = batch.live();
+            if let Some(t) = traced.as_mut() {
+                t.after("pre", stage.describe(), batch, &mut cx.notes);
+            }
         }
         let flows = slots.flows.slot().load(guard);
         track(FLOWS, flows.version, seen);
         if !flows.value.is_empty() && !live.is_empty() {
             flows.value.run(batch, live, &mut cx);
             live = batch.live();
+            if let Some(t) = traced.as_mut() {
+                t.after("flows", "flow functions".into(), batch, &mut cx.notes);
+            }
         }
-        for (i, pos) in [(1, Position::Mid), (2, Position::Post)] {
+        for (i, pos, name) in [(1, Position::Mid, "mid"), (2, Position::Post, "post")] {
             let s = slots.position(pos).load(guard);
             track(i, s.version, seen);
             if let (Some(stage), false) = (&s.value, live.is_empty()) {
                 stage.run(batch, live, &mut cx);
                 live = batch.live();
+                if let Some(t) = traced.as_mut() {
+                    t.after(name, stage.describe(), batch, &mut cx.notes);
+                }
             }
+        }
+        if let Some(t) = traced {
+            self.tracer.finish(t, batch);
         }
         cx.replicas
     }

@@ -24,6 +24,7 @@ pub mod push_cmd;
 #[cfg(feature = "p4runtime")]
 pub mod switch_cmd;
 pub mod tables_cmd;
+pub mod trace_cmd;
 
 pub use hotplane_control::inband;
 pub use hotplane_engine::{config, Config, Engine, EngineBuilder, EngineError, StageSpec};

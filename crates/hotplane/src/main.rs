@@ -178,14 +178,34 @@ enum Cmd {
         #[command(subcommand)]
         op: P4Cmd,
     },
-    /// Match-action tables of a running data plane: list, dump, add, modify, del, clear,
-    /// default.
+    /// Match-action tables of a running data plane, writable tables and a P4 program's by
+    /// their P4 names: list, dump, add, modify, del, clear, default.
     Table {
-        #[arg(long, global = true, default_value_os_t = cli::default_socket())]
-        socket: PathBuf,
+        #[command(flatten)]
+        common: hotplane::tables_cmd::Common,
         #[command(subcommand)]
-        op: TableCmd,
+        op: hotplane::tables_cmd::TableCmd,
     },
+    /// simple_switch_CLI's commands against the running P4 program: tables, counters,
+    /// registers, meters, multicast groups and mirroring sessions (`help` lists them). One
+    /// command from the arguments (quote a line with `=>`: a shell reads its `>`), or one per
+    /// line from --file or the standard input.
+    #[command(after_help = "Examples:\n  \
+        hotplane cli 'table_add ipv4_lpm ipv4_forward 10.0.1.1/32 => 08:00:00:00:01:11 1'\n  \
+        hotplane cli register_read MyIngress.last_seen 3\n  \
+        hotplane cli --file s1-commands.txt")]
+    Cli {
+        #[command(flatten)]
+        common: hotplane::tables_cmd::Common,
+        /// Commands, one per line (`-`: the standard input).
+        #[arg(long, short)]
+        file: Option<PathBuf>,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, conflicts_with = "file")]
+        command: Vec<String>,
+    },
+    /// Follow packets through the running pipeline: per position the verdict, the output
+    /// port, the header fields that changed, and a P4 program's table hits and actions.
+    Trace(hotplane::trace_cmd::TraceArgs),
     /// Run benchmarks; each prints one JSON object as its last line.
     Bench {
         #[command(subcommand)]
@@ -454,54 +474,6 @@ enum MapCmd {
     },
     /// Delete one entry.
     Delete { map: String, key: String },
-}
-
-#[derive(clap::Args)]
-struct EntryArgs {
-    table: String,
-    #[arg(name = "MATCH")]
-    matches: String,
-    action: String,
-    params: Vec<String>,
-    #[arg(long, default_value_t = 0)]
-    priority: u32,
-}
-
-impl From<EntryArgs> for hotplane_control::api::TableEntrySpec {
-    fn from(a: EntryArgs) -> Self {
-        Self {
-            table: a.table,
-            matches: a.matches,
-            action: a.action,
-            params: a.params,
-            priority: a.priority,
-        }
-    }
-}
-
-#[derive(Subcommand)]
-enum TableCmd {
-    /// Every table: kind, size, entries, storage, locking.
-    List,
-    /// Every entry of TABLE with counters, and its default action.
-    Dump { table: String },
-    /// Add an entry: MATCH is `10.0.0.1`, `0x0a000001`, `42`, `10.0.0.0/8`, `V&&&M` or
-    /// `LO..HI`; PARAMS are the action's parameter values.
-    Add(EntryArgs),
-    /// Replace an entry's action and parameters (counters stay).
-    Modify(EntryArgs),
-    /// Delete an entry.
-    Del {
-        table: String,
-        #[arg(name = "MATCH")]
-        matches: String,
-        #[arg(long, default_value_t = 0)]
-        priority: u32,
-    },
-    /// Delete every entry.
-    Clear { table: String },
-    /// Set the action run on a miss.
-    Default { table: String, action: String, params: Vec<String> },
 }
 
 #[derive(Subcommand)]
@@ -818,22 +790,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Cmd::Key { op: KeyCmd::Gen { file, id, force } } => {
             hotplane::key_cmd::gen(&file, id, force)
         }
-        Cmd::Table { socket, op } => {
-            use hotplane_control::api::Request as R;
-            let req = match op {
-                TableCmd::List => R::TableList {},
-                TableCmd::Dump { table } => R::TableDump { table },
-                TableCmd::Add(e) => R::TableAdd(e.into()),
-                TableCmd::Modify(e) => R::TableModify(e.into()),
-                TableCmd::Del { table, matches, priority } => {
-                    R::TableDel { table, matches, priority }
-                }
-                TableCmd::Clear { table } => R::TableClear { table },
-                TableCmd::Default { table, action, params } => {
-                    R::TableDefault { table, action, params }
-                }
-            };
-            hotplane::tables_cmd::call(&socket, &req)
+        Cmd::Table { common, op } => hotplane::tables_cmd::table(&common, op),
+        Cmd::Trace(a) => hotplane::trace_cmd::run(&a),
+        Cmd::Cli { common, file, command } => {
+            hotplane::tables_cmd::cli(&common, &command, file.as_deref())
         }
         Cmd::Bench { which } => match which {
             #[cfg(feature = "lua")]

@@ -431,7 +431,9 @@ fn watchdog_stops_a_sort_of_large_strings() {
 /// compiled loop, each with step checks, under a watchdog that keeps looking, all finish.
 #[test]
 fn watchdog_leaves_short_calls_alone() {
-    let rt = LuaRuntime::new(1, LuaConfig { watchdog_ms: 20, ..LuaConfig::default() });
+    // 250 ms: far above one call (microseconds), so only a stop meant for an earlier call
+    // could fire, not a test thread that a loaded machine left unscheduled for a while.
+    let rt = LuaRuntime::new(1, LuaConfig { watchdog_ms: 250, ..LuaConfig::default() });
     let w = Worker::new();
     let f = compile(
         &rt,

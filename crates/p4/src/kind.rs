@@ -83,6 +83,13 @@ enum P4Request {
         target: Option<String>,
         doc: Value,
     },
+    /// One line of simple_switch_CLI's command language ([`crate::cli`]).
+    #[serde(rename = "p4-cli")]
+    Cli {
+        #[serde(default)]
+        target: Option<String>,
+        line: String,
+    },
 }
 
 /// Make the P4 kind for one data plane (what the binary registers).
@@ -107,6 +114,8 @@ pub struct P4Kind {
     built: Mutex<Vec<Weak<P4Stage>>>,
     /// Which of its stages is installed at each (worker, target).
     installed: Mutex<BTreeMap<(usize, String), Weak<P4Stage>>>,
+    /// The command-line state (multicast nodes) per target; its lock also orders CLI lines.
+    cli: Mutex<BTreeMap<String, crate::cli::CliState>>,
 }
 
 /// Lock `m`; a panic elsewhere while it was held leaves consistent data (every update is one
@@ -124,7 +133,13 @@ fn address<T: ?Sized>(p: *const T) -> *const () {
 impl P4Kind {
     /// A kind compiling every program under `limits`.
     pub fn new(limits: Limits) -> Self {
-        P4Kind { limits, chain: None, built: Mutex::default(), installed: Mutex::default() }
+        P4Kind {
+            limits,
+            chain: None,
+            built: Mutex::default(),
+            installed: Mutex::default(),
+            cli: Mutex::default(),
+        }
     }
 
     /// The budgets every program is compiled under.
@@ -159,6 +174,29 @@ impl P4Kind {
             .filter_map(|((_, t), s)| Some((t.clone(), Arc::clone(s.upgrade()?.pipeline()))))
             .collect();
         control::locate(found, target)
+    }
+
+    /// Run one simple_switch_CLI line against the program at `target`; a change of the
+    /// replication engine is published before the answer.
+    fn cli_line(&self, target: Option<&str>, line: &str) -> Result<Value, KindError> {
+        let invalid = |e: &dyn std::fmt::Display| KindError::Invalid(e.to_string());
+        let (t, p) = self.locate(target).map_err(|e| invalid(&e))?;
+        let stage = self
+            .stage_at(0, &t)
+            .ok_or_else(|| KindError::Invalid(format!("no P4 program is installed at {t}")))?;
+        let mut states = lock(&self.cli);
+        let state = states.entry(t.clone()).or_default();
+        let outcome =
+            crate::cli::execute(&p, state, &stage.replication(), line).map_err(|e| invalid(&e))?;
+        let mut result = outcome.result;
+        if let Some(r) = outcome.replication {
+            // On a grace-period timeout the new configuration is live all the same; only the
+            // old one is freed later.
+            if let Err(e) = stage.set_replication(r) {
+                result["warning"] = format!("replication engine: {e}").into();
+            }
+        }
+        Ok(result)
     }
 
     /// Build the stage a `{"stage": "p4"}` spec describes.
@@ -333,7 +371,7 @@ impl ProgramKind for P4Kind {
     }
 
     fn ops(&self) -> &'static [&'static str] {
-        &["p4-tables", "p4-dump", "p4-entries"]
+        &["p4-tables", "p4-dump", "p4-entries", "p4-cli"]
     }
 
     fn request(&self, op: &str, request: &Value) -> Result<Value, KindError> {
@@ -353,6 +391,7 @@ impl ProgramKind for P4Kind {
                 let (_, p) = self.locate(target.as_deref()).map_err(|e| invalid(&e))?;
                 control::write_entries(&p, &doc).map_err(|e| invalid(&e))
             }
+            P4Request::Cli { target, line } => self.cli_line(target.as_deref(), &line),
         }
     }
 }

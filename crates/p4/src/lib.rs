@@ -15,12 +15,14 @@
 //! program kind (eBPF, Lua): P4 externs reach those through slots the engine wires in, by
 //! `hotplane_core`'s calling convention ([`hotplane_core::Stage::run_one`]). [`stage`] is the
 //! P4 program as a pipeline stage, [`kind`] the P4 kind the engine registers, [`control`] the
-//! replacement of a running program and its tables' control operations.
+//! replacement of a running program and its tables' control operations, [`cli`]
+//! simple_switch_CLI's command language over a running program.
 
 pub mod ast;
 pub mod budget;
 pub mod chain;
 pub mod check;
+pub mod cli;
 pub mod control;
 pub mod diag;
 pub mod exec;

@@ -9,7 +9,7 @@
 //! stage never needs to know which kind it is.
 
 use crate::chain::ParserFold;
-use crate::exec::{Host, Pipeline};
+use crate::exec::{Engine, Host, Pipeline};
 use crate::ir::{self, InstanceKind};
 use crate::v1model::{Output, Replication, V1Switch};
 use hotplane_core::metrics::LocalCounter;
@@ -118,10 +118,16 @@ pub struct P4Stage {
     pub extra_copies_dropped: AtomicU64,
     pub busy: AtomicU64,
     chain: OnceLock<ChainSlot>,
+    /// `hotplane trace`: the program on closures, sharing this one's tables and externs, on
+    /// which traced packets run (native code never records its table applies, so it costs
+    /// nothing when nothing is traced). Made by the control thread when a trace starts.
+    traced: OnceLock<Result<Arc<Pipeline>, String>>,
 }
 
 struct Worker {
     switch: V1Switch,
+    /// The switch running `traced`, made the first time this worker traces a packet.
+    tracer: Option<V1Switch>,
     out: Vec<Output>,
     /// The switch running the published variant's pipeline (which it keeps alive, so the
     /// identity test below cannot be fooled by a reused address).
@@ -146,6 +152,7 @@ impl P4Stage {
             extra_copies_dropped: AtomicU64::new(0),
             busy: AtomicU64::new(0),
             chain: OnceLock::new(),
+            traced: OnceLock::new(),
         }
     }
 
@@ -185,7 +192,12 @@ impl P4Stage {
     }
 
     fn new_worker(&self, worker: usize) -> Worker {
-        Worker { switch: self.new_switch(worker, &self.pipeline), out: Vec::new(), fast: None }
+        Worker {
+            switch: self.new_switch(worker, &self.pipeline),
+            tracer: None,
+            out: Vec::new(),
+            fast: None,
+        }
     }
 
     /// A switch running `pipeline` with this stage's externs wired for `worker`.
@@ -233,6 +245,18 @@ impl Stage for P4Stage {
         format!("p4 {} ({} tables)", self.name, self.pipeline.objects.tables.len())
     }
 
+    fn prepare_trace(&self) {
+        self.traced.get_or_init(|| {
+            if self.pipeline.engine() == Engine::Closures {
+                return Ok(Arc::clone(&self.pipeline));
+            }
+            let program = (*self.pipeline.program).clone();
+            Pipeline::with_engine(program, self.pipeline.objects.share(), Engine::Closures)
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
+        });
+    }
+
     fn run(&self, batch: &mut Batch, sel: Mask, cx: &mut WorkerCx<'_>) {
         let Some(slot) = self.workers.get(cx.worker) else { return };
         let Ok(mut w) = slot.try_lock() else {
@@ -240,11 +264,88 @@ impl Stage for P4Stage {
             self.busy.fetch_add(1, Ordering::Relaxed);
             return;
         };
+        if cx.trace.0 & sel.0 != 0 {
+            return self.run_traced(&mut w, batch, sel, cx);
+        }
+        self.run_on(&mut w, batch, sel, cx);
+    }
+}
+
+impl P4Stage {
+    /// `hotplane trace` follows some packets of this batch: run the batch one packet at a
+    /// time, in order, the traced ones on the closures twin that records their table applies.
+    #[cold]
+    fn run_traced(
+        &self,
+        w: &mut Option<Worker>,
+        batch: &mut Batch,
+        sel: Mask,
+        cx: &mut WorkerCx<'_>,
+    ) {
+        for i in sel {
+            let twin = match self.traced.get() {
+                _ if !cx.trace.contains(i) => None,
+                Some(Ok(p)) => Some(p),
+                Some(Err(e)) => {
+                    cx.notes.push((i, format!("not traced: {e}")));
+                    None
+                }
+                None => {
+                    cx.notes.push((i, "not traced (installed after the trace started)".into()));
+                    None
+                }
+            };
+            let Some(twin) = twin else {
+                self.run_on(w, batch, Mask::single(i), cx);
+                continue;
+            };
+            let worker = cx.worker;
+            let state = w.get_or_insert_with(|| self.new_worker(worker));
+            let Worker { tracer, out, .. } = state;
+            if tracer.as_ref().is_none_or(|sw| !Arc::ptr_eq(&sw.pipeline, twin)) {
+                *tracer = Some(self.new_switch(worker, twin));
+            }
+            let Some(sw) = tracer.as_mut() else { continue };
+            sw.copy_budget = MAX_REPLICAS;
+            sw.set_tracing(true);
+            let guard = cx.guard;
+            let pre = &self.replication.load(guard).value;
+            self.run_switch(sw, out, batch, Mask::single(i), pre, cx);
+            let events = sw.take_trace();
+            sw.set_tracing(false);
+            if events.is_empty() {
+                cx.notes.push((i, "no table applied".into()));
+            }
+            cx.notes.extend(events.iter().map(|e| (i, e.describe())));
+        }
+    }
+
+    /// Run the packets `sel` selects on `switch`, the copies they make going to the worker.
+    #[inline(always)]
+    fn run_switch(
+        &self,
+        switch: &mut V1Switch,
+        out: &mut Vec<Output>,
+        batch: &mut Batch,
+        sel: Mask,
+        pre: &Replication,
+        cx: &mut WorkerCx<'_>,
+    ) {
+        let replicas = &mut cx.replicas;
+        let flows_ran =
+            switch.process_batch(batch, sel, pre, cx.guard, cx.now_ns, out, |_, p, o| {
+                self.emit(p, o, replicas)
+            });
+        cx.flows_done = Mask(cx.flows_done.0 | flows_ran.0);
+    }
+
+    /// Run the packets `sel` selects on this worker's switches.
+    #[inline(always)]
+    fn run_on(&self, w: &mut Option<Worker>, batch: &mut Batch, sel: Mask, cx: &mut WorkerCx<'_>) {
         let worker = cx.worker;
-        let Worker { switch, out, fast } = w.get_or_insert_with(|| self.new_worker(worker));
+        let Worker { switch, out, fast, .. } = w.get_or_insert_with(|| self.new_worker(worker));
         let (guard, now) = (cx.guard, cx.now_ns);
         let pre = &self.replication.load(guard).value;
-        let replicas = &mut cx.replicas;
         // Copies beyond the batch's budget are never made (not made, then dropped).
         switch.copy_budget = MAX_REPLICAS;
         if let Some(f) = fast.as_mut() {
@@ -253,16 +354,14 @@ impl Stage for P4Stage {
         let chain = self.chain.get();
         let variant = chain.and_then(|c| c.slot.load(guard).value.as_ref());
         let Some((v, chain)) = variant.zip(chain) else {
-            let flows_ran = switch.process_batch(batch, sel, pre, guard, now, out, |_, p, o| {
-                self.emit(p, o, replicas)
-            });
-            cx.flows_done = Mask(cx.flows_done.0 | flows_ran.0);
+            self.run_switch(switch, out, batch, sel, pre, cx);
             return;
         };
         if fast.as_ref().is_none_or(|f| !Arc::ptr_eq(&f.pipeline, &v.pipeline)) {
             *fast = Some(self.new_switch(worker, &v.pipeline));
         }
         let Some(fast) = fast.as_mut() else { return };
+        let replicas = &mut cx.replicas;
         let mut admitted = 0u64;
         for i in sel {
             if v.guard.admits(batch.as_mut_slice()[i].data()) {

@@ -134,6 +134,16 @@ impl V1Switch {
         Self::with_host(pipeline, Box::new(NoHost))
     }
 
+    /// Record the table applies of the packets that follow (`hotplane trace`), or stop.
+    pub fn set_tracing(&mut self, on: bool) {
+        self.st.trace = on.then(Vec::new);
+    }
+
+    /// The table applies recorded since tracing was set on (and since the last take).
+    pub fn take_trace(&mut self) -> Vec<crate::exec::TableEvent> {
+        self.st.trace.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
     pub fn with_host(pipeline: Arc<Pipeline>, host: Box<dyn Host + Send>) -> Self {
         let st = pipeline.new_state();
         V1Switch {

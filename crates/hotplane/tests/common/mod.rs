@@ -30,6 +30,17 @@ impl Drop for TmpDir {
     }
 }
 
+/// A child process killed when the test ends, pass or fail (a failed assertion must not leave
+/// a data plane running).
+pub struct Running(pub std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// `hotplane run --keep-running --config CFG`, once its control socket `sock` is there.
 pub fn run_until_socket(cfg: &Path, sock: &Path) -> std::process::Child {
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_hotplane"))

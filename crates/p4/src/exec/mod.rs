@@ -146,6 +146,30 @@ pub struct PacketState {
     pub(crate) scratch: Vec<u8>,
     pub fx: Effects,
     rng: u64,
+    /// `hotplane trace`: while `Some`, every table apply of the packet is recorded here.
+    pub trace: Option<Vec<TableEvent>>,
+}
+
+/// One table apply of a traced packet: the table, whether the key hit, and the table action
+/// its entry (or the default) names.
+#[derive(Clone)]
+pub struct TableEvent {
+    pub table: Arc<P4Table>,
+    pub hit: bool,
+    pub action: u16,
+}
+
+impl TableEvent {
+    /// `MyIngress.ipv4_lpm: hit -> MyIngress.ipv4_forward`.
+    pub fn describe(&self) -> String {
+        let action = self.table.action_names.get(usize::from(self.action));
+        format!(
+            "table {}: {} -> {}",
+            self.table.name,
+            if self.hit { "hit" } else { "miss (default action)" },
+            action.map_or("?", String::as_str)
+        )
+    }
 }
 
 impl PacketState {
@@ -917,6 +941,7 @@ impl Pipeline {
             scratch: Vec::with_capacity(64),
             fx: Effects::default(),
             rng: 0x9e37_79b9_7f4a_7c15,
+            trace: None,
         }
     }
 

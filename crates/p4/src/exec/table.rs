@@ -901,6 +901,9 @@ impl ApplySite {
             Some(e) => e,
             None => self.t.table.default_entry().get(),
         };
+        if c.st.trace.is_some() {
+            self.traced(c, hit, entry.action());
+        }
         if self.t.counters || self.t.idle {
             entry.hit(c.pkt.len() as u32, c.now_ns);
         }
@@ -916,6 +919,14 @@ impl ApplySite {
             }
         }
         Some(then(c, Entry { entry, hit, site: self }))
+    }
+
+    /// Record this apply for `hotplane trace`.
+    #[cold]
+    fn traced(&self, c: &mut Ctx<'_>, hit: bool, action: u16) {
+        if let Some(events) = c.st.trace.as_mut() {
+            events.push(super::TableEvent { table: Arc::clone(&self.t), hit, action });
+        }
     }
 
     /// The whole apply, action included.
