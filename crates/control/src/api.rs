@@ -84,6 +84,14 @@ pub enum Request {
     },
     /// Delete one entry.
     EbpfMapDelete { map: String, key: String },
+    /// One entry: its value(s) in hex, `null` when absent.
+    EbpfMapLookup { map: String, key: String },
+    /// Every running eBPF program: target, version, name, engine, instructions, machine-code
+    /// bytes, maps, verification and compile time, packets per XDP action.
+    EbpfProgs {},
+    /// The program at `target` with its code: `form` `xlated` (instructions) or `jited`
+    /// (machine code in hex).
+    EbpfProgDump { target: String, form: String },
     /// Installed Lua functions: target, options, packets, errors, runaways, last error.
     LuaFunctions {},
     /// Match-action tables: name, kind, size, entries, storage, locking.

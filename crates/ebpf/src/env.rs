@@ -13,7 +13,7 @@ use crate::stage::XdpStage;
 use crate::verifier::Context;
 use crate::xdp;
 use hotplane_core::kind::read_local_file;
-use hotplane_core::{KindError, StageRef};
+use hotplane_core::KindError;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -229,7 +229,7 @@ impl EbpfEnv {
         program: Option<&str>,
         engine: Option<Engine>,
         origin: &str,
-    ) -> Result<StageRef, EbpfError> {
+    ) -> Result<Arc<XdpStage>, EbpfError> {
         let p = self.program(code, program, engine)?;
         Ok(Arc::new(XdpStage::new(Arc::new(p), origin)))
     }
@@ -297,6 +297,27 @@ impl EbpfEnv {
                 })
                 .collect(),
         )
+    }
+
+    /// One entry of map `name` (`key` as [`parse_bytes`] reads it): its value(s) in hex, or
+    /// `null` when the key is absent.
+    pub fn lookup_json(&self, name: &str, key: &str) -> Result<Value, EbpfError> {
+        let m = self.map(name)?;
+        let k = parse_bytes(key, m.def.key_size as usize)?;
+        if k.len() != m.def.key_size as usize {
+            let (map, expected, got) = (m.name.clone(), m.def.key_size as usize, k.len());
+            return Err(crate::maps::MapError::KeySize { map, expected, got }.into());
+        }
+        let found = m.entries().into_iter().find(|e| e.key == k);
+        let values: Vec<String> =
+            found.iter().flat_map(|e| e.values.iter().map(hex::encode)).collect();
+        Ok(match (found.is_some(), m.def.kind.per_cpu()) {
+            (false, _) => json!({"map": m.name, "key": hex::encode(&k), "value": null}),
+            (true, true) => json!({"map": m.name, "key": hex::encode(&k), "values": values}),
+            (true, false) => {
+                json!({"map": m.name, "key": hex::encode(&k), "value": values.first()})
+            }
+        })
     }
 
     /// A map's entries: keys and values in hex (per-CPU maps: one value per worker).

@@ -6,12 +6,13 @@ use crate::chain::live::{ChainConfig, ChainManager, LiveMode};
 use crate::chain::Guarantee;
 use crate::env::{update_kind, Code, CodeError, EbpfEnv, EbpfError};
 use crate::program::{Engine, UnknownEngine};
+use crate::progs::Placements;
 use crate::stage::XdpStage;
 use hotplane_core::kind::{BuildCx, Built, KindError, KindSetup, Program, UpdateProgram};
 use hotplane_core::ProgramKind;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The `[ebpf]` section of the config file.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -118,6 +119,12 @@ enum MapRequest {
     },
     #[serde(rename = "ebpf-map-delete")]
     Delete { map: String, key: String },
+    #[serde(rename = "ebpf-map-lookup")]
+    Lookup { map: String, key: String },
+    #[serde(rename = "ebpf-progs")]
+    Progs {},
+    #[serde(rename = "ebpf-prog-dump")]
+    ProgDump { target: String, form: String },
     #[serde(rename = "chain-status")]
     ChainStatus {},
 }
@@ -128,6 +135,8 @@ pub struct EbpfKind {
     env: EbpfEnv,
     chain: Option<(ChainManager, hotplane_core::qsbr::Qsbr)>,
     workers: usize,
+    /// Its stages and where they run (`hotplane ebpf prog`).
+    progs: Mutex<Placements>,
 }
 
 /// Make the eBPF kind for a data plane of `setup.workers` workers, reading `[ebpf]`.
@@ -149,7 +158,12 @@ pub fn make(setup: &KindSetup<'_>) -> Result<Arc<dyn ProgramKind>, KindError> {
 impl EbpfKind {
     /// `engine` runs programs that do not name one.
     pub fn new(workers: usize, engine: Engine) -> Self {
-        Self { env: EbpfEnv::new(workers, engine), chain: None, workers: workers.max(1) }
+        Self {
+            env: EbpfEnv::new(workers, engine),
+            chain: None,
+            workers: workers.max(1),
+            progs: Mutex::default(),
+        }
     }
 
     /// A stage of `code`, registered with the chain specialiser when there is one.
@@ -160,15 +174,16 @@ impl EbpfKind {
         engine: Option<Engine>,
         origin: &str,
     ) -> Result<hotplane_core::StageRef, EbpfError> {
-        match &self.chain {
+        let stage: Arc<XdpStage> = match &self.chain {
             Some((manager, qsbr)) => {
-                let stage: Arc<XdpStage> =
-                    self.env.chain_stage(code, program, engine, origin, qsbr)?;
+                let stage = self.env.chain_stage(code, program, engine, origin, qsbr)?;
                 manager.register(&stage);
-                Ok(stage)
+                stage
             }
-            None => self.env.stage(code, program, engine, origin),
-        }
+            None => self.env.stage(code, program, engine, origin)?,
+        };
+        self.progs.lock().unwrap_or_else(|e| e.into_inner()).built(&stage);
+        Ok(stage as hotplane_core::StageRef)
     }
 
     /// The chain specialiser (a kind made for a data plane has one).
@@ -246,7 +261,10 @@ impl ProgramKind for EbpfKind {
         Ok(Built { program: Some(stage), note: None })
     }
 
-    fn installed(&self, target: &str, workers: &[usize], program: &Program, _version: u64) {
+    fn installed(&self, target: &str, workers: &[usize], program: &Program, version: u64) {
+        let mut progs = self.progs.lock().unwrap_or_else(|e| e.into_inner());
+        progs.installed(target, workers.len(), program.as_ref(), version);
+        drop(progs);
         if let Some(m) = self.chain() {
             m.installed(target, workers.len(), self.workers, program.as_ref());
         }
@@ -259,7 +277,16 @@ impl ProgramKind for EbpfKind {
     }
 
     fn ops(&self) -> &'static [&'static str] {
-        &["ebpf-maps", "ebpf-map-dump", "ebpf-map-update", "ebpf-map-delete", "chain-status"]
+        &[
+            "ebpf-maps",
+            "ebpf-map-dump",
+            "ebpf-map-update",
+            "ebpf-map-delete",
+            "ebpf-map-lookup",
+            "ebpf-progs",
+            "ebpf-prog-dump",
+            "chain-status",
+        ]
     }
 
     fn request(&self, op: &str, request: &Value) -> Result<Value, KindError> {
@@ -273,6 +300,14 @@ impl ProgramKind for EbpfKind {
             }
             MapRequest::Delete { map, key } => {
                 self.env.delete_entry(&map, &key).map(|()| json!("deleted"))
+            }
+            MapRequest::Lookup { map, key } => self.env.lookup_json(&map, &key),
+            MapRequest::Progs {} => {
+                return Ok(self.progs.lock().unwrap_or_else(|e| e.into_inner()).list())
+            }
+            MapRequest::ProgDump { target, form } => {
+                let progs = self.progs.lock().unwrap_or_else(|e| e.into_inner());
+                return progs.dump(&target, &form).map_err(|e| KindError::Invalid(e.to_string()));
             }
             MapRequest::ChainStatus {} => {
                 return Ok(self.chain().map_or_else(|| json!({"mode": "off"}), |m| m.status()))

@@ -24,6 +24,7 @@ pub mod kind;
 pub mod maps;
 pub mod oracle;
 pub mod program;
+pub mod progs;
 pub mod stage;
 pub mod verifier;
 pub mod xdp;

@@ -33,6 +33,8 @@ pub struct Tracer {
     records: ArrayQueue<TraceRecord>,
     /// Records lost to a full queue.
     lost: AtomicU64,
+    /// Which trace this is: a batch picked under an earlier one does not report into it.
+    generation: AtomicU64,
 }
 
 /// One traced packet: where it came in, what each position did with it, how it left.
@@ -71,6 +73,7 @@ impl Default for Tracer {
             selector: Mutex::new(FlowSelector::any()),
             records: ArrayQueue::new(QUEUE),
             lost: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
         }
     }
 }
@@ -80,6 +83,7 @@ impl Tracer {
     /// Records not yet read are dropped.
     pub fn start(&self, selector: FlowSelector, count: u64, every: u64) {
         self.remaining.store(0, Ordering::Release);
+        self.generation.fetch_add(1, Ordering::AcqRel);
         *self.selector.lock().unwrap_or_else(|e| e.into_inner()) = selector;
         while self.records.pop().is_some() {}
         self.lost.store(0, Ordering::Relaxed);
@@ -109,7 +113,8 @@ impl Tracer {
     pub fn pick(&self, worker: usize, batch: &mut Batch) -> Option<TracedBatch> {
         let Ok(selector) = self.selector.try_lock().map(|s| *s) else { return None };
         let every = self.every.load(Ordering::Relaxed);
-        let mut traced = TracedBatch { mask: Mask::EMPTY, packets: Vec::new() };
+        let generation = self.generation.load(Ordering::Acquire);
+        let mut traced = TracedBatch { mask: Mask::EMPTY, packets: Vec::new(), generation };
         for (i, p) in batch.iter_mut().enumerate() {
             let key = p.classify();
             if !selector.matches(&key) {
@@ -144,6 +149,9 @@ impl Tracer {
     /// Hand finished records to the control side.
     #[cold]
     pub fn finish(&self, traced: TracedBatch, batch: &Batch) {
+        if traced.generation != self.generation.load(Ordering::Acquire) {
+            return; // a new trace started meanwhile
+        }
         for (i, _, mut record) in traced.packets {
             if let Some(p) = batch.get(i) {
                 record.verdict = verdict_name(p.meta.verdict);
@@ -161,6 +169,7 @@ pub struct TracedBatch {
     pub mask: Mask,
     /// (index in the batch, bytes before the next position, the record so far).
     packets: Vec<(usize, Vec<u8>, TraceRecord)>,
+    generation: u64,
 }
 
 impl TracedBatch {

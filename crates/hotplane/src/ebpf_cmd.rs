@@ -294,6 +294,7 @@ pub enum MapOp {
     Dump { map: String },
     Update { map: String, key: String, value: String, flags: u64 },
     Delete { map: String, key: String },
+    Lookup { map: String, key: String },
 }
 
 pub fn map(socket: &Path, op: MapOp) -> anyhow::Result<()> {
@@ -304,9 +305,122 @@ pub fn map(socket: &Path, op: MapOp) -> anyhow::Result<()> {
             Request::EbpfMapUpdate { map, key, value, flags }
         }
         MapOp::Delete { map, key } => Request::EbpfMapDelete { map, key },
+        MapOp::Lookup { map, key } => Request::EbpfMapLookup { map, key },
     };
     let v = Client::connect(socket)?.call(&req)?;
     println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(())
+}
+
+#[derive(clap::Subcommand)]
+pub enum ProgCmd {
+    /// Every running program: target, version, name, engine, size, packets.
+    List,
+    /// One program in full: maps, verification and compile cost, packets per XDP action.
+    Show { target: String },
+    /// A program's code: `xlated` (its instructions, maps linked) or `jited` (machine code).
+    Dump {
+        #[arg(value_parser = ["xlated", "jited"])]
+        form: String,
+        target: String,
+    },
+}
+
+/// `hotplane ebpf prog list|show|dump`.
+pub fn prog(socket: &Path, json: bool, op: ProgCmd) -> anyhow::Result<()> {
+    let mut client = Client::connect(socket)?;
+    let (v, form) = match &op {
+        ProgCmd::List | ProgCmd::Show { .. } => (client.call(&Request::EbpfProgs {})?, None),
+        ProgCmd::Dump { form, target } => {
+            let req = Request::EbpfProgDump { target: target.clone(), form: form.clone() };
+            (client.call(&req)?, Some(form.as_str()))
+        }
+    };
+    let progs: Vec<serde_json::Value> = match &op {
+        ProgCmd::List => v.as_array().cloned().unwrap_or_default(),
+        ProgCmd::Show { target } => {
+            let all = v.as_array().cloned().unwrap_or_default();
+            let running: Vec<&str> = all.iter().filter_map(|p| p["target"].as_str()).collect();
+            match all.iter().find(|p| p["target"] == target.as_str()) {
+                Some(p) => vec![p.clone()],
+                None => anyhow::bail!(
+                    "no eBPF program at {target}; eBPF programs run at: {}",
+                    if running.is_empty() { "none".to_string() } else { running.join(", ") }
+                ),
+            }
+        }
+        ProgCmd::Dump { .. } => vec![v],
+    };
+    if json {
+        let out = if matches!(op, ProgCmd::List) {
+            serde_json::Value::from(progs)
+        } else {
+            progs[0].clone()
+        };
+        println!("{out}");
+        return Ok(());
+    }
+    if matches!(op, ProgCmd::List) {
+        println!(
+            "{:<12} {:>7} {:<16} {:<6} {:>6} {:>8} {:>12}  origin",
+            "target", "version", "name", "engine", "insns", "jited", "packets"
+        );
+        for p in &progs {
+            println!(
+                "{:<12} {:>7} {:<16} {:<6} {:>6} {:>8} {:>12}  {}",
+                p["target"].as_str().unwrap_or("?"),
+                p["version"].as_u64().unwrap_or(0),
+                p["name"].as_str().unwrap_or("?"),
+                p["engine"].as_str().unwrap_or("?"),
+                p["insns"].as_u64().unwrap_or(0),
+                p["jited_bytes"].as_u64().unwrap_or(0),
+                p["runs"].as_u64().unwrap_or(0),
+                p["origin"].as_str().unwrap_or("?"),
+            );
+        }
+        if progs.is_empty() {
+            println!("(no eBPF program is installed)");
+        }
+        return Ok(());
+    }
+    let p = &progs[0];
+    let maps: Vec<&str> =
+        p["maps"].as_array().into_iter().flatten().filter_map(|m| m.as_str()).collect();
+    let a = &p["actions"];
+    let text = |k: &str| p[k].as_str().unwrap_or("?").to_string();
+    let num = |k: &str| p[k].as_u64().unwrap_or(0);
+    println!(
+        "{}: xdp `{}` from {}, version {} on {} worker(s)",
+        text("target"),
+        text("name"),
+        text("origin"),
+        num("version"),
+        num("workers")
+    );
+    println!(
+        "  engine {}: {} insns ({} verified in {} us), {} bytes of machine code compiled in {} us",
+        text("engine"),
+        num("insns"),
+        num("verified_insns"),
+        num("verify_us"),
+        num("jited_bytes"),
+        num("compile_us")
+    );
+    println!("  maps: {}", if maps.is_empty() { "none".to_string() } else { maps.join(", ") });
+    let count = |k: &str| a[k].as_u64().unwrap_or(0);
+    println!(
+        "  packets: {} (pass {}, drop {}, tx {}, redirect {}, aborted {}, invalid {})",
+        num("runs"),
+        count("pass"),
+        count("drop"),
+        count("tx"),
+        count("redirect"),
+        count("aborted"),
+        count("invalid")
+    );
+    if let Some(form) = form {
+        println!("{}", p[form].as_str().unwrap_or_default());
+    }
     Ok(())
 }
 

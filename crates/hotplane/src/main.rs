@@ -329,6 +329,20 @@ enum EbpfCmd {
         #[arg(long)]
         json: bool,
     },
+    /// The eBPF programs of a running data plane, as bpftool lists the kernel's: list, show,
+    /// dump xlated|jited.
+    #[command(after_help = "Examples:\n  \
+        hotplane ebpf prog list\n  \
+        hotplane ebpf prog dump xlated pre")]
+    Prog {
+        #[arg(long, global = true, default_value_os_t = cli::default_socket())]
+        socket: PathBuf,
+        /// Print the data plane's answer as JSON.
+        #[arg(long, global = true)]
+        json: bool,
+        #[command(subcommand)]
+        op: hotplane::ebpf_cmd::ProgCmd,
+    },
     /// Read and write the maps of a running data plane.
     Map {
         #[arg(long, default_value_os_t = cli::default_socket())]
@@ -474,6 +488,8 @@ enum MapCmd {
     },
     /// Delete one entry.
     Delete { map: String, key: String },
+    /// One entry's value (KEY as for update).
+    Lookup { map: String, key: String },
 }
 
 #[derive(Subcommand)]
@@ -898,8 +914,10 @@ fn ebpf(op: EbpfCmd) -> anyhow::Result<()> {
                     MapOp::Update { map, key, value, flags }
                 }
                 MapCmd::Delete { map, key } => MapOp::Delete { map, key },
+                MapCmd::Lookup { map, key } => MapOp::Lookup { map, key },
             },
         ),
+        EbpfCmd::Prog { socket, json, op } => e::prog(&socket, json, op),
         EbpfCmd::Update { file, target, worker, key_id, key_file, socket } => {
             let text = std::fs::read_to_string(&key_file)
                 .map_err(|err| anyhow::anyhow!("--key-file {}: {err}", key_file.display()))?;

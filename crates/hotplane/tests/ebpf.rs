@@ -115,8 +115,8 @@ fn in_order(runs: &[u16], want: &[u16]) -> bool {
     want.iter().all(|w| it.any(|r| r == w))
 }
 
-#[test]
-fn static_program_counts_and_maps_are_readable_through_the_api() {
+/// `xdp_count.o` at `pre`, counting for 300 ms.
+fn counting_plane() -> hotplane::Engine {
     let plane = plane(
         r#"
 [pipeline]
@@ -124,6 +124,12 @@ pre = { stage = "ebpf", file = "xdp_count.o" }
 "#,
     );
     std::thread::sleep(Duration::from_millis(300));
+    plane
+}
+
+#[test]
+fn static_program_counts_and_maps_are_readable_through_the_api() {
+    let plane = counting_plane();
     let maps = plane.request(Request::EbpfMaps {}).result.unwrap();
     assert_eq!(maps[0]["name"], "xdp_count/proto_count");
     assert_eq!(maps[0]["kind"], "percpu_array");
@@ -163,6 +169,62 @@ pre = { stage = "ebpf", file = "xdp_count.o" }
     let handles = plane.mem_handles();
     plane.stop();
     assert_eq!(MemReport::merge(&handles).lost(), 0);
+}
+
+/// bpftool's habits: the running programs with their place, size, maps and packet counts; their
+/// code as loaded and as compiled; one map entry looked up; a removed program is gone.
+#[test]
+fn running_programs_are_listed_and_dumped_as_bpftool_does() {
+    let plane = counting_plane();
+    let progs = plane.request(Request::EbpfProgs {}).into_result().unwrap();
+    let p = &progs[0];
+    assert_eq!(
+        (&p["target"], &p["engine"], &p["workers"]),
+        (&"pre".into(), &"jit".into(), &2.into())
+    );
+    assert_eq!(p["maps"], serde_json::json!(["xdp_count/proto_count"]));
+    assert!(p["origin"].as_str().unwrap().contains("xdp_count.o"), "{p}");
+    let (insns, jited) = (p["insns"].as_u64().unwrap(), p["jited_bytes"].as_u64().unwrap());
+    assert!(insns > 5 && jited > insns, "{p}");
+    let runs = p["runs"].as_u64().unwrap();
+    assert!(runs > 1000 && p["actions"]["pass"].as_u64() == Some(runs), "{p}");
+    let dump = |form: &str, target: &str| {
+        plane.request(Request::EbpfProgDump { target: target.into(), form: form.into() })
+    };
+    let xlated = dump("xlated", "pre").into_result().unwrap();
+    let text = xlated["xlated"].as_str().unwrap();
+    // One line per instruction (labels apart); a 64-bit load (lddw) is two slots and one line.
+    let lines = text.lines().filter(|l| !l.ends_with(':')).count() as u64;
+    assert_eq!(lines + text.matches("lddw").count() as u64, insns, "{text}");
+    assert!(text.contains("exit"), "{text}");
+    let jited = dump("jited", "pre").into_result().unwrap();
+    // `offset: 16 bytes` lines.
+    let lines = jited["jited"].as_str().unwrap().lines();
+    let bytes: usize = lines.map(|l| l.split_once(": ").unwrap().1.split(' ').count()).sum();
+    assert_eq!(bytes as u64, jited_bytes_of(&jited));
+    let e = dump("xlated", "mid").into_result().unwrap_err().to_string();
+    assert!(e.contains("no eBPF program at mid; eBPF programs run at: pre"), "{e}");
+    let e = dump("source", "pre").into_result().unwrap_err().to_string();
+    assert!(e.contains("xlated") && e.contains("jited"), "{e}");
+    // One entry: key 5 (UDP) of a per-CPU array, one value per worker.
+    let map = "xdp_count/proto_count".to_string();
+    let hit = plane.request(Request::EbpfMapLookup { map: map.clone(), key: "5".into() });
+    let hit = hit.into_result().unwrap();
+    assert_eq!(hit["values"].as_array().map(Vec::len), Some(2), "{hit}");
+    let absent = plane.request(Request::EbpfMapLookup { map: map.clone(), key: "9999".into() });
+    assert_eq!(absent.into_result().unwrap()["value"], serde_json::Value::Null);
+    let bad = plane.request(Request::EbpfMapLookup { map, key: "0x0102030405".into() });
+    let e = bad.into_result().unwrap_err().to_string();
+    assert!(e.contains("key") && e.contains('4') && e.contains('5'), "5 bytes for 4: {e}");
+    // Removed: no longer listed.
+    assert!(plane.request(Request::Remove { target: "pre".into(), worker: None }).ok);
+    let progs = plane.request(Request::EbpfProgs {}).into_result().unwrap();
+    assert_eq!(progs, serde_json::json!([]));
+    plane.stop();
+}
+
+fn jited_bytes_of(v: &serde_json::Value) -> u64 {
+    v["jited_bytes"].as_u64().unwrap()
 }
 
 #[test]

@@ -46,6 +46,9 @@ pub const MAX_GROUPS: usize = 4096;
 pub const MAX_GROUP_COPIES: usize = 1024;
 /// Copies of all groups together.
 pub const MAX_TOTAL_COPIES: usize = 65_536;
+/// Entries a `table_dump` and cells a `register_read` show at most (one answer is one line
+/// on the control socket).
+pub const MAX_SHOWN: usize = 4096;
 /// Longest command line taken.
 pub const MAX_LINE: usize = 64 << 10;
 
@@ -251,7 +254,7 @@ impl Line<'_> {
         let n = t.keys.len();
         let extra = match (words.len(), priority) {
             (w, _) if w == n => None,
-            (w, true) if w == n + 1 => Some(self.priority(words[n])?),
+            (w, true) if w == n + 1 && takes_priority(t) => Some(self.priority(words[n])?),
             (w, _) => {
                 let names: Vec<&str> = t.keys.iter().map(|k| k.name.as_str()).collect();
                 return Err(self.syntax(format!(
@@ -277,7 +280,7 @@ impl Line<'_> {
         let params = &t.params[a];
         let priority = match words.len() {
             w if w == params.len() => None,
-            w if w == params.len() + 1 => Some(self.priority(words[w - 1])?),
+            w if w == params.len() + 1 && takes_priority(t) => Some(self.priority(words[w - 1])?),
             w => {
                 let names: Vec<&str> = params.iter().map(|(n, _, _)| n.as_str()).collect();
                 return Err(self.syntax(format!(
@@ -340,6 +343,13 @@ impl Line<'_> {
     }
 }
 
+/// Whether entries of `t` carry a priority (BMv2: a ternary, range or optional key field).
+fn takes_priority(t: &P4Table) -> bool {
+    t.keys
+        .iter()
+        .any(|k| matches!(k.kind, MatchKind::Ternary | MatchKind::Range | MatchKind::Optional))
+}
+
 /// A value: decimal, `0x` hex, `0b` binary, an IPv4 or IPv6 address, or a MAC address.
 fn value(text: &str, what: &str) -> Result<u128, CliError> {
     if text.matches(':').count() > 1 && (text.contains("::") || text.split(':').count() == 8) {
@@ -386,7 +396,9 @@ fn key_match(k: &crate::exec::table::KeyField, text: &str) -> Result<KeyMatch, C
                     source: ValueError::PrefixTooLong { len, width: k.width },
                 });
             }
-            KeyMatch::Prefix { value: fits(value(v, &what)?, "value")?, len }
+            // Host bits cleared, as the table stores the prefix (the handle is of the stored entry).
+            let host = mask(k.width - len);
+            KeyMatch::Prefix { value: fits(value(v, &what)?, "value")? & !host, len }
         }
         MatchKind::Ternary => {
             let (v, m) = text.split_once("&&&").ok_or_else(|| bad("VALUE&&&MASK ternary"))?;

@@ -115,7 +115,7 @@ pub struct P4Kind {
     /// Which of its stages is installed at each (worker, target).
     installed: Mutex<BTreeMap<(usize, String), Weak<P4Stage>>>,
     /// The command-line state (multicast nodes) per target; its lock also orders CLI lines.
-    cli: Mutex<BTreeMap<String, crate::cli::CliState>>,
+    cli: Mutex<BTreeMap<String, (Weak<P4Stage>, crate::cli::CliState)>>,
 }
 
 /// Lock `m`; a panic elsewhere while it was held leaves consistent data (every update is one
@@ -185,16 +185,25 @@ impl P4Kind {
             .stage_at(0, &t)
             .ok_or_else(|| KindError::Invalid(format!("no P4 program is installed at {t}")))?;
         let mut states = lock(&self.cli);
-        let state = states.entry(t.clone()).or_default();
-        let outcome =
-            crate::cli::execute(&p, state, &stage.replication(), line).map_err(|e| invalid(&e))?;
-        let mut result = outcome.result;
-        if let Some(r) = outcome.replication {
-            // On a grace-period timeout the new configuration is live all the same; only the
-            // old one is freed later.
-            if let Err(e) = stage.set_replication(r) {
-                result["warning"] = format!("replication engine: {e}").into();
-            }
+        let (of, state) = states.entry(t.clone()).or_default();
+        // Multicast nodes belong to the program they were made for.
+        if !Weak::ptr_eq(of, &Arc::downgrade(&stage)) {
+            *of = Arc::downgrade(&stage);
+            *state = crate::cli::CliState::default();
+        }
+        let (outcome, published) =
+            stage.update_replication(|now| match crate::cli::execute(&p, state, now, line) {
+                Ok(o) => {
+                    let next = o.replication.clone();
+                    (Ok(o), next)
+                }
+                Err(e) => (Err(e), None),
+            });
+        let mut result = outcome.map_err(|e| invalid(&e))?.result;
+        // On a grace-period timeout the new configuration is live all the same; only the old
+        // one is freed later.
+        if let Err(e) = published {
+            result["warning"] = format!("replication engine: {e}").into();
         }
         Ok(result)
     }

@@ -191,6 +191,20 @@ impl P4Stage {
         Ok(())
     }
 
+    /// Read the replication engine's configuration and publish the one `f` answers, if any,
+    /// with no other change in between (control thread; the lock orders it against
+    /// [`P4Stage::set_replication`]).
+    pub fn update_replication<T>(
+        &self,
+        f: impl FnOnce(&Replication) -> (T, Option<Replication>),
+    ) -> (T, Result<(), hotplane_core::qsbr::GraceError>) {
+        let mut ctl = self.replication_ctl.lock().unwrap_or_else(|e| e.into_inner());
+        let (out, next) = f(&ctl);
+        let Some(next) = next else { return (out, Ok(())) };
+        *ctl = next.clone();
+        (out, self.replication.replace(next).map(|_| ()))
+    }
+
     fn new_worker(&self, worker: usize) -> Worker {
         Worker {
             switch: self.new_switch(worker, &self.pipeline),
@@ -264,6 +278,13 @@ impl Stage for P4Stage {
             self.busy.fetch_add(1, Ordering::Relaxed);
             return;
         };
+        // Copies beyond the batch's budget are never made (not made, then dropped).
+        let worker = cx.worker;
+        let state = w.get_or_insert_with(|| self.new_worker(worker));
+        state.switch.copy_budget = MAX_REPLICAS;
+        if let Some(f) = state.fast.as_mut() {
+            f.copy_budget = MAX_REPLICAS;
+        }
         if cx.trace.0 & sel.0 != 0 {
             return self.run_traced(&mut w, batch, sel, cx);
         }
@@ -301,16 +322,18 @@ impl P4Stage {
             };
             let worker = cx.worker;
             let state = w.get_or_insert_with(|| self.new_worker(worker));
-            let Worker { tracer, out, .. } = state;
+            let Worker { tracer, out, switch, .. } = state;
             if tracer.as_ref().is_none_or(|sw| !Arc::ptr_eq(&sw.pipeline, twin)) {
                 *tracer = Some(self.new_switch(worker, twin));
             }
             let Some(sw) = tracer.as_mut() else { continue };
-            sw.copy_budget = MAX_REPLICAS;
+            // The twin spends the batch's budget with the switch it stands in for.
+            sw.copy_budget = switch.copy_budget;
             sw.set_tracing(true);
             let guard = cx.guard;
             let pre = &self.replication.load(guard).value;
             self.run_switch(sw, out, batch, Mask::single(i), pre, cx);
+            switch.copy_budget = sw.copy_budget;
             let events = sw.take_trace();
             sw.set_tracing(false);
             if events.is_empty() {
@@ -346,11 +369,6 @@ impl P4Stage {
         let Worker { switch, out, fast, .. } = w.get_or_insert_with(|| self.new_worker(worker));
         let (guard, now) = (cx.guard, cx.now_ns);
         let pre = &self.replication.load(guard).value;
-        // Copies beyond the batch's budget are never made (not made, then dropped).
-        switch.copy_budget = MAX_REPLICAS;
-        if let Some(f) = fast.as_mut() {
-            f.copy_budget = MAX_REPLICAS;
-        }
         let chain = self.chain.get();
         let variant = chain.and_then(|c| c.slot.load(guard).value.as_ref());
         let Some((v, chain)) = variant.zip(chain) else {
@@ -358,7 +376,9 @@ impl P4Stage {
             return;
         };
         if fast.as_ref().is_none_or(|f| !Arc::ptr_eq(&f.pipeline, &v.pipeline)) {
-            *fast = Some(self.new_switch(worker, &v.pipeline));
+            let mut sw = self.new_switch(worker, &v.pipeline);
+            sw.copy_budget = MAX_REPLICAS;
+            *fast = Some(sw);
         }
         let Some(fast) = fast.as_mut() else { return };
         let replicas = &mut cx.replicas;

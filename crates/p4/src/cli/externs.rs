@@ -79,6 +79,13 @@ pub(super) fn registers(cx: &Line<'_>, command: &str) -> Result<Outcome, CliErro
     })?;
     match command {
         "register_read" if cx.args.len() == 1 => {
+            if cells.len() > super::MAX_SHOWN {
+                return Err(cx.syntax(format!(
+                    "{name} has {} cells: read them by index (at most {} at once)",
+                    cells.len(),
+                    super::MAX_SHOWN
+                )));
+            }
             let values: Vec<u64> = (0..cells.len()).map(|i| cells.read(i)).collect();
             let shown: Vec<String> = values.iter().map(u64::to_string).collect();
             Ok(Outcome::text(format!("{name}= {}", shown.join(", ")), json!({"values": values})))

@@ -4,7 +4,7 @@ use serde_json::{json, Value};
 
 use super::{CliError, Line, Outcome, PRIORITY_TOP};
 use crate::exec::table::KeyField;
-use crate::exec::{P4Entry, P4Table, Pipeline};
+use crate::exec::{EntryError, P4Entry, P4Table, Pipeline};
 use crate::ir::{KeyMatch, MatchKind};
 use hotplane_tables::EntryStats;
 
@@ -44,19 +44,31 @@ pub(super) fn run(cx: &Line<'_>, command: &str) -> Result<Outcome, CliError> {
             } else {
                 t.modify(&e)?;
             }
-            let h = handle(&e);
+            // The handles of the entries as stored: a range may be stored as several.
+            let handles: Vec<u32> = stored(t, &e).iter().map(handle).collect();
             let verb = if command == "table_add" { "added" } else { "modified" };
-            Ok(Outcome::text(
-                format!("Entry has been {verb} with handle {h}"),
-                json!({"handle": h}),
-            ))
+            let text = match &handles[..] {
+                [h] => format!("Entry has been {verb} with handle {h}"),
+                hs => format!(
+                    "Entry has been {verb} as {} pieces (a range), with handles {}",
+                    hs.len(),
+                    hs.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+                ),
+            };
+            let mut answer = json!({"handles": handles});
+            if let [h] = handles[..] {
+                answer["handle"] = h.into();
+            }
+            Ok(Outcome::text(text, answer))
         }
         "table_modify" => {
             let t = cx.table(0)?;
             let action = cx.word(1, "an action")?;
-            let (before, after) = cx.arrow(2)?;
-            let [h] = before else {
-                return Err(cx.syntax("give one entry handle before `=>`"));
+            // BMv2's table_modify has no `=>`; one is taken all the same.
+            let h = cx.word(2, "an entry handle")?;
+            let after = match args.get(3) {
+                Some(&"=>") => &args[4..],
+                _ => &args[3..],
             };
             let (old, _) = by_handle(t, cx.number(h, "the handle")?)?;
             let (args, extra) = cx.params(t, action, after)?;
@@ -83,21 +95,27 @@ pub(super) fn run(cx: &Line<'_>, command: &str) -> Result<Outcome, CliError> {
         "table_delete_match" => {
             let t = cx.table(0)?;
             let (keys, priority) = cx.keys(t, &args[1..], true)?;
-            let (e, _) = by_key(t, &keys, priority)?;
-            t.delete(&e.keys, e.priority)?;
-            Ok(Outcome::text(
-                format!("Entry {} has been deleted", handle(&e)),
-                json!({"deleted": 1}),
-            ))
+            // Without a priority, the one the entry was stored with; a range the table stores
+            // as several pieces is deleted whole by the table.
+            let written =
+                P4Entry { keys: keys.clone(), priority, action: String::new(), args: vec![] };
+            let priority = match (priority, stored(t, &written).first()) {
+                (None, Some(e)) => e.priority,
+                (given, _) => given,
+            };
+            t.delete(&keys, priority)?;
+            Ok(Outcome::text("Entry has been deleted", json!({"deleted": 1})))
         }
         "table_clear" => {
             let t = cx.table(0)?;
             cx.exactly(1)?;
-            let entries = t.entries();
-            for (e, _) in &entries {
-                t.delete(&e.keys, e.priority)?;
+            if t.entries_const {
+                return Err(EntryError::ConstEntries { table: t.name.clone() }.into());
             }
-            let n = entries.len();
+            // One clear of the store, not a delete per entry (a ternary index is rebuilt per
+            // delete).
+            let n = t.table.len();
+            t.table.clear();
             Ok(Outcome::text(format!("{n} entries deleted"), json!({"deleted": n})))
         }
         "table_set_default" => {
@@ -165,6 +183,28 @@ pub(super) fn by_handle(t: &P4Table, h: u32) -> Result<(P4Entry, EntryStats), Cl
     }
 }
 
+/// The entries `e` was stored as: itself (its prefix masked, its priority as the table keeps
+/// it), or the pieces of a range.
+fn stored(t: &P4Table, e: &P4Entry) -> Vec<P4Entry> {
+    let all = t.entries();
+    let same = |s: &P4Entry| {
+        s.keys.iter().zip(&e.keys).all(|(a, b)| covered(a, b))
+            && (e.priority.is_none() || s.priority == e.priority)
+    };
+    all.into_iter().map(|(s, _)| s).filter(same).collect()
+}
+
+/// Whether the stored match `s` is (a piece of) the written match `w` (prefixes are written
+/// with their host bits cleared, as the table stores them).
+fn covered(s: &KeyMatch, w: &KeyMatch) -> bool {
+    match (s, w) {
+        (KeyMatch::Range { lo, hi }, KeyMatch::Range { lo: wlo, hi: whi }) => {
+            lo >= wlo && hi <= whi
+        }
+        (a, b) => a == b,
+    }
+}
+
 pub(super) fn by_key(
     t: &P4Table,
     keys: &[KeyMatch],
@@ -217,10 +257,14 @@ pub(super) fn table_dump(t: &P4Table) -> Outcome {
     let entries = t.entries();
     let mut text = format!("{}: {} entries", t.name, entries.len());
     let mut json_entries = Vec::new();
-    for (e, stats) in &entries {
+    for (e, stats) in entries.iter().take(super::MAX_SHOWN) {
         text.push_str("\n**********\n");
         text.push_str(&entry_text(t, e, Some(*stats)));
         json_entries.push(entry_json(t, e, Some(*stats)));
+    }
+    if entries.len() > super::MAX_SHOWN {
+        let more = entries.len() - super::MAX_SHOWN;
+        text.push_str(&format!("\n... and {more} more (`hotplane push p4-dump` lists them all)"));
     }
     let (action, args) = t.default_action();
     let default = P4Entry { keys: vec![], priority: None, action, args };

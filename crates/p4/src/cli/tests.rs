@@ -249,3 +249,44 @@ fn the_replication_engine_stays_within_its_limits() {
     let e = s.run(&format!("mc_node_create 0 {} 1", ports.join(" "))).unwrap_err();
     assert!(e.to_string().contains("give 1 to 512 ports"), "{e}");
 }
+
+#[test]
+fn handles_name_entries_as_the_table_stores_them() {
+    let mut s = Switch::new();
+    // Host bits of a prefix are cleared by the table: the handle is the stored entry's.
+    let h = s.ok("table_add routes forward 10.0.1.77/24 => 1 1")["handle"].as_u64().unwrap();
+    assert_eq!(s.ok("table_dump routes")["entries"][0]["handle"], h);
+    s.ok(&format!("table_delete routes {h}"));
+    // A range stored as several pieces: each piece's handle, and a delete by key takes all.
+    let added = s.ok("table_add acl allow 6&&&0xff 1->10 => 5");
+    let pieces = added["handles"].as_array().unwrap().len();
+    assert!(pieces > 1 && added["text"].as_str().unwrap().contains("pieces"), "{added}");
+    assert_eq!(s.ok("table_num_entries acl")["entries"], pieces);
+    s.ok("table_delete_match acl 6&&&0xff 1->10");
+    assert_eq!(s.ok("table_num_entries acl")["entries"], 0);
+    // BMv2's table_modify: no `=>` (taken all the same).
+    let h = s.ok("table_add routes forward 10.0.2.0/24 => 1 1")["handle"].as_u64().unwrap();
+    s.ok(&format!("table_modify routes forward {h} 2 2"));
+    s.ok(&format!("table_modify routes forward {h} => 3 3"));
+    assert_eq!(s.send([10, 0, 2, 1], 17, 64)[0].port, 3);
+}
+
+#[test]
+fn words_beyond_what_a_table_takes_are_refused() {
+    let mut s = Switch::new();
+    let e = s.run("table_add routes forward 10.0.0.0/8 => 1 2 3").unwrap_err().to_string();
+    assert!(e.contains("takes 2 parameter(s)"), "an lpm table has no priority: {e}");
+    let e = s.run("table_dump_entry_from_key routes 10.0.0.0/8 3").unwrap_err().to_string();
+    assert!(e.contains("1 key field(s)"), "{e}");
+    for (line, says) in [
+        ("mirroring_add 5 512", "0 to 511"),
+        ("mirroring_add 0 1", "0 means none"),
+        ("mc_mgrp_create 0", "0 means none"),
+        ("mc_node_create 65536 1", "16 bits"),
+        ("mc_node_create 1 600", "0 to 511"),
+    ] {
+        let e = s.run(line).expect_err(line).to_string();
+        assert!(e.contains(says), "{line}: {e}");
+    }
+    assert!(s.replication.mirror.is_empty() && s.replication.groups.is_empty());
+}
