@@ -124,6 +124,12 @@ step "python tests"
 cargo build -p hotplane --quiet
 # docs/cli.md is the binary's own --help, every command: it must be current.
 python3 scripts/cli-doc.py --bin "$BIN" --check
+# Every command block the docs mark runnable, against the data plane it names; and the runner
+# itself fails on a broken command.
+python3 scripts/run-docs.py --bin "$BIN"
+if python3 scripts/run-docs.py --bin "$BIN" tests/docs/broken.md >/dev/null 2>&1; then
+  echo "scripts/run-docs.py passed a broken command"; exit 1
+fi
 HOTPLANE_BIN="$BIN" python3 -m pytest -q "$REPO/python/tests"
 
 step "P4Runtime: a p4runtime-shell session against hotplane run"

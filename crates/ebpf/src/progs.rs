@@ -106,11 +106,14 @@ impl Placements {
 fn describe(target: &str, placed: &Placed, s: &XdpStage) -> Value {
     let p = &s.program;
     let c = &s.counters;
+    // Each counter read once, so that `runs` is their sum while packets flow.
+    let counts = [c.pass(), c.drop(), c.tx(), c.redirect(), c.aborted(), c.invalid()];
+    let [pass, drop, tx, redirect, aborted, invalid] = counts;
     let actions = json!({
-        "pass": c.pass(), "drop": c.drop(), "tx": c.tx(), "redirect": c.redirect(),
-        "aborted": c.aborted(), "invalid": c.invalid(),
+        "pass": pass, "drop": drop, "tx": tx, "redirect": redirect,
+        "aborted": aborted, "invalid": invalid,
     });
-    let runs = c.pass() + c.drop() + c.tx() + c.redirect() + c.aborted() + c.invalid();
+    let runs: u64 = counts.iter().sum();
     json!({
         "target": target,
         "version": placed.version,
