@@ -15,6 +15,11 @@ mod process;
     about = "A software data plane whose code is replaced while packets flow"
 )]
 struct Cli {
+    /// The control socket of the running data plane, for every command that talks to one
+    /// [default: $HOTPLANE_SOCKET, else where `socket = true` puts it: /run/hotplane/hotplane.sock
+    /// as root, $XDG_RUNTIME_DIR/hotplane/hotplane.sock otherwise]
+    #[arg(long, global = true, value_name = "SOCKET")]
+    socket: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -335,8 +340,6 @@ enum EbpfCmd {
         hotplane ebpf prog list\n  \
         hotplane ebpf prog dump xlated pre")]
     Prog {
-        #[arg(long, global = true, default_value_os_t = cli::default_socket())]
-        socket: PathBuf,
         /// Print the data plane's answer as JSON.
         #[arg(long, global = true)]
         json: bool,
@@ -345,8 +348,6 @@ enum EbpfCmd {
     },
     /// Read and write the maps of a running data plane.
     Map {
-        #[arg(long, default_value_os_t = cli::default_socket())]
-        socket: PathBuf,
         #[command(subcommand)]
         op: MapCmd,
     },
@@ -365,8 +366,6 @@ enum EbpfCmd {
         /// File holding the 64-hex-digit key.
         #[arg(long)]
         key_file: PathBuf,
-        #[arg(long, default_value_os_t = cli::default_socket())]
-        socket: PathBuf,
     },
 }
 
@@ -445,10 +444,7 @@ enum LuaCmd {
         packet: Option<String>,
     },
     /// The functions installed in a running data plane, with packets, errors and runaways.
-    List {
-        #[arg(long, default_value_os_t = cli::default_socket())]
-        socket: PathBuf,
-    },
+    List,
     /// Send a function file as an authenticated update (kind lua).
     Update {
         file: PathBuf,
@@ -465,8 +461,6 @@ enum LuaCmd {
         /// File holding the 64-hex-digit key.
         #[arg(long)]
         key_file: PathBuf,
-        #[arg(long, default_value_os_t = cli::default_socket())]
-        socket: PathBuf,
     },
 }
 
@@ -685,6 +679,10 @@ fn as_other_tool() -> Option<anyhow::Result<()>> {
 }
 
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    if cli.socket.is_some() && matches!(cli.cmd, Cmd::Run { .. } | Cmd::Demo { .. }) {
+        anyhow::bail!("--socket names the socket of a running data plane; `hotplane run` takes its own from [control] socket in the config");
+    }
+    let socket = cli.socket.unwrap_or_else(cli::default_socket);
     match cli.cmd {
         #[cfg(feature = "p4runtime")]
         Cmd::Switch { args } => {
@@ -719,7 +717,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             hotplane::demo::run(&hotplane::demo::Opts { out, rate_pps: rate, duration_ms, json })
                 .map(drop)
         }
-        Cmd::Push(args) => hotplane::push_cmd::run(args),
+        Cmd::Push(mut args) => {
+            args.socket = socket;
+            hotplane::push_cmd::run(args)
+        }
         Cmd::Gen {
             interface,
             netns,
@@ -786,10 +787,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Cmd::Ebpf { op } => ebpf(op),
+        Cmd::Ebpf { op } => ebpf(op, socket),
         Cmd::Wasp { op } => Ok(hotplane_wasp::tool::run(op)?),
         #[cfg(feature = "lua")]
-        Cmd::Lua { op } => lua(op),
+        Cmd::Lua { op } => lua(op, socket),
         #[cfg(feature = "p4")]
         Cmd::P4 { op } => match op {
             P4Cmd::Check { program, include, json, limits } => {
@@ -806,9 +807,13 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Cmd::Key { op: KeyCmd::Gen { file, id, force } } => {
             hotplane::key_cmd::gen(&file, id, force)
         }
-        Cmd::Table { common, op } => hotplane::tables_cmd::table(&common, op),
-        Cmd::Trace(a) => hotplane::trace_cmd::run(&a),
-        Cmd::Cli { common, file, command } => {
+        Cmd::Table { mut common, op } => {
+            common.socket = socket;
+            hotplane::tables_cmd::table(&common, op)
+        }
+        Cmd::Trace(a) => hotplane::trace_cmd::run(&a, &socket),
+        Cmd::Cli { mut common, file, command } => {
+            common.socket = socket;
             hotplane::tables_cmd::cli(&common, &command, file.as_deref())
         }
         Cmd::Bench { which } => match which {
@@ -878,7 +883,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-fn ebpf(op: EbpfCmd) -> anyhow::Result<()> {
+fn ebpf(op: EbpfCmd, socket: PathBuf) -> anyhow::Result<()> {
     use hotplane::ebpf_cmd::{self as e, Ctx, MapOp};
     match op {
         EbpfCmd::Asm { file, out } => e::assemble(&file, out.as_deref()),
@@ -905,7 +910,7 @@ fn ebpf(op: EbpfCmd) -> anyhow::Result<()> {
             e::chain(up.as_deref(), &down, assume.as_deref(), &opts, out.as_deref(), json)
         }
         EbpfCmd::Conformance { dir, engine, json } => e::conformance(dir.as_deref(), engine, json),
-        EbpfCmd::Map { socket, op } => e::map(
+        EbpfCmd::Map { op, .. } => e::map(
             &socket,
             match op {
                 MapCmd::List => MapOp::List,
@@ -917,8 +922,8 @@ fn ebpf(op: EbpfCmd) -> anyhow::Result<()> {
                 MapCmd::Lookup { map, key } => MapOp::Lookup { map, key },
             },
         ),
-        EbpfCmd::Prog { socket, json, op } => e::prog(&socket, json, op),
-        EbpfCmd::Update { file, target, worker, key_id, key_file, socket } => {
+        EbpfCmd::Prog { json, op, .. } => e::prog(&socket, json, op),
+        EbpfCmd::Update { file, target, worker, key_id, key_file, .. } => {
             let text = std::fs::read_to_string(&key_file)
                 .map_err(|err| anyhow::anyhow!("--key-file {}: {err}", key_file.display()))?;
             let key = hotplane_control::parse_key(&text).map_err(anyhow::Error::msg)?;
@@ -928,13 +933,13 @@ fn ebpf(op: EbpfCmd) -> anyhow::Result<()> {
 }
 
 #[cfg(feature = "lua")]
-fn lua(op: LuaCmd) -> anyhow::Result<()> {
+fn lua(op: LuaCmd, socket: PathBuf) -> anyhow::Result<()> {
     use hotplane::lua_cmd as l;
     match op {
         LuaCmd::Check { file, opts, json } => l::check(&file, opts.get(), json),
         LuaCmd::Run { file, opts, packet } => l::run(&file, opts.get(), packet.as_deref()),
-        LuaCmd::List { socket } => l::list(&socket),
-        LuaCmd::Update { file, target, worker, opts, key_id, key_file, socket } => {
+        LuaCmd::List => l::list(&socket),
+        LuaCmd::Update { file, target, worker, opts, key_id, key_file, .. } => {
             let text = std::fs::read_to_string(&key_file)
                 .map_err(|err| anyhow::anyhow!("--key-file {}: {err}", key_file.display()))?;
             let key = hotplane_control::parse_key(&text).map_err(anyhow::Error::msg)?;

@@ -10,10 +10,9 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 #[command(subcommand_negates_reqs = true)]
 pub struct PushArgs {
-    /// Control socket (default: $HOTPLANE_SOCKET, else where `socket = true` puts it:
-    /// /run/hotplane/hotplane.sock as root, $XDG_RUNTIME_DIR/hotplane/hotplane.sock otherwise).
-    #[arg(long, default_value_os_t = cli::default_socket())]
-    socket: PathBuf,
+    /// The global --socket (`hotplane --help`).
+    #[arg(skip)]
+    pub socket: PathBuf,
     /// Replace the running P4 program with FILE, hitlessly: tables whose name, key and actions
     /// are unchanged keep their entries. FILE is compiled here first (errors point into your
     /// files); its local #includes are bundled into the update (the node resolves only

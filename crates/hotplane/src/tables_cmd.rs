@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 /// Options every `hotplane table` and `hotplane cli` command takes.
 #[derive(clap::Args)]
 pub struct Common {
-    #[arg(long, global = true, default_value_os_t = crate::cli::default_socket())]
+    /// The global --socket (`hotplane --help`).
+    #[arg(skip)]
     pub socket: PathBuf,
     /// The P4 program's target when several run (`pre`, `mid`, `post`).
     #[arg(long, global = true)]

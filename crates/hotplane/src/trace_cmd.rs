@@ -6,7 +6,6 @@
 use anyhow::bail;
 use hotplane_control::api::{Client, Request};
 use serde_json::Value;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
@@ -14,8 +13,6 @@ use std::time::{Duration, Instant};
     hotplane trace --match dst=10.0.1.4 --count 1\n  \
     hotplane trace --match proto=udp,dport=5000 --every 1000 --count 5 --json")]
 pub struct TraceArgs {
-    #[arg(long, default_value_os_t = crate::cli::default_socket())]
-    pub socket: PathBuf,
     /// Which packets: a flow selector (`proto=udp,src=10.0.0.0/8,dst=10.0.1.4,dport=5000`);
     /// default every packet.
     #[arg(long = "match", value_name = "SELECTOR")]
@@ -34,14 +31,14 @@ pub struct TraceArgs {
     pub json: bool,
 }
 
-pub fn run(a: &TraceArgs) -> anyhow::Result<()> {
+pub fn run(a: &TraceArgs, socket: &std::path::Path) -> anyhow::Result<()> {
     if a.count == 0 {
         bail!("--count: follow at least one packet");
     }
     if !(a.timeout >= 0.0 && a.timeout.is_finite()) {
         bail!("--timeout: a number of seconds, 0 for no limit");
     }
-    let mut client = Client::connect(&a.socket)?;
+    let mut client = Client::connect(socket)?;
     let following = client.call(&Request::TraceStart {
         selector: a.selector.clone(),
         count: a.count,

@@ -576,3 +576,36 @@ fn run_shows_per_flow_figures_while_running() {
     assert!(live.iter().all(|l| l.contains("received") && l.contains("pps")), "{live:?}");
     assert!(lines[..summary].iter().any(|l| l.contains("packets (")), "a packet rate: {err}");
 }
+
+/// `--socket` is one global option: accepted before or after any subcommand that talks to a
+/// data plane, named in the error when nothing answers there, and refused by `run` (whose
+/// socket is its config's).
+#[test]
+fn socket_is_one_global_option_named_when_unreachable() {
+    let bin = env!("CARGO_BIN_EXE_hotplane");
+    let sock = "/nonexistent/hotplane-test.sock";
+    let mut cases = vec![
+        vec!["--socket", sock, "table", "list"],
+        vec!["table", "list", "--socket", sock],
+        vec!["push", "--socket", sock, "stats"],
+        vec!["ebpf", "prog", "list", "--socket", sock],
+        vec!["ebpf", "map", "--socket", sock, "list"],
+        vec!["trace", "--socket", sock, "--count", "1"],
+        vec!["cli", "--socket", sock, "show_tables"],
+    ];
+    if cfg!(feature = "lua") {
+        cases.push(vec!["lua", "list", "--socket", sock]);
+    }
+    for args in cases {
+        let o = std::process::Command::new(bin).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(err.contains(&format!("cannot reach the data plane at {sock}")), "{args:?}: {err}");
+    }
+    let o = std::process::Command::new(bin)
+        .args(["run", "--socket", sock, "--config", "x.toml"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("[control] socket"));
+}
