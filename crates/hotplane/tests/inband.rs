@@ -2,6 +2,8 @@
 //! acknowledged; tampered, replayed, truncated, oversized, unauthenticated and otherwise bad
 //! update packets are refused with a counter and a reason, and the running program keeps running.
 
+mod common;
+
 use hotplane::inband::{ack_of, UpdateSender};
 use hotplane::Config;
 use hotplane_control::{AckStatus, Flags, Kind, Reason, Target, UpdateHeader, WorkerScope};
@@ -145,6 +147,7 @@ fn authenticated_update_applies_and_bad_ones_are_refused() {
     let refused = &stats.result.unwrap()["updates"]["refused"];
     assert_eq!(refused["bad_mac"], 2);
 
+    common::wait_sent(&plane, 1 + bad.len() as u64);
     let handles = plane.mem_handles();
     plane.stop();
     let r = MemReport::merge(&handles);
@@ -197,6 +200,7 @@ fn fragmented_update_reassembles_and_applies() {
         assert!(Instant::now() < deadline, "fragmented update not applied");
         std::thread::sleep(Duration::from_millis(1));
     }
+    common::wait_sent(&plane, frames.len() as u64);
     let handles = plane.mem_handles();
     std::thread::sleep(Duration::from_millis(20));
     plane.stop();

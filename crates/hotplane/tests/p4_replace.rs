@@ -60,7 +60,7 @@ workers = 2
 [[port]]
 name = "p0"
 kind = "mem"
-gen = {{ flows = 4, count = {PACKETS}, rate_pps = 40000 }}
+gen = {{ flows = 4, count = {PACKETS}, rate_pps = 20000 }}
 sink = {{ record = {PACKETS} }}
 [[control.keys]]
 id = 1

@@ -3,6 +3,8 @@
 //! updates, and acknowledgements leave from the node's address; refusal acknowledgements,
 //! replays included, are rate-limited.
 
+mod common;
+
 use hotplane::inband::{ack_of, UpdateSender};
 use hotplane::Config;
 use hotplane_control::api::Request;
@@ -147,6 +149,7 @@ fn update_payloads_naming_node_files_are_refused_without_reading_them() {
         inject(&plane, f);
     }
     wait_datagrams(&plane, specs.len() as u64 + 1);
+    common::wait_sent(&plane, 1);
     std::thread::sleep(Duration::from_millis(50));
     let handles = plane.mem_handles();
     plane.stop();
@@ -174,6 +177,7 @@ fn only_datagrams_to_the_node_are_updates() {
     let update = to_node.frames(&header(Kind::NativeStage, 2), count).unwrap().remove(0);
     inject(&plane, update);
     wait_datagrams(&plane, 1);
+    common::wait_sent(&plane, 1);
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(datagrams_seen(&plane), 1, "the transit datagram was taken as an update");
     let handles = plane.mem_handles();
@@ -202,6 +206,7 @@ fn configured_update_addresses_replace_the_default() {
     configured.frame.dst_ip = IpAddr::from([192, 0, 2, 7]);
     inject(&plane, configured.frames(&header(Kind::NativeStage, 2), count).unwrap().remove(0));
     wait_datagrams(&plane, 1);
+    common::wait_sent(&plane, 1);
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(datagrams_seen(&plane), 1);
     let handles = plane.mem_handles();
@@ -235,8 +240,9 @@ fn replayed_datagrams_are_acknowledged_within_the_rate_limit() {
         }
         wait_datagrams(&plane, 1 + (chunk + 1) * 100);
     }
-    let elapsed = started.elapsed().as_secs_f64();
     std::thread::sleep(Duration::from_millis(50));
+    // Measured after the last acks went out: a token the bucket gave them counts in the time.
+    let elapsed = started.elapsed().as_secs_f64();
     assert_eq!(plane.observability().updates.refused(Reason::Replay), REPLAYS);
     let replay_acks = acks_sent() - 1;
     // The bucket can have refilled while the replays were processed, never more.

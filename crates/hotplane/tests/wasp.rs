@@ -65,7 +65,7 @@ name = "in"
 kind = "pcap"
 read = "{}"
 loops = {LOOPS}
-rate_pps = 200000
+rate_pps = 40000
 peer = "out"
 [[port]]
 name = "out"

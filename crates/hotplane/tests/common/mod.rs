@@ -55,3 +55,15 @@ pub fn run_until_socket(cfg: &Path, sock: &Path) -> std::process::Child {
     }
     child
 }
+
+/// Wait until the workers have sent `n` of the packets the control thread queued for them
+/// (acknowledgements): a stop drops what is still queued, and a loaded machine may take
+/// longer than any fixed sleep.
+pub fn wait_sent(plane: &hotplane::Engine, n: u64) {
+    let sent = || plane.worker_stats().iter().map(|w| w.injected.get()).sum::<u64>();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sent() < n {
+        assert!(Instant::now() < deadline, "{} of {n} acknowledgements sent", sent());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
