@@ -13,6 +13,9 @@ pub struct PushArgs {
     /// The global --socket (`hotplane --help`).
     #[arg(skip)]
     pub socket: PathBuf,
+    /// `slots` and `flows`: the data plane's answer as JSON instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
     /// Replace the running P4 program with FILE, hitlessly: tables whose name, key and actions
     /// are unchanged keep their entries. FILE is compiled here first (errors point into your
     /// files); its local #includes are bundled into the update (the node resolves only
@@ -158,6 +161,10 @@ pub fn run(args: PushArgs) -> anyhow::Result<()> {
     let op = match (args.p4, args.op) {
         (Some(_), Some(_)) => bail!("--p4 replaces the P4 program; it takes no subcommand"),
         (None, None) => bail!("give a subcommand (see --help) or --p4 FILE"),
+        (None, Some(PushCmd::Slots)) if !args.json => return print_slots(&args.socket),
+        (None, Some(PushCmd::Flows { worker })) if !args.json => {
+            return print_flows(&args.socket, worker)
+        }
         (None, Some(op)) => push_op(op)?,
         (Some(file), None) => {
             let mut payload = p4_payload(&file, &args.include)?;
@@ -193,6 +200,52 @@ pub fn run(args: PushArgs) -> anyhow::Result<()> {
         }
     };
     cli::push(&args.socket, op)
+}
+
+/// `push slots` for people: one line per target and program, with the workers running it.
+fn print_slots(socket: &std::path::Path) -> anyhow::Result<()> {
+    let slots = hotplane_control::api::Client::connect(socket)?.call(&Request::Slots {})?;
+    // (target, version, program) -> workers, in target order.
+    let mut rows: Vec<(String, u64, String, Vec<u64>)> = Vec::new();
+    for s in slots.as_array().into_iter().flatten() {
+        let key = (
+            s["target"].as_str().unwrap_or("?").to_string(),
+            s["version"].as_u64().unwrap_or(0),
+            s["program"].as_str().unwrap_or("?").to_string(),
+        );
+        let worker = s["worker"].as_u64().unwrap_or(0);
+        match rows.iter_mut().find(|r| (&r.0, r.1, &r.2) == (&key.0, key.1, &key.2)) {
+            Some(r) => r.3.push(worker),
+            None => rows.push((key.0, key.1, key.2, vec![worker])),
+        }
+    }
+    println!("{:<16} {:<8} {:>8}  program", "target", "workers", "version");
+    for (target, version, program, workers) in rows {
+        let ws: Vec<String> = workers.iter().map(u64::to_string).collect();
+        println!("{target:<16} {:<8} {version:>8}  {program}", ws.join(","));
+    }
+    Ok(())
+}
+
+/// `push flows` for people: each flow function with its selector and packets.
+fn print_flows(socket: &std::path::Path, worker: Option<u16>) -> anyhow::Result<()> {
+    let flows = hotplane_control::api::Client::connect(socket)?.call(&Request::Flows { worker })?;
+    let flows = flows.as_array().cloned().unwrap_or_default();
+    if flows.is_empty() {
+        println!("(no flow functions on worker {})", worker.unwrap_or(0));
+        return Ok(());
+    }
+    println!("{:<36} {:>8} {:>12}  function", "selector", "version", "packets");
+    for f in flows {
+        println!(
+            "{:<36} {:>8} {:>12}  {}",
+            f["selector"].as_str().unwrap_or("?"),
+            f["version"].as_u64().unwrap_or(0),
+            f["packets"].as_u64().unwrap_or(0),
+            f["function"].as_str().unwrap_or("?")
+        );
+    }
+    Ok(())
 }
 
 /// Where the running P4 program is, from the slot listing.

@@ -537,7 +537,11 @@ fn push_flows_counts_the_packets_of_each_function() {
     .unwrap();
     let mut child = common::run_until_socket(&cfg, &sock);
     let flows = || {
-        let o = Command::new(bin).args(["push", "--socket"]).arg(&sock).arg("flows").output();
+        let o = Command::new(bin)
+            .args(["push", "--socket"])
+            .arg(&sock)
+            .args(["flows", "--json"])
+            .output();
         let v: serde_json::Value = serde_json::from_slice(&o.unwrap().stdout).unwrap();
         v.as_array().unwrap().clone()
     };
@@ -552,6 +556,14 @@ fn push_flows_counts_the_packets_of_each_function() {
     assert_eq!(of("proto=udp,sport=1024"), 1000, "{listed:?}");
     assert_eq!(of("proto=udp,sport=1025"), 1000, "{listed:?}");
     assert_eq!(of("dport=9999"), 0, "a selector that matches nothing shows 0");
+    // For people: a table, one line per function.
+    let o = Command::new(bin).args(["push", "--socket"]).arg(&sock).arg("flows").output().unwrap();
+    let table = String::from_utf8_lossy(&o.stdout);
+    let line = table.lines().find(|l| l.starts_with("proto=udp,sport=1024 ")).unwrap_or_default();
+    assert!(line.split_whitespace().nth(2) == Some("1000"), "{table}");
+    let o = Command::new(bin).args(["push", "--socket"]).arg(&sock).arg("slots").output().unwrap();
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.starts_with("target") && table.lines().count() > 1, "{table}");
     let o = Command::new(bin).args(["push", "--socket"]).arg(&sock).arg("shutdown").output();
     assert!(o.unwrap().status.success());
     assert!(child.wait().unwrap().success());
