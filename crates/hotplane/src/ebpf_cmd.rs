@@ -297,7 +297,8 @@ pub enum MapOp {
     Lookup { map: String, key: String },
 }
 
-pub fn map(socket: &Path, op: MapOp) -> anyhow::Result<()> {
+pub fn map(socket: &Path, json: bool, op: MapOp) -> anyhow::Result<()> {
+    let list = matches!(op, MapOp::List);
     let req = match op {
         MapOp::List => Request::EbpfMaps {},
         MapOp::Dump { map } => Request::EbpfMapDump { map },
@@ -308,7 +309,27 @@ pub fn map(socket: &Path, op: MapOp) -> anyhow::Result<()> {
         MapOp::Lookup { map, key } => Request::EbpfMapLookup { map, key },
     };
     let v = Client::connect(socket)?.call(&req)?;
-    println!("{}", serde_json::to_string_pretty(&v)?);
+    if !list || json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    // As bpftool map list: one line per map.
+    println!(
+        "{:<32} {:<14} {:>5} {:>6} {:>10} {:>10}",
+        "map", "kind", "key", "value", "max", "entries"
+    );
+    for m in v.as_array().into_iter().flatten() {
+        let n = |k: &str| m[k].as_u64().unwrap_or(0);
+        println!(
+            "{:<32} {:<14} {:>5} {:>6} {:>10} {:>10}",
+            m["name"].as_str().unwrap_or("?"),
+            m["kind"].as_str().unwrap_or("?"),
+            n("key_size"),
+            n("value_size"),
+            n("max_entries"),
+            n("entries")
+        );
+    }
     Ok(())
 }
 

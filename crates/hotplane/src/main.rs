@@ -348,6 +348,9 @@ enum EbpfCmd {
     },
     /// Read and write the maps of a running data plane.
     Map {
+        /// `list`: the data plane's answer as JSON instead of a table.
+        #[arg(long, global = true)]
+        json: bool,
         #[command(subcommand)]
         op: MapCmd,
     },
@@ -910,8 +913,9 @@ fn ebpf(op: EbpfCmd, socket: PathBuf) -> anyhow::Result<()> {
             e::chain(up.as_deref(), &down, assume.as_deref(), &opts, out.as_deref(), json)
         }
         EbpfCmd::Conformance { dir, engine, json } => e::conformance(dir.as_deref(), engine, json),
-        EbpfCmd::Map { op, .. } => e::map(
+        EbpfCmd::Map { op, json } => e::map(
             &socket,
+            json,
             match op {
                 MapCmd::List => MapOp::List,
                 MapCmd::Dump { map } => MapOp::Dump { map },

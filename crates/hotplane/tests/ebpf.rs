@@ -5,6 +5,8 @@
 //! is refused with the instruction and the reason while the old program keeps running; no
 //! packet is lost.
 
+mod common;
+
 use hotplane::inband::{ack_of, UpdateSender};
 use hotplane::Config;
 use hotplane_control::api::Request;
@@ -604,4 +606,44 @@ mid = { stage = "ebpf", file = "chain/lb6.o" }
     assert_eq!(mid["inlined_lookups"], 1, "{mid}");
     // (The generator's IPv4/UDP frames are all dropped by fw6ah: nothing to count here.)
     assert_eq!(plane.stop().panics, 0);
+}
+
+/// At the terminal, as bpftool users expect: `ebpf map list` and `ebpf prog list` are tables,
+/// `--json` gives the data plane's answer.
+#[test]
+fn ebpf_map_and_prog_lists_are_tables_at_the_terminal() {
+    let dir = common::TmpDir::new("ebpf", "lists");
+    let sock = dir.join("s.sock");
+    let cfg = dir.join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[port]]\nname = \"p0\"\nkind = \"mem\"\ngen = {{ flows = 2, rate_pps = 1000 }}\n\
+             [control]\nsocket = \"{}\"\n\
+             [pipeline]\npre = {{ stage = \"ebpf\", file = \"{EXAMPLES}/xdp_count.o\" }}\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let mut child = common::Running(common::run_until_socket(&cfg, &sock));
+    let hotplane = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_hotplane"))
+            .arg("--socket")
+            .arg(&sock)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let maps = hotplane(&["ebpf", "map", "list"]);
+    let line = maps.lines().find(|l| l.starts_with("xdp_count/proto_count ")).unwrap_or_default();
+    assert_eq!(line.split_whitespace().nth(1), Some("percpu_array"), "{maps}");
+    let json: serde_json::Value =
+        serde_json::from_str(&hotplane(&["ebpf", "map", "list", "--json"])).unwrap();
+    assert_eq!(json[0]["name"], "xdp_count/proto_count");
+    let progs = hotplane(&["ebpf", "prog", "list"]);
+    assert!(progs.lines().any(|l| l.starts_with("pre ") && l.contains("xdp_count")), "{progs}");
+    hotplane(&["push", "shutdown"]);
+    assert!(child.0.wait().unwrap().success());
 }
