@@ -352,66 +352,39 @@ fn takes_priority(t: &P4Table) -> bool {
 
 /// A value: decimal, `0x` hex, `0b` binary, an IPv4 or IPv6 address, or a MAC address.
 fn value(text: &str, what: &str) -> Result<u128, CliError> {
-    if text.matches(':').count() > 1 && (text.contains("::") || text.split(':').count() == 8) {
-        if let Ok(v6) = text.parse::<std::net::Ipv6Addr>() {
-            return Ok(u128::from(v6));
-        }
-    }
     crate::stf::parse_number(text)
         .map_err(|source| CliError::Value { what: what.to_string(), source })
 }
 
 /// One key field's match as BMv2 writes it: `V` (exact, optional), `V/LEN` (lpm), `V&&&M`
-/// (ternary), `LO->HI` (range).
+/// (ternary), `LO->HI` (range). STF's parser reads it once the form is checked (BMv2 takes
+/// each kind in its one form; STF is more lenient).
 fn key_match(k: &crate::exec::table::KeyField, text: &str) -> Result<KeyMatch, CliError> {
     let what = format!("key {}", k.name);
-    let fits = |v: u128, part: &'static str| {
-        if v & !mask(k.width) == 0 {
-            Ok(v)
-        } else {
-            Err(CliError::Value {
-                what: what.clone(),
-                source: ValueError::DoesNotFit {
-                    what: part,
-                    text: text.to_string(),
-                    width: k.width,
-                },
-            })
+    let form = match k.kind {
+        MatchKind::Lpm => Some(("/", "VALUE/LENGTH lpm")),
+        MatchKind::Ternary => Some(("&&&", "VALUE&&&MASK ternary")),
+        MatchKind::Range => Some(("->", "LOW->HIGH range")),
+        MatchKind::Exact | MatchKind::Optional => None,
+    };
+    let wrong = match form {
+        Some((sep, expect)) => (!text.contains(sep)).then_some(expect),
+        None => {
+            ["&&&", "/", "->", "..", "*"].iter().any(|s| text.contains(s)).then_some("VALUE exact")
         }
     };
-    let bad = |expect: &str| CliError::Value {
-        what: what.clone(),
-        source: ValueError::NotANumber { text: format!("{text} (a {expect} match)") },
-    };
-    Ok(match k.kind {
-        MatchKind::Exact | MatchKind::Optional => {
-            KeyMatch::Mask { value: fits(value(text, &what)?, "value")?, mask: mask(k.width) }
+    if let Some(expect) = wrong {
+        let text = format!("{text} (a {expect} match)");
+        return Err(CliError::Value { what, source: ValueError::NotANumber { text } });
+    }
+    let m = crate::stf::parse_key_match(k.kind, k.width, &text.replace("->", ".."))
+        .map_err(|source| CliError::Value { what, source })?;
+    Ok(match m {
+        // Host bits cleared, as the table stores the prefix (the handle is of the stored entry).
+        KeyMatch::Prefix { value, len } => {
+            KeyMatch::Prefix { value: value & !mask(k.width - len), len }
         }
-        MatchKind::Lpm => {
-            let (v, len) = text.split_once('/').ok_or_else(|| bad("VALUE/LENGTH lpm"))?;
-            let len: u32 = len.parse().map_err(|_| bad("VALUE/LENGTH lpm"))?;
-            if len > k.width {
-                return Err(CliError::Value {
-                    what,
-                    source: ValueError::PrefixTooLong { len, width: k.width },
-                });
-            }
-            // Host bits cleared, as the table stores the prefix (the handle is of the stored entry).
-            let host = mask(k.width - len);
-            KeyMatch::Prefix { value: fits(value(v, &what)?, "value")? & !host, len }
-        }
-        MatchKind::Ternary => {
-            let (v, m) = text.split_once("&&&").ok_or_else(|| bad("VALUE&&&MASK ternary"))?;
-            let m = fits(value(m, &what)?, "mask")?;
-            KeyMatch::Mask { value: fits(value(v, &what)?, "value")? & m, mask: m }
-        }
-        MatchKind::Range => {
-            let (lo, hi) = text.split_once("->").ok_or_else(|| bad("LOW->HIGH range"))?;
-            KeyMatch::Range {
-                lo: fits(value(lo, &what)?, "range start")?,
-                hi: fits(value(hi, &what)?, "range end")?,
-            }
-        }
+        m => m,
     })
 }
 

@@ -496,6 +496,11 @@ fn parse_masked(s: &str) -> Result<(u128, u128, u32), ValueError> {
         }
         return Err(bad());
     }
+    if s.contains("::") || s.split(':').count() == 8 {
+        // IPv6 (a MAC address has six groups and never `::`).
+        let v6: std::net::Ipv6Addr = s.parse().map_err(|_| bad())?;
+        return Ok((u128::from(v6), u128::MAX, 0));
+    }
     if s.contains(':') {
         let mut v = 0u128;
         for p in s.split(':') {

@@ -186,6 +186,12 @@ pub(super) fn by_handle(t: &P4Table, h: u32) -> Result<(P4Entry, EntryStats), Cl
 /// The entries `e` was stored as: itself (its prefix masked, its priority as the table keeps
 /// it), or the pieces of a range.
 fn stored(t: &P4Table, e: &P4Entry) -> Vec<P4Entry> {
+    // Without a range, and with the priority given where the table takes one, the entry is
+    // stored as written: no scan (a commands file of n adds stays linear).
+    let ranges = e.keys.iter().any(|k| matches!(k, KeyMatch::Range { .. }));
+    if !ranges && (e.priority.is_some() || !super::takes_priority(t)) {
+        return vec![e.clone()];
+    }
     let all = t.entries();
     let same = |s: &P4Entry| {
         s.keys.iter().zip(&e.keys).all(|(a, b)| covered(a, b))
