@@ -227,7 +227,7 @@ for cmd in "${smoke[@]}"; do
 done
 
 if [ "$FUZZ_SECONDS" != 0 ]; then
-  for target in envelope classify capture ebpf_bytecode ebpf_elf lua_source table_text p4_source p4_control wasp_packet chain_shape chain_specialise p4rt_request; do
+  for target in envelope classify capture ebpf_bytecode ebpf_elf lua_source table_text p4_source p4_control wasp_packet chain_shape chain_specialise p4rt_request api_request; do
     # The walls that bound untrusted code get more time than the other parsers: the verifier
     # (checked by the memory-safety oracle on every accepted program) twice the share.
     seconds=$FUZZ_SECONDS

@@ -176,12 +176,39 @@ pub enum Request {
     },
     /// Stop following packets.
     TraceStop {},
+    /// Copy the next `count` frames (0: until stopped) that pass `point` (`rx`, `tx`, `drop`,
+    /// or after a position: `pre`, `flows`, `mid`, `post`), optionally only those of port
+    /// `port` (a name or number) and those the flow `selector` matches, cut to `snaplen` bytes.
+    CaptureStart {
+        #[serde(default = "rx")]
+        point: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        port: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        selector: Option<String>,
+        #[serde(default)]
+        count: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        snaplen: Option<u32>,
+    },
+    /// The frames copied since the last read (at most `max`; hex, with a wall-clock time in
+    /// nanoseconds), with how many are still to come and how many were lost to a full queue.
+    CaptureRead {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max: Option<usize>,
+    },
+    /// Stop copying frames.
+    CaptureStop {},
     /// Stop the data plane.
     Shutdown {},
 }
 
 fn ten() -> u64 {
     10
+}
+
+fn rx() -> String {
+    "rx".into()
 }
 
 fn one() -> u64 {

@@ -2,6 +2,7 @@
 //! punted in-band update packets, serves control API requests, authenticates, reassembles and
 //! applies updates, and queues acknowledgements back to the worker that received the update.
 
+use crate::capture::CaptureSpec;
 use crate::native::StageSpec;
 use crate::observe::Observability;
 use crate::registry::{InstallError, Installed, Registry};
@@ -440,6 +441,45 @@ impl Control {
                 self.obs.tracer.stop();
                 Response::ok(json!("stopped"))
             }
+            Request::CaptureStart { point, port, selector, count, snaplen } => {
+                let names: Vec<&str> = self.obs.ports.iter().map(|p| p.name.as_str()).collect();
+                let spec = CaptureSpec::from_request(
+                    &point,
+                    port.as_deref(),
+                    selector.as_deref(),
+                    snaplen,
+                    &names,
+                );
+                match spec {
+                    Ok(spec) => {
+                        let count = self.obs.capturer.start(spec, count);
+                        Response::ok(json!({"capturing": count}))
+                    }
+                    Err(e) => Response::err(format!("capture: {e}")),
+                }
+            }
+            Request::CaptureRead { max } => {
+                let (frames, remaining, lost) = self.obs.capturer.read(max.unwrap_or(1024));
+                let clock = wall_minus_monotonic_ns();
+                let frames: Vec<Value> = frames
+                    .into_iter()
+                    .map(|f| {
+                        json!({
+                            "time_ns": f.mono_ns.saturating_add_signed(clock),
+                            "in_port": f.in_port, "out_port": f.out_port, "len": f.len,
+                            "data": hex::encode(&f.data),
+                        })
+                    })
+                    .collect();
+                let ports: Vec<&str> = self.obs.ports.iter().map(|p| p.name.as_str()).collect();
+                Response::ok(json!({
+                    "frames": frames, "remaining": remaining, "lost": lost, "ports": ports,
+                }))
+            }
+            Request::CaptureStop {} => {
+                self.obs.capturer.stop();
+                Response::ok(json!("stopped"))
+            }
             Request::Shutdown {} => {
                 self.shutdown.store(true, Ordering::Release);
                 Response::ok(json!("stopping"))
@@ -469,6 +509,14 @@ const INTERNAL_ERROR: &str =
     "internal error (a bug: the node's log has the details; please report it)";
 
 /// Run `apply`, turning a panic into a refusal of the update `h` names.
+/// What to add to a CLOCK_MONOTONIC time to get the time of day (pcap's clock).
+fn wall_minus_monotonic_ns() -> i64 {
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64);
+    wall - hotplane_core::time::now_ns() as i64
+}
+
 fn guarded(
     h: &hotplane_control::UpdateHeader,
     apply: impl FnOnce() -> Result<Installed, Refusal>,

@@ -264,6 +264,7 @@ impl Engine {
                 control: Some(control.thread().clone()),
                 qsbr: qsbr.clone(),
                 tracer: obs.tracer.clone(),
+                capturer: obs.capturer.clone(),
             };
             workers.push(spawn(format!("hotplane-w{w}"), move || worker.run())?);
         }

@@ -9,6 +9,7 @@
 //! registers them with [`EngineBuilder::kind`].
 
 pub mod addresses;
+pub mod capture;
 pub mod config;
 mod control;
 pub mod cpu_port;

@@ -46,6 +46,8 @@ pub struct Observability {
     started: Instant,
     /// `hotplane trace`: which packets the workers follow, and what they found.
     pub tracer: Arc<crate::trace::Tracer>,
+    /// `hotplane capture`: which packets the workers copy, and the copies.
+    pub capturer: Arc<crate::capture::Capturer>,
 }
 
 impl Observability {
@@ -69,6 +71,7 @@ impl Observability {
             ),
             started: Instant::now(),
             tracer: Arc::default(),
+            capturer: Arc::default(),
         }
     }
 

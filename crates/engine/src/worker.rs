@@ -2,6 +2,7 @@
 //! Per batch it loads each slot once (one atomic load), announces one quiescent state, and
 //! never waits for anything.
 
+use crate::capture::CapturePoint;
 use crate::config::IdlePolicy;
 use crate::registry::WorkerSlots;
 use crossbeam_queue::ArrayQueue;
@@ -69,6 +70,8 @@ pub(crate) struct Worker {
     pub qsbr: Qsbr,
     /// `hotplane trace` (tested once per batch).
     pub tracer: Arc<crate::trace::Tracer>,
+    /// `hotplane capture` (tested once per batch).
+    pub capturer: Arc<crate::capture::Capturer>,
 }
 
 /// How often ports get their slow checks, when the worker is idle.
@@ -246,6 +249,10 @@ impl Worker {
         self.stats.packets.add(batch.len() as u64);
         let mut cx = WorkerCx::new(self.id, now, guard);
         cx.replicas = replicas;
+        let capture = self.capturer.armed();
+        if let Some(c) = &capture {
+            self.capturer.offer(c, CapturePoint::Rx, batch);
+        }
         let mut traced = if self.tracer.armed() { self.tracer.pick(self.id, batch) } else { None };
         if let Some(t) = &traced {
             cx.trace = t.mask;
@@ -269,6 +276,9 @@ impl Worker {
             if let Some(t) = traced.as_mut() {
                 t.after("pre", stage.describe(), batch, &mut cx.notes);
             }
+            if let Some(c) = &capture {
+                self.capturer.offer(c, CapturePoint::After("pre"), batch);
+            }
         }
         let flows = slots.flows.slot().load(guard);
         track(FLOWS, flows.version, seen);
@@ -277,6 +287,9 @@ impl Worker {
             live = batch.live();
             if let Some(t) = traced.as_mut() {
                 t.after("flows", "flow functions".into(), batch, &mut cx.notes);
+            }
+            if let Some(c) = &capture {
+                self.capturer.offer(c, CapturePoint::After("flows"), batch);
             }
         }
         for (i, pos, name) in [(1, Position::Mid, "mid"), (2, Position::Post, "post")] {
@@ -288,10 +301,18 @@ impl Worker {
                 if let Some(t) = traced.as_mut() {
                     t.after(name, stage.describe(), batch, &mut cx.notes);
                 }
+                if let Some(c) = &capture {
+                    self.capturer.offer(c, CapturePoint::After(name), batch);
+                }
             }
         }
         if let Some(t) = traced {
             self.tracer.finish(t, batch);
+        }
+        if let Some(c) = &capture {
+            // What leaves and what is dropped, as the pipeline left it.
+            self.capturer.offer(c, CapturePoint::Tx, batch);
+            self.capturer.offer(c, CapturePoint::Drop, batch);
         }
         cx.replicas
     }
@@ -299,6 +320,7 @@ impl Worker {
     /// Send the packets stages made; `replicas` is kept (emptied) for the next batch.
     #[cold]
     fn send_replicas(&mut self, mut replicas: Vec<Replica>, tx: &mut [Batch], now: u64) {
+        let capture = self.capturer.armed();
         for r in replicas.drain(..) {
             let Some(mut p) = self.cache.alloc() else {
                 self.stats.dropped.add(1);
@@ -310,6 +332,9 @@ impl Worker {
                 continue;
             }
             p.meta.out_port = r.port;
+            if let Some(c) = &capture {
+                self.capturer.offer_replica(c, &mut p);
+            }
             self.stats.replicated.add(1);
             self.queue_tx(tx, p, now);
         }

@@ -5,6 +5,7 @@
 //! This is the only crate allowed to depend on every other hotplane crate.
 
 pub mod bench;
+pub mod capture_cmd;
 pub mod cli;
 pub mod demo;
 pub mod ebpf_cmd;

@@ -211,6 +211,9 @@ enum Cmd {
     /// Follow packets through the running pipeline: per position the verdict, the output
     /// port, the header fields that changed, and a P4 program's table hits and actions.
     Trace(hotplane::trace_cmd::TraceArgs),
+    /// Copy what passes a port or a position of the running data plane to a pcap file (or a
+    /// line per frame), without stopping it.
+    Capture(hotplane::capture_cmd::CaptureArgs),
     /// Run benchmarks; each prints one JSON object as its last line.
     Bench {
         #[command(subcommand)]
@@ -815,6 +818,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             hotplane::tables_cmd::table(&common, op)
         }
         Cmd::Trace(a) => hotplane::trace_cmd::run(&a, &socket),
+        Cmd::Capture(a) => hotplane::capture_cmd::run(&a, &socket),
         Cmd::Cli { mut common, file, command } => {
             common.socket = socket;
             hotplane::tables_cmd::cli(&common, &command, file.as_deref())

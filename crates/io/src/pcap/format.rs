@@ -365,11 +365,16 @@ impl<W: Write> CaptureWriter<W> {
     }
 
     pub fn write(&mut self, ts_ns: u64, frame: &[u8]) -> io::Result<()> {
+        self.write_cut(ts_ns, frame, frame.len() as u32)
+    }
+
+    /// Write the first bytes of a frame that was `wire_len` bytes long (a snap length cut it).
+    pub fn write_cut(&mut self, ts_ns: u64, frame: &[u8], wire_len: u32) -> io::Result<()> {
         let mut h = [0u8; 16];
         h[0..4].copy_from_slice(&((ts_ns / 1_000_000_000) as u32).to_le_bytes());
         h[4..8].copy_from_slice(&((ts_ns % 1_000_000_000) as u32).to_le_bytes());
         h[8..12].copy_from_slice(&(frame.len() as u32).to_le_bytes());
-        h[12..16].copy_from_slice(&(frame.len() as u32).to_le_bytes());
+        h[12..16].copy_from_slice(&wire_len.max(frame.len() as u32).to_le_bytes());
         self.inner.write_all(&h)?;
         self.inner.write_all(frame)
     }

@@ -1,0 +1,41 @@
+//! Any bytes as a control API request (the socket's JSON), and the requests whose fields are
+//! parsed further before anything runs: a trace's flow selector, a capture's point, port,
+//! selector and snap length. A refusal is an error, never a panic.
+#![no_main]
+
+use hotplane_control::api::Request;
+use hotplane_core::flowtable::FlowSelector;
+use hotplane_engine::capture::{CaptureSpec, Capturer};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(request) = serde_json::from_slice::<Request>(data) else { return };
+    // What the engine parsed is what a client sending it again would mean.
+    let again = serde_json::to_vec(&request).expect("a request serialises");
+    let reparsed: Request = serde_json::from_slice(&again).expect("its own JSON parses");
+    assert_eq!(serde_json::to_vec(&reparsed).unwrap(), again);
+    match request {
+        Request::TraceStart { selector: Some(s), .. } => {
+            if let Ok(sel) = s.parse::<FlowSelector>() {
+                let shown = sel.to_string();
+                assert_eq!(shown.parse::<FlowSelector>(), Ok(sel), "{s} shown as {shown}");
+            }
+        }
+        Request::CaptureStart { point, port, selector, count, snaplen } => {
+            let ports = ["p0", "p1", "2"];
+            if let Ok(spec) = CaptureSpec::from_request(
+                &point,
+                port.as_deref(),
+                selector.as_deref(),
+                snaplen,
+                &ports,
+            ) {
+                assert!(spec.port.is_none_or(|p| (p as usize) < ports.len()));
+                let c = Capturer::default();
+                assert!(c.start(spec, count) > 0);
+                assert!(c.armed().is_some());
+            }
+        }
+        _ => {}
+    }
+});
