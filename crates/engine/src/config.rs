@@ -7,7 +7,7 @@
 
 use hotplane_io::afpacket::AfPacketSpec;
 use hotplane_io::afxdp::AfXdpSpec;
-use hotplane_io::mem::MemSpec;
+use hotplane_io::mem::{GenSpec, MemSpec};
 use hotplane_io::pcap::PcapSpec;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
@@ -136,7 +136,10 @@ impl PortConfig {
     /// a generator with a count, or no input at all).
     pub fn input_is_finite(&self) -> bool {
         match &self.kind {
-            PortKind::Mem(m) => m.gen.as_ref().is_none_or(|g| g.count.is_some()),
+            PortKind::Mem(m) => m.gen.as_ref().is_none_or(|g| {
+                // A capture without a count or a duration is sent once through.
+                g.count.is_some() || (g.pcap.is_some() && g.duration_ms.is_none())
+            }),
             PortKind::Pcap(p) => p.read.is_none() || p.loops != 0,
             PortKind::Afpacket(_) | PortKind::Afxdp(_) => false,
         }
@@ -390,6 +393,16 @@ impl Config {
             .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
         let mut cfg = Self::parse(&text, &path.display().to_string())?;
         cfg.base_dir = path.parent().map(Path::to_path_buf);
+        // Captures to read, as programs, are found next to the config first.
+        let mut ports = std::mem::take(&mut cfg.ports);
+        for port in &mut ports {
+            match &mut port.kind {
+                PortKind::Mem(MemSpec { gen: Some(GenSpec { pcap: Some(p), .. }), .. })
+                | PortKind::Pcap(PcapSpec { read: Some(p), .. }) => *p = cfg.resolve(p),
+                _ => {}
+            }
+        }
+        cfg.ports = ports;
         Ok(cfg)
     }
 

@@ -2,8 +2,6 @@
 
 use clap::{Parser, Subcommand};
 use hotplane::cli;
-use hotplane_io::mem::{GenSpec, Vary};
-use std::net::IpAddr;
 use std::path::PathBuf;
 
 mod process;
@@ -75,74 +73,10 @@ enum Cmd {
         json: bool,
     },
     /// Talk to a running data plane over its control socket.
-    Push(hotplane::push_cmd::PushArgs),
+    Push(Box<hotplane::push_cmd::PushArgs>),
     /// Generate stamped traffic out of an interface (or into a capture) and measure what comes
     /// back: throughput, loss, reordering, latency.
-    Gen {
-        /// Send out of this interface.
-        #[arg(long)]
-        interface: Option<String>,
-        /// Network namespace of --interface.
-        #[arg(long)]
-        netns: Option<String>,
-        /// Port kind for the interfaces: afpacket or afxdp.
-        #[arg(long, default_value = "afpacket")]
-        port: hotplane::gen::IfKind,
-        /// Receive returning packets on this interface (may equal --interface).
-        #[arg(long)]
-        rx: Option<String>,
-        /// Network namespace of --rx (default: --netns).
-        #[arg(long)]
-        rx_netns: Option<String>,
-        /// Write the packets to this pcap file instead of an interface.
-        #[arg(long)]
-        write: Option<PathBuf>,
-        /// Only measure this capture: per-flow counts, missing packets, duplicates, reordering.
-        #[arg(long)]
-        read: Option<PathBuf>,
-        #[arg(long, default_value_t = 1)]
-        flows: u32,
-        /// Packets in all.
-        #[arg(long)]
-        count: Option<u64>,
-        /// Seconds to send for.
-        #[arg(long)]
-        duration: Option<f64>,
-        /// Packets per second in all (software pacer); as fast as possible when absent.
-        #[arg(long)]
-        rate: Option<f64>,
-        /// Rate in Mbit/s of Ethernet frames (FCS included, preamble and gap not).
-        #[arg(long, conflicts_with = "rate")]
-        rate_mbps: Option<f64>,
-        /// Frame bytes (FCS not counted): 64 by default, or the smallest stamped frame the
-        /// addresses allow when larger (80 for IPv6).
-        #[arg(long)]
-        size: Option<u16>,
-        /// Simple IMIX (64/594/1518 bytes, 7:4:1) instead of --size.
-        #[arg(long)]
-        imix: bool,
-        #[arg(long, default_value = "10.0.0.1", value_parser = cli::parse_ip)]
-        src_ip: IpAddr,
-        #[arg(long, default_value = "10.1.0.1", value_parser = cli::parse_ip)]
-        dst_ip: IpAddr,
-        #[arg(long, default_value_t = 1024)]
-        src_port: u16,
-        #[arg(long, default_value_t = 5000)]
-        dst_port: u16,
-        /// Field that advances from flow to flow.
-        #[arg(long, default_value = "src-port", value_parser = cli::parse_vary)]
-        vary: Vary,
-        #[arg(long)]
-        vlan: Option<u16>,
-        /// Milliseconds to wait for packets still in flight after the last one was sent.
-        #[arg(long, default_value_t = 200)]
-        drain_ms: u64,
-        /// Pin the generator to this core.
-        #[arg(long)]
-        core: Option<usize>,
-        #[arg(long)]
-        json: bool,
-    },
+    Gen(Box<hotplane::gen::GenArgs>),
     /// Active packets (WASP): assemble, disassemble, check, run through simulated hops.
     Wasp {
         #[command(subcommand)]
@@ -725,69 +659,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Push(mut args) => {
             args.socket = socket;
-            hotplane::push_cmd::run(args)
+            hotplane::push_cmd::run(*args)
         }
-        Cmd::Gen {
-            interface,
-            netns,
-            port,
-            rx,
-            rx_netns,
-            write,
-            read,
-            flows,
-            count,
-            duration,
-            rate,
-            rate_mbps,
-            size,
-            imix,
-            src_ip,
-            dst_ip,
-            src_port,
-            dst_port,
-            vary,
-            vlan,
-            drain_ms,
-            core,
-            json,
-        } => {
-            let mut spec = GenSpec {
-                flows,
-                count,
-                duration_ms: duration.map(|s| (s * 1000.0) as u64),
-                imix,
-                src_ip,
-                dst_ip,
-                src_port,
-                dst_port,
-                vary,
-                vlan,
-                ..Default::default()
-            };
-            let min = spec.min_size();
-            spec.size = match size {
-                Some(s) if s < min => anyhow::bail!(
-                    "--size {s}: below {min} bytes, the smallest frame with these addresses' \
-                     headers, a stamp and Ethernet's 60-byte minimum"
-                ),
-                Some(s) => s,
-                None => min.max(64),
-            };
-            spec.rate_pps =
-                rate.or_else(|| rate_mbps.map(|m| m * 1e6 / (spec.mean_frame_bytes() + 4.0) / 8.0));
-            let tx = interface.map(|i| hotplane::gen::Iface {
-                kind: port,
-                interface: i,
-                netns: netns.clone(),
-            });
-            let rx = rx.map(|i| hotplane::gen::Iface {
-                kind: port,
-                interface: i,
-                netns: rx_netns.or(netns),
-            });
-            let opts = hotplane::gen::GenOpts { spec, tx, write, rx, read, drain_ms, core, json };
-            let out = hotplane::gen::run(&opts)?;
+        Cmd::Gen(a) => {
+            let json = a.json;
+            let out = hotplane::gen::run(&a.opts()?)?;
             if json {
                 println!("{out}");
             }

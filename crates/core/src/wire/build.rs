@@ -1,5 +1,5 @@
-//! Building whole UDP frames (Ethernet, optional VLAN tag, IPv4 or IPv6, UDP) off the fast path:
-//! generator templates, acknowledgements, test packets.
+//! Building whole frames (Ethernet, optional VLAN tag, IPv4 or IPv6, then UDP, TCP or an ICMP
+//! echo request) off the fast path: generator templates, acknowledgements, test packets.
 
 use super::checksum::pseudo_header_sum;
 use super::{
@@ -27,17 +27,112 @@ pub enum UdpFrameError {
     TooLong { need: usize, have: usize },
 }
 
+/// The transport header a frame carries. TCP and ICMP take their ports from the frame: TCP
+/// its source and destination port, an ICMP echo request its identifier (the source port).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum L4 {
+    #[default]
+    Udp,
+    /// A TCP segment with these flags (`TcpPacket` bits: FIN 0x01, SYN 0x02, RST 0x04,
+    /// PSH 0x08, ACK 0x10, URG 0x20), no options, a window of 65535.
+    Tcp { flags: u8 },
+    /// An ICMP (ICMPv6 over IPv6) echo request.
+    IcmpEcho,
+}
+
+impl L4 {
+    /// The header's length.
+    pub const fn header_len(self) -> usize {
+        match self {
+            L4::Udp | L4::IcmpEcho => 8,
+            L4::Tcp { .. } => 20,
+        }
+    }
+
+    /// The IP protocol number (next header) for an IPv4 or IPv6 frame.
+    pub const fn protocol(self, v6: bool) -> u8 {
+        match self {
+            L4::Udp => IpProtocol::UDP,
+            L4::Tcp { .. } => IpProtocol::TCP,
+            L4::IcmpEcho if v6 => IpProtocol::ICMPV6,
+            L4::IcmpEcho => IpProtocol::ICMP,
+        }
+    }
+
+    /// Offset of the checksum inside the header.
+    const fn checksum_offset(self) -> usize {
+        match self {
+            L4::Udp => 6,
+            L4::Tcp { .. } => 16,
+            L4::IcmpEcho => 2,
+        }
+    }
+
+    /// Recompute the checksum of `segment` (the header and its payload) between `src` and
+    /// `dst`, after its payload changed. UDP over IPv4 may carry none (zero).
+    pub fn fill_checksum(self, src: IpAddr, dst: IpAddr, segment: &mut [u8]) {
+        let at = self.checksum_offset();
+        if segment.len() < at + 2 {
+            return;
+        }
+        segment[at..at + 2].copy_from_slice(&[0, 0]);
+        let sum = match (self, src, dst) {
+            (L4::IcmpEcho, IpAddr::V4(_), IpAddr::V4(_)) => {
+                super::checksum::internet_checksum(segment)
+            }
+            (_, IpAddr::V4(s), IpAddr::V4(d)) => {
+                let proto = self.protocol(false);
+                finish(
+                    pseudo_header_sum(&s.octets(), &d.octets(), proto, segment.len() as u32),
+                    segment,
+                )
+            }
+            (_, IpAddr::V6(s), IpAddr::V6(d)) => {
+                let proto = self.protocol(true);
+                finish(
+                    pseudo_header_sum(&s.octets(), &d.octets(), proto, segment.len() as u32),
+                    segment,
+                )
+            }
+            _ => return,
+        };
+        // UDP sends a computed zero as 0xffff (RFC 768); the others send it as it is.
+        let sum = if self == L4::Udp && sum == 0 { 0xffff } else { sum };
+        segment[at..at + 2].copy_from_slice(&sum.to_be_bytes());
+    }
+}
+
+fn finish(mut c: super::Checksum, segment: &[u8]) -> u16 {
+    c.add_bytes(segment).finish()
+}
+
 impl UdpFrame {
     /// Bytes of headers in front of the UDP payload.
     pub fn header_len(&self) -> usize {
+        self.header_len_with(L4::Udp)
+    }
+
+    /// Bytes of headers in front of the payload, with `l4` as the transport header.
+    pub fn header_len_with(&self, l4: L4) -> usize {
         let l3 = if self.src_ip.is_ipv4() { 20 } else { 40 };
-        14 + if self.vlan.is_some() { 4 } else { 0 } + l3 + 8
+        14 + if self.vlan.is_some() { 4 } else { 0 } + l3 + l4.header_len()
     }
 
     /// Write the frame with `payload` into `buf`; returns the frame length. The UDP checksum is
     /// computed (IPv6 requires it; for IPv4 it lets kernel receivers accept the frame).
     pub fn emit(&self, payload: &[u8], buf: &mut [u8]) -> Result<usize, UdpFrameError> {
-        let need = self.header_len() + payload.len();
+        self.emit_with(L4::Udp, payload, buf)
+    }
+
+    /// Write the frame with `l4` as its transport header (same addresses and ports) and
+    /// `payload`; returns the frame length. Every checksum is computed.
+    pub fn emit_with(
+        &self,
+        l4: L4,
+        payload: &[u8],
+        buf: &mut [u8],
+    ) -> Result<usize, UdpFrameError> {
+        let need = self.header_len_with(l4) + payload.len();
         if need > buf.len() {
             return Err(UdpFrameError::TooLong { need, have: buf.len() });
         }
@@ -54,8 +149,9 @@ impl UdpFrame {
             buf[14..16].copy_from_slice(&(vid & 0x0fff).to_be_bytes());
             l3 = 18;
         }
-        let udp_len = 8 + payload.len();
-        let l4 = match (self.src_ip, self.dst_ip) {
+        let v6 = self.src_ip.is_ipv6();
+        let (proto, udp_len) = (l4.protocol(v6), l4.header_len() + payload.len());
+        let at = match (self.src_ip, self.dst_ip) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
                 buf[l3 - 2..l3].copy_from_slice(&EtherType::IPV4.to_be_bytes());
                 let mut ip = Ipv4Packet::new_unchecked(&mut buf[l3..]);
@@ -65,7 +161,7 @@ impl UdpFrame {
                 ip.set_ident(0);
                 ip.set_flags_frag(0x4000); // don't fragment
                 ip.set_ttl(64);
-                ip.set_protocol(IpProtocol::UDP);
+                ip.set_protocol(proto);
                 ip.set_src_addr(s);
                 ip.set_dst_addr(d);
                 ip.fill_checksum();
@@ -76,7 +172,7 @@ impl UdpFrame {
                 let mut ip = Ipv6Packet::new_unchecked(&mut buf[l3..]);
                 ip.set_version_class_flow(0, 0);
                 ip.set_payload_len(udp_len as u16);
-                ip.set_next_header(IpProtocol::UDP);
+                ip.set_next_header(proto);
                 ip.set_hop_limit(64);
                 ip.set_src_addr(s);
                 ip.set_dst_addr(d);
@@ -84,14 +180,31 @@ impl UdpFrame {
             }
             _ => return Err(UdpFrameError::MixedIpVersions),
         };
-        let mut udp = UdpPacket::new_unchecked(&mut buf[l4..]);
-        udp.set_src_port(self.src_port);
-        udp.set_dst_port(self.dst_port);
-        udp.set_len(udp_len as u16);
-        udp.set_checksum(0);
-        buf[l4 + 8..].copy_from_slice(payload);
-        let csum = udp_checksum(self.src_ip, self.dst_ip, &buf[l4..]);
-        buf[l4 + 6..l4 + 8].copy_from_slice(&csum.to_be_bytes());
+        let header = &mut buf[at..at + l4.header_len()];
+        header.fill(0);
+        match l4 {
+            L4::Udp => {
+                let mut udp = UdpPacket::new_unchecked(&mut *header);
+                udp.set_src_port(self.src_port);
+                udp.set_dst_port(self.dst_port);
+                udp.set_len(udp_len as u16);
+            }
+            L4::Tcp { flags } => {
+                header[0..2].copy_from_slice(&self.src_port.to_be_bytes());
+                header[2..4].copy_from_slice(&self.dst_port.to_be_bytes());
+                header[4..8].copy_from_slice(&1u32.to_be_bytes()); // sequence number
+                header[12] = 5 << 4; // 20-byte header, no options
+                header[13] = flags;
+                header[14..16].copy_from_slice(&u16::MAX.to_be_bytes()); // window
+            }
+            L4::IcmpEcho => {
+                header[0] = if v6 { 128 } else { 8 }; // echo request
+                header[4..6].copy_from_slice(&self.src_port.to_be_bytes()); // identifier
+                header[6..8].copy_from_slice(&1u16.to_be_bytes()); // sequence number
+            }
+        }
+        buf[at + l4.header_len()..].copy_from_slice(payload);
+        l4.fill_checksum(self.src_ip, self.dst_ip, &mut buf[at..]);
         Ok(need)
     }
 }
@@ -152,6 +265,37 @@ mod tests {
                 pseudo_header_sum(&buf[26..30], &buf[30..34], 17, 13)
             };
             assert_eq!(c.add_bytes(&buf[l4..n]).finish(), 0);
+        }
+    }
+
+    /// What a receiver checks: the checksum over the segment at `at..n` (with the pseudo header
+    /// where the protocol has one) sums to zero.
+    fn checksum_holds(frame: &[u8], at: usize, n: usize, l4: L4, v6: bool) -> bool {
+        let seg = &frame[at..n];
+        if l4 == L4::IcmpEcho && !v6 {
+            return internet_checksum(seg) == 0;
+        }
+        let (s, d) =
+            if v6 { (&frame[22..38], &frame[38..54]) } else { (&frame[26..30], &frame[30..34]) };
+        pseudo_header_sum(s, d, l4.protocol(v6), seg.len() as u32).add_bytes(seg).finish() == 0
+    }
+
+    #[test]
+    fn tcp_and_icmp_frames_carry_valid_checksums_also_after_the_payload_changed() {
+        for v6 in [false, true] {
+            for l4 in [L4::Udp, L4::Tcp { flags: 0x02 }, L4::IcmpEcho] {
+                let f = spec(v6);
+                let mut buf = [0u8; 128];
+                let n = f.emit_with(l4, b"payload!", &mut buf).unwrap();
+                let at = f.header_len_with(l4) - l4.header_len();
+                assert_eq!(n, at + l4.header_len() + 8);
+                assert_eq!(buf[if v6 { 20 } else { 23 }], l4.protocol(v6));
+                assert!(checksum_holds(&buf, at, n, l4, v6), "{l4:?} v6={v6}");
+                buf[n - 1] ^= 0x5a;
+                assert!(!checksum_holds(&buf, at, n, l4, v6), "{l4:?} v6={v6}");
+                l4.fill_checksum(f.src_ip, f.dst_ip, &mut buf[at..n]);
+                assert!(checksum_holds(&buf, at, n, l4, v6), "{l4:?} v6={v6} refilled");
+            }
         }
     }
 

@@ -15,7 +15,7 @@ mod stamp;
 mod tcp;
 mod udp;
 
-pub use build::{udp_checksum, UdpFrame, UdpFrameError};
+pub use build::{udp_checksum, UdpFrame, UdpFrameError, L4};
 pub use checksum::{internet_checksum, pseudo_header_sum, Checksum};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, VlanTag};
 pub use ipv4::{IpProtocol, Ipv4Packet};

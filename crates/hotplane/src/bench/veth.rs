@@ -72,6 +72,9 @@ fn trial(t: &Topology, o: &Opts, rate: Option<f64>) -> anyhow::Result<Value> {
         GenSpec { flows: 16, rate_pps: rate, duration_ms: Some(o.trial_ms), ..Default::default() };
     let opts = GenOpts {
         spec,
+        more: Vec::new(),
+        steps: Vec::new(),
+        step_secs: 1.0,
         tx: Some(Iface { kind: o.gen_port, interface: "g0".into(), netns: Some(t.gen.clone()) }),
         write: None,
         rx: Some(Iface { kind: o.gen_port, interface: "r0".into(), netns: Some(t.rx.clone()) }),

@@ -2,10 +2,43 @@
 
 use crate::PortCounters;
 use crossbeam_queue::ArrayQueue;
-use hotplane_core::wire::{udp_checksum, EthernetAddress, Stamp, UdpFrame};
+use hotplane_core::wire::{EthernetAddress, Stamp, UdpFrame, L4};
 use hotplane_core::{Batch, PoolCache};
 use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// The transport a generator sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Proto {
+    #[default]
+    Udp,
+    /// TCP segments with `tcp_flags`; the stamp is the segment's payload.
+    Tcp,
+    /// ICMP (ICMPv6) echo requests, identifier = the source port; the stamp is the payload.
+    Icmp,
+}
+
+/// TCP flags written as tcpdump shows them: `S` (SYN), `A` (ACK), `F`, `R`, `P`, `U`, or `.`
+/// for none; `SA` is SYN+ACK.
+pub fn parse_tcp_flags(text: &str) -> Result<u8, GenSpecError> {
+    let mut flags = 0u8;
+    for c in text.chars() {
+        flags |= match c.to_ascii_uppercase() {
+            'F' => 0x01,
+            'S' => 0x02,
+            'R' => 0x04,
+            'P' => 0x08,
+            'A' => 0x10,
+            'U' => 0x20,
+            '.' => 0,
+            _ => return Err(GenSpecError::TcpFlags(text.to_string())),
+        };
+    }
+    Ok(flags)
+}
 
 /// Which field advances from one generated flow to the next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -52,6 +85,14 @@ pub struct GenSpec {
     pub prebuilt: bool,
     /// Stamp flow id of the first flow; defaults to 4096 x the port id.
     pub first_flow_id: Option<u16>,
+    /// UDP (default), TCP or ICMP echo requests.
+    pub proto: Proto,
+    /// TCP flags (`proto = "tcp"`), as tcpdump writes them: `S` by default.
+    pub tcp_flags: String,
+    /// Send the frames of this capture (pcap or pcapng) as they are, in order, cycling; each
+    /// frame counts as a flow. Without `count` or `duration_ms`, one pass through the file.
+    /// Addresses, sizes, `proto` and the stamp do not apply.
+    pub pcap: Option<PathBuf>,
 }
 
 impl Default for GenSpec {
@@ -74,6 +115,9 @@ impl Default for GenSpec {
             stamp: true,
             prebuilt: false,
             first_flow_id: None,
+            proto: Proto::Udp,
+            tcp_flags: "S".into(),
+            pcap: None,
         }
     }
 }
@@ -83,7 +127,16 @@ impl Default for GenSpec {
 const IMIX: [(u16, u32); 3] = [(60, 7), (590, 4), (1514, 1)];
 
 impl GenSpec {
-    /// The headers of generated flow `i`.
+    /// The transport header of generated frames.
+    pub fn l4(&self) -> L4 {
+        match self.proto {
+            Proto::Udp => L4::Udp,
+            Proto::Tcp => L4::Tcp { flags: parse_tcp_flags(&self.tcp_flags).unwrap_or(0x02) },
+            Proto::Icmp => L4::IcmpEcho,
+        }
+    }
+
+    /// The addresses and ports of generated flow `i`.
     pub fn frame(&self, i: u32) -> UdpFrame {
         let bump_ip = |ip: IpAddr| match ip {
             IpAddr::V4(a) => IpAddr::from(u32::from(a).wrapping_add(i).to_be_bytes()),
@@ -136,7 +189,7 @@ impl GenSpec {
     /// The smallest frame this spec can make: its headers (and stamp), at least the 60-byte
     /// Ethernet minimum.
     pub fn min_size(&self) -> u16 {
-        let hdr = self.frame(0).header_len();
+        let hdr = self.frame(0).header_len_with(self.l4());
         let min = hdr + if self.stamp { Stamp::<&[u8]>::LEN } else { 0 };
         min.max(60) as u16
     }
@@ -152,7 +205,17 @@ impl GenSpec {
         if self.src_ip.is_ipv4() != self.dst_ip.is_ipv4() {
             return Err(GenSpecError::MixedFamilies);
         }
-        let hdr = self.frame(0).header_len();
+        parse_tcp_flags(&self.tcp_flags)?;
+        if let Some(r) = self.rate_pps {
+            if !(r.is_finite() && r > 0.0) {
+                return Err(GenSpecError::Rate(r));
+            }
+        }
+        if self.pcap.is_some() {
+            // The file's frames are checked when the port opens.
+            return if self.prebuilt { Err(GenSpecError::PrebuiltPcap) } else { Ok(()) };
+        }
+        let hdr = self.frame(0).header_len_with(self.l4());
         let min = hdr + if self.stamp { Stamp::<&[u8]>::LEN } else { 0 };
         for s in self.size_pattern() {
             if (s as usize) < min.max(60) {
@@ -164,11 +227,6 @@ impl GenSpec {
             }
             if s as usize > max_frame {
                 return Err(GenSpecError::TooLarge { size: s, max_frame });
-            }
-        }
-        if let Some(r) = self.rate_pps {
-            if !(r.is_finite() && r > 0.0) {
-                return Err(GenSpecError::Rate(r));
             }
         }
         if self.prebuilt && self.stamp {
@@ -200,12 +258,18 @@ pub enum GenSpecError {
     PrebuiltStamp,
     #[error("prebuilt = true: needs a fixed size, not imix")]
     PrebuiltImix,
+    #[error("prebuilt = true: not with pcap (its frames differ)")]
+    PrebuiltPcap,
+    #[error("tcp_flags = \"{0}\": letters of FSRPAU (tcpdump's), or `.` for none")]
+    TcpFlags(String),
 }
 
 /// One generated flow on one queue.
 pub(crate) struct GenFlow {
     pub id: u16,
     pub frame: UdpFrame,
+    /// What reports call it (`tcp 10.0.0.1:1024 -> 10.1.0.1:5000`, `pcap frame 3`).
+    label: String,
     /// One template per size in the pattern.
     templates: Vec<Vec<u8>>,
     pub seq: u32,
@@ -214,8 +278,40 @@ pub(crate) struct GenFlow {
 
 impl GenFlow {
     pub fn frame_tuple(&self) -> String {
-        let f = &self.frame;
-        format!("udp {}:{} -> {}:{}", f.src_ip, f.src_port, f.dst_ip, f.dst_port)
+        self.label.clone()
+    }
+}
+
+/// A generator's rate, changed while it runs (`MemHandle::set_rate`).
+#[derive(Debug, Default)]
+pub(crate) struct RateControl {
+    /// Packets per second over all queues (f64 bits); 0: as fast as possible.
+    pps_bits: AtomicU64,
+    /// Bumped by each change; generators compare it once per poll.
+    changes: AtomicU64,
+}
+
+impl RateControl {
+    pub fn set(&self, pps: Option<f64>) {
+        self.store(pps.unwrap_or(0.0));
+    }
+
+    /// Send nothing until the next `set`.
+    pub fn pause(&self) {
+        self.store(-1.0);
+    }
+
+    fn store(&self, pps: f64) {
+        self.pps_bits.store(pps.to_bits(), Ordering::Relaxed);
+        self.changes.fetch_add(1, Ordering::Release);
+    }
+
+    /// The rate, `None` for as fast as possible; `Err` while paused.
+    fn get(&self) -> Result<Option<f64>, ()> {
+        match f64::from_bits(self.pps_bits.load(Ordering::Relaxed)) {
+            r if r < 0.0 => Err(()),
+            r => Ok(Some(r).filter(|r| *r > 0.0)),
+        }
     }
 }
 
@@ -229,59 +325,102 @@ pub(crate) struct Generator {
     payload_off: usize,
     remaining: Option<u64>,
     ns_per_packet: Option<f64>,
+    /// This queue's share of the flows (of a rate given for all).
+    share: f64,
+    rate: Arc<RateControl>,
+    rate_seen: u64,
     duration_ns: Option<u64>,
     start_ns: u64,
-    generated: u64,
+    /// Pacing restarts when the rate changes: packets made since `pace_start_ns`.
+    pace_start_ns: u64,
+    paced: u64,
+    paused: bool,
     stamp: bool,
     prebuilt: bool,
-    v6: bool,
+    l4: L4,
+    /// Checksums cover the stamp: recomputed for each packet (all but UDP over IPv4).
+    checksum_each: bool,
     pub inject: Arc<ArrayQueue<Vec<u8>>>,
 }
 
 impl Generator {
-    /// The generator for queue `q` of `queues`: flows `i` with `i % queues == q`.
+    /// The generator for queue `q` of `queues`: flows `i` with `i % queues == q`. `captured`
+    /// holds the frames of `spec.pcap`, each a flow of its own, sent as they are.
     pub fn new(
         spec: &GenSpec,
         port: u16,
-        q: usize,
-        queues: usize,
+        (q, queues): (usize, usize),
+        captured: Option<&[Vec<u8>]>,
+        rate: Arc<RateControl>,
         inject: Arc<ArrayQueue<Vec<u8>>>,
     ) -> Self {
         let first = spec.first_flow_id.unwrap_or(port.wrapping_mul(4096)) as u32;
-        let sizes = spec.size_pattern();
-        let max = *sizes.iter().max().unwrap_or(&spec.size) as usize;
-        let flows: Vec<GenFlow> = (0..spec.flows)
-            .filter(|i| *i as usize % queues == q)
-            .map(|i| {
-                let frame = spec.frame(i);
-                let hdr = frame.header_len();
-                let templates = sizes
-                    .iter()
-                    .map(|&s| {
-                        let mut buf = vec![0u8; max.max(hdr)];
-                        let n = frame.emit(&vec![0u8; s as usize - hdr], &mut buf).unwrap_or(0);
-                        buf.truncate(n);
-                        if frame.src_ip.is_ipv4() && n >= hdr {
-                            // Zero = "no checksum" for IPv4: stays valid when the stamp changes.
-                            buf[hdr - 2..hdr].copy_from_slice(&[0, 0]);
-                        }
-                        buf
+        let l4 = spec.l4();
+        let nflows = captured.map_or(spec.flows, |c| c.len() as u32).max(1);
+        let mine = |i: &u32| *i as usize % queues == q;
+        let (sizes, flows): (Vec<u16>, Vec<GenFlow>) = match captured {
+            Some(frames) => {
+                let flows = (0..frames.len() as u32)
+                    .filter(mine)
+                    .map(|i| GenFlow {
+                        id: (first + i) as u16,
+                        frame: spec.frame(0),
+                        label: format!("pcap frame {i}"),
+                        templates: vec![frames[i as usize].clone()],
+                        seq: 0,
+                        sent: 0,
                     })
                     .collect();
-                GenFlow { id: (first + i) as u16, frame, templates, seq: 0, sent: 0 }
-            })
-            .collect();
-        let share = flows.len() as f64 / spec.flows as f64;
-        let remaining = spec.count.map(|c| {
+                (vec![0], flows)
+            }
+            None => {
+                let sizes = spec.size_pattern();
+                let max = *sizes.iter().max().unwrap_or(&spec.size) as usize;
+                let flows = (0..spec.flows)
+                    .filter(mine)
+                    .map(|i| {
+                        let frame = spec.frame(i);
+                        let templates =
+                            sizes.iter().map(|&s| template(&frame, l4, s, max)).collect();
+                        let name = match spec.proto {
+                            Proto::Udp => "udp",
+                            Proto::Tcp => "tcp",
+                            Proto::Icmp => "icmp",
+                        };
+                        let f = &frame;
+                        let label = match spec.proto {
+                            Proto::Icmp => {
+                                format!("{name} {} -> {} id {}", f.src_ip, f.dst_ip, f.src_port)
+                            }
+                            _ => format!(
+                                "{name} {}:{} -> {}:{}",
+                                f.src_ip, f.src_port, f.dst_ip, f.dst_port
+                            ),
+                        };
+                        GenFlow { id: (first + i) as u16, frame, label, templates, seq: 0, sent: 0 }
+                    })
+                    .collect();
+                (sizes, flows)
+            }
+        };
+        let share = flows.len() as f64 / nflows as f64;
+        // A capture without a count or a duration is sent once through.
+        let count = match (spec.count, captured) {
+            (None, Some(frames)) if spec.duration_ms.is_none() => Some(frames.len() as u64),
+            (count, _) => count,
+        };
+        let remaining = count.map(|c| {
             // Split the count the way flows are split, remainder to the lowest queues.
-            let per_flow = c / spec.flows as u64;
-            let extra = c % spec.flows as u64;
-            (0..spec.flows as u64)
+            let per_flow = c / nflows as u64;
+            let extra = c % nflows as u64;
+            (0..nflows as u64)
                 .filter(|i| *i as usize % queues == q)
                 .map(|i| per_flow + u64::from(i < extra))
                 .sum()
         });
-        let payload_off = spec.frame(0).header_len();
+        let payload_off = spec.frame(0).header_len_with(l4);
+        let stamp = spec.stamp && captured.is_none();
+        let rate_seen = rate.changes.load(Ordering::Acquire);
         Self {
             port,
             flows,
@@ -291,14 +430,33 @@ impl Generator {
             payload_off,
             remaining,
             ns_per_packet: spec.rate_pps.map(|r| 1e9 / (r * share)).filter(|x| x.is_finite()),
+            share,
+            rate,
+            rate_seen,
             duration_ns: spec.duration_ms.map(|ms| ms * 1_000_000),
             start_ns: 0,
-            generated: 0,
-            stamp: spec.stamp,
+            pace_start_ns: 0,
+            paced: 0,
+            paused: false,
+            stamp,
             prebuilt: spec.prebuilt,
-            v6: spec.src_ip.is_ipv6(),
+            l4,
+            checksum_each: stamp && (l4 != L4::Udp || spec.src_ip.is_ipv6()),
             inject,
         }
+    }
+
+    /// Take up a rate changed while running: pacing starts again from `now`.
+    #[cold]
+    fn retime(&mut self, now: u64) {
+        self.rate_seen = self.rate.changes.load(Ordering::Acquire);
+        let share = self.share;
+        let rate = self.rate.get();
+        self.paused = rate.is_err();
+        self.ns_per_packet =
+            rate.ok().flatten().map(|r| 1e9 / (r * share)).filter(|x| x.is_finite());
+        self.pace_start_ns = now;
+        self.paced = 0;
     }
 
     /// Frame length and bytes every pool buffer should hold for `prebuilt` mode.
@@ -338,8 +496,15 @@ impl Generator {
         }
         if self.start_ns == 0 {
             self.start_ns = now;
+            self.pace_start_ns = now;
         }
         if self.expired(now) {
+            return added;
+        }
+        if self.rate.changes.load(Ordering::Relaxed) != self.rate_seen {
+            self.retime(now);
+        }
+        if self.paused {
             return added;
         }
         let mut want = batch.room() as u64;
@@ -347,8 +512,8 @@ impl Generator {
             want = want.min(r);
         }
         if let Some(ns) = self.ns_per_packet {
-            let due = ((now - self.start_ns) as f64 / ns) as u64 + 1;
-            want = want.min(due.saturating_sub(self.generated));
+            let due = ((now - self.pace_start_ns) as f64 / ns) as u64 + 1;
+            want = want.min(due.saturating_sub(self.paced));
         }
         let mut bytes = 0u64;
         let mut made = 0u64;
@@ -372,16 +537,18 @@ impl Generator {
                     // Paced traffic is stamped with its scheduled time, so time spent waiting
                     // for the worker to poll counts as latency, as it would on a real queue.
                     let ts = match self.ns_per_packet {
-                        Some(ns) => self.start_ns + (self.generated as f64 * ns) as u64,
+                        Some(ns) => self.pace_start_ns + (self.paced as f64 * ns) as u64,
                         None => now,
                     };
                     let data = p.data_mut();
                     let _ = Stamp::emit(&mut data[self.payload_off..], flow.id, flow.seq, ts);
-                    if self.v6 {
-                        let l4 = self.payload_off - 8;
-                        data[l4 + 6..l4 + 8].copy_from_slice(&[0, 0]);
-                        let sum = udp_checksum(flow.frame.src_ip, flow.frame.dst_ip, &data[l4..]);
-                        data[l4 + 6..l4 + 8].copy_from_slice(&sum.to_be_bytes());
+                    if self.checksum_each {
+                        let at = self.payload_off - self.l4.header_len();
+                        self.l4.fill_checksum(
+                            flow.frame.src_ip,
+                            flow.frame.dst_ip,
+                            &mut data[at..],
+                        );
                     }
                 }
             }
@@ -392,7 +559,7 @@ impl Generator {
             bytes += p.len() as u64;
             let _ = batch.push(p);
             made += 1;
-            self.generated += 1;
+            self.paced += 1;
         }
         if let Some(r) = &mut self.remaining {
             *r -= made;
@@ -401,6 +568,20 @@ impl Generator {
         c.rx_bytes.add(bytes);
         added + made as usize
     }
+}
+
+/// Generated flow `frame`'s frame of `size` bytes with `l4`, in a buffer of at least `max`.
+fn template(frame: &UdpFrame, l4: L4, size: u16, max: usize) -> Vec<u8> {
+    let hdr = frame.header_len_with(l4);
+    let mut buf = vec![0u8; max.max(hdr)];
+    let payload = vec![0u8; (size as usize).saturating_sub(hdr)];
+    let n = frame.emit_with(l4, &payload, &mut buf).unwrap_or(0);
+    buf.truncate(n);
+    if l4 == L4::Udp && frame.src_ip.is_ipv4() && n >= hdr {
+        // Zero = "no checksum" for UDP over IPv4: stays valid when the stamp changes.
+        buf[hdr - 2..hdr].copy_from_slice(&[0, 0]);
+    }
+    buf
 }
 
 #[cfg(test)]
@@ -433,6 +614,110 @@ mod tests {
         assert_eq!(p.iter().filter(|&&s| s == 60).count(), 7);
         assert_eq!(p.iter().filter(|&&s| s == 590).count(), 4);
         assert_eq!(p.iter().filter(|&&s| s == 1514).count(), 1);
+    }
+
+    use hotplane_core::{classify, Layers, Meta, Pool, PoolConfig};
+
+    /// Frames the generator for `spec` makes in one poll at time `now`.
+    fn poll(g: &mut Generator, cache: &mut PoolCache, now: u64) -> Vec<Vec<u8>> {
+        let mut batch = Batch::new(32);
+        g.recv(&mut batch, cache, now, &PortCounters::default());
+        let frames = batch.iter().map(|p| p.data().to_vec()).collect();
+        batch.free_all(cache);
+        frames
+    }
+
+    fn generator(spec: &GenSpec, captured: Option<&[Vec<u8>]>) -> (Generator, Arc<RateControl>) {
+        let rate = Arc::new(RateControl::default());
+        rate.set(spec.rate_pps);
+        let inject = Arc::new(ArrayQueue::new(4));
+        (Generator::new(spec, 1, (0, 1), captured, rate.clone(), inject), rate)
+    }
+
+    #[test]
+    fn tcp_and_icmp_frames_carry_the_stamp_where_the_sink_reads_it() {
+        let pool = Pool::new(PoolConfig { buffers: 256, ..Default::default() }).unwrap();
+        let mut cache = pool.cache(32);
+        for (proto, v6) in
+            [(Proto::Tcp, false), (Proto::Icmp, false), (Proto::Tcp, true), (Proto::Icmp, true)]
+        {
+            let mut spec =
+                GenSpec { proto, tcp_flags: "SA".into(), count: Some(2), ..Default::default() };
+            if v6 {
+                (spec.src_ip, spec.dst_ip) =
+                    ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+            }
+            spec.size = spec.min_size();
+            assert!(spec.validate(1920).is_ok());
+            let (mut g, _) = generator(&spec, None);
+            let frames = poll(&mut g, &mut cache, 1_000);
+            assert_eq!(frames.len(), 2, "{proto:?}");
+            for (seq, f) in frames.iter().enumerate() {
+                let mut m = Meta::default();
+                let key = classify(f, &mut m);
+                assert_eq!(key.proto, spec.l4().protocol(v6), "{proto:?}");
+                let at = m.l4_off as usize;
+                let payload = match proto {
+                    Proto::Tcp => {
+                        assert!(m.layers & Layers::TCP != 0);
+                        assert_eq!(f[at + 13], 0x12, "SYN+ACK");
+                        m.payload_off as usize
+                    }
+                    _ => at + 8,
+                };
+                let stamp = Stamp::new_checked(&f[payload..]).expect("a stamp");
+                assert_eq!((stamp.flow(), stamp.seq()), (4096, seq as u32));
+                // The receiver's checksum check passes over the stamped segment.
+                let mut copy = f[at..].to_vec();
+                let sent = u16::from_be_bytes(match proto {
+                    Proto::Tcp => [copy[16], copy[17]],
+                    _ => [copy[2], copy[3]],
+                });
+                spec.l4().fill_checksum(spec.src_ip, spec.dst_ip, &mut copy);
+                let want = u16::from_be_bytes(match proto {
+                    Proto::Tcp => [copy[16], copy[17]],
+                    _ => [copy[2], copy[3]],
+                });
+                assert_eq!(sent, want, "{proto:?} v6={v6}");
+            }
+        }
+        let e = GenSpec { proto: Proto::Tcp, tcp_flags: "SX".into(), ..Default::default() };
+        assert!(e.validate(1920).unwrap_err().to_string().starts_with("tcp_flags = \"SX\""));
+    }
+
+    #[test]
+    fn a_capture_is_sent_as_it_is_once_through_by_default() {
+        let pool = Pool::new(PoolConfig { buffers: 256, ..Default::default() }).unwrap();
+        let mut cache = pool.cache(32);
+        let frames: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i; 60 + i as usize]).collect();
+        let spec = GenSpec { pcap: Some("t.pcap".into()), ..Default::default() };
+        let (mut g, _) = generator(&spec, Some(&frames));
+        assert_eq!(poll(&mut g, &mut cache, 1_000), frames, "in order, unstamped, once");
+        assert!(g.done());
+        let looped = GenSpec { count: Some(7), ..spec };
+        let (mut g, _) = generator(&looped, Some(&frames));
+        let sent = poll(&mut g, &mut cache, 1_000);
+        assert_eq!(sent.len(), 7);
+        assert_eq!(sent[6], frames[0], "cycling");
+    }
+
+    #[test]
+    fn a_rate_changed_while_running_paces_from_then_on() {
+        let pool = Pool::new(PoolConfig { buffers: 256, ..Default::default() }).unwrap();
+        let mut cache = pool.cache(32);
+        let spec = GenSpec { rate_pps: Some(1000.0), stamp: false, ..Default::default() };
+        let (mut g, rate) = generator(&spec, None);
+        let ms = 1_000_000;
+        assert_eq!(poll(&mut g, &mut cache, ms).len(), 1, "the first packet at once");
+        assert_eq!(poll(&mut g, &mut cache, 11 * ms).len(), 10, "1000 pps: 10 in 10 ms");
+        rate.set(Some(100_000.0));
+        assert_eq!(poll(&mut g, &mut cache, 12 * ms).len(), 1, "taken up at the next poll");
+        assert_eq!(poll(&mut g, &mut cache, 12 * ms + 100_000).len(), 10, "100 kpps: 10 in 100 us");
+        rate.set(None);
+        assert_eq!(poll(&mut g, &mut cache, 13 * ms).len(), 32, "unpaced: a full batch");
+        rate.pause();
+        assert_eq!(poll(&mut g, &mut cache, 14 * ms).len(), 0, "paused");
+        assert!(!g.done(), "a pause is not the end");
     }
 
     #[test]

@@ -6,12 +6,12 @@
 mod gen;
 mod sink;
 
-pub use gen::{GenSpec, Vary};
+pub use gen::{parse_tcp_flags, GenSpec, Proto, Vary};
 pub use sink::{MarkSeen, Sample, SinkSpec};
 
 use crate::{OpenCtx, Port, PortCounters, PortError};
 use crossbeam_queue::ArrayQueue;
-use gen::Generator;
+use gen::{Generator, RateControl};
 use hdrhistogram::Histogram;
 use hotplane_core::{classify, Batch, Meta, PoolCache};
 use sink::Sink;
@@ -40,6 +40,8 @@ struct Shared {
     gen_done: Vec<Arc<std::sync::atomic::AtomicBool>>,
     /// What each queue's generator and sink had done at their last snapshot, while running.
     live: Mutex<Live>,
+    /// The generator's rate, changed while it runs.
+    rate: Arc<RateControl>,
 }
 
 /// Snapshots of the queues' generators and sinks, taken by the queues themselves about every
@@ -115,6 +117,17 @@ impl MemHandle {
     /// Live counters of each queue.
     pub fn counters(&self) -> &[Arc<PortCounters>] {
         &self.shared.counters
+    }
+
+    /// Change the generator's rate (packets per second over all its queues; `None`: as fast
+    /// as possible) while it runs: each queue takes it up at its next poll.
+    pub fn set_rate(&self, pps: Option<f64>) {
+        self.shared.rate.set(pps.filter(|r| r.is_finite() && *r > 0.0));
+    }
+
+    /// Stop generating until the next `set_rate`.
+    pub fn pause(&self) {
+        self.shared.rate.pause();
     }
 
     /// True once every queue's generator has sent all it will (count or duration reached).
@@ -435,10 +448,16 @@ pub fn open(
 ) -> Result<(Vec<Box<dyn Port>>, MemHandle), PortError> {
     let queues = cx.pools.len().max(1);
     let cfg_err = |msg: String| PortError::Config { port: cx.name.to_string(), msg };
+    let max = cx.pools.first().map_or(1920, |p| p.buffer_size() - p.headroom() as usize);
     if let Some(g) = &spec.gen {
-        let max = cx.pools.first().map_or(1920, |p| p.buffer_size() - p.headroom() as usize);
         g.validate(max).map_err(|m| cfg_err(format!("gen.{m}")))?;
     }
+    let captured = match spec.gen.as_ref().and_then(|g| g.pcap.as_ref()) {
+        Some(path) => Some(read_templates(path, max).map_err(cfg_err)?),
+        None => None,
+    };
+    let rate = Arc::new(RateControl::default());
+    rate.set(spec.gen.as_ref().and_then(|g| g.rate_pps));
     let inject: Vec<_> = (0..queues).map(|_| Arc::new(ArrayQueue::new(INJECT_DEPTH))).collect();
     let counters: Vec<_> = (0..queues).map(|_| Arc::new(PortCounters::default())).collect();
     let gen_done: Vec<_> =
@@ -451,10 +470,14 @@ pub fn open(
         counters: counters.clone(),
         gen_done: gen_done.clone(),
         live: Mutex::new(Live::default()),
+        rate: rate.clone(),
     });
     let mut out: Vec<Box<dyn Port>> = Vec::with_capacity(queues);
     for q in 0..queues {
-        let gen = spec.gen.as_ref().map(|g| Generator::new(g, cx.id, q, queues, inject[q].clone()));
+        let gen = spec.gen.as_ref().map(|g| {
+            let captured = captured.as_deref();
+            Generator::new(g, cx.id, (q, queues), captured, rate.clone(), inject[q].clone())
+        });
         if let (Some(g), Some(spec)) = (&gen, &spec.gen) {
             if spec.prebuilt {
                 if let Some(pool) = cx.pools.get(q) {
@@ -561,4 +584,41 @@ impl Drop for MemQueue {
             unstamped: s.unstamped,
         });
     }
+}
+
+/// Frames a generator may hold from one capture.
+const MAX_TEMPLATES: usize = 65_536;
+
+/// The frames of the capture at `path`, each at most `max_frame` bytes: a generator's templates.
+fn read_templates(path: &std::path::Path, max_frame: usize) -> Result<Vec<Vec<u8>>, String> {
+    let at = |e: &dyn std::fmt::Display| format!("gen.pcap = \"{}\": {e}", path.display());
+    let file = std::fs::File::open(path).map_err(|e| at(&e))?;
+    let mut reader = crate::pcap::format::CaptureReader::new(std::io::BufReader::new(file))
+        .map_err(|e| at(&e))?;
+    let mut frames = Vec::new();
+    let mut buf = Vec::new();
+    while let Some(info) = reader.next_record(&mut buf).map_err(|e| at(&e))? {
+        let i = frames.len();
+        if (info.orig_len as usize) > buf.len() {
+            return Err(at(&format!(
+                "frame {i} was cut to {} of its {} bytes when captured; a generator sends whole frames",
+                buf.len(),
+                info.orig_len
+            )));
+        }
+        if buf.len() < 14 || buf.len() > max_frame {
+            return Err(at(&format!(
+                "frame {i} has {} bytes: from 14 to {max_frame} (a pool buffer)",
+                buf.len()
+            )));
+        }
+        if frames.len() == MAX_TEMPLATES {
+            return Err(at(&format!("more than {MAX_TEMPLATES} frames")));
+        }
+        frames.push(buf.clone());
+    }
+    if frames.is_empty() {
+        return Err(at(&"no frames in it"));
+    }
+    Ok(frames)
 }

@@ -2,7 +2,7 @@
 //! reordering, latency, and which program marks the packets carried.
 
 use hdrhistogram::Histogram;
-use hotplane_core::wire::Stamp;
+use hotplane_core::wire::{IpProtocol, Stamp};
 use hotplane_core::{classify, Layers, Packet};
 use std::collections::BTreeMap;
 
@@ -157,16 +157,21 @@ impl Sink {
     #[inline]
     pub fn note(&mut self, p: &Packet, now: u64) {
         let data = p.data();
-        let off = if p.meta.layers & Layers::UDP != 0 && p.meta.payload_off != 0 {
+        let transport = Layers::UDP | Layers::TCP;
+        let off = if p.meta.layers & transport != 0 && p.meta.payload_off != 0 {
             p.meta.payload_off as usize
         } else {
             let mut m = p.meta;
-            classify(data, &mut m);
-            if m.layers & Layers::UDP == 0 {
+            let key = classify(data, &mut m);
+            if m.layers & transport != 0 {
+                m.payload_off as usize
+            } else if matches!(key.proto, IpProtocol::ICMP | IpProtocol::ICMPV6) && m.l4_off != 0 {
+                // An echo request's payload follows its 8-byte header.
+                m.l4_off as usize + 8
+            } else {
                 self.unstamped(data);
                 return;
             }
-            m.payload_off as usize
         };
         let Ok(stamp) = Stamp::new_checked(data.get(off..).unwrap_or_default()) else {
             self.unstamped(data);
