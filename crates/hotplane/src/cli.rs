@@ -7,6 +7,7 @@ use hotplane_control::api::{Client, Request};
 use hotplane_control::{Flags, Kind, Target, UpdateHeader, WorkerScope};
 use hotplane_io::mem::Vary;
 use serde_json::{json, Value};
+use std::ffi::OsString;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -283,7 +284,7 @@ pub fn default_socket() -> PathBuf {
     hotplane_engine::socket_dir::client_default_socket()
 }
 
-pub fn push(socket: &Path, op: PushOp) -> anyhow::Result<()> {
+pub fn push(socket: &Path, op: PushOp, json: bool) -> anyhow::Result<()> {
     let mut client = Client::connect(socket)?;
     let req = match op {
         PushOp::Request(r) => r,
@@ -325,17 +326,132 @@ pub fn push(socket: &Path, op: PushOp) -> anyhow::Result<()> {
         }
     };
     let is_update = matches!(req, Request::Update { .. });
+    let is_stats = matches!(req, Request::Stats {});
     let v = client.call(&req)?;
     match v {
+        _ if json => println!("{}", serde_json::to_string_pretty(&v)?),
+        _ if is_update => print_acks(&v),
+        _ if is_stats => print_stats(&v),
         serde_json::Value::Object(ref m) if m.get("text").is_some_and(|t| t.is_string()) => {
             print!("{}", m["text"].as_str().unwrap_or_default());
         }
+        serde_json::Value::String(ref s) => println!("{s}"),
         ref v => println!("{}", serde_json::to_string_pretty(v)?),
     }
     if is_update {
         refused_update(&v)?;
     }
     Ok(())
+}
+
+/// An update's acknowledgements for people: what was applied, at which version. A refusal is
+/// said by the error that follows (`refused_update`); fragments received are not news.
+fn print_acks(acks: &serde_json::Value) {
+    for a in acks.as_array().into_iter().flatten().filter(|a| a["status"] == "applied") {
+        let message = a["message"].as_str().filter(|m| !m.is_empty());
+        println!(
+            "applied: version {} (update {}, key {}){}",
+            a["version"],
+            a["seq"],
+            a["key_id"],
+            message.map(|m| format!(": {m}")).unwrap_or_default()
+        );
+    }
+}
+
+/// `push stats` for people: uptime, a line per port and worker, updates, and every other
+/// counter that is not zero (`--json` has them all).
+fn print_stats(s: &serde_json::Value) {
+    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
+    println!("uptime {:.1} s", s["uptime_s"].as_f64().unwrap_or(0.0));
+    println!(
+        "{:<12} {:<9} {:>12} {:>14} {:>10} {:>12} {:>14} {:>10} {:>7}",
+        "port",
+        "kind",
+        "rx packets",
+        "rx bytes",
+        "rx drop",
+        "tx packets",
+        "tx bytes",
+        "tx drop",
+        "errors"
+    );
+    for p in s["ports"].as_array().into_iter().flatten() {
+        println!(
+            "{:<12} {:<9} {:>12} {:>14} {:>10} {:>12} {:>14} {:>10} {:>7}",
+            p["name"].as_str().unwrap_or("?"),
+            p["kind"].as_str().unwrap_or("?"),
+            n(p, "rx_packets"),
+            n(p, "rx_bytes"),
+            n(p, "rx_dropped"),
+            n(p, "tx_packets"),
+            n(p, "tx_bytes"),
+            n(p, "tx_dropped"),
+            n(p, "errors")
+        );
+    }
+    println!(
+        "{:<12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "worker", "packets", "dropped", "no route", "punted", "replicated", "panics"
+    );
+    for w in s["workers"].as_array().into_iter().flatten() {
+        println!(
+            "{:<12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            n(w, "worker"),
+            n(w, "packets"),
+            n(w, "dropped"),
+            n(w, "no_route"),
+            n(w, "punted"),
+            n(w, "replicated"),
+            n(w, "program_panics")
+        );
+    }
+    let u = &s["updates"];
+    let refused: Vec<String> = u["refused"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(reason, count)| format!("{reason} {count}"))
+        .collect();
+    println!(
+        "updates: {} applied (p50 {} us, p99 {} us), refused: {}",
+        n(u, "applied_count"),
+        u["apply_us_p50"],
+        u["apply_us_p99"],
+        if refused.is_empty() { "none".to_string() } else { refused.join(", ") }
+    );
+    let mut others = Vec::new();
+    for (section, v) in s.as_object().into_iter().flatten() {
+        if !matches!(section.as_str(), "ports" | "workers" | "updates" | "slots" | "uptime_s") {
+            nonzero(section, v, &mut others);
+        }
+    }
+    if !others.is_empty() {
+        println!("other counters (not zero):");
+        for (name, value) in others {
+            println!("  {name:<44} {value}");
+        }
+    }
+}
+
+/// The numbers under `v` that are not zero, by dotted path (lists by index).
+fn nonzero(path: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    match v {
+        serde_json::Value::Number(x) if x.as_f64() != Some(0.0) => {
+            out.push((path.to_string(), x.to_string()))
+        }
+        serde_json::Value::Object(m) => {
+            for (k, v) in m {
+                nonzero(&format!("{path}.{k}"), v, out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, v) in a.iter().enumerate() {
+                nonzero(&format!("{path}.{i}"), v, out);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// An update the node refused is an error (a non-zero exit) with the node's reason: for
@@ -369,13 +485,45 @@ pub fn submit_update(
     header: &UpdateHeader,
     payload: &[u8],
     key: &[u8; 32],
+    json: bool,
 ) -> anyhow::Result<()> {
     let frags =
         hotplane_control::envelope::build(header, payload, Some(key), crate::inband::API_FRAGMENT)?;
     let v = Client::connect(socket)?
         .call(&Request::Update { fragments: frags.iter().map(hex::encode).collect() })?;
-    println!("{}", serde_json::to_string_pretty(&v)?);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print_acks(&v);
+    }
     refused_update(&v)
+}
+
+/// Options many commands share may also come before the command, as `--socket` can:
+/// `hotplane --json push stats`, `hotplane --key-file k.hex lua update f.lua ...`. They are
+/// moved behind it, where the commands that take them read them (and the others refuse them).
+pub fn hoist_shared_options(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut args: Vec<OsString> = args.into_iter().collect();
+    let mut hoisted = Vec::new();
+    let mut i = 1;
+    while let Some(arg) = args.get(i).and_then(|a| a.to_str()) {
+        if !arg.starts_with('-') || arg == "--" {
+            break; // the command
+        }
+        match arg {
+            "--json" => hoisted.push(args.remove(i)),
+            "--key-file" if i + 1 < args.len() => {
+                hoisted.push(args.remove(i));
+                hoisted.push(args.remove(i));
+            }
+            a if a.starts_with("--key-file=") => hoisted.push(args.remove(i)),
+            // `--socket PATH` stays: clap reads it anywhere.
+            "--socket" => i += 2,
+            _ => i += 1,
+        }
+    }
+    args.extend(hoisted);
+    args
 }
 
 pub fn parse_vary(s: &str) -> Result<Vary, String> {
@@ -431,5 +579,30 @@ mod tests {
         let missing = OneLine { interfaces: vec!["1@a".into()], ..missing };
         let e = one_line_config(&missing).unwrap_err().to_string();
         assert!(e.contains("cannot read"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod shared_option_tests {
+    use super::hoist_shared_options;
+
+    fn hoist(args: &str) -> String {
+        let out = hoist_shared_options(args.split(' ').map(std::ffi::OsString::from));
+        out.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn shared_options_before_the_command_move_behind_it() {
+        assert_eq!(hoist("hotplane --json push stats"), "hotplane push stats --json");
+        assert_eq!(
+            hoist("hotplane --socket s --key-file k.hex lua update f.lua"),
+            "hotplane --socket s lua update f.lua --key-file k.hex"
+        );
+        assert_eq!(hoist("hotplane --key-file=k push slots"), "hotplane push slots --key-file=k");
+        // Behind the command they are the command's own; a value that looks like an option
+        // (`--socket --json`) is the socket's.
+        assert_eq!(hoist("hotplane push --json stats"), "hotplane push --json stats");
+        assert_eq!(hoist("hotplane --socket --json x"), "hotplane --socket --json x");
+        assert_eq!(hoist("hotplane --key-file"), "hotplane --key-file");
     }
 }

@@ -454,6 +454,8 @@ pub struct UpdateOpts {
     pub key_id: u32,
     pub key: [u8; 32],
     pub socket: PathBuf,
+    /// The acknowledgements as JSON.
+    pub json: bool,
 }
 
 pub fn update(o: &UpdateOpts) -> anyhow::Result<()> {
@@ -467,5 +469,5 @@ pub fn update(o: &UpdateOpts) -> anyhow::Result<()> {
         target: o.target.parse()?,
         worker: crate::cli::worker_scope(&o.worker)?,
     };
-    crate::cli::submit_update(&o.socket, &header, &payload, &o.key)
+    crate::cli::submit_update(&o.socket, &header, &payload, &o.key, o.json)
 }

@@ -97,11 +97,14 @@ pub struct UpdateOpts {
     pub key_id: u32,
     pub key: [u8; 32],
     pub socket: PathBuf,
+    /// The acknowledgements as JSON.
+    pub json: bool,
 }
 
 /// `hotplane lua update FILE --target flow:...`: an authenticated Lua update through the API.
 pub fn update(o: &UpdateOpts) -> anyhow::Result<()> {
-    let payload = read_source(&o.file)?;
+    let file_name = o.file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let payload = hotplane_lua::naming::named_source(&file_name, &read_source(&o.file)?);
     let mut flags = Flags::default().with_opt_level(o.opts.opt_level);
     if !o.opts.jit {
         flags = Flags(flags.0 | Flags::NO_JIT);
@@ -114,12 +117,40 @@ pub fn update(o: &UpdateOpts) -> anyhow::Result<()> {
         target: o.target.parse().map_err(anyhow::Error::msg)?,
         worker: crate::cli::worker_scope(&o.worker)?,
     };
-    crate::cli::submit_update(&o.socket, &header, &payload, &o.key)
+    crate::cli::submit_update(&o.socket, &header, &payload, &o.key, o.json)
 }
 
 /// `hotplane lua list`: the functions of a running data plane.
-pub fn list(socket: &Path) -> anyhow::Result<()> {
+pub fn list(socket: &Path, json: bool) -> anyhow::Result<()> {
     let v = Client::connect(socket)?.call(&Request::LuaFunctions {})?;
-    println!("{}", serde_json::to_string_pretty(&v)?);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let functions = v.as_array().cloned().unwrap_or_default();
+    if functions.is_empty() {
+        println!("(no Lua functions)");
+        return Ok(());
+    }
+    println!(
+        "{:<24} {:<28} {:>7} {:>12} {:>7} {:>8} {:>10}  last error",
+        "function", "target", "version", "packets", "errors", "runaways", "mode"
+    );
+    for f in functions {
+        let n = |k: &str| f[k].as_u64().unwrap_or(0);
+        let mode =
+            format!("{} -O{}", if f["jit"] == true { "jit" } else { "interp" }, n("opt_level"));
+        println!(
+            "{:<24} {:<28} {:>7} {:>12} {:>7} {:>8} {:>10}  {}",
+            f["name"].as_str().unwrap_or("?"),
+            f["target"].as_str().unwrap_or("-"),
+            n("version"),
+            n("packets"),
+            n("errors"),
+            n("runaways"),
+            mode,
+            f["last_error"].as_str().unwrap_or("-")
+        );
+    }
     Ok(())
 }

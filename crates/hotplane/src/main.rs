@@ -15,7 +15,8 @@ mod process;
 struct Cli {
     /// The control socket of the running data plane, for every command that talks to one
     /// [default: $HOTPLANE_SOCKET, else where `socket = true` puts it: /run/hotplane/hotplane.sock
-    /// as root, $XDG_RUNTIME_DIR/hotplane/hotplane.sock otherwise]
+    /// as root, $XDG_RUNTIME_DIR/hotplane/hotplane.sock otherwise]. `--json` and
+    /// `--key-file FILE` may come here too, for the commands that take them.
     #[arg(long, global = true, value_name = "SOCKET")]
     socket: Option<PathBuf>,
     #[command(subcommand)]
@@ -306,6 +307,9 @@ enum EbpfCmd {
         /// File holding the 64-hex-digit key.
         #[arg(long)]
         key_file: PathBuf,
+        /// The acknowledgements as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -384,7 +388,11 @@ enum LuaCmd {
         packet: Option<String>,
     },
     /// The functions installed in a running data plane, with packets, errors and runaways.
-    List,
+    List {
+        /// The data plane's answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Send a function file as an authenticated update (kind lua).
     Update {
         file: PathBuf,
@@ -401,6 +409,9 @@ enum LuaCmd {
         /// File holding the 64-hex-digit key.
         #[arg(long)]
         key_file: PathBuf,
+        /// The acknowledgements as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -587,7 +598,7 @@ fn main() {
         }
         return;
     }
-    if let Err(e) = dispatch(Cli::parse()) {
+    if let Err(e) = dispatch(Cli::parse_from(cli::hoist_shared_options(std::env::args_os()))) {
         eprintln!("hotplane: error: {e:#}");
         std::process::exit(1);
     }
@@ -807,11 +818,11 @@ fn ebpf(op: EbpfCmd, socket: PathBuf) -> anyhow::Result<()> {
             },
         ),
         EbpfCmd::Prog { json, op, .. } => e::prog(&socket, json, op),
-        EbpfCmd::Update { file, target, worker, key_id, key_file, .. } => {
+        EbpfCmd::Update { file, target, worker, key_id, key_file, json } => {
             let text = std::fs::read_to_string(&key_file)
                 .map_err(|err| anyhow::anyhow!("--key-file {}: {err}", key_file.display()))?;
             let key = hotplane_control::parse_key(&text).map_err(anyhow::Error::msg)?;
-            e::update(&e::UpdateOpts { file, target, worker, key_id, key, socket })
+            e::update(&e::UpdateOpts { file, target, worker, key_id, key, socket, json })
         }
     }
 }
@@ -822,8 +833,8 @@ fn lua(op: LuaCmd, socket: PathBuf) -> anyhow::Result<()> {
     match op {
         LuaCmd::Check { file, opts, json } => l::check(&file, opts.get(), json),
         LuaCmd::Run { file, opts, packet } => l::run(&file, opts.get(), packet.as_deref()),
-        LuaCmd::List => l::list(&socket),
-        LuaCmd::Update { file, target, worker, opts, key_id, key_file, .. } => {
+        LuaCmd::List { json } => l::list(&socket, json),
+        LuaCmd::Update { file, target, worker, opts, key_id, key_file, json } => {
             let text = std::fs::read_to_string(&key_file)
                 .map_err(|err| anyhow::anyhow!("--key-file {}: {err}", key_file.display()))?;
             let key = hotplane_control::parse_key(&text).map_err(anyhow::Error::msg)?;
@@ -835,6 +846,7 @@ fn lua(op: LuaCmd, socket: PathBuf) -> anyhow::Result<()> {
                 key_id,
                 key,
                 socket,
+                json,
             })
         }
     }

@@ -13,7 +13,7 @@ pub struct PushArgs {
     /// The global --socket (`hotplane --help`).
     #[arg(skip)]
     pub socket: PathBuf,
-    /// `slots` and `flows`: the data plane's answer as JSON instead of a table.
+    /// The data plane's answer as JSON, as it gave it, instead of tables and lines for people.
     #[arg(long, global = true)]
     json: bool,
     /// Replace the running P4 program with FILE, hitlessly: tables whose name, key and actions
@@ -199,7 +199,7 @@ pub fn run(args: PushArgs) -> anyhow::Result<()> {
             }
         }
     };
-    cli::push(&args.socket, op)
+    cli::push(&args.socket, op, args.json)
 }
 
 /// `push slots` for people: one line per target and program, with the workers running it.

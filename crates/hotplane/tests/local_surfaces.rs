@@ -588,6 +588,7 @@ fn socket_is_one_global_option_named_when_unreachable() {
         vec!["--socket", sock, "table", "list"],
         vec!["table", "list", "--socket", sock],
         vec!["push", "--socket", sock, "stats"],
+        vec!["--json", "push", "--socket", sock, "stats"],
         vec!["ebpf", "prog", "list", "--socket", sock],
         vec!["ebpf", "map", "--socket", sock, "list"],
         vec!["trace", "--socket", sock, "--count", "1"],

@@ -423,9 +423,13 @@ fn binary_runs_a_config_and_push_talks_to_it() {
     assert!(!ok && err.contains("refused the update: unknown_key"), "{err}");
     let (ok, out_text, _) = push(&["stats"]);
     assert!(
-        ok && out_text.contains("\"unknown_key\": 1"),
+        ok && out_text.contains("refused: unknown_key 1"),
         "no key is configured, so key 1 is unknown: {out_text}"
     );
+    assert!(out_text.contains("port ") && out_text.contains("rx packets"), "{out_text}");
+    let (ok, out_text, _) = push(&["stats", "--json"]);
+    let stats: serde_json::Value = serde_json::from_str(&out_text).unwrap();
+    assert!(ok && stats["updates"]["refused"]["unknown_key"] == 1, "{stats}");
     let (ok, out_text, _) = push(&["metrics"]);
     assert!(ok && out_text.contains("# TYPE hotplane_port_tx_packets_total counter"));
     let (ok, _, _) = push(&["shutdown"]);

@@ -185,7 +185,12 @@ impl ProgramKind for LuaKind {
         _cx: &BuildCx<'_>,
     ) -> Result<Built, KindError> {
         let opts = FunctionOpts { jit: !update.no_jit, opt_level: update.opt_level.unwrap_or(3) };
-        let name = format!("lua-seq{}", update.seq);
+        // Named after the sender's file when the source says so (`lua update`), else after
+        // the update.
+        let name = match crate::naming::source_name(update.payload) {
+            Some(file) => file.to_string(),
+            None => format!("lua-seq{}", update.seq),
+        };
         let def = self
             .rt
             .compile(update.payload, &name, opts, Some(update.target))

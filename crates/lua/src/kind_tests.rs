@@ -156,6 +156,14 @@ fn updates_compile_with_their_name_and_options_and_compile_errors_are_rejections
     assert!(matches!(&e, KindError::Rejected(m) if m.contains("syntax error")), "{e:?}");
     assert_eq!(k.stats().unwrap()["compile_errors"], 1);
     assert_eq!(k.stats().unwrap()["compiled"], 1);
+
+    // Sent by `lua update ttl.lua`: named after the file, and so are its errors' lines.
+    let named = crate::naming::named_source("ttl.lua", DROP_ALL.as_bytes());
+    let d = build_update(&*k, &update(&named, 9, "pre")).unwrap().program.unwrap().describe();
+    assert!(d.starts_with("lua ttl.lua ("), "{d}");
+    let broken = crate::naming::named_source("ttl.lua", b"local x = 1\nreturn function(pkt");
+    let e = build_update(&*k, &update(&broken, 10, "pre")).err().unwrap();
+    assert!(matches!(&e, KindError::Rejected(m) if m.contains("ttl.lua:2:")), "{e:?}");
 }
 
 /// The runtime knows its own functions by identity: a publish of one of them records its

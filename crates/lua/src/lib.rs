@@ -24,6 +24,7 @@ pub mod compile;
 pub mod instrument;
 pub mod kind;
 pub mod lexer;
+pub mod naming;
 pub mod report;
 pub mod runtime;
 mod state;

@@ -1,0 +1,67 @@
+//! Functions named after the files they came from. A Lua update carries only source, so the
+//! sender names it in the source itself: an inline block comment before the first line,
+//! `--[[hotplane:file=ttl.lua]]`, which any Lua reads as a comment and which moves no line. The
+//! node names the function, and its errors' chunk, after it (`ttl.lua:3: ...`).
+
+/// The comment's opening; the name ends at `]]`.
+const OPEN: &[u8] = b"--[[hotplane:file=";
+/// Longest name kept.
+pub const MAX_NAME: usize = 64;
+
+/// `source` as sent for the file `file_name` (a name the node keeps if it is a plain file
+/// name of at most [`MAX_NAME`] bytes).
+pub fn named_source(file_name: &str, source: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(OPEN.len() + file_name.len() + 2 + source.len());
+    if is_plain(file_name) {
+        out.extend_from_slice(OPEN);
+        out.extend_from_slice(file_name.as_bytes());
+        out.extend_from_slice(b"]]");
+    }
+    out.extend_from_slice(source);
+    out
+}
+
+/// The file name a source names itself after, if it does and the name is plain.
+pub fn source_name(source: &[u8]) -> Option<&str> {
+    let rest = source.strip_prefix(OPEN)?;
+    let end = rest.iter().take(MAX_NAME + 2).position(|&b| b == b']')?;
+    let name = std::str::from_utf8(&rest[..end]).ok()?;
+    (rest.get(end..end + 2) == Some(b"]]") && is_plain(name)).then_some(name)
+}
+
+/// Letters, digits, `.`, `_`, `-`; not empty, not longer than [`MAX_NAME`].
+fn is_plain(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_named_source_keeps_its_lines_and_gives_its_name_back() {
+        let src = b"local x = 1\nreturn x";
+        let sent = named_source("ttl.lua", src);
+        assert_eq!(source_name(&sent), Some("ttl.lua"));
+        assert_eq!(sent.iter().filter(|&&b| b == b'\n').count(), 1, "no line added");
+        assert!(sent.ends_with(src));
+        assert_eq!(source_name(src), None);
+    }
+
+    #[test]
+    fn names_that_are_not_plain_are_not_kept() {
+        for bad in ["", "a/b.lua", "x]]y", "with space.lua", &"n".repeat(MAX_NAME + 1)] {
+            assert_eq!(named_source(bad, b"return 1"), b"return 1", "{bad:?}");
+            if !bad.contains("]]") {
+                let forged = format!("--[[hotplane:file={bad}]]return 1");
+                assert_eq!(source_name(forged.as_bytes()), None, "{bad:?}");
+            }
+        }
+        // The comment ends at the first `]]`, as Lua reads it.
+        assert_eq!(source_name(b"--[[hotplane:file=x]]y]]return 1"), Some("x"));
+        assert_eq!(source_name(b"--[[hotplane:file=unterminated"), None);
+        assert_eq!(source_name(b"--[[hotplane:file=a.lua]"), None);
+    }
+}
