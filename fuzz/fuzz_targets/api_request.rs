@@ -7,6 +7,10 @@ use hotplane_control::api::Request;
 use hotplane_core::flowtable::FlowSelector;
 use hotplane_engine::capture::{CaptureSpec, Capturer};
 use libfuzzer_sys::fuzz_target;
+use std::sync::OnceLock;
+
+/// One capturer for every run, as a data plane has one.
+static CAPTURER: OnceLock<Capturer> = OnceLock::new();
 
 fuzz_target!(|data: &[u8]| {
     let Ok(request) = serde_json::from_slice::<Request>(data) else { return };
@@ -31,9 +35,12 @@ fuzz_target!(|data: &[u8]| {
                 &ports,
             ) {
                 assert!(spec.port.is_none_or(|p| (p as usize) < ports.len()));
-                let c = Capturer::default();
-                assert!(c.start(spec, count) > 0);
-                assert!(c.armed().is_some());
+                let c = CAPTURER.get_or_init(Capturer::default);
+                let (id, count) = c.start(spec, count);
+                assert!(count > 0 && count <= hotplane_engine::capture::MAX_COUNT);
+                assert!(c.armed(&std::cell::Cell::new(None)).is_some());
+                assert_eq!(c.read(Some(id), 8).unwrap().remaining, count);
+                c.stop(Some(id)).unwrap();
             }
         }
         _ => {}

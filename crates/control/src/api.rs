@@ -92,6 +92,12 @@ pub enum Request {
     /// The program at `target` with its code: `form` `xlated` (instructions) or `jited`
     /// (machine code in hex).
     EbpfProgDump { target: String, form: String },
+    /// Time eBPF programs' runs (`enable`: true), stop (false), or only say whether they are
+    /// timed (absent): `{timing}`. Timing costs two clock reads per batch and program.
+    EbpfProgStats {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        enable: Option<bool>,
+    },
     /// Installed Lua functions: target, options, packets, errors, runaways, last error.
     LuaFunctions {},
     /// Match-action tables: name, kind, size, entries, storage, locking.
@@ -176,9 +182,10 @@ pub enum Request {
     },
     /// Stop following packets.
     TraceStop {},
-    /// Copy the next `count` frames (0: until stopped) that pass `point` (`rx`, `tx`, `drop`,
-    /// or after a position: `pre`, `flows`, `mid`, `post`), optionally only those of port
-    /// `port` (a name or number) and those the flow `selector` matches, cut to `snaplen` bytes.
+    /// Copy the next `count` frames (0: until stopped, at most 100 000 000) that pass `point`
+    /// (`rx`, `tx`, `drop`, or after a position: `pre`, `flows`, `mid`, `post`), optionally
+    /// only those of port `port` (a name or number) and those the flow `selector` matches, cut
+    /// to `snaplen` bytes. Answers the capture's `id`; a capture nobody reads for 2 s stops.
     CaptureStart {
         #[serde(default = "rx")]
         point: String,
@@ -196,9 +203,15 @@ pub enum Request {
     CaptureRead {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max: Option<usize>,
+        /// Refused if another capture replaced this one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<u64>,
     },
-    /// Stop copying frames.
-    CaptureStop {},
+    /// Stop copying frames (capture `id`, or whichever runs).
+    CaptureStop {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<u64>,
+    },
     /// Stop the data plane.
     Shutdown {},
 }

@@ -311,28 +311,38 @@ impl EbpfEnv {
         let found = m.entries().into_iter().find(|e| e.key == k);
         let values: Vec<String> =
             found.iter().flat_map(|e| e.values.iter().map(hex::encode)).collect();
-        Ok(match (found.is_some(), m.def.kind.per_cpu()) {
+        let mut out = match (found.is_some(), m.def.kind.per_cpu()) {
             (false, _) => json!({"map": m.name, "key": hex::encode(&k), "value": null}),
             (true, true) => json!({"map": m.name, "key": hex::encode(&k), "values": values}),
             (true, false) => {
                 json!({"map": m.name, "key": hex::encode(&k), "value": values.first()})
             }
-        })
+        };
+        if let (Some(layout), Some(e)) = (m.layout(), &found) {
+            out["formatted"] = formatted(&layout, &e.key, &e.values, m.def.kind.per_cpu());
+        }
+        Ok(out)
     }
 
     /// A map's entries: keys and values in hex (per-CPU maps: one value per worker).
     pub fn dump_json(&self, name: &str) -> Result<Value, EbpfError> {
         let m = self.map(name)?;
+        let layout = m.layout();
         let entries: Vec<Value> = m
             .entries()
             .into_iter()
             .map(|e| {
                 let values: Vec<String> = e.values.iter().map(hex::encode).collect();
-                if m.def.kind.per_cpu() {
+                let per_cpu = m.def.kind.per_cpu();
+                let mut v = if per_cpu {
                     json!({"key": hex::encode(&e.key), "values": values})
                 } else {
                     json!({"key": hex::encode(&e.key), "value": values.first().cloned().unwrap_or_default()})
+                };
+                if let Some(layout) = &layout {
+                    v["formatted"] = formatted(layout, &e.key, &e.values, per_cpu);
                 }
+                v
             })
             .collect();
         Ok(json!({"map": m.name, "kind": m.def.kind.name(), "entries": entries}))
@@ -367,6 +377,26 @@ pub fn parse_bytes(s: &str, width: usize) -> Result<Vec<u8>, BytesError> {
         return Ok(v);
     }
     hex::decode(t).map_err(|_| BytesError::Unreadable(s.to_string()))
+}
+
+/// An entry as bpftool's `formatted` shows it: the key and value(s) read through the map's
+/// BTF layout (hex where BTF did not describe them).
+fn formatted(
+    layout: &crate::maps::layout::MapLayout,
+    key: &[u8],
+    values: &[Vec<u8>],
+    per_cpu: bool,
+) -> Value {
+    let show = |l: &Option<crate::maps::layout::Layout>, bytes: &[u8]| match l {
+        Some(l) => l.format(bytes),
+        None => json!(format!("0x{}", hex::encode(bytes))),
+    };
+    let values: Vec<Value> = values.iter().map(|v| show(&layout.value, v)).collect();
+    if per_cpu {
+        json!({"key": show(&layout.key, key), "values": values})
+    } else {
+        json!({"key": show(&layout.key, key), "value": values.into_iter().next()})
+    }
 }
 
 #[cfg(test)]

@@ -125,6 +125,11 @@ enum MapRequest {
     Progs {},
     #[serde(rename = "ebpf-prog-dump")]
     ProgDump { target: String, form: String },
+    #[serde(rename = "ebpf-prog-stats")]
+    ProgStats {
+        #[serde(default)]
+        enable: Option<bool>,
+    },
     #[serde(rename = "chain-status")]
     ChainStatus {},
 }
@@ -285,6 +290,7 @@ impl ProgramKind for EbpfKind {
             "ebpf-map-lookup",
             "ebpf-progs",
             "ebpf-prog-dump",
+            "ebpf-prog-stats",
             "chain-status",
         ]
     }
@@ -308,6 +314,12 @@ impl ProgramKind for EbpfKind {
             MapRequest::ProgDump { target, form } => {
                 let progs = self.progs.lock().unwrap_or_else(|e| e.into_inner());
                 return progs.dump(&target, &form).map_err(|e| KindError::Invalid(e.to_string()));
+            }
+            MapRequest::ProgStats { enable } => {
+                if let Some(on) = enable {
+                    crate::stage::set_timing(on);
+                }
+                return Ok(json!({"timing": crate::stage::timing()}));
             }
             MapRequest::ChainStatus {} => {
                 return Ok(self.chain().map_or_else(|| json!({"mode": "off"}), |m| m.status()))

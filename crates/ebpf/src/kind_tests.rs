@@ -166,10 +166,33 @@ fn map_operations_answer_as_the_control_api_did() {
     let dump = ask(json!({"op": "ebpf-map-dump", "map": "xdp_lb/flows"})).unwrap();
     let mut key = vec![0u8; key_size];
     key[0] = 1;
+    // The object's BTF shows the key as its struct and the value as a number.
+    let formatted = json!({
+        "key": {"saddr": 1, "daddr": 0, "sport": 0, "dport": 0, "proto": 0, "pad": [0, 0, 0]},
+        "value": 7,
+    });
     assert_eq!(
         dump,
-        json!({"map": "xdp_lb/flows", "kind": "hash", "entries": [{"key": hex::encode(&key), "value": "07000000"}]})
+        json!({"map": "xdp_lb/flows", "kind": "hash", "entries": [{"key": hex::encode(&key), "value": "07000000", "formatted": formatted}]})
     );
+    // A struct value: the backend's address, MAC as a list of bytes.
+    let r = ask(
+        json!({"op": "ebpf-map-update", "map": "xdp_lb/backends", "key": "0", "value": "0x0a0000640200000000020000"}),
+    );
+    assert_eq!(r.unwrap(), json!("updated"));
+    let one = ask(json!({"op": "ebpf-map-lookup", "map": "xdp_lb/backends", "key": "0"})).unwrap();
+    assert_eq!(
+        one["formatted"],
+        json!({"key": 0, "value": {"ip": 0x6400000au32, "mac": [2, 0, 0, 0, 0, 2], "pad": 0}}),
+        "{one}"
+    );
+    // Per-CPU: one formatted value per worker.
+    let stats = ask(json!({"op": "ebpf-map-lookup", "map": "xdp_lb/stats", "key": "0"})).unwrap();
+    let per_worker = stats["formatted"]["values"].as_array().cloned().unwrap_or_default();
+    assert!(!per_worker.is_empty(), "{stats}");
+    assert!(per_worker
+        .iter()
+        .all(|v| *v == json!({"packets": 0, "new_flows": 0, "no_backend": 0})));
     let r = ask(
         json!({"op": "ebpf-map-update", "map": "xdp_lb/flows", "key": "1", "value": "8", "flags": 1}),
     );

@@ -6,6 +6,7 @@ use crate::helpers::Helpers;
 use crate::insn::{pseudo, Insn};
 use crate::interp::{interpret_on, Region, RunError, STACK_BYTES};
 use crate::jit::{self, JitCode};
+use crate::maps::layout::MapLayout;
 use crate::maps::{Map, MapDef, MapError, MapKind};
 use crate::oracle::{run_checked, CheckedContext, CheckedMap};
 use crate::verifier::{self, Context, Env, MapInfo, Verified, VerifyError};
@@ -32,6 +33,8 @@ pub struct MapSpec {
     /// Write `init` even into a map taken over from the previous version (read-only data:
     /// the new version's constants replace the old ones; `.data` and `.bss` keep their state).
     pub reinit: bool,
+    /// How its keys and values look, from the object's BTF (for showing entries).
+    pub layout: Option<Arc<MapLayout>>,
 }
 
 impl MapSpec {
@@ -48,6 +51,7 @@ impl MapSpec {
             def: MapDef { kind, key_size, value_size, max_entries },
             init: None,
             reinit: false,
+            layout: None,
         }
     }
 }
@@ -156,10 +160,15 @@ impl MapRegistry {
         let mut maps = self.lock();
         if let Some(m) = maps.get(&spec.name) {
             if m.compatible(&spec.def) && m.cpus == cpus.max(1) {
+                // The newest program's names for the fields, if it has them.
+                if spec.layout.is_some() {
+                    m.set_layout(spec.layout.clone());
+                }
                 return Ok((m.clone(), false));
             }
         }
         let m = Arc::new(Map::new(&spec.name, spec.def, cpus)?);
+        m.set_layout(spec.layout.clone());
         maps.insert(spec.name.clone(), m.clone());
         Ok((m, true))
     }

@@ -114,6 +114,7 @@ fn describe(target: &str, placed: &Placed, s: &XdpStage) -> Value {
         "aborted": aborted, "invalid": invalid,
     });
     let runs: u64 = counts.iter().sum();
+    let (run_time_ns, run_cnt) = (c.run_time_ns(), c.run_cnt());
     json!({
         "target": target,
         "version": placed.version,
@@ -129,6 +130,10 @@ fn describe(target: &str, placed: &Placed, s: &XdpStage) -> Value {
         "compile_us": p.stats.compile_ns / 1000,
         "runs": runs,
         "actions": actions,
+        "run_time_ns": run_time_ns,
+        "run_cnt": run_cnt,
+        // Per packet, over the packets timed (`hotplane ebpf prog stats on`).
+        "ns_per_packet": (run_cnt > 0).then(|| ((run_time_ns as f64 / run_cnt as f64) * 10.0).round() / 10.0),
     })
 }
 

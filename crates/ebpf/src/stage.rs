@@ -16,12 +16,27 @@ use crate::xdp::{self, XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX};
 use hotplane_core::batch::{Batch, Mask};
 use hotplane_core::metrics::LocalCounter;
 use hotplane_core::{Meta, Stage, Verdict, WorkerCx};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+/// Whether stages time their runs, as the kernel's `kernel.bpf_stats_enabled` does for
+/// bpftool's `run_time_ns`: off by default, since it costs two clock reads per batch.
+static TIMING: AtomicBool = AtomicBool::new(false);
+
+/// Time every eBPF stage's runs from now on (`hotplane ebpf prog stats on`), or stop.
+pub fn set_timing(on: bool) {
+    TIMING.store(on, Ordering::Relaxed);
+}
+
+/// Whether runs are being timed.
+pub fn timing() -> bool {
+    TIMING.load(Ordering::Relaxed)
+}
 
 /// The counters of one worker, on a cache line of their own.
 #[derive(Debug, Default)]
 #[repr(align(64))]
-struct WorkerActions([LocalCounter; 6]);
+struct WorkerActions([LocalCounter; 8]);
 
 const ABORTED: usize = 0;
 const DROP: usize = 1;
@@ -30,6 +45,9 @@ const TX: usize = 3;
 const REDIRECT: usize = 4;
 /// Return values that are no XDP action, and redirects without a target.
 const INVALID: usize = 5;
+/// Nanoseconds spent running, and the packets run, while timing was on.
+const RUN_NS: usize = 6;
+const RUN_CNT: usize = 7;
 
 /// Packets per XDP action, per worker. Sized by the number of workers (a program is loaded on
 /// every update: a fixed 64-worker table would cost more to allocate than to compile).
@@ -72,6 +90,14 @@ impl ActionCounters {
     pub fn invalid(&self) -> u64 {
         self.sum(INVALID)
     }
+    /// Nanoseconds spent in the program while timing was on (bpftool's `run_time_ns`).
+    pub fn run_time_ns(&self) -> u64 {
+        self.sum(RUN_NS)
+    }
+    /// Packets run while timing was on (bpftool's `run_cnt`).
+    pub fn run_cnt(&self) -> u64 {
+        self.sum(RUN_CNT)
+    }
 }
 
 /// An XDP program in a slot.
@@ -88,6 +114,14 @@ pub struct XdpStage {
 }
 
 impl XdpStage {
+    /// Count `packets` run since `started` (timing on).
+    #[cold]
+    fn time(&self, worker: usize, started: u64, packets: u64) {
+        let spent = hotplane_core::time::now_ns().saturating_sub(started);
+        self.counters.add(worker, RUN_NS, spent);
+        self.counters.add(worker, RUN_CNT, packets);
+    }
+
     pub fn new(program: Arc<Program>, origin: impl Into<String>) -> Self {
         let counters = ActionCounters::new(program.cpus);
         let redirects = program.redirects();
@@ -125,6 +159,7 @@ impl Stage for XdpStage {
     fn run(&self, batch: &mut Batch, sel: Mask, cx: &mut WorkerCx<'_>) {
         set_current_cpu(cx.worker as u32);
         let w = cx.worker;
+        let started = timing().then(hotplane_core::time::now_ns);
         let (mut pass, mut drop, mut tx) = (0, 0, 0);
         let pkts = batch.as_mut_slice();
         let mut runner = self.program.xdp_runner(w as u32);
@@ -183,6 +218,9 @@ impl Stage for XdpStage {
         if let (Some(chain), Some(_)) = (&self.chain, variant) {
             chain.count(w, admitted, sel.count() as u64 - admitted);
         }
+        if let Some(t) = started {
+            self.time(w, t, sel.count() as u64);
+        }
     }
 
     /// Runs the program on the caller's bytes themselves (no copy into a packet) and returns
@@ -195,8 +233,12 @@ impl Stage for XdpStage {
             // A target set by an earlier run must not leak into this one.
             xdp::take_redirect();
         }
+        let started = timing().then(hotplane_core::time::now_ns);
         let r0 = self.program.xdp_runner(w as u32).run_frame(frame, meta.in_port);
         self.counters.add(w, action_counter(r0), 1);
+        if let Some(t) = started {
+            self.time(w, t, 1);
+        }
         r0
     }
 

@@ -15,7 +15,13 @@ fn spec(text: &str, maps: &[(&str, MapDef)]) -> ProgramSpec {
         insns: assemble(text).unwrap_or_else(|e| panic!("{e}\n{text}")),
         maps: maps
             .iter()
-            .map(|(n, d)| MapSpec { name: n.to_string(), def: *d, init: None, reinit: false })
+            .map(|(n, d)| MapSpec {
+                name: n.to_string(),
+                def: *d,
+                init: None,
+                reinit: false,
+                layout: None,
+            })
             .collect(),
     }
 }

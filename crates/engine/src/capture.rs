@@ -9,7 +9,8 @@
 
 use crossbeam_queue::ArrayQueue;
 use hotplane_core::flowtable::FlowSelector;
-use hotplane_core::{Batch, Packet, Verdict};
+use hotplane_core::{classify, Batch, Packet, Verdict};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -63,6 +64,9 @@ pub struct CaptureSpec {
     pub selector: FlowSelector,
     /// Bytes kept of each frame.
     pub snaplen: u32,
+    /// Ports the data plane has: at `tx`, a frame to a port beyond (the controller's, no
+    /// route) is not sent, so not copied.
+    pub ports: u16,
 }
 
 impl CaptureSpec {
@@ -94,7 +98,13 @@ impl CaptureSpec {
         if snaplen == 0 || snaplen > MAX_SNAPLEN {
             return Err(format!("snaplen {snaplen}: from 1 to {MAX_SNAPLEN} bytes"));
         }
-        Ok(CaptureSpec { point, port, selector, snaplen })
+        Ok(CaptureSpec {
+            point,
+            port,
+            selector,
+            snaplen,
+            ports: ports.len().min(u16::MAX as usize) as u16,
+        })
     }
 }
 
@@ -105,6 +115,7 @@ impl Default for CaptureSpec {
             port: None,
             selector: FlowSelector::any(),
             snaplen: MAX_SNAPLEN,
+            ports: 0,
         }
     }
 }
@@ -120,92 +131,169 @@ pub struct CapturedFrame {
     /// The frame's length on the wire (FCS not counted); `data` may be shorter.
     pub len: u32,
     pub data: Vec<u8>,
+    /// The capture it was copied for (a frame of an earlier one is not reported).
+    generation: u64,
+}
+
+/// A capture nobody has read for this long stops: a reader that went away (killed, a closed
+/// pipe) must not leave the workers copying.
+pub const LEASE_NS: u64 = 2_000_000_000;
+
+/// Why a read or stop was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CaptureError {
+    #[error("capture {ours} was replaced by capture {now} (another `hotplane capture` started)")]
+    Replaced { ours: u64, now: u64 },
 }
 
 /// What a capture copies, shared by the control thread and the workers.
 pub struct Capturer {
     /// Frames still to copy; 0: off (what workers test).
     remaining: AtomicU64,
-    /// Workers only `try_lock` it, and only while armed.
-    spec: Mutex<CaptureSpec>,
+    /// The spec and which capture it belongs to, changed together under the lock; workers
+    /// only `try_lock` it, once per capture (they keep a copy).
+    spec: Mutex<(CaptureSpec, u64)>,
     frames: ArrayQueue<CapturedFrame>,
     /// Frames lost to a full queue.
     lost: AtomicU64,
-    /// Which capture this is: frames copied under an earlier one are not reported into it.
+    /// Which capture this is (its id).
     generation: AtomicU64,
+    /// When the reader last read (CLOCK_MONOTONIC ns), for [`LEASE_NS`].
+    last_read_ns: AtomicU64,
 }
 
 impl Default for Capturer {
     fn default() -> Self {
         Capturer {
             remaining: AtomicU64::new(0),
-            spec: Mutex::new(CaptureSpec::default()),
+            spec: Mutex::new((CaptureSpec::default(), 0)),
             frames: ArrayQueue::new(QUEUE),
             lost: AtomicU64::new(0),
             generation: AtomicU64::new(0),
+            last_read_ns: AtomicU64::new(0),
         }
     }
 }
 
-/// A worker's view of an armed capture for one batch.
+/// A worker's copy of the running capture's spec (taken once per capture).
 #[derive(Debug, Clone, Copy)]
 pub struct ArmedCapture {
     spec: CaptureSpec,
     generation: u64,
 }
 
+/// What a read found.
+#[derive(Debug, Default)]
+pub struct CaptureRead {
+    pub frames: Vec<CapturedFrame>,
+    /// Frames still to copy (0: the capture is over).
+    pub remaining: u64,
+    pub lost: u64,
+}
+
 impl Capturer {
     /// Copy the next `count` frames (0: up to [`MAX_COUNT`]) `spec` describes (control thread).
-    /// Frames not yet read are dropped.
-    pub fn start(&self, mut spec: CaptureSpec, count: u64) -> u64 {
+    /// Frames not yet read are dropped. Returns the capture's id and its count.
+    pub fn start(&self, mut spec: CaptureSpec, count: u64) -> (u64, u64) {
         self.remaining.store(0, Ordering::Release);
-        self.generation.fetch_add(1, Ordering::AcqRel);
         spec.snaplen = spec.snaplen.clamp(1, MAX_SNAPLEN);
-        *self.spec.lock().unwrap_or_else(|e| e.into_inner()) = spec;
+        let id = {
+            let mut held = self.spec.lock().unwrap_or_else(|e| e.into_inner());
+            // Bumped under the lock: a worker that reads the spec reads its generation too.
+            let id = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+            *held = (spec, id);
+            id
+        };
         while self.frames.pop().is_some() {}
         self.lost.store(0, Ordering::Relaxed);
+        self.last_read_ns.store(hotplane_core::time::now_ns(), Ordering::Relaxed);
         let count = if count == 0 { MAX_COUNT } else { count.min(MAX_COUNT) };
         self.remaining.store(count, Ordering::Release);
-        count
+        (id, count)
     }
 
-    pub fn stop(&self) {
+    /// Whether `id` (if given) is the running capture.
+    fn owns(&self, id: Option<u64>) -> Result<(), CaptureError> {
+        let now = self.generation.load(Ordering::Acquire);
+        match id {
+            Some(ours) if ours != now => Err(CaptureError::Replaced { ours, now }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Stop capture `id` (or whichever runs).
+    pub fn stop(&self, id: Option<u64>) -> Result<(), CaptureError> {
+        self.owns(id)?;
         self.remaining.store(0, Ordering::Release);
+        Ok(())
     }
 
-    /// Frames so far (at most `max`), frames still to copy, frames lost.
-    pub fn read(&self, max: usize) -> (Vec<CapturedFrame>, u64, u64) {
-        let frames = std::iter::from_fn(|| self.frames.pop()).take(max).collect();
-        (frames, self.remaining.load(Ordering::Acquire), self.lost.load(Ordering::Relaxed))
+    /// Frames so far (at most `max`) of capture `id` (or whichever runs), renewing its lease.
+    pub fn read(&self, id: Option<u64>, max: usize) -> Result<CaptureRead, CaptureError> {
+        self.owns(id)?;
+        self.last_read_ns.store(hotplane_core::time::now_ns(), Ordering::Relaxed);
+        let current = self.generation.load(Ordering::Acquire);
+        let frames = std::iter::from_fn(|| self.frames.pop())
+            .filter(|f| f.generation == current)
+            .take(max)
+            .collect();
+        Ok(CaptureRead {
+            frames,
+            remaining: self.remaining.load(Ordering::Acquire),
+            lost: self.lost.load(Ordering::Relaxed),
+        })
     }
 
-    /// The capture a worker applies to its next batch, if one is running (one relaxed load
-    /// when off).
+    /// Stop a capture nobody read for [`LEASE_NS`] (control thread, now and then); true if
+    /// it did.
+    pub fn expire(&self, now_ns: u64) -> bool {
+        let idle = now_ns.saturating_sub(self.last_read_ns.load(Ordering::Relaxed));
+        if self.remaining.load(Ordering::Relaxed) != 0 && idle > LEASE_NS {
+            self.remaining.store(0, Ordering::Release);
+            return true;
+        }
+        false
+    }
+
+    /// The capture a worker applies to its next batch, if one runs: one relaxed load when
+    /// off; `cache` keeps the worker's copy of the spec between batches.
     #[inline(always)]
-    pub fn armed(&self) -> Option<ArmedCapture> {
+    pub fn armed(&self, cache: &Cell<Option<ArmedCapture>>) -> Option<ArmedCapture> {
         if self.remaining.load(Ordering::Relaxed) == 0 {
             return None;
         }
-        self.arm()
+        self.arm(cache)
     }
 
     #[cold]
-    fn arm(&self) -> Option<ArmedCapture> {
-        let spec = *self.spec.try_lock().ok()?;
-        Some(ArmedCapture { spec, generation: self.generation.load(Ordering::Acquire) })
+    fn arm(&self, cache: &Cell<Option<ArmedCapture>>) -> Option<ArmedCapture> {
+        let generation = self.generation.load(Ordering::Acquire);
+        if let Some(c) = cache.get().filter(|c| c.generation == generation) {
+            return Some(c);
+        }
+        // Once per capture and worker; a worker that finds the lock held (a start in
+        // progress) takes it at its next batch.
+        let (spec, generation) = *self.spec.try_lock().ok()?;
+        let armed = ArmedCapture { spec, generation };
+        cache.set(Some(armed));
+        Some(armed)
     }
 
     /// Copy the packets of `batch` that `point` sees.
     #[cold]
-    pub fn offer(&self, armed: &ArmedCapture, point: CapturePoint, batch: &mut Batch) {
+    pub fn offer(&self, armed: &ArmedCapture, point: CapturePoint, batch: &Batch) {
         if armed.spec.point != point {
             return;
         }
-        for p in batch.iter_mut() {
+        for p in batch.iter() {
             let seen = match point {
                 CapturePoint::Rx => true,
                 CapturePoint::After(_) => p.meta.verdict == Verdict::Pass,
-                CapturePoint::Tx => matches!(p.meta.verdict, Verdict::Pass | Verdict::Tx),
+                // What is sent: to a port that exists (not the controller's, not no route).
+                CapturePoint::Tx => {
+                    matches!(p.meta.verdict, Verdict::Pass | Verdict::Tx)
+                        && p.meta.out_port < armed.spec.ports
+                }
                 CapturePoint::Drop => p.meta.verdict == Verdict::Drop,
             };
             if seen && !self.copy(armed, p) {
@@ -214,23 +302,30 @@ impl Capturer {
         }
     }
 
-    /// Copy a replica leaving by `port` (`tx` only).
+    /// Copy a replica leaving by its port (`tx` only).
     #[cold]
-    pub fn offer_replica(&self, armed: &ArmedCapture, p: &mut Packet) {
-        if armed.spec.point == CapturePoint::Tx {
+    pub fn offer_replica(&self, armed: &ArmedCapture, p: &Packet) {
+        if armed.spec.point == CapturePoint::Tx && p.meta.out_port < armed.spec.ports {
             self.copy(armed, p);
         }
     }
 
-    /// Copy `p` if it matches; false once the count is reached.
-    fn copy(&self, armed: &ArmedCapture, p: &mut Packet) -> bool {
+    /// Copy `p` if it matches; false once the count is reached or the capture changed.
+    fn copy(&self, armed: &ArmedCapture, p: &Packet) -> bool {
         let spec = &armed.spec;
         let port = if spec.point == CapturePoint::Tx { p.meta.out_port } else { p.meta.in_port };
-        if spec.port.is_some_and(|want| want != port) || !spec.selector.matches(&p.classify()) {
+        if spec.port.is_some_and(|want| want != port) {
             return true;
         }
-        if self.generation.load(Ordering::Acquire) != armed.generation {
-            return false; // a new capture started meanwhile
+        // Classified on a copy of its metadata: capturing never changes what stages see.
+        let mut meta = p.meta;
+        if !spec.selector.matches(&classify(p.data(), &mut meta)) {
+            return true;
+        }
+        if self.frames.is_full() {
+            // The reader is behind: counted, not copied, and the count is not used up.
+            self.lost.fetch_add(1, Ordering::Relaxed);
+            return true;
         }
         // Claim one of the remaining frames; another worker may take the last one first.
         let claim = |n: u64| n.checked_sub(1);
@@ -244,6 +339,7 @@ impl Capturer {
             out_port: p.meta.out_port,
             len: data.len() as u32,
             data: data[..data.len().min(spec.snaplen as usize)].to_vec(),
+            generation: armed.generation,
         };
         if self.frames.push(frame).is_err() {
             self.lost.fetch_add(1, Ordering::Relaxed);
@@ -285,11 +381,30 @@ mod tests {
     #[test]
     fn an_idle_capturer_is_not_armed_and_start_clamps() {
         let c = Capturer::default();
-        assert!(c.armed().is_none());
-        assert_eq!(c.start(CaptureSpec { snaplen: 0, ..Default::default() }, 0), MAX_COUNT);
-        let armed = c.armed().expect("armed");
-        assert_eq!(armed.spec.snaplen, 1);
-        c.stop();
-        assert!(c.armed().is_none());
+        let cache = Cell::new(None);
+        assert!(c.armed(&cache).is_none());
+        let (id, count) = c.start(CaptureSpec { snaplen: 0, ..Default::default() }, 0);
+        assert_eq!(count, MAX_COUNT);
+        let armed = c.armed(&cache).expect("armed");
+        assert_eq!((armed.spec.snaplen, armed.generation), (1, id));
+        c.stop(Some(id)).unwrap();
+        assert!(c.armed(&cache).is_none());
+    }
+
+    #[test]
+    fn a_capture_replaced_or_left_unread_stops_reporting() {
+        let c = Capturer::default();
+        let (first, _) = c.start(CaptureSpec::default(), 5);
+        let (second, _) = c.start(CaptureSpec::default(), 5);
+        assert_eq!(
+            c.read(Some(first), 10).unwrap_err(),
+            CaptureError::Replaced { ours: first, now: second }
+        );
+        assert!(c.stop(Some(first)).is_err(), "one reader cannot stop another's capture");
+        assert_eq!(c.read(Some(second), 10).unwrap().remaining, 5);
+        let now = hotplane_core::time::now_ns();
+        assert!(!c.expire(now), "just read");
+        assert!(c.expire(now + LEASE_NS + 1), "nobody read it for the lease");
+        assert!(c.armed(&Cell::new(None)).is_none());
     }
 }

@@ -105,6 +105,9 @@ impl Control {
                 kind.housekeeping();
             }
             if last_expire.elapsed() > Duration::from_millis(50) {
+                if self.obs.capturer.expire(hotplane_core::time::now_ns()) {
+                    tracing::info!("capture stopped: nobody read it for 2 s");
+                }
                 for r in self.receiver.expire(Instant::now()) {
                     tracing::warn!(reason = %r.reason, "{}", r.message);
                 }
@@ -452,16 +455,21 @@ impl Control {
                 );
                 match spec {
                     Ok(spec) => {
-                        let count = self.obs.capturer.start(spec, count);
-                        Response::ok(json!({"capturing": count}))
+                        let (id, count) = self.obs.capturer.start(spec, count);
+                        Response::ok(json!({"capturing": count, "id": id}))
                     }
                     Err(e) => Response::err(format!("capture: {e}")),
                 }
             }
-            Request::CaptureRead { max } => {
-                let (frames, remaining, lost) = self.obs.capturer.read(max.unwrap_or(1024));
+            Request::CaptureRead { max, id } => {
+                let read = match self.obs.capturer.read(id, max.unwrap_or(1024)) {
+                    Ok(read) => read,
+                    Err(e) => return Response::err(format!("capture: {e}")),
+                };
+                let (remaining, lost) = (read.remaining, read.lost);
                 let clock = wall_minus_monotonic_ns();
-                let frames: Vec<Value> = frames
+                let frames: Vec<Value> = read
+                    .frames
                     .into_iter()
                     .map(|f| {
                         json!({
@@ -476,10 +484,10 @@ impl Control {
                     "frames": frames, "remaining": remaining, "lost": lost, "ports": ports,
                 }))
             }
-            Request::CaptureStop {} => {
-                self.obs.capturer.stop();
-                Response::ok(json!("stopped"))
-            }
+            Request::CaptureStop { id } => match self.obs.capturer.stop(id) {
+                Ok(()) => Response::ok(json!("stopped")),
+                Err(e) => Response::err(format!("capture: {e}")),
+            },
             Request::Shutdown {} => {
                 self.shutdown.store(true, Ordering::Release);
                 Response::ok(json!("stopping"))
@@ -508,7 +516,6 @@ impl Control {
 const INTERNAL_ERROR: &str =
     "internal error (a bug: the node's log has the details; please report it)";
 
-/// Run `apply`, turning a panic into a refusal of the update `h` names.
 /// What to add to a CLOCK_MONOTONIC time to get the time of day (pcap's clock).
 fn wall_minus_monotonic_ns() -> i64 {
     let wall = std::time::SystemTime::now()
@@ -517,6 +524,7 @@ fn wall_minus_monotonic_ns() -> i64 {
     wall - hotplane_core::time::now_ns() as i64
 }
 
+/// Run `apply`, turning a panic into a refusal of the update `h` names.
 fn guarded(
     h: &hotplane_control::UpdateHeader,
     apply: impl FnOnce() -> Result<Installed, Refusal>,

@@ -265,6 +265,7 @@ impl Engine {
                 qsbr: qsbr.clone(),
                 tracer: obs.tracer.clone(),
                 capturer: obs.capturer.clone(),
+                capture_cache: Default::default(),
             };
             workers.push(spawn(format!("hotplane-w{w}"), move || worker.run())?);
         }

@@ -70,8 +70,9 @@ pub(crate) struct Worker {
     pub qsbr: Qsbr,
     /// `hotplane trace` (tested once per batch).
     pub tracer: Arc<crate::trace::Tracer>,
-    /// `hotplane capture` (tested once per batch).
+    /// `hotplane capture` (tested once per batch), and this worker's copy of its spec.
     pub capturer: Arc<crate::capture::Capturer>,
+    pub capture_cache: std::cell::Cell<Option<crate::capture::ArmedCapture>>,
 }
 
 /// How often ports get their slow checks, when the worker is idle.
@@ -249,7 +250,7 @@ impl Worker {
         self.stats.packets.add(batch.len() as u64);
         let mut cx = WorkerCx::new(self.id, now, guard);
         cx.replicas = replicas;
-        let capture = self.capturer.armed();
+        let capture = self.capturer.armed(&self.capture_cache);
         if let Some(c) = &capture {
             self.capturer.offer(c, CapturePoint::Rx, batch);
         }
@@ -320,7 +321,7 @@ impl Worker {
     /// Send the packets stages made; `replicas` is kept (emptied) for the next batch.
     #[cold]
     fn send_replicas(&mut self, mut replicas: Vec<Replica>, tx: &mut [Batch], now: u64) {
-        let capture = self.capturer.armed();
+        let capture = self.capturer.armed(&self.capture_cache);
         for r in replicas.drain(..) {
             let Some(mut p) = self.cache.alloc() else {
                 self.stats.dropped.add(1);
@@ -333,7 +334,7 @@ impl Worker {
             }
             p.meta.out_port = r.port;
             if let Some(c) = &capture {
-                self.capturer.offer_replica(c, &mut p);
+                self.capturer.offer_replica(c, &p);
             }
             self.stats.replicated.add(1);
             self.queue_tx(tx, p, now);

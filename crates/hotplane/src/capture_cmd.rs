@@ -3,7 +3,7 @@
 //! print a line per frame as tcpdump does, without stopping the data plane. The data plane
 //! pays for it only while a capture runs (`docs/observability.md`).
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use hotplane_control::api::{Client, Request};
 use hotplane_core::{classify, Meta};
 use hotplane_io::pcap::format::CaptureWriter;
@@ -55,9 +55,52 @@ enum Sink {
 }
 
 pub fn run(a: &CaptureArgs, socket: &std::path::Path) -> anyhow::Result<()> {
-    if !(a.duration >= 0.0 && a.duration.is_finite()) {
-        bail!("--duration: a number of seconds, 0 for no limit");
+    let limit = match a.duration {
+        0.0 => None,
+        d => Some(
+            Duration::try_from_secs_f64(d)
+                .map_err(|_| anyhow::anyhow!("--duration: a number of seconds, 0 for no limit"))?,
+        ),
+    };
+    let mut client = Client::connect(socket)?;
+    let started = client.call(&Request::CaptureStart {
+        point: a.point.clone(),
+        port: a.port.clone(),
+        selector: a.selector.clone(),
+        count: a.count,
+        snaplen: Some(a.snaplen),
+    })?;
+    let id = started["id"].as_u64();
+    // Whatever happens from here, the capture is stopped (the node also stops one nobody
+    // reads for 2 s).
+    let copied = copy_frames(a, &mut client, id, limit);
+    let stopped = client.call(&Request::CaptureStop { id });
+    let (copied, lost, mut sink) = copied?;
+    stopped?;
+    sink.flush()?;
+    let to_stdout = matches!(&a.write, Some(p) if p.as_os_str() == "-");
+    if !to_stdout {
+        let file = a.write.as_ref().map(|p| format!(" to {}", p.display())).unwrap_or_default();
+        eprintln!("hotplane capture: {copied} frame(s) copied{file}");
     }
+    if lost > 0 {
+        eprintln!(
+            "hotplane capture: {lost} frame(s) lost: the data plane copied faster than this \
+             reader took them (narrow it with --match or --port)"
+        );
+    }
+    Ok(())
+}
+
+/// Read frames into the sink until the count is reached, the time is up or a signal came;
+/// returns the frames copied, those lost, and the sink.
+fn copy_frames(
+    a: &CaptureArgs,
+    client: &mut Client,
+    id: Option<u64>,
+    limit: Option<Duration>,
+) -> anyhow::Result<(u64, u64, Sink)> {
+    // The file is made only once the node took the capture: a refused one leaves it alone.
     let mut sink = match &a.write {
         Some(path) => {
             let out: Box<dyn Write> = if path.as_os_str() == "-" {
@@ -71,20 +114,11 @@ pub fn run(a: &CaptureArgs, socket: &std::path::Path) -> anyhow::Result<()> {
         }
         None => Sink::Lines { json: a.json, first_ns: None, point: a.point.clone() },
     };
-    let mut client = Client::connect(socket)?;
-    let started = client.call(&Request::CaptureStart {
-        point: a.point.clone(),
-        port: a.port.clone(),
-        selector: a.selector.clone(),
-        count: a.count,
-        snaplen: Some(a.snaplen),
-    })?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let _ = signal_hook::flag::register(sig, stop.clone());
     }
-    let to_stdout = matches!(&a.write, Some(p) if p.as_os_str() == "-");
-    if !to_stdout {
+    if !matches!(&a.write, Some(p) if p.as_os_str() == "-") {
         let what = if a.count == 0 { "frames".to_string() } else { format!("{} frames", a.count) };
         eprintln!(
             "hotplane capture: copying {what} at {}{} (Ctrl-C stops)",
@@ -92,55 +126,38 @@ pub fn run(a: &CaptureArgs, socket: &std::path::Path) -> anyhow::Result<()> {
             a.port.as_ref().map(|p| format!(" of port {p}")).unwrap_or_default()
         );
     }
-    let want = started["capturing"].as_u64().unwrap_or(a.count);
     let begun = Instant::now();
-    let mut copied = 0u64;
-    let (mut lost, mut ports): (u64, Vec<String>);
+    let (mut copied, mut lost) = (0u64, 0u64);
+    let mut ports: Vec<String> = Vec::new();
+    let mut last_round = false;
     loop {
-        let answer = client.call(&Request::CaptureRead { max: None })?;
-        lost = answer["lost"].as_u64().unwrap_or(0);
-        ports = answer["ports"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|p| p.as_str().unwrap_or("?").to_string())
-            .collect();
+        let answer = client.call(&Request::CaptureRead { max: None, id })?;
+        lost = answer["lost"].as_u64().unwrap_or(lost);
+        if let Some(names) = answer["ports"].as_array() {
+            ports = names.iter().map(|p| p.as_str().unwrap_or("?").to_string()).collect();
+        }
         let frames = answer["frames"].as_array().cloned().unwrap_or_default();
         for f in &frames {
             copied += 1;
             sink.frame(f, &ports)?;
         }
-        let done = copied + lost >= want
-            || stop.load(Ordering::Relaxed)
-            || (a.duration > 0.0 && begun.elapsed() >= Duration::from_secs_f64(a.duration));
-        if done {
+        if last_round {
             break;
         }
-        if frames.is_empty() {
+        // Over: the count reached and every frame read; or the time, or a signal (then one
+        // more read for frames copied meanwhile).
+        let over = answer["remaining"].as_u64() == Some(0) && frames.is_empty();
+        let out_of_time = limit.is_some_and(|l| begun.elapsed() >= l);
+        if over {
+            break;
+        }
+        last_round = out_of_time || stop.load(Ordering::Relaxed);
+        if frames.is_empty() && !last_round {
             sink.flush()?;
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-    client.call(&Request::CaptureStop {})?;
-    // Frames copied between the last read and the stop.
-    let answer = client.call(&Request::CaptureRead { max: None })?;
-    for f in answer["frames"].as_array().into_iter().flatten() {
-        copied += 1;
-        sink.frame(f, &ports)?;
-    }
-    lost = answer["lost"].as_u64().unwrap_or(lost);
-    sink.flush()?;
-    if !to_stdout {
-        let file = a.write.as_ref().map(|p| format!(" to {}", p.display())).unwrap_or_default();
-        eprintln!("hotplane capture: {copied} frame(s) copied{file}");
-    }
-    if lost > 0 {
-        eprintln!(
-            "hotplane capture: {lost} frame(s) lost: the data plane copied faster than this \
-             reader took them (narrow it with --match or --port)"
-        );
-    }
-    Ok(())
+    Ok((copied, lost, sink))
 }
 
 impl Sink {

@@ -345,9 +345,22 @@ pub fn push(socket: &Path, op: PushOp, json: bool) -> anyhow::Result<()> {
 }
 
 /// An update's acknowledgements for people: what was applied, at which version. A refusal is
-/// said by the error that follows (`refused_update`); fragments received are not news.
+/// said by the error that follows (`refused_update`); fragments received are not news unless
+/// nothing else came.
 fn print_acks(acks: &serde_json::Value) {
-    for a in acks.as_array().into_iter().flatten().filter(|a| a["status"] == "applied") {
+    let acks: Vec<&serde_json::Value> = acks.as_array().into_iter().flatten().collect();
+    let decided = acks.iter().any(|a| a["status"] == "applied" || a["status"] == "refused");
+    if !decided {
+        match acks.last() {
+            Some(a) => println!(
+                "{}: {} datagram(s) received",
+                a["status"].as_str().unwrap_or("?"),
+                a["received"]
+            ),
+            None => println!("sent (the node does not acknowledge it)"),
+        }
+    }
+    for a in acks.iter().filter(|a| a["status"] == "applied") {
         let message = a["message"].as_str().filter(|m| !m.is_empty());
         println!(
             "applied: version {} (update {}, key {}){}",
@@ -501,28 +514,48 @@ pub fn submit_update(
 
 /// Options many commands share may also come before the command, as `--socket` can:
 /// `hotplane --json push stats`, `hotplane --key-file k.hex lua update f.lua ...`. They are
-/// moved behind it, where the commands that take them read them (and the others refuse them).
-pub fn hoist_shared_options(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+/// moved behind the command's name (its deepest subcommand in `cli`), where the commands that
+/// take them read them; where no command on the way takes one, it stays, and is refused.
+pub fn hoist_shared_options(
+    args: impl IntoIterator<Item = OsString>,
+    cli: &clap::Command,
+) -> Vec<OsString> {
     let mut args: Vec<OsString> = args.into_iter().collect();
-    let mut hoisted = Vec::new();
+    let mut hoisted: Vec<(&str, Vec<OsString>)> = Vec::new();
     let mut i = 1;
     while let Some(arg) = args.get(i).and_then(|a| a.to_str()) {
         if !arg.starts_with('-') || arg == "--" {
             break; // the command
         }
         match arg {
-            "--json" => hoisted.push(args.remove(i)),
+            "--json" => hoisted.push(("json", vec![args.remove(i)])),
             "--key-file" if i + 1 < args.len() => {
-                hoisted.push(args.remove(i));
-                hoisted.push(args.remove(i));
+                let flag = args.remove(i);
+                hoisted.push(("key-file", vec![flag, args.remove(i)]));
             }
-            a if a.starts_with("--key-file=") => hoisted.push(args.remove(i)),
+            a if a.starts_with("--key-file=") => hoisted.push(("key-file", vec![args.remove(i)])),
             // `--socket PATH` stays: clap reads it anywhere.
             "--socket" => i += 2,
             _ => i += 1,
         }
     }
-    args.extend(hoisted);
+    // The command's path: its name and subcommands' names, up to the first other word.
+    let mut path = vec![cli];
+    while let Some(sub) = args
+        .get(i)
+        .and_then(|a| a.to_str())
+        .and_then(|name| path.last().and_then(|c| c.find_subcommand(name)))
+    {
+        path.push(sub);
+        i += 1;
+    }
+    for (name, words) in hoisted.into_iter().rev() {
+        let taken = path[1..].iter().any(|c| c.get_arguments().any(|a| a.get_long() == Some(name)));
+        let at = if taken { i } else { 1 };
+        for (k, w) in words.into_iter().enumerate() {
+            args.insert(at + k, w);
+        }
+    }
     args
 }
 
@@ -585,24 +618,58 @@ mod tests {
 #[cfg(test)]
 mod shared_option_tests {
     use super::hoist_shared_options;
+    use clap::{Arg, ArgAction, Command};
+
+    /// A command line shaped as hotplane's: `push` with a `--json` for all its subcommands,
+    /// `cli` taking words, `lua update` with `--key-file`, `switch` with neither.
+    fn cli() -> Command {
+        let json = || Arg::new("json").long("json").action(ArgAction::SetTrue);
+        Command::new("hotplane")
+            .arg(Arg::new("socket").long("socket").global(true))
+            .subcommand(
+                Command::new("push").arg(json().global(true)).subcommand(Command::new("stats")),
+            )
+            .subcommand(Command::new("cli").arg(json()).arg(Arg::new("words").num_args(0..)))
+            .subcommand(
+                Command::new("lua").subcommand(
+                    Command::new("update")
+                        .arg(Arg::new("file"))
+                        .arg(Arg::new("key-file").long("key-file")),
+                ),
+            )
+            .subcommand(
+                Command::new("switch")
+                    .arg(Arg::new("rest").num_args(0..).allow_hyphen_values(true)),
+            )
+    }
 
     fn hoist(args: &str) -> String {
-        let out = hoist_shared_options(args.split(' ').map(std::ffi::OsString::from));
+        let out = hoist_shared_options(args.split(' ').map(std::ffi::OsString::from), &cli());
         out.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
     }
 
     #[test]
-    fn shared_options_before_the_command_move_behind_it() {
+    fn shared_options_before_the_command_move_behind_its_name() {
         assert_eq!(hoist("hotplane --json push stats"), "hotplane push stats --json");
         assert_eq!(
-            hoist("hotplane --socket s --key-file k.hex lua update f.lua"),
-            "hotplane --socket s lua update f.lua --key-file k.hex"
+            hoist("hotplane --json cli counter_read C 0"),
+            "hotplane cli --json counter_read C 0"
         );
-        assert_eq!(hoist("hotplane --key-file=k push slots"), "hotplane push slots --key-file=k");
+        assert_eq!(
+            hoist("hotplane --socket s --key-file k.hex lua update f.lua"),
+            "hotplane --socket s lua update --key-file k.hex f.lua"
+        );
+        assert_eq!(
+            hoist("hotplane --key-file=k lua update f"),
+            "hotplane lua update --key-file=k f"
+        );
+        // No command on the way takes it: it stays where it was (and clap refuses it there),
+        // never handed to a command that passes words on.
+        assert_eq!(hoist("hotplane --json switch -x"), "hotplane --json switch -x");
         // Behind the command they are the command's own; a value that looks like an option
         // (`--socket --json`) is the socket's.
         assert_eq!(hoist("hotplane push --json stats"), "hotplane push --json stats");
-        assert_eq!(hoist("hotplane --socket --json x"), "hotplane --socket --json x");
+        assert_eq!(hoist("hotplane --socket --json push"), "hotplane --socket --json push");
         assert_eq!(hoist("hotplane --key-file"), "hotplane --key-file");
     }
 }

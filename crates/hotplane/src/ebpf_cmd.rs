@@ -309,7 +309,28 @@ pub fn map(socket: &Path, json: bool, op: MapOp) -> anyhow::Result<()> {
         MapOp::Lookup { map, key } => Request::EbpfMapLookup { map, key },
     };
     let v = Client::connect(socket)?.call(&req)?;
-    if !list || json {
+    if json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    if let Some(entries) = v["entries"].as_array() {
+        // As bpftool map dump: a line per entry, then the count.
+        entries.iter().for_each(print_entry);
+        println!("Found {} element(s)", entries.len());
+        return Ok(());
+    }
+    if v.get("key").is_some() {
+        match v.get("value").is_some_and(|x| x.is_null()) {
+            true => println!("key {}: not found", v["key"].as_str().unwrap_or("?")),
+            false => print_entry(&v),
+        }
+        return Ok(());
+    }
+    if let Some(text) = v.as_str() {
+        println!("{text}");
+        return Ok(());
+    }
+    if !list {
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
@@ -333,6 +354,31 @@ pub fn map(socket: &Path, json: bool, op: MapOp) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One map entry for people: the key and value(s) as the object's BTF shows them, else as
+/// bytes (`key: 01 00 00 00  value: 07 00 00 00`).
+fn print_entry(e: &serde_json::Value) {
+    let bytes = |v: &serde_json::Value| {
+        let h = v.as_str().unwrap_or_default();
+        let pairs: Vec<&str> = (0..h.len() / 2).filter_map(|i| h.get(2 * i..2 * i + 2)).collect();
+        pairs.join(" ")
+    };
+    let f = &e["formatted"];
+    let shown = |formatted: &serde_json::Value, raw: &serde_json::Value| match formatted {
+        serde_json::Value::Null => bytes(raw),
+        v => v.to_string(),
+    };
+    let key = shown(&f["key"], &e["key"]);
+    match e["values"].as_array() {
+        Some(values) => {
+            println!("key: {key}");
+            for (cpu, raw) in values.iter().enumerate() {
+                println!("  worker {cpu}: {}", shown(&f["values"][cpu], raw));
+            }
+        }
+        None => println!("key: {key}  value: {}", shown(&f["value"], &e["value"])),
+    }
+}
+
 #[derive(clap::Subcommand)]
 pub enum ProgCmd {
     /// Every running program: target, version, name, engine, size, packets.
@@ -345,12 +391,30 @@ pub enum ProgCmd {
         form: String,
         target: String,
     },
+    /// Time the programs' runs from now on (`on`), stop (`off`), or say whether they are
+    /// timed: `run_time_ns`, `run_cnt` and ns per packet in list and show, as bpftool shows
+    /// them with `kernel.bpf_stats_enabled`. Costs two clock reads per batch and program.
+    Stats {
+        #[arg(value_parser = ["on", "off"])]
+        state: Option<String>,
+    },
 }
 
 /// `hotplane ebpf prog list|show|dump`.
 pub fn prog(socket: &Path, json: bool, op: ProgCmd) -> anyhow::Result<()> {
     let mut client = Client::connect(socket)?;
+    if let ProgCmd::Stats { state } = &op {
+        let enable = state.as_deref().map(|s| s == "on");
+        let v = client.call(&Request::EbpfProgStats { enable })?;
+        match json {
+            true => println!("{v}"),
+            false if v["timing"] == true => println!("timing eBPF runs: on"),
+            false => println!("timing eBPF runs: off"),
+        }
+        return Ok(());
+    }
     let (v, form) = match &op {
+        ProgCmd::Stats { .. } => unreachable!("answered above"),
         ProgCmd::List | ProgCmd::Show { .. } => (client.call(&Request::EbpfProgs {})?, None),
         ProgCmd::Dump { form, target } => {
             let req = Request::EbpfProgDump { target: target.clone(), form: form.clone() };
@@ -370,7 +434,7 @@ pub fn prog(socket: &Path, json: bool, op: ProgCmd) -> anyhow::Result<()> {
                 ),
             }
         }
-        ProgCmd::Dump { .. } => vec![v],
+        ProgCmd::Dump { .. } | ProgCmd::Stats { .. } => vec![v],
     };
     if json {
         let out = if matches!(op, ProgCmd::List) {
@@ -383,12 +447,12 @@ pub fn prog(socket: &Path, json: bool, op: ProgCmd) -> anyhow::Result<()> {
     }
     if matches!(op, ProgCmd::List) {
         println!(
-            "{:<12} {:>7} {:<16} {:<6} {:>6} {:>8} {:>12}  origin",
-            "target", "version", "name", "engine", "insns", "jited", "packets"
+            "{:<12} {:>7} {:<16} {:<6} {:>6} {:>8} {:>12} {:>8}  origin",
+            "target", "version", "name", "engine", "insns", "jited", "packets", "ns/pkt"
         );
         for p in &progs {
             println!(
-                "{:<12} {:>7} {:<16} {:<6} {:>6} {:>8} {:>12}  {}",
+                "{:<12} {:>7} {:<16} {:<6} {:>6} {:>8} {:>12} {:>8}  {}",
                 p["target"].as_str().unwrap_or("?"),
                 p["version"].as_u64().unwrap_or(0),
                 p["name"].as_str().unwrap_or("?"),
@@ -396,6 +460,7 @@ pub fn prog(socket: &Path, json: bool, op: ProgCmd) -> anyhow::Result<()> {
                 p["insns"].as_u64().unwrap_or(0),
                 p["jited_bytes"].as_u64().unwrap_or(0),
                 p["runs"].as_u64().unwrap_or(0),
+                per_packet(p),
                 p["origin"].as_str().unwrap_or("?"),
             );
         }
@@ -439,10 +504,23 @@ pub fn prog(socket: &Path, json: bool, op: ProgCmd) -> anyhow::Result<()> {
         count("aborted"),
         count("invalid")
     );
+    match p["ns_per_packet"].as_f64() {
+        Some(ns) => println!(
+            "  run time: {ns} ns per packet ({} ns over {} packets timed)",
+            num("run_time_ns"),
+            num("run_cnt")
+        ),
+        None => println!("  run time: not timed (`hotplane ebpf prog stats on`)"),
+    }
     if let Some(form) = form {
         println!("{}", p[form].as_str().unwrap_or_default());
     }
     Ok(())
+}
+
+/// A program's run time per packet for the list, `-` until runs are timed.
+fn per_packet(p: &serde_json::Value) -> String {
+    p["ns_per_packet"].as_f64().map_or_else(|| "-".into(), |ns| format!("{ns:.1}"))
 }
 
 /// `hotplane ebpf update FILE --target T`: the file as an authenticated update (kind chosen

@@ -1,6 +1,6 @@
 //! The `hotplane` command line.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use hotplane::cli;
 use std::path::PathBuf;
 
@@ -598,7 +598,8 @@ fn main() {
         }
         return;
     }
-    if let Err(e) = dispatch(Cli::parse_from(cli::hoist_shared_options(std::env::args_os()))) {
+    let args = cli::hoist_shared_options(std::env::args_os(), &Cli::command());
+    if let Err(e) = dispatch(Cli::parse_from(args)) {
         eprintln!("hotplane: error: {e:#}");
         std::process::exit(1);
     }

@@ -60,8 +60,10 @@ fn capture_copies_what_arrives_leaves_and_is_dropped() {
 
     // As they arrive on p0: the generator's frames, unchanged.
     let rx = dir.join("rx.pcap");
-    let (ok, _, err) =
-        capture(&sock, &["--port", "p0", "--count", "5", "-w", rx.to_str().unwrap()]);
+    let (ok, _, err) = capture(
+        &sock,
+        &["--port", "p0", "--count", "5", "--duration", "60", "-w", rx.to_str().unwrap()],
+    );
     assert!(ok, "{err}");
     assert!(err.contains("5 frame(s) copied"), "{err}");
     let got = frames(&std::fs::read(&rx).unwrap());
@@ -73,7 +75,8 @@ fn capture_copies_what_arrives_leaves_and_is_dropped() {
     }
 
     // As they leave by port 1 (pcap on stdout): rewritten by ipv4_forward.
-    let (ok, out, err) = capture(&sock, &["--point", "tx", "--port", "1", "-c", "3", "-w", "-"]);
+    let (ok, out, err) =
+        capture(&sock, &["--point", "tx", "--port", "1", "-c", "3", "--duration", "60", "-w", "-"]);
     assert!(ok, "{err}");
     let got = frames(&out);
     assert_eq!(got.len(), 3);
@@ -83,7 +86,7 @@ fn capture_copies_what_arrives_leaves_and_is_dropped() {
     }
 
     // What the program drops: only p1's frames, one line each.
-    let (ok, out, err) = capture(&sock, &["--point", "drop", "-c", "2"]);
+    let (ok, out, err) = capture(&sock, &["--point", "drop", "-c", "2", "--duration", "60"]);
     assert!(ok, "{err}");
     let out = String::from_utf8(out).unwrap();
     assert_eq!(out.lines().count(), 2, "{out}");
@@ -93,8 +96,10 @@ fn capture_copies_what_arrives_leaves_and_is_dropped() {
     );
 
     // A snap length keeps the start of each frame and its length on the wire.
-    let (ok, out, err) =
-        capture(&sock, &["--match", "dst=10.0.9.9", "-s", "20", "-c", "1", "-w", "-"]);
+    let (ok, out, err) = capture(
+        &sock,
+        &["--match", "dst=10.0.9.9", "-s", "20", "-c", "1", "--duration", "60", "-w", "-"],
+    );
     assert!(ok, "{err}");
     let got = frames(&out);
     assert_eq!(got.len(), 1);
@@ -104,15 +109,16 @@ fn capture_copies_what_arrives_leaves_and_is_dropped() {
     // Refusals name what is accepted, and leave the data plane as it was.
     let (ok, _, err) = capture(&sock, &["--point", "ingress", "-c", "1"]);
     assert!(!ok && err.contains("one of rx, tx, drop"), "{err}");
-    let (ok, _, err) = capture(&sock, &["--port", "p9", "-c", "1"]);
+    let (ok, _, err) = capture(&sock, &["--port", "p9", "-c", "1", "-w", rx.to_str().unwrap()]);
     assert!(!ok && err.contains("no port `p9` (ports: p0, p1)"), "{err}");
+    assert_eq!(frames(&std::fs::read(&rx).unwrap()).len(), 5, "a refused capture leaves the file");
     let (ok, _, err) = capture(&sock, &["--match", "dport=x", "-c", "1"]);
     assert!(!ok && err.contains("dport"), "{err}");
     let (ok, out, err) = capture(&sock, &["--point", "mid", "-c", "1", "--duration", "0.3"]);
     assert!(ok && out.is_empty(), "no stage at mid, nothing passes it: {err}");
     assert!(err.contains("0 frame(s) copied"), "{err}");
 
-    let (ok, _, err) = capture(&sock, &["--port", "p0", "-c", "1", "-w", "-"]);
+    let (ok, _, err) = capture(&sock, &["--port", "p0", "-c", "1", "--duration", "60", "-w", "-"]);
     assert!(ok, "still forwarding after the refusals: {err}");
     let o = Command::new(env!("CARGO_BIN_EXE_hotplane"))
         .args(["push", "--socket", sock.to_str().unwrap(), "shutdown"])

@@ -644,6 +644,28 @@ fn ebpf_map_and_prog_lists_are_tables_at_the_terminal() {
     assert_eq!(json[0]["name"], "xdp_count/proto_count");
     let progs = hotplane(&["ebpf", "prog", "list"]);
     assert!(progs.lines().any(|l| l.starts_with("pre ") && l.contains("xdp_count")), "{progs}");
+
+    // Run time per packet, as bpftool shows it with kernel.bpf_stats_enabled: off by default,
+    // counted once switched on, kept (not counted further) once off.
+    let show = |what: &str| -> serde_json::Value {
+        serde_json::from_str(&hotplane(&["ebpf", "prog", "show", what, "--json"])).unwrap()
+    };
+    assert!(hotplane(&["ebpf", "prog", "stats"]).contains("timing eBPF runs: off"));
+    assert_eq!(show("pre")["run_cnt"], 0);
+    assert!(show("pre")["ns_per_packet"].is_null());
+    assert!(hotplane(&["ebpf", "prog", "stats", "on"]).contains("on"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while show("pre")["run_cnt"].as_u64() < Some(10) {
+        assert!(std::time::Instant::now() < deadline, "no run timed: {}", show("pre"));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let timed = show("pre");
+    assert!(timed["run_time_ns"].as_u64() > Some(0) && timed["ns_per_packet"].as_f64() > Some(0.0));
+    assert!(hotplane(&["ebpf", "prog", "show", "pre"]).contains("ns per packet"));
+    hotplane(&["ebpf", "prog", "stats", "off"]);
+    let kept = show("pre")["run_cnt"].clone();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(show("pre")["run_cnt"], kept, "not counted while off");
     hotplane(&["push", "shutdown"]);
     assert!(child.0.wait().unwrap().success());
 }

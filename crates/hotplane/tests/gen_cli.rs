@@ -83,6 +83,8 @@ fn tcp_icmp_streams_and_a_replayed_capture() {
         (vec!["--tcp-flags", "SYN"], "--tcp-flags SYN"),
         (vec!["--stream", "proto=tcp,speed=1"], "--stream proto=tcp,speed=1: unknown key `speed`"),
         (vec!["--rates", "1000,-5"], "--rates: -5"),
+        (vec!["--rate", "1e20"], "rate_pps = 100000000000000000000: from 0.001"),
+        (vec!["--pcap", "x.pcap", "--rate-mbps", "5"], "--rate-mbps: not with --pcap"),
         (vec!["--proto", "tcp", "--size", "64"], "--size 64: below 72 bytes"),
         (vec!["--pcap", "/nonexistent.pcap"], "gen.pcap = \"/nonexistent.pcap\""),
     ] {

@@ -1,8 +1,10 @@
 //! Just enough BTF to read BTF-defined maps: the `.maps` data section's variables, their
 //! struct types, and the `__uint(name, N)` (pointer to an array of N) and `__type(name, T)`
-//! (pointer to T) members libbpf's macros produce. Every read is bounds-checked: the input is
+//! (pointer to T) members libbpf's macros produce; and the layout of a key or value type, to
+//! show entries as bpftool's `formatted` does. Every read is bounds-checked: the input is
 //! untrusted.
 
+use crate::maps::layout::{Field, Layout, MAX_NODES};
 use std::collections::HashMap;
 
 const MAGIC: u16 = 0xeb9f;
@@ -35,6 +37,8 @@ struct Type {
     name_off: u32,
     kind: u32,
     vlen: u32,
+    /// Struct members carry bitfield sizes; enums are signed.
+    kind_flag: bool,
     /// `size` or `type`, by kind.
     size_or_type: u32,
     /// Offset of the kind-specific data in the type section.
@@ -47,11 +51,11 @@ pub struct Btf<'a> {
     strings: &'a [u8],
 }
 
-/// A map member of a `.maps` struct: either a number (`__uint`) or a type's size (`__type`).
+/// A map member of a `.maps` struct: either a number (`__uint`) or a type (`__type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Member {
     Number(u32),
-    TypeSize(u32),
+    Type { id: u32, size: u32 },
 }
 
 /// What is wrong with a `.BTF` section.
@@ -89,6 +93,8 @@ pub enum BtfError {
     NotAVariable { section: String, entry: usize },
     #[error("a .maps variable must be a struct")]
     MapNotStruct,
+    #[error("BTF type has more than {MAX_NODES} parts")]
+    TooLarge,
 }
 
 fn u32_at(b: &[u8], at: usize) -> Result<u32, BtfError> {
@@ -114,7 +120,9 @@ impl<'a> Btf<'a> {
         };
         let type_data = section(type_off, type_len)?;
         let strings = section(str_off, str_len)?;
-        let mut types = vec![Type { name_off: 0, kind: 0, vlen: 0, size_or_type: 0, extra: 0 }];
+        let void =
+            Type { name_off: 0, kind: 0, vlen: 0, kind_flag: false, size_or_type: 0, extra: 0 };
+        let mut types = vec![void];
         let mut at = 0;
         while at < type_data.len() {
             let name_off = u32_at(type_data, at)?;
@@ -131,7 +139,8 @@ impl<'a> Btf<'a> {
                 ENUM | FUNC_PROTO => 8 * vlen as usize,
                 k => return Err(BtfError::UnknownKind { id: types.len(), kind: k }),
             };
-            types.push(Type { name_off, kind, vlen, size_or_type, extra });
+            let kind_flag = info >> 31 != 0;
+            types.push(Type { name_off, kind, vlen, kind_flag, size_or_type, extra });
             at = extra + extra_len;
         }
         if at > type_data.len() {
@@ -238,7 +247,7 @@ impl<'a> Btf<'a> {
                     {
                         Member::Number(u32_at(self.type_data, p.extra + 8)?)
                     } else {
-                        Member::TypeSize(self.size_of(pointee)?)
+                        Member::Type { id: pointee, size: self.size_of(pointee)? }
                     }
                 }
                 _ => continue,
@@ -246,5 +255,81 @@ impl<'a> Btf<'a> {
             out.insert(name, member);
         }
         Ok(out)
+    }
+
+    /// The layout of type `id` (a map's key or value), for showing entries.
+    pub fn layout(&self, id: u32) -> Result<Layout, BtfError> {
+        let mut nodes = 0;
+        self.layout_depth(id, 0, &mut nodes)
+    }
+
+    fn layout_depth(&self, id: u32, depth: usize, nodes: &mut usize) -> Result<Layout, BtfError> {
+        if depth > MAX_DEPTH {
+            return Err(BtfError::TooDeep);
+        }
+        *nodes += 1;
+        if *nodes > MAX_NODES {
+            return Err(BtfError::TooLarge);
+        }
+        let id = self.resolve(id)?;
+        let t = self.ty(id)?.clone();
+        let size = t.size_or_type;
+        Ok(match t.kind {
+            INT => {
+                let enc = u32_at(self.type_data, t.extra)?;
+                let (encoding, offset, bits) = ((enc >> 24) & 0xf, (enc >> 16) & 0xff, enc & 0xff);
+                if offset != 0 || bits != 8 * size {
+                    Layout::Opaque { size }
+                } else {
+                    let (signed, char, boolean) =
+                        (encoding & 1 != 0, encoding & 2 != 0, encoding & 4 != 0);
+                    Layout::Int { size, signed, boolean, char }
+                }
+            }
+            ENUM | ENUM64 => {
+                let wide = t.kind == ENUM64;
+                let step = if wide { 12 } else { 8 };
+                let mut names = Vec::with_capacity(t.vlen as usize);
+                for k in 0..t.vlen as usize {
+                    *nodes += 1;
+                    if *nodes > MAX_NODES {
+                        return Err(BtfError::TooLarge);
+                    }
+                    let at = t.extra + step * k;
+                    let name = self.name(u32_at(self.type_data, at)?)?.to_string();
+                    let lo = u32_at(self.type_data, at + 4)?;
+                    let value = match (wide, t.kind_flag) {
+                        (true, _) => {
+                            ((u32_at(self.type_data, at + 8)? as u64) << 32 | lo as u64) as i64
+                        }
+                        (false, true) => lo as i32 as i64,
+                        (false, false) => lo as i64,
+                    };
+                    names.push((name, value));
+                }
+                Layout::Enum { size, signed: t.kind_flag, names }
+            }
+            STRUCT | UNION => {
+                let mut fields = Vec::with_capacity(t.vlen as usize);
+                for k in 0..t.vlen as usize {
+                    let at = t.extra + 12 * k;
+                    let name = self.name(u32_at(self.type_data, at)?)?.to_string();
+                    let member = u32_at(self.type_data, at + 4)?;
+                    let offset = u32_at(self.type_data, at + 8)?;
+                    let (bit_offset, bits) =
+                        if t.kind_flag { (offset & 0xff_ffff, offset >> 24) } else { (offset, 0) };
+                    let layout = self.layout_depth(member, depth + 1, nodes)?;
+                    let name = if name.is_empty() { format!("(anon {k})") } else { name };
+                    fields.push(Field { name, bit_offset, bits, layout });
+                }
+                Layout::Struct { size, fields }
+            }
+            ARRAY => {
+                let elem = u32_at(self.type_data, t.extra)?;
+                let len = u32_at(self.type_data, t.extra + 8)?;
+                Layout::Array { elem: Box::new(self.layout_depth(elem, depth + 1, nodes)?), len }
+            }
+            _ => Layout::Opaque { size: self.size_of(id).unwrap_or(0) },
+        })
     }
 }

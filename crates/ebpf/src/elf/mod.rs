@@ -13,6 +13,7 @@ pub use btf::BtfError;
 pub use error::ElfError;
 
 use crate::insn::{op, pseudo, Insn};
+use crate::maps::layout::MapLayout;
 use crate::maps::{MapDef, MapKind};
 use crate::program::{MapSpec, ProgramSpec};
 use object::{
@@ -20,6 +21,7 @@ use object::{
     SymbolKind, SymbolSection,
 };
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 const EM_BPF: u16 = 247;
 /// `R_BPF_64_64`: the 64-bit immediate of an `lddw`.
@@ -39,11 +41,14 @@ pub struct ProgramInfo {
 }
 
 /// What kind of section a map lives in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum MapSection {
     Legacy,
-    Btf,
-    Data { read_only: bool },
+    /// With the layout of its key and value, when BTF describes them.
+    Btf(Option<Arc<MapLayout>>),
+    Data {
+        read_only: bool,
+    },
 }
 
 struct Sec<'d> {
@@ -196,7 +201,7 @@ impl<'d> ElfObject<'d> {
                         _ => None,
                     };
                     let size = |k: &str, explicit: &str| match (m.get(k), num(explicit)) {
-                        (Some(btf::Member::TypeSize(s)), _) => Some(*s),
+                        (Some(btf::Member::Type { size, .. }), _) => Some(*size),
                         (_, Some(n)) => Some(n),
                         _ => None,
                     };
@@ -220,7 +225,20 @@ impl<'d> ElfObject<'d> {
                         max_entries: num("max_entries")
                             .ok_or_else(|| missing(&name, "max_entries"))?,
                     };
-                    found.push((si, sym.address(), name, def, MapSection::Btf));
+                    // Shown only where BTF's type is the size the map has.
+                    let layout_of = |k: &str, size: u32| match m.get(k) {
+                        Some(btf::Member::Type { id, .. }) => {
+                            btf.layout(*id).ok().filter(|l| l.size() == size as u64)
+                        }
+                        _ => None,
+                    };
+                    let layout = MapLayout {
+                        key: layout_of("key", def.key_size),
+                        value: layout_of("value", def.value_size),
+                    };
+                    let layout =
+                        (layout.key.is_some() || layout.value.is_some()).then(|| Arc::new(layout));
+                    found.push((si, sym.address(), name, def, MapSection::Btf(layout)));
                 }
                 _ => {}
             }
@@ -262,7 +280,11 @@ impl<'d> ElfObject<'d> {
                 _ => None,
             };
             let reinit = matches!(kind, MapSection::Data { read_only: true });
-            self.maps.push(MapSpec { name, def, init, reinit });
+            let layout = match kind {
+                MapSection::Btf(layout) => layout,
+                _ => None,
+            };
+            self.maps.push(MapSpec { name, def, init, reinit, layout });
             if off == u64::MAX {
                 self.data_map.insert(si, idx);
             } else {

@@ -9,12 +9,14 @@
 //! `lddw rX, map` to that address); the control plane uses the `*_copy` methods.
 
 mod hash;
+pub mod layout;
 mod lpm;
 
 use hash::HashStore;
 use lpm::LpmStore;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
 
 /// Slots of a hash map of `max_entries` (the bound of a `map_entry` slot index).
 pub fn hash_slots(max_entries: u32) -> usize {
@@ -295,6 +297,8 @@ pub struct Map {
     /// Some program loaded with this map stores into its values in place (no update counts
     /// that): its values are never folded into code (`crate::chain::mapconst`).
     values_stored: std::sync::atomic::AtomicBool,
+    /// How keys and values look (BTF), for the control plane's listings only.
+    layout: std::sync::Mutex<Option<Arc<layout::MapLayout>>>,
 }
 
 /// Writes begun and ended, counted around every update and delete of a shared hash map: a
@@ -405,7 +409,17 @@ impl Map {
             busy: AtomicU64::new(0),
             writes: WriteCount::default(),
             values_stored: std::sync::atomic::AtomicBool::new(false),
+            layout: std::sync::Mutex::new(None),
         })
+    }
+
+    /// How its keys and values look, as the newest program that described them said.
+    pub fn layout(&self) -> Option<Arc<layout::MapLayout>> {
+        self.layout.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn set_layout(&self, layout: Option<Arc<layout::MapLayout>>) {
+        *self.layout.lock().unwrap_or_else(|e| e.into_inner()) = layout;
     }
 
     /// A program that stores into this map's values was loaded: from now on the values are not

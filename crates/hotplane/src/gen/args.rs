@@ -4,7 +4,7 @@
 use super::{GenOpts, IfKind, Iface};
 use crate::cli;
 use anyhow::{anyhow, bail};
-use hotplane_io::mem::{parse_tcp_flags, GenSpec, Proto, Vary};
+use hotplane_io::mem::{check_rate, parse_tcp_flags, GenSpec, Proto, Vary, MAX_RATE, MIN_RATE};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
@@ -140,9 +140,12 @@ impl GenArgs {
             pcap: self.pcap.clone(),
             ..Default::default()
         };
+        if self.pcap.is_some() && self.rate_mbps.is_some() {
+            bail!("--rate-mbps: not with --pcap (its frames' sizes vary); give --rate in packets per second");
+        }
         if let Some(first_rate) = self.rates.first() {
-            if let Some(bad) = self.rates.iter().find(|r| !(r.is_finite() && **r > 0.0)) {
-                bail!("--rates: {bad} is not a positive number of packets per second");
+            if let Some(bad) = self.rates.iter().find(|r| check_rate(**r).is_err()) {
+                bail!("--rates: {bad} is not a rate the pacer holds ({MIN_RATE} to {MAX_RATE:e} packets per second)");
             }
             if !(self.step.is_finite() && self.step > 0.0) {
                 bail!("--step: a positive number of seconds");

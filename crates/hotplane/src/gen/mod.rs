@@ -271,7 +271,7 @@ pub fn run(o: &GenOpts) -> anyhow::Result<Value> {
             let sent = tally();
             let last_step = step + 1 == o.steps.len();
             match o.steps.get(step + 1) {
-                Some(&next) => gens[0].set_rate(Some(next)),
+                Some(&next) => gens[0].set_rate(Some(next))?,
                 None => gens[0].pause(),
             }
             let secs = step_t.elapsed().as_secs_f64();

@@ -21,6 +21,19 @@ pub enum Proto {
     Icmp,
 }
 
+/// The slowest and fastest rates a generator paces (packets per second).
+pub const MIN_RATE: f64 = 1e-3;
+pub const MAX_RATE: f64 = 1e10;
+
+/// A rate the pacer can hold: finite, from [`MIN_RATE`] to [`MAX_RATE`].
+pub fn check_rate(pps: f64) -> Result<f64, GenSpecError> {
+    if (MIN_RATE..=MAX_RATE).contains(&pps) {
+        Ok(pps)
+    } else {
+        Err(GenSpecError::Rate(pps))
+    }
+}
+
 /// TCP flags written as tcpdump shows them: `S` (SYN), `A` (ACK), `F`, `R`, `P`, `U`, or `.`
 /// for none; `SA` is SYN+ACK.
 pub fn parse_tcp_flags(text: &str) -> Result<u8, GenSpecError> {
@@ -207,9 +220,7 @@ impl GenSpec {
         }
         parse_tcp_flags(&self.tcp_flags)?;
         if let Some(r) = self.rate_pps {
-            if !(r.is_finite() && r > 0.0) {
-                return Err(GenSpecError::Rate(r));
-            }
+            check_rate(r)?;
         }
         if self.pcap.is_some() {
             // The file's frames are checked when the port opens.
@@ -252,7 +263,7 @@ pub enum GenSpecError {
     TooSmall { size: u16, min: usize, stamp: bool },
     #[error("size = {size}: larger than the {max_frame} bytes a pool buffer holds")]
     TooLarge { size: u16, max_frame: usize },
-    #[error("rate_pps = {0}: must be a positive number")]
+    #[error("rate_pps = {0}: from {MIN_RATE} to {MAX_RATE:e} packets per second")]
     Rate(f64),
     #[error("prebuilt = true: pre-built frames carry no stamp; also set stamp = false")]
     PrebuiltStamp,
@@ -512,7 +523,7 @@ impl Generator {
             want = want.min(r);
         }
         if let Some(ns) = self.ns_per_packet {
-            let due = ((now - self.pace_start_ns) as f64 / ns) as u64 + 1;
+            let due = (((now - self.pace_start_ns) as f64 / ns) as u64).saturating_add(1);
             want = want.min(due.saturating_sub(self.paced));
         }
         let mut bytes = 0u64;
@@ -616,6 +627,7 @@ mod tests {
         assert_eq!(p.iter().filter(|&&s| s == 1514).count(), 1);
     }
 
+    use hotplane_core::wire::{internet_checksum, pseudo_header_sum};
     use hotplane_core::{classify, Layers, Meta, Pool, PoolConfig};
 
     /// Frames the generator for `spec` makes in one poll at time `now`.
@@ -667,18 +679,17 @@ mod tests {
                 };
                 let stamp = Stamp::new_checked(&f[payload..]).expect("a stamp");
                 assert_eq!((stamp.flow(), stamp.seq()), (4096, seq as u32));
-                // The receiver's checksum check passes over the stamped segment.
-                let mut copy = f[at..].to_vec();
-                let sent = u16::from_be_bytes(match proto {
-                    Proto::Tcp => [copy[16], copy[17]],
-                    _ => [copy[2], copy[3]],
-                });
-                spec.l4().fill_checksum(spec.src_ip, spec.dst_ip, &mut copy);
-                let want = u16::from_be_bytes(match proto {
-                    Proto::Tcp => [copy[16], copy[17]],
-                    _ => [copy[2], copy[3]],
-                });
-                assert_eq!(sent, want, "{proto:?} v6={v6}");
+                // A receiver's check over the stamped segment: the sum (with the pseudo
+                // header, but for ICMPv4) is zero.
+                let seg = &f[at..];
+                let sum = if proto == Proto::Icmp && !v6 {
+                    internet_checksum(seg)
+                } else {
+                    let (s, d) =
+                        if v6 { (&f[22..38], &f[38..54]) } else { (&f[26..30], &f[30..34]) };
+                    pseudo_header_sum(s, d, key.proto, seg.len() as u32).add_bytes(seg).finish()
+                };
+                assert_eq!(sum, 0, "{proto:?} v6={v6}");
             }
         }
         let e = GenSpec { proto: Proto::Tcp, tcp_flags: "SX".into(), ..Default::default() };

@@ -6,7 +6,9 @@
 mod gen;
 mod sink;
 
-pub use gen::{parse_tcp_flags, GenSpec, Proto, Vary};
+pub use gen::{
+    check_rate, parse_tcp_flags, GenSpec, GenSpecError, Proto, Vary, MAX_RATE, MIN_RATE,
+};
 pub use sink::{MarkSeen, Sample, SinkSpec};
 
 use crate::{OpenCtx, Port, PortCounters, PortError};
@@ -120,9 +122,14 @@ impl MemHandle {
     }
 
     /// Change the generator's rate (packets per second over all its queues; `None`: as fast
-    /// as possible) while it runs: each queue takes it up at its next poll.
-    pub fn set_rate(&self, pps: Option<f64>) {
-        self.shared.rate.set(pps.filter(|r| r.is_finite() && *r > 0.0));
+    /// as possible) while it runs: each queue takes it up at its next poll. A rate the pacer
+    /// cannot hold is refused, and the rate stays.
+    pub fn set_rate(&self, pps: Option<f64>) -> Result<(), GenSpecError> {
+        if let Some(r) = pps {
+            check_rate(r)?;
+        }
+        self.shared.rate.set(pps);
+        Ok(())
     }
 
     /// Stop generating until the next `set_rate`.
