@@ -1,6 +1,7 @@
 //! `hotplane run`, `push` and `gen`: the commands that are thin layers over the library.
 
 use crate::config::Config;
+use crate::human;
 
 use anyhow::{bail, Context};
 use hotplane_control::api::{Client, Request};
@@ -327,144 +328,31 @@ pub fn push(socket: &Path, op: PushOp, json: bool) -> anyhow::Result<()> {
     };
     let is_update = matches!(req, Request::Update { .. });
     let is_stats = matches!(req, Request::Stats {});
+    // A runtime JSON document (`p4-dump`) is for `p4-entries` to take back: kept as it is.
+    let is_document = matches!(req, Request::P4Dump { .. });
+    let slot_change = match &req {
+        Request::Install { target, .. } => Some(format!("installed at {target}")),
+        Request::Switch { target, id, .. } => Some(format!("{target} switched to program {id}")),
+        Request::Remove { target, .. } => Some(format!("removed from {target}")),
+        _ => None,
+    };
     let v = client.call(&req)?;
     match v {
-        _ if json => println!("{}", serde_json::to_string_pretty(&v)?),
-        _ if is_update => print_acks(&v),
-        _ if is_stats => print_stats(&v),
+        _ if json || is_document => println!("{}", serde_json::to_string_pretty(&v)?),
+        _ if is_update => human::print_acks(&v),
+        _ if is_stats => human::print_stats(&v),
         serde_json::Value::Object(ref m) if m.get("text").is_some_and(|t| t.is_string()) => {
             print!("{}", m["text"].as_str().unwrap_or_default());
         }
-        serde_json::Value::String(ref s) => println!("{s}"),
-        ref v => println!("{}", serde_json::to_string_pretty(v)?),
+        ref v => match &slot_change {
+            Some(change) => human::print_slot_change(change, v),
+            None => human::print_value(v),
+        },
     }
     if is_update {
         refused_update(&v)?;
     }
     Ok(())
-}
-
-/// An update's acknowledgements for people: what was applied, at which version. A refusal is
-/// said by the error that follows (`refused_update`); fragments received are not news unless
-/// nothing else came.
-fn print_acks(acks: &serde_json::Value) {
-    let acks: Vec<&serde_json::Value> = acks.as_array().into_iter().flatten().collect();
-    let decided = acks.iter().any(|a| a["status"] == "applied" || a["status"] == "refused");
-    if !decided {
-        match acks.last() {
-            Some(a) => println!(
-                "{}: {} datagram(s) received",
-                a["status"].as_str().unwrap_or("?"),
-                a["received"]
-            ),
-            None => println!("sent (the node does not acknowledge it)"),
-        }
-    }
-    for a in acks.iter().filter(|a| a["status"] == "applied") {
-        let message = a["message"].as_str().filter(|m| !m.is_empty());
-        println!(
-            "applied: version {} (update {}, key {}){}",
-            a["version"],
-            a["seq"],
-            a["key_id"],
-            message.map(|m| format!(": {m}")).unwrap_or_default()
-        );
-    }
-}
-
-/// `push stats` for people: uptime, a line per port and worker, updates, and every other
-/// counter that is not zero (`--json` has them all).
-fn print_stats(s: &serde_json::Value) {
-    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
-    println!("uptime {:.1} s", s["uptime_s"].as_f64().unwrap_or(0.0));
-    println!(
-        "{:<12} {:<9} {:>12} {:>14} {:>10} {:>12} {:>14} {:>10} {:>7}",
-        "port",
-        "kind",
-        "rx packets",
-        "rx bytes",
-        "rx drop",
-        "tx packets",
-        "tx bytes",
-        "tx drop",
-        "errors"
-    );
-    for p in s["ports"].as_array().into_iter().flatten() {
-        println!(
-            "{:<12} {:<9} {:>12} {:>14} {:>10} {:>12} {:>14} {:>10} {:>7}",
-            p["name"].as_str().unwrap_or("?"),
-            p["kind"].as_str().unwrap_or("?"),
-            n(p, "rx_packets"),
-            n(p, "rx_bytes"),
-            n(p, "rx_dropped"),
-            n(p, "tx_packets"),
-            n(p, "tx_bytes"),
-            n(p, "tx_dropped"),
-            n(p, "errors")
-        );
-    }
-    println!(
-        "{:<12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "worker", "packets", "dropped", "no route", "punted", "replicated", "panics"
-    );
-    for w in s["workers"].as_array().into_iter().flatten() {
-        println!(
-            "{:<12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            n(w, "worker"),
-            n(w, "packets"),
-            n(w, "dropped"),
-            n(w, "no_route"),
-            n(w, "punted"),
-            n(w, "replicated"),
-            n(w, "program_panics")
-        );
-    }
-    let u = &s["updates"];
-    let refused: Vec<String> = u["refused"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(reason, count)| format!("{reason} {count}"))
-        .collect();
-    println!(
-        "updates: {} applied (p50 {} us, p99 {} us), refused: {}",
-        n(u, "applied_count"),
-        u["apply_us_p50"],
-        u["apply_us_p99"],
-        if refused.is_empty() { "none".to_string() } else { refused.join(", ") }
-    );
-    let mut others = Vec::new();
-    for (section, v) in s.as_object().into_iter().flatten() {
-        if !matches!(section.as_str(), "ports" | "workers" | "updates" | "slots" | "uptime_s") {
-            nonzero(section, v, &mut others);
-        }
-    }
-    if !others.is_empty() {
-        println!("other counters (not zero):");
-        for (name, value) in others {
-            println!("  {name:<44} {value}");
-        }
-    }
-}
-
-/// The numbers under `v` that are not zero, by dotted path (lists by index).
-fn nonzero(path: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
-    match v {
-        serde_json::Value::Number(x) if x.as_f64() != Some(0.0) => {
-            out.push((path.to_string(), x.to_string()))
-        }
-        serde_json::Value::Object(m) => {
-            for (k, v) in m {
-                nonzero(&format!("{path}.{k}"), v, out);
-            }
-        }
-        serde_json::Value::Array(a) => {
-            for (i, v) in a.iter().enumerate() {
-                nonzero(&format!("{path}.{i}"), v, out);
-            }
-        }
-        _ => {}
-    }
 }
 
 /// An update the node refused is an error (a non-zero exit) with the node's reason: for
@@ -507,7 +395,7 @@ pub fn submit_update(
     if json {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print_acks(&v);
+        human::print_acks(&v);
     }
     refused_update(&v)
 }

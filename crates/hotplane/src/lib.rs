@@ -9,7 +9,9 @@ pub mod capture_cmd;
 pub mod cli;
 pub mod demo;
 pub mod ebpf_cmd;
+pub mod examples;
 pub mod gen;
+pub mod human;
 pub mod key_cmd;
 #[cfg(feature = "lua")]
 pub mod lua_cmd;

@@ -1,6 +1,6 @@
 //! The `hotplane` command line.
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use hotplane::cli;
 use std::path::PathBuf;
 
@@ -598,8 +598,13 @@ fn main() {
         }
         return;
     }
-    let args = cli::hoist_shared_options(std::env::args_os(), &Cli::command());
-    if let Err(e) = dispatch(Cli::parse_from(args)) {
+    let command = hotplane::examples::with_examples(Cli::command());
+    let args = cli::hoist_shared_options(std::env::args_os(), &command);
+    let parsed = command
+        .try_get_matches_from(args)
+        .and_then(|m| Cli::from_arg_matches(&m))
+        .unwrap_or_else(|e| e.exit());
+    if let Err(e) = dispatch(parsed) {
         eprintln!("hotplane: error: {e:#}");
         std::process::exit(1);
     }
@@ -850,5 +855,20 @@ fn lua(op: LuaCmd, socket: PathBuf) -> anyhow::Result<()> {
                 json,
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// Every command's `--help` ends with an example (`hotplane::examples`).
+    #[test]
+    fn every_command_has_an_example_in_its_help() {
+        let cli = hotplane::examples::with_examples(Cli::command());
+        let mut missing = Vec::new();
+        hotplane::examples::without_examples(&cli, "", &mut missing);
+        assert!(missing.is_empty(), "commands without an example: {missing:?}");
     }
 }

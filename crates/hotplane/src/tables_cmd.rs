@@ -33,7 +33,9 @@ pub enum TableCmd {
     List,
     /// Every entry of TABLE with its counters (and, for P4 tables, its handle), and the
     /// default action.
-    #[command(after_help = "Example:\n  hotplane table dump ipv4_lpm")]
+    #[command(
+        after_help = "Examples:\n  hotplane table dump ipv4_lpm\n  hotplane table dump flows --json"
+    )]
     Dump { table: String },
     /// Add an entry. P4 tables: `ACTION MATCH... [=>] PARAMS... [PRIORITY]` as simple_switch_CLI
     /// (MATCH is `V`, `V/LEN`, `V&&&MASK` or `LO->HI`, one per key field; the smallest priority
@@ -84,7 +86,9 @@ pub enum TableCmd {
     /// Delete every entry.
     Clear { table: String },
     /// Set the action run on a miss.
-    #[command(after_help = "Example:\n  hotplane table default ipv4_lpm drop")]
+    #[command(
+        after_help = "Examples:\n  hotplane table default ipv4_lpm drop\n  hotplane table default ipv4_lpm ipv4_forward 08:00:00:00:01:11 1"
+    )]
     Default { table: String, action: String, params: Vec<String> },
 }
 

@@ -414,7 +414,7 @@ fn binary_runs_a_config_and_push_talks_to_it() {
     };
     let (ok, out_text, _) =
         push(&["install", "--target", "pre", "--stage", r#"{"stage":"count"}"#]);
-    assert!(ok && out_text.contains("\"version\": 2"), "{out_text}");
+    assert!(ok && out_text.contains("installed at pre: version 2"), "{out_text}");
     let (ok, _, err) = push(&["install", "--target", "pre", "--stage", r#"{"stage":"bogus"}"#]);
     assert!(!ok && err.contains("stage spec"), "{err}");
     // A refused update is a failure, with the node's reason.

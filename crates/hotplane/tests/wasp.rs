@@ -113,7 +113,7 @@ mid = {{ stage = "l2fwd" }}
     let cli = std::process::Command::new(env!("CARGO_BIN_EXE_hotplane"))
         .args(["push", "--socket"])
         .arg(&socket)
-        .args(["wasp-get", "in:in", "1"])
+        .args(["wasp-get", "in:in", "1", "--json"])
         .output()
         .unwrap();
     let answer: serde_json::Value = serde_json::from_slice(&cli.stdout).unwrap_or_default();
