@@ -54,7 +54,12 @@ pub fn check(file: &Path, opts: FunctionOpts, json_out: bool) -> anyhow::Result<
 }
 
 /// `hotplane lua run FILE --packet HEX`: run the function once on a frame and print the result.
-pub fn run(file: &Path, opts: FunctionOpts, packet: Option<&str>) -> anyhow::Result<()> {
+pub fn run(
+    file: &Path,
+    opts: FunctionOpts,
+    packet: Option<&str>,
+    json: bool,
+) -> anyhow::Result<()> {
     let src = read_source(file)?;
     let rt = LuaRuntime::new(1, LuaConfig::default());
     let def = rt.compile(&src, &name_of(file), opts, None).map_err(|e| anyhow!("{e}"))?;
@@ -76,16 +81,17 @@ pub fn run(file: &Path, opts: FunctionOpts, packet: Option<&str>) -> anyhow::Res
     let all = batch.all();
     stage.run(&mut batch, all, &mut cx);
     let p = batch.get(0).ok_or_else(|| anyhow!("packet vanished"))?;
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&json!({
-            "verdict": format!("{:?}", p.meta.verdict).to_lowercase(),
-            "out_port": (p.meta.out_port != hotplane_core::NO_PORT).then_some(p.meta.out_port),
-            "mark": p.meta.user,
-            "error": def.last_error(),
-            "frame": hex::encode(p.data()),
-        }))?
-    );
+    let result = json!({
+        "verdict": format!("{:?}", p.meta.verdict).to_lowercase(),
+        "out_port": (p.meta.out_port != hotplane_core::NO_PORT).then_some(p.meta.out_port),
+        "mark": p.meta.user,
+        "error": def.last_error(),
+        "frame": hex::encode(p.data()),
+    });
+    match json {
+        true => println!("{}", serde_json::to_string_pretty(&result)?),
+        false => crate::human::print_value(&result),
+    }
     Ok(())
 }
 

@@ -386,6 +386,9 @@ enum LuaCmd {
         opts: LuaOpts,
         #[arg(long)]
         packet: Option<String>,
+        /// The result as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// The functions installed in a running data plane, with packets, errors and runaways.
     List {
@@ -838,7 +841,9 @@ fn lua(op: LuaCmd, socket: PathBuf) -> anyhow::Result<()> {
     use hotplane::lua_cmd as l;
     match op {
         LuaCmd::Check { file, opts, json } => l::check(&file, opts.get(), json),
-        LuaCmd::Run { file, opts, packet } => l::run(&file, opts.get(), packet.as_deref()),
+        LuaCmd::Run { file, opts, packet, json } => {
+            l::run(&file, opts.get(), packet.as_deref(), json)
+        }
         LuaCmd::List { json } => l::list(&socket, json),
         LuaCmd::Update { file, target, worker, opts, key_id, key_file, json } => {
             let text = std::fs::read_to_string(&key_file)

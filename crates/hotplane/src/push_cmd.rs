@@ -349,7 +349,8 @@ fn p4_payload(file: &std::path::Path, include: &[PathBuf]) -> anyhow::Result<Vec
     hotplane_p4::compile_file(file, include, &[]).map_err(|e| anyhow::anyhow!("{e}"))?;
     let bundled =
         hotplane_p4::preprocess::bundle(file, include).map_err(|e| anyhow::anyhow!("--p4: {e}"))?;
-    Ok(bundled.into_bytes())
+    let name = file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    Ok(hotplane_p4::naming::named_source(&name, bundled).into_bytes())
 }
 
 #[cfg(not(feature = "p4"))]

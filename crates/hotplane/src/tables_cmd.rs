@@ -129,7 +129,10 @@ pub fn table(common: &Common, op: TableCmd) -> anyhow::Result<()> {
         }
     };
     let answer = client.call(&request)?;
-    println!("{}", serde_json::to_string_pretty(&answer)?);
+    match common.json {
+        true => println!("{}", serde_json::to_string_pretty(&answer)?),
+        false => crate::human::print_value(&answer),
+    }
     Ok(())
 }
 

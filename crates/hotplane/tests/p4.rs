@@ -235,6 +235,9 @@ fn push_p4_fails_on_refusal_and_reloads_the_same_entries() {
         let (ok, out) = push(&["--p4", edited, "--entries", &entries, "--key-file", &key]);
         assert!(ok && out.contains("applied: version"), "the same entries reload: {out}");
     }
+    // Named after the file it came from, not after the update.
+    let (ok, out) = push(&["slots"]);
+    assert!(ok && out.contains("p4 edited.p4 ("), "{out}");
     let (ok, _) = push(&["shutdown"]);
     assert!(ok);
     assert!(child.wait().unwrap().success());

@@ -322,7 +322,12 @@ impl ProgramKind for P4Kind {
     ) -> Result<Built, KindError> {
         let worker = update.workers.first().copied().unwrap_or(0);
         let old = self.stage_at(worker, update.target);
-        let name = format!("p4-seq{}", update.seq);
+        // Named after the sender's file when the source says so (`push --p4`), else after
+        // the update.
+        let name = match crate::naming::source_name(update.payload) {
+            Some(file) => file.to_string(),
+            None => format!("p4-seq{}", update.seq),
+        };
         let (stage, carried) =
             control::replacement(old.as_deref(), update.payload, name, &self.limits, cx)?;
         Ok(Built { program: self.adopt(stage), note: Some(carried) })

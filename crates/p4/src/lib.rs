@@ -30,6 +30,7 @@ pub mod ir;
 pub mod kind;
 pub mod lexer;
 pub mod lower;
+pub mod naming;
 pub mod p4info;
 pub mod parser;
 pub mod preprocess;
