@@ -310,6 +310,19 @@ pub trait ProgramKind: Send + Sync + 'static {
     }
 }
 
+/// Longest program name kept from an update's source (`hotplane-lua`'s and `hotplane-p4`'s
+/// `naming`).
+pub const MAX_PROGRAM_NAME: usize = 64;
+
+/// Whether `name` may name a program sent in an update: a plain file name (letters, digits,
+/// `.`, `_`, `-`), not empty, at most [`MAX_PROGRAM_NAME`] bytes. Names come from senders and
+/// are shown to operators: nothing else.
+pub fn is_plain_program_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_PROGRAM_NAME
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

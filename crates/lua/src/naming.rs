@@ -6,7 +6,8 @@
 /// The comment's opening; the name ends at `]]`.
 const OPEN: &[u8] = b"--[[hotplane:file=";
 /// Longest name kept.
-pub const MAX_NAME: usize = 64;
+pub const MAX_NAME: usize = hotplane_core::kind::MAX_PROGRAM_NAME;
+use hotplane_core::kind::is_plain_program_name as is_plain;
 
 /// Where Lua code starts: after a UTF-8 byte order mark and a first line starting with `#`
 /// (`#!/usr/bin/env luajit`), which Lua skips only at the very start of a chunk.
@@ -44,13 +45,6 @@ pub fn source_name(source: &[u8]) -> Option<&str> {
     let end = rest.iter().take(MAX_NAME + 2).position(|&b| b == b']')?;
     let name = std::str::from_utf8(&rest[..end]).ok()?;
     (rest.get(end..end + 2) == Some(b"]]") && is_plain(name)).then_some(name)
-}
-
-/// Letters, digits, `.`, `_`, `-`; not empty, not longer than [`MAX_NAME`].
-fn is_plain(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_NAME
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 #[cfg(test)]

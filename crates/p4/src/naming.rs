@@ -6,7 +6,8 @@
 const OPEN: &str = "/*hotplane:file=";
 const CLOSE: &str = "*/";
 /// Longest name kept.
-pub const MAX_NAME: usize = 64;
+pub const MAX_NAME: usize = hotplane_core::kind::MAX_PROGRAM_NAME;
+use hotplane_core::kind::is_plain_program_name as is_plain;
 
 /// `source` as sent for the file `file_name` (kept only if it is a plain file name of at most
 /// [`MAX_NAME`] bytes).
@@ -31,12 +32,6 @@ pub fn source_name(payload: &[u8]) -> Option<&str> {
     let last = text.rsplit('\n').next()?;
     let name = last.strip_prefix(OPEN)?.strip_suffix(CLOSE)?;
     is_plain(name).then_some(name)
-}
-
-fn is_plain(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_NAME
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 #[cfg(test)]
