@@ -95,6 +95,24 @@ fn tcp_icmp_streams_and_a_replayed_capture() {
     }
 }
 
+/// A rate no pacer holds is said, with what was achieved, not reported as if it were met.
+#[test]
+fn a_rate_the_pacer_cannot_hold_is_a_warning_with_the_achieved_rate() {
+    let dir = common::TmpDir::new("gen", "behind");
+    let file = dir.join("fast.pcap");
+    let (ok, out, err) =
+        gen(&["--write", file.to_str().unwrap(), "--count", "50000", "--rate", "1e10"]);
+    assert!(ok, "{err}");
+    assert!(err.contains("warning: the generator sent") && err.contains("fell behind"), "{err}");
+    assert_eq!(out["asked_pps"], 1e10);
+    assert!(out["achieved_pps"].as_f64().unwrap() < 1e10 * 0.95, "{out}");
+    // A rate it holds is not warned about.
+    let (ok, out, err) =
+        gen(&["--write", file.to_str().unwrap(), "--count", "20000", "--rate", "20000"]);
+    assert!(ok && !err.contains("fell behind"), "{err}");
+    assert_eq!(out["asked_pps"], 20000.0);
+}
+
 #[test]
 fn a_rate_sweep_changes_the_rate_while_running() {
     let dir = common::TmpDir::new("gen", "sweep");

@@ -417,6 +417,9 @@ fn binary_runs_a_config_and_push_talks_to_it() {
     assert!(ok && out_text.contains("installed at pre: version 2"), "{out_text}");
     let (ok, _, err) = push(&["install", "--target", "pre", "--stage", r#"{"stage":"bogus"}"#]);
     assert!(!ok && err.contains("stage spec"), "{err}");
+    // An update without a key is not sent unless asked for (`--key-id 0`).
+    let (ok, _, err) = push(&["update", "--target", "pre", "--stage", r#"{"stage":"drop"}"#]);
+    assert!(!ok && err.contains("--key-id 1 needs --key or --key-file"), "{err}");
     // A refused update is a failure, with the node's reason.
     let (ok, _, err) =
         push(&["update", "--target", "pre", "--stage", r#"{"stage":"drop"}"#, "--key", KEY_HEX]);
