@@ -9,7 +9,7 @@
 //! someone else or writable by others. The client's default finds the server's default.
 
 use std::ffi::CString;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
@@ -22,6 +22,9 @@ pub const SOCKET_NAME: &str = "hotplane.sock";
 pub const RUNTIME_DIR_ENV: &str = "HOTPLANE_RUNTIME_DIR";
 /// Names the socket a client talks to.
 pub const SOCKET_ENV: &str = "HOTPLANE_SOCKET";
+/// In the default directory: the path of a socket a config put elsewhere, so that clients
+/// find the running data plane without `--socket`.
+pub const POINTER_NAME: &str = "current-socket";
 
 /// Why the control socket cannot be set up where it was asked to be.
 #[derive(Debug, thiserror::Error)]
@@ -85,14 +88,21 @@ pub fn default_socket() -> PathBuf {
 }
 
 /// Where a client looks when it is given no `--socket`: `$HOTPLANE_SOCKET`, else the server's
-/// default for this user; an unprivileged user (a member of `control.socket_group`) falls back
+/// default for this user, else the socket a running config put elsewhere (announced in the
+/// default directory); an unprivileged user (a member of `control.socket_group`) falls back
 /// to the system socket when it has none of its own.
 pub fn client_default_socket() -> PathBuf {
     if let Some(s) = std::env::var_os(SOCKET_ENV).filter(|s| !s.is_empty()) {
         return PathBuf::from(s);
     }
     let own = default_socket();
-    if effective_uid() == 0 || std::env::var_os(RUNTIME_DIR_ENV).is_some() || own.exists() {
+    if own.exists() {
+        return own;
+    }
+    if let Some(announced) = announced_socket(&default_socket_dir()) {
+        return announced;
+    }
+    if effective_uid() == 0 || std::env::var_os(RUNTIME_DIR_ENV).is_some() {
         return own;
     }
     let system = Path::new(SYSTEM_SOCKET_DIR).join(SOCKET_NAME);
@@ -101,6 +111,61 @@ pub fn client_default_socket() -> PathBuf {
     } else {
         own
     }
+}
+
+/// Tell clients where the socket is when it is not at the default path: its path in
+/// [`POINTER_NAME`] of the default directory (made private if need be). Best effort: a
+/// directory that cannot be used only means clients need `--socket`.
+pub fn announce(path: &Path) {
+    let dir = default_socket_dir();
+    if path == dir.join(SOCKET_NAME) || prepare_dir(&dir, None).is_err() {
+        return;
+    }
+    let Ok(absolute) = std::path::absolute(path) else { return };
+    let pointer = dir.join(POINTER_NAME);
+    let staging = dir.join(format!(".{POINTER_NAME}.writing"));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&staging)
+        .and_then(|mut f| {
+            use std::io::Write;
+            f.write_all(absolute.as_os_str().as_encoded_bytes())
+        });
+    if written.and_then(|()| std::fs::rename(&staging, &pointer)).is_err() {
+        let _ = std::fs::remove_file(&staging);
+    }
+}
+
+/// Take the announcement back, if it still names `path` (a later run may have replaced it).
+pub fn withdraw(path: &Path) {
+    let dir = default_socket_dir();
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.into());
+    if announced_path(&dir).is_some_and(|p| p == absolute) {
+        let _ = std::fs::remove_file(dir.join(POINTER_NAME));
+    }
+}
+
+/// The socket announced in `dir`, if the directory and the pointer are this user's alone and
+/// the socket is there.
+fn announced_socket(dir: &Path) -> Option<PathBuf> {
+    announced_path(dir).filter(|p| p.exists())
+}
+
+fn announced_path(dir: &Path) -> Option<PathBuf> {
+    let me = effective_uid();
+    let private = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.uid() == me && m.permissions().mode() & 0o022 == 0)
+    };
+    let pointer = dir.join(POINTER_NAME);
+    if !private(dir) || !private(&pointer) {
+        return None;
+    }
+    let text = std::fs::read(&pointer).ok().filter(|t| t.len() <= 4096)?;
+    let path = PathBuf::from(String::from_utf8(text).ok()?);
+    path.is_absolute().then_some(path)
 }
 
 /// A group name or numeric id, resolved through the system's group database.

@@ -183,6 +183,61 @@ fn default_socket_is_private_and_the_client_finds_it() {
     assert!(wait_exit(&mut child).is_some(), "run did not stop on shutdown");
 }
 
+/// A config that puts its socket elsewhere is found without `--socket` too: the data plane
+/// announces the path in the default directory, and takes it back when it stops.
+#[test]
+fn a_socket_a_config_put_elsewhere_is_found_without_flags() {
+    let dir = tmpdir("announced");
+    let runtime = dir.join("rt");
+    let elsewhere = dir.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let sock = elsewhere.join("node.sock");
+    let cfg = dir.join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[port]]\nname = \"p0\"\nkind = \"mem\"\n[control]\nsocket = \"{}\"\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let bin = env!("CARGO_BIN_EXE_hotplane");
+    let mut child = Command::new(bin)
+        .args(["run", "--keep-running", "--config"])
+        .arg(&cfg)
+        .env("HOTPLANE_RUNTIME_DIR", &runtime)
+        .env_remove("HOTPLANE_SOCKET")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pointer = runtime.join("current-socket");
+    let deadline = Instant::now() + HANG;
+    while !(sock.exists() && pointer.exists()) {
+        assert!(Instant::now() < deadline && child.try_wait().unwrap().is_none(), "never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(std::fs::metadata(&pointer).unwrap().permissions().mode() & 0o777, 0o600);
+    let push = |args: &[&str]| {
+        Command::new(bin)
+            .arg("push")
+            .args(args)
+            .env("HOTPLANE_RUNTIME_DIR", &runtime)
+            .env_remove("HOTPLANE_SOCKET")
+            .output()
+            .unwrap()
+    };
+    let o = push(&["slots"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = push(&["shutdown"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(wait_exit(&mut child).is_some(), "run did not stop on shutdown");
+    assert!(!pointer.exists(), "the announcement is taken back");
+    let o = push(&["slots"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("cannot reach the data plane at"), "{err}");
+}
+
 fn wait_exit(child: &mut Child) -> Option<std::process::ExitStatus> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
