@@ -167,15 +167,7 @@ fn default_socket_is_private_and_the_client_finds_it() {
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode(&runtime), 0o700);
     assert_eq!(mode(&sock), 0o600);
-    let push = |args: &[&str]| {
-        Command::new(bin)
-            .arg("push")
-            .args(args)
-            .env("HOTPLANE_RUNTIME_DIR", &runtime)
-            .env_remove("HOTPLANE_SOCKET")
-            .output()
-            .unwrap()
-    };
+    let push = |args: &[&str]| push_in(&runtime, args);
     let o = push(&["slots"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = push(&["shutdown"]);
@@ -218,15 +210,7 @@ fn a_socket_a_config_put_elsewhere_is_found_without_flags() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(std::fs::metadata(&pointer).unwrap().permissions().mode() & 0o777, 0o600);
-    let push = |args: &[&str]| {
-        Command::new(bin)
-            .arg("push")
-            .args(args)
-            .env("HOTPLANE_RUNTIME_DIR", &runtime)
-            .env_remove("HOTPLANE_SOCKET")
-            .output()
-            .unwrap()
-    };
+    let push = |args: &[&str]| push_in(&runtime, args);
     let o = push(&["slots"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = push(&["shutdown"]);
@@ -236,6 +220,17 @@ fn a_socket_a_config_put_elsewhere_is_found_without_flags() {
     let o = push(&["slots"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("cannot reach the data plane at"), "{err}");
+}
+
+/// `hotplane push ARGS` as a user whose default directory is `runtime`, given no socket.
+fn push_in(runtime: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_hotplane"))
+        .arg("push")
+        .args(args)
+        .env("HOTPLANE_RUNTIME_DIR", runtime)
+        .env_remove("HOTPLANE_SOCKET")
+        .output()
+        .unwrap()
 }
 
 fn wait_exit(child: &mut Child) -> Option<std::process::ExitStatus> {
