@@ -1114,7 +1114,8 @@ type App = fn(&Net) -> anyhow::Result<Vec<Outcome>>;
 
 /// Every application in turn; one that fails to run is reported (and, for advertise, its
 /// nearest with it). Stops early, with an error, on SIGINT or SIGTERM.
-fn run_apps(net: &Net, stop: &AtomicBool) -> anyhow::Result<Vec<Outcome>> {
+fn run_apps(net: &Net, stop: &AtomicBool, json: bool) -> anyhow::Result<Vec<Outcome>> {
+    let progress = super::Progress::new("wasp-net", json);
     let apps: [(&[&'static str], App); 8] = [
         (&["fwd"], |n| fwd(n).map(|o| vec![o])),
         (&["count"], |n| count(n).map(|o| vec![o])),
@@ -1136,6 +1137,7 @@ fn run_apps(net: &Net, stop: &AtomicBool) -> anyhow::Result<Vec<Outcome>> {
         });
         for o in &mut done {
             o.ms = started.elapsed().as_millis() as u64;
+            progress.note(&format!("wasp-net: {:<9} {:<4} {:>6} ms", o.name, verdict(o), o.ms));
         }
         out.extend(done);
     }
@@ -1295,7 +1297,7 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
             o.port
         );
     }
-    let apps = run_apps(&net, &stop)?;
+    let apps = run_apps(&net, &stop, o.json)?;
     let teardown = Instant::now();
     drop(net);
     if !o.json {
