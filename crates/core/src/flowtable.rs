@@ -593,4 +593,49 @@ mod tests {
             Err(FlowTableError::NoSuchFlow(_))
         ));
     }
+
+    /// The documented tie-break (docs/config.md, "Flow selectors"): between equally specific
+    /// selectors the one that leaves more of the first differing field (src, dst, sport,
+    /// dport, proto, vlan) open wins, whichever was installed first; a less specific one loses.
+    #[test]
+    fn equally_specific_selectors_break_ties_as_documented() {
+        for order in [false, true] {
+            let q = Qsbr::new();
+            let t = FlowTable::new(&q);
+            let by_sport: StageRef = Arc::new(DropAll);
+            let by_dport: StageRef = Arc::new(crate::native::Count::new());
+            let by_port_only: StageRef = Arc::new(crate::native::Forward::to(3));
+            let mut sets = vec![
+                ("proto=udp,sport=1024", by_sport.clone()),
+                ("proto=udp,dport=5000", by_dport.clone()),
+                ("dport=5000", by_port_only.clone()),
+            ];
+            if order {
+                sets.reverse();
+            }
+            for (sel, stage) in sets {
+                t.apply(FlowChange::Set(sel.parse().unwrap(), stage)).unwrap();
+            }
+            let r = q.register("t");
+            let g = r.guard();
+            let map = &t.slot().load(&g).value;
+            let name = |k: FlowKey| map.lookup(&k).map(|f| f.stage.name().to_string());
+            // Both udp selectors match; they are equally specific; the first field where
+            // their masks differ is sport, which `proto=udp,dport=5000` leaves open: it wins.
+            assert_eq!(name(key("10.0.0.1", "10.1.0.1", 1024, 5000)).as_deref(), Some("count"));
+            assert_eq!(name(key("10.0.0.1", "10.1.0.1", 1025, 5000)).as_deref(), Some("count"));
+            // Only the sport selector matches.
+            assert_eq!(name(key("10.0.0.1", "10.1.0.1", 1024, 53)).as_deref(), Some("drop"));
+            // TCP: only the less specific `dport=5000` matches.
+            let tcp = FlowKey::from_ips(
+                "10.0.0.1".parse().unwrap(),
+                "10.1.0.1".parse().unwrap(),
+                6,
+                1024,
+                5000,
+            );
+            assert_eq!(name(tcp).as_deref(), Some("forward"));
+            drop(r);
+        }
+    }
 }
