@@ -2,7 +2,9 @@
 //! handing out pre-built 64-byte UDP frames (as `bench pipeline`), next to the engine's own
 //! `l2fwd` on the same ports in the same run, and the same program on the closure engine (what
 //! native code is measured against). The frames' destination addresses step through
-//! `--flows` addresses from `--dst-ip`, so an LPM program sees many keys.
+//! `--flows` addresses from `--dst-ip`, so an LPM program sees many keys; by default they are
+//! taken from the widest prefix the entries route (not drop), so the program is measured on
+//! the packets it forwards.
 
 use super::pipeline::{config, measure_config, round};
 use super::{emit, Progress};
@@ -23,12 +25,14 @@ pub struct Opts {
     /// Packets measured per configuration.
     #[arg(long, default_value_t = 20_000_000)]
     pub packets: u64,
-    /// Distinct destination addresses.
-    #[arg(long, default_value_t = 1024)]
-    pub flows: u32,
-    /// First destination address.
-    #[arg(long, default_value = "10.0.1.1")]
-    pub dst_ip: IpAddr,
+    /// Distinct destination addresses [default: those of the widest prefix the entries route,
+    /// at most 1024; else 1024].
+    #[arg(long)]
+    pub flows: Option<u32>,
+    /// First destination address [default: in the widest prefix the entries route; else
+    /// 10.0.1.1].
+    #[arg(long)]
+    pub dst_ip: Option<IpAddr>,
     #[arg(long, default_value_t = 32)]
     pub batch: usize,
     /// Core of the worker.
@@ -43,12 +47,24 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
     let core = o.core.min(cores - 1);
     let mut progress = Progress::new("p4", o.json);
     let mut cfg = config(o.batch, core);
+    let routed = o.entries.as_deref().and_then(routed_prefix);
+    let (dst_ip, flows) = match (o.dst_ip, o.flows, &routed) {
+        (Some(ip), flows, _) => (ip, flows.unwrap_or(DEFAULT_FLOWS)),
+        (None, flows, Some(r)) => {
+            progress.note(&format!(
+                "destinations from the entries: {}/{} ({})",
+                r.network, r.prefix_len, r.action
+            ));
+            (IpAddr::V4(r.first), flows.unwrap_or(r.hosts))
+        }
+        (None, flows, None) => (DEFAULT_DST.into(), flows.unwrap_or(DEFAULT_FLOWS)),
+    };
     let gen = GenSpec {
         stamp: false,
         prebuilt: true,
-        flows: o.flows.max(1),
+        flows: flows.max(1),
         vary: Vary::DstIp,
-        dst_ip: o.dst_ip,
+        dst_ip,
         ..Default::default()
     };
     for p in &mut cfg.ports {
@@ -133,7 +149,8 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
         },
         "closures_mpps": round(closures.mpps, 3),
         "native_over_closures": round(p4.mpps / closures.mpps, 3),
-        "flows": o.flows,
+        "flows": flows,
+        "dst_ip": dst_ip.to_string(),
         "batch": o.batch,
         "core": core,
         "packets": o.packets,
@@ -143,4 +160,101 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
     });
     emit(&out, o.json);
     Ok(())
+}
+
+const DEFAULT_FLOWS: u32 = 1024;
+const DEFAULT_DST: [u8; 4] = [10, 0, 1, 1];
+
+/// The widest IPv4 destination prefix an entries document routes (an entry on a field named
+/// like `dstAddr` whose action is not a drop).
+#[derive(Debug, PartialEq, Eq)]
+struct Routed {
+    network: std::net::Ipv4Addr,
+    prefix_len: u32,
+    /// The first host and how many follow (at most [`DEFAULT_FLOWS`]).
+    first: std::net::Ipv4Addr,
+    hosts: u32,
+    action: String,
+}
+
+fn routed_prefix(entries: &std::path::Path) -> Option<Routed> {
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(entries).ok()?).ok()?;
+    routed_in(&doc)
+}
+
+fn routed_in(doc: &serde_json::Value) -> Option<Routed> {
+    let mut best: Option<Routed> = None;
+    for e in doc["table_entries"].as_array()? {
+        let action = e["action_name"].as_str().unwrap_or_default();
+        if e["default_action"] == true || action.to_ascii_lowercase().contains("drop") {
+            continue;
+        }
+        for (field, m) in e["match"].as_object().into_iter().flatten() {
+            if !field.to_ascii_lowercase().contains("dst") {
+                continue;
+            }
+            let (addr, len) = match m {
+                serde_json::Value::String(a) => (a.as_str(), 32),
+                serde_json::Value::Array(v) if v.len() == 2 => {
+                    (v[0].as_str().unwrap_or_default(), v[1].as_u64().unwrap_or(33) as u32)
+                }
+                _ => continue,
+            };
+            let (Ok(addr), true) = (addr.parse::<std::net::Ipv4Addr>(), len <= 32) else {
+                continue;
+            };
+            if best.as_ref().is_some_and(|b| b.prefix_len <= len) {
+                continue;
+            }
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+            let network = u32::from(addr) & mask;
+            // Past the network address, before the broadcast one, where there are such.
+            let (first, hosts) = match 32 - len {
+                0 => (network, 1),
+                1 => (network, 2),
+                bits => (network + 1, ((1u64 << bits) - 2).min(DEFAULT_FLOWS as u64) as u32),
+            };
+            best = Some(Routed {
+                network: network.into(),
+                prefix_len: len,
+                first: first.into(),
+                hosts,
+                action: action.to_string(),
+            });
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn destinations_follow_the_widest_routed_prefix() {
+        let doc = serde_json::json!({"table_entries": [
+            {"table": "t", "default_action": true, "action_name": "MyIngress.drop"},
+            {"table": "t", "match": {"hdr.ipv4.dstAddr": ["10.0.3.3", 32]}, "action_name": "fwd"},
+            {"table": "t", "match": {"hdr.ipv4.dstAddr": ["10.0.9.0", 16]}, "action_name": "MyIngress.drop"},
+            {"table": "t", "match": {"hdr.ipv4.dstAddr": ["10.0.1.7", 24]}, "action_name": "fwd"},
+        ]});
+        let r = routed_in(&doc).unwrap();
+        assert_eq!(
+            (r.network.to_string(), r.prefix_len, r.first.to_string(), r.hosts),
+            ("10.0.1.0".into(), 24, "10.0.1.1".into(), 254)
+        );
+        let only_hosts = serde_json::json!({"table_entries": [
+            {"table": "t", "match": {"hdr.ipv4.dstAddr": "10.0.2.2"}, "action_name": "fwd"},
+        ]});
+        assert_eq!(
+            routed_in(&only_hosts).map(|r| (r.first.to_string(), r.hosts)),
+            Some(("10.0.2.2".into(), 1))
+        );
+        assert!(routed_in(&serde_json::json!({"table_entries": []})).is_none());
+        let wide = serde_json::json!({"table_entries": [
+            {"table": "t", "match": {"dstAddr": ["10.0.0.0", 8]}, "action_name": "fwd"},
+        ]});
+        assert_eq!(routed_in(&wide).unwrap().hosts, DEFAULT_FLOWS);
+    }
 }
