@@ -160,6 +160,8 @@ pub struct Capturer {
     generation: AtomicU64,
     /// When the reader last read (CLOCK_MONOTONIC ns), for [`LEASE_NS`].
     last_read_ns: AtomicU64,
+    /// The running capture was stopped because nobody read it.
+    expired: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Capturer {
@@ -171,6 +173,7 @@ impl Default for Capturer {
             lost: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             last_read_ns: AtomicU64::new(0),
+            expired: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -189,6 +192,8 @@ pub struct CaptureRead {
     /// Frames still to copy (0: the capture is over).
     pub remaining: u64,
     pub lost: u64,
+    /// It stopped because nobody read it for [`LEASE_NS`].
+    pub expired: bool,
 }
 
 impl Capturer {
@@ -206,6 +211,7 @@ impl Capturer {
         };
         while self.frames.pop().is_some() {}
         self.lost.store(0, Ordering::Relaxed);
+        self.expired.store(false, Ordering::Relaxed);
         self.last_read_ns.store(hotplane_core::time::now_ns(), Ordering::Relaxed);
         let count = if count == 0 { MAX_COUNT } else { count.min(MAX_COUNT) };
         self.remaining.store(count, Ordering::Release);
@@ -241,6 +247,7 @@ impl Capturer {
             frames,
             remaining: self.remaining.load(Ordering::Acquire),
             lost: self.lost.load(Ordering::Relaxed),
+            expired: self.expired.load(Ordering::Relaxed),
         })
     }
 
@@ -250,6 +257,7 @@ impl Capturer {
         let idle = now_ns.saturating_sub(self.last_read_ns.load(Ordering::Relaxed));
         if self.remaining.load(Ordering::Relaxed) != 0 && idle > LEASE_NS {
             self.remaining.store(0, Ordering::Release);
+            self.expired.store(true, Ordering::Relaxed);
             return true;
         }
         false
@@ -326,6 +334,9 @@ impl Capturer {
             // The reader is behind: counted, not copied, and the count is not used up.
             self.lost.fetch_add(1, Ordering::Relaxed);
             return true;
+        }
+        if self.generation.load(Ordering::Acquire) != armed.generation {
+            return false; // a new capture started: its count is not this spec's to use
         }
         // Claim one of the remaining frames; another worker may take the last one first.
         let claim = |n: u64| n.checked_sub(1);
@@ -406,5 +417,6 @@ mod tests {
         assert!(!c.expire(now), "just read");
         assert!(c.expire(now + LEASE_NS + 1), "nobody read it for the lease");
         assert!(c.armed(&Cell::new(None)).is_none());
+        assert!(c.read(Some(second), 1).unwrap().expired, "a reader learns why it stopped");
     }
 }

@@ -466,7 +466,7 @@ impl Control {
                     Ok(read) => read,
                     Err(e) => return Response::err(format!("capture: {e}")),
                 };
-                let (remaining, lost) = (read.remaining, read.lost);
+                let (remaining, lost, expired) = (read.remaining, read.lost, read.expired);
                 let clock = wall_minus_monotonic_ns();
                 let frames: Vec<Value> = read
                     .frames
@@ -482,6 +482,7 @@ impl Control {
                 let ports: Vec<&str> = self.obs.ports.iter().map(|p| p.name.as_str()).collect();
                 Response::ok(json!({
                     "frames": frames, "remaining": remaining, "lost": lost, "ports": ports,
+                    "expired": expired,
                 }))
             }
             Request::CaptureStop { id } => match self.obs.capturer.stop(id) {

@@ -164,6 +164,7 @@ impl Engine {
             port_obs.push(PortObs {
                 name: pc.name().to_string(),
                 kind: pc.kind(),
+                mode: queues.first().map(|q| q.mode()).unwrap_or_default(),
                 queues: queues.iter().map(|q| q.counters()).collect(),
             });
             for (w, q) in queues.into_iter().enumerate() {

@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 pub struct PortObs {
     pub name: String,
     pub kind: &'static str,
+    /// How it runs where it could run several ways (`generic (SKB) XDP, copy`; `Port::mode`).
+    pub mode: String,
     pub queues: Vec<Arc<PortCounters>>,
 }
 
@@ -114,6 +116,9 @@ impl Observability {
                 let mut v = serde_json::to_value(p.totals()).unwrap_or(Value::Null);
                 v["name"] = json!(p.name);
                 v["kind"] = json!(p.kind);
+                if !p.mode.is_empty() {
+                    v["mode"] = json!(p.mode);
+                }
                 v
             })
             .collect();

@@ -66,7 +66,6 @@ pub fn serve_api(
     socket_dir::restrict(&staging, group)?;
     std::fs::rename(&staging, path).map_err(io)?;
     listener.set_nonblocking(true).map_err(io)?;
-    socket_dir::announce(path);
     let path: PathBuf = path.into();
     let active = Arc::new(AtomicUsize::new(0));
     std::thread::Builder::new()
@@ -102,7 +101,6 @@ pub fn serve_api(
                 }
             }
             let _ = std::fs::remove_file(&path);
-            socket_dir::withdraw(&path);
         })
         .map_err(io)
 }

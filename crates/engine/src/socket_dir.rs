@@ -113,7 +113,8 @@ pub fn client_default_socket() -> PathBuf {
     }
 }
 
-/// Tell clients where the socket is when it is not at the default path: its path in
+/// Tell clients where the socket is when it is not at the default path (`hotplane run`; a
+/// library user decides for itself): its path in
 /// [`POINTER_NAME`] of the default directory (made private if need be). Best effort: a
 /// directory that cannot be used only means clients need `--socket`.
 pub fn announce(path: &Path) {
@@ -148,10 +149,17 @@ pub fn withdraw(path: &Path) {
     }
 }
 
-/// The socket announced in `dir`, if the directory and the pointer are this user's alone and
-/// the socket is there.
+/// The socket announced in `dir`, if the directory and the pointer are this user's alone, and
+/// the path names a socket of this user (not a link) in a directory nobody else can write: a
+/// pointer left by a run that crashed cannot lead a client to another user's socket.
 fn announced_socket(dir: &Path) -> Option<PathBuf> {
-    announced_path(dir).filter(|p| p.exists())
+    let path = announced_path(dir)?;
+    let me = effective_uid();
+    let socket = std::fs::symlink_metadata(&path).ok()?;
+    let parent = std::fs::metadata(path.parent()?).ok()?;
+    let ours = socket.file_type().is_socket() && socket.uid() == me;
+    let private = parent.uid() == me && parent.permissions().mode() & 0o022 == 0;
+    (ours && private).then_some(path)
 }
 
 fn announced_path(dir: &Path) -> Option<PathBuf> {

@@ -146,6 +146,12 @@ fn copy_frames(
         }
         // Over: the count reached and every frame read; or the time, or a signal (then one
         // more read for frames copied meanwhile).
+        if answer["expired"] == true {
+            anyhow::bail!(
+                "the capture stopped: this reader fell more than 2 s behind (the data plane \
+                 stops a capture nobody reads; {copied} frame(s) were copied)"
+            );
+        }
         let over = answer["remaining"].as_u64() == Some(0) && frames.is_empty();
         let out_of_time = limit.is_some_and(|l| begun.elapsed() >= l);
         if over {

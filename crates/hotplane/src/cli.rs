@@ -142,18 +142,31 @@ pub fn run_config(
     eprintln!(
         "hotplane: {} worker(s), ports: {}{}{}",
         cfg.dataplane.workers,
-        cfg.ports
+        // With the mode each took where it could fall back (AF_XDP: native or generic XDP,
+        // zero-copy or copy).
+        plane
+            .observability()
+            .ports
             .iter()
-            .map(|p| format!("{} ({})", p.name(), p.kind()))
+            .map(|p| match p.mode.as_str() {
+                "" => format!("{} ({})", p.name, p.kind),
+                mode => format!("{} ({}: {mode})", p.name, p.kind),
+            })
             .collect::<Vec<_>>()
             .join(", "),
-        socket.map(|s| format!(", control socket {}", s.display())).unwrap_or_default(),
+        socket.as_ref().map(|s| format!(", control socket {}", s.display())).unwrap_or_default(),
         if cfg.control.update_port != 0 {
             format!(", in-band updates on UDP {}", cfg.control.update_port)
         } else {
             String::new()
         }
     );
+    // Clients given no socket find one a config put elsewhere (taken back at the end).
+    let announced = socket.clone();
+    if let Some(s) = &announced {
+        hotplane_engine::socket_dir::announce(s);
+    }
+    let _withdraw = Withdraw(announced);
     #[cfg(feature = "p4runtime")]
     let p4rt = p4rt.map(|c| crate::p4rt_cmd::serve(&plane, &c)).transpose()?;
     let mut last_stats = Instant::now();
@@ -398,6 +411,17 @@ pub fn submit_update(
         human::print_acks(&v);
     }
     refused_update(&v)
+}
+
+/// Takes back the socket's announcement when `run` ends, however it ends.
+struct Withdraw(Option<PathBuf>);
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        if let Some(s) = &self.0 {
+            hotplane_engine::socket_dir::withdraw(s);
+        }
+    }
 }
 
 /// Options many commands share may also come before the command, as `--socket` can:

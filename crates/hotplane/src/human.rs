@@ -52,7 +52,10 @@ pub fn print_stats(s: &Value) {
         println!(
             "{:<12} {:<9} {:>12} {:>14} {:>10} {:>12} {:>14} {:>10} {:>7}",
             p["name"].as_str().unwrap_or("?"),
-            p["kind"].as_str().unwrap_or("?"),
+            match p["mode"].as_str() {
+                Some(mode) => format!("{} ({mode})", p["kind"].as_str().unwrap_or("?")),
+                None => p["kind"].as_str().unwrap_or("?").to_string(),
+            },
             n(p, "rx_packets"),
             n(p, "rx_bytes"),
             n(p, "rx_dropped"),
@@ -92,11 +95,56 @@ pub fn print_stats(s: &Value) {
         u["apply_us_p99"],
         if refused.is_empty() { "none".to_string() } else { refused.join(", ") }
     );
+    // Everything else that is not zero, the tables' own columns left out.
+    let shown: &[(&str, &[&str])] = &[
+        (
+            "ports",
+            &[
+                "name",
+                "kind",
+                "mode",
+                "rx_packets",
+                "rx_bytes",
+                "rx_dropped",
+                "tx_packets",
+                "tx_bytes",
+                "tx_dropped",
+                "errors",
+            ],
+        ),
+        (
+            "workers",
+            &[
+                "worker",
+                "packets",
+                "dropped",
+                "no_route",
+                "punted",
+                "replicated",
+                "program_panics",
+                "running_versions",
+            ],
+        ),
+        ("updates", &["applied_count", "apply_us_p50", "apply_us_p99", "refused"]),
+    ];
     let mut others = Vec::new();
     for (section, v) in s.as_object().into_iter().flatten() {
-        if !matches!(section.as_str(), "ports" | "workers" | "updates" | "slots" | "uptime_s") {
-            nonzero(section, v, &mut others);
+        if matches!(section.as_str(), "slots" | "uptime_s") {
+            continue;
         }
+        let mut v = v.clone();
+        if let Some((_, keys)) = shown.iter().find(|(name, _)| name == section) {
+            let strip = |o: &mut Value| {
+                if let Some(m) = o.as_object_mut() {
+                    m.retain(|k, _| !keys.contains(&k.as_str()));
+                }
+            };
+            match &mut v {
+                Value::Array(items) => items.iter_mut().for_each(strip),
+                o => strip(o),
+            }
+        }
+        nonzero(section, &v, &mut others);
     }
     if !others.is_empty() {
         println!("other counters (not zero):");
@@ -179,10 +227,14 @@ fn is_empty(v: &Value) -> bool {
     }
 }
 
-/// A value on one line: strings without quotes, `-` for null, others as JSON.
+/// A value on one line: strings without quotes (control characters, which a node's text may
+/// carry, escaped: nothing reaches the terminal as a command), `-` for null, others as JSON.
 fn scalar(v: &Value) -> String {
     match v {
-        Value::String(s) => s.clone(),
+        Value::String(s) => s
+            .chars()
+            .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+            .collect(),
         Value::Null => "-".into(),
         v => v.to_string(),
     }
@@ -192,12 +244,14 @@ fn scalar(v: &Value) -> String {
 fn cell(v: &Value) -> String {
     match v {
         Value::Array(items) if !items.is_empty() => {
+            // A key keeps its match kind (`hdr.ipv4.dstAddr:lpm`).
             let names: Vec<String> = items
                 .iter()
-                .map(|i| match i.get("name") {
-                    Some(name) => scalar(name),
-                    None if !i.is_object() && !i.is_array() => scalar(i),
-                    None => i.to_string(),
+                .map(|i| match (i.get("name"), i.get("match")) {
+                    (Some(name), Some(kind)) => format!("{}:{}", scalar(name), scalar(kind)),
+                    (Some(name), None) => scalar(name),
+                    (None, _) if !i.is_object() && !i.is_array() => scalar(i),
+                    (None, _) => i.to_string(),
                 })
                 .collect();
             names.join(", ")
@@ -229,7 +283,9 @@ fn table(rows: &[Value], pad: &str, out: &mut String) {
     let widths: Vec<usize> = keys
         .iter()
         .enumerate()
-        .map(|(i, k)| cells.iter().map(|c| c[i].len()).chain([k.len()]).max().unwrap_or(0))
+        .map(|(i, k)| {
+            cells.iter().map(|c| c[i].chars().count()).chain([k.len()]).max().unwrap_or(0)
+        })
         .collect();
     let line = |items: Vec<&str>| {
         let parts: Vec<String> =
@@ -267,6 +323,11 @@ mod tests {
             shown(json!([{"name": "t", "actions": [{"name": "a", "params": []}, {"name": "b"}]}])),
             "name  actions\nt     a, b\n",
             "lists in cells by their items' names"
+        );
+        assert_eq!(shown(json!({"error": "bad\n\u{1b}[2Jline"})), "error: bad\\n\\u{1b}[2Jline\n");
+        assert_eq!(
+            shown(json!([{"name": "t", "keys": [{"name": "dst", "match": "lpm"}]}])),
+            "name  keys\nt     dst:lpm\n"
         );
         assert_eq!(
             shown(json!({"store": {"key": 7, "words": [1, 2]}})),

@@ -286,7 +286,8 @@ enum EbpfCmd {
     },
     /// Read and write the maps of a running data plane.
     Map {
-        /// `list`: the data plane's answer as JSON instead of a table.
+        /// The data plane's answer as JSON, as it gave it (hex bytes beside `formatted`),
+        /// instead of tables and lines for people.
         #[arg(long, global = true)]
         json: bool,
         #[command(subcommand)]

@@ -189,6 +189,8 @@ fn auto_mode_falls_back_to_generic_xdp_and_says_so() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("using generic (SKB) mode"), "the fallback is named: {err}");
+    // And the mode taken is in the start line, whatever the log level.
+    assert!(err.contains("p (afxdp: generic (SKB) XDP, "), "the mode is shown: {err}");
 }
 
 #[test]

@@ -102,6 +102,13 @@ pub trait Port: Send {
     /// Slow checks (is the interface still there?), called by the worker about every 100 ms.
     fn housekeeping(&mut self) {}
 
+    /// How the port runs where it could run several ways and fell back or chose (`native
+    /// XDP, zero-copy`); empty where there is one way. Shown at start and in the statistics,
+    /// so a fallback is never silent.
+    fn mode(&self) -> String {
+        String::new()
+    }
+
     /// How a worker that sleeps when idle (`idle = "wait"`) learns that this queue has
     /// packets.
     fn wakeup(&self) -> Wakeup {

@@ -31,6 +31,8 @@ const ENUM64: u32 = 19;
 
 /// Longest chain of modifiers/typedefs followed before giving up (hostile input may loop).
 const MAX_DEPTH: usize = 32;
+/// Longest field or enum name a layout keeps.
+const MAX_LAYOUT_NAME: usize = 256;
 
 #[derive(Debug, Clone)]
 struct Type {
@@ -153,6 +155,15 @@ impl<'a> Btf<'a> {
         self.types.get(id as usize).ok_or(BtfError::NoType { id })
     }
 
+    /// A name of at most [`MAX_LAYOUT_NAME`] bytes (a layout's field and enum names): a hostile
+    /// string section cannot make every node scan or copy megabytes.
+    fn short_name(&self, off: u32) -> Result<&'a str, BtfError> {
+        let s = self.strings.get(off as usize..).ok_or(BtfError::StringOutOfRange)?;
+        let s = &s[..s.len().min(MAX_LAYOUT_NAME + 1)];
+        let end = s.iter().position(|b| *b == 0).ok_or(BtfError::TooLarge)?;
+        std::str::from_utf8(&s[..end]).map_err(|_| BtfError::StringNotUtf8)
+    }
+
     pub fn name(&self, off: u32) -> Result<&'a str, BtfError> {
         let s = self.strings.get(off as usize..).ok_or(BtfError::StringOutOfRange)?;
         let end = s.iter().position(|b| *b == 0).ok_or(BtfError::StringUnterminated)?;
@@ -257,20 +268,17 @@ impl<'a> Btf<'a> {
         Ok(out)
     }
 
-    /// The layout of type `id` (a map's key or value), for showing entries.
-    pub fn layout(&self, id: u32) -> Result<Layout, BtfError> {
-        let mut nodes = 0;
-        self.layout_depth(id, 0, &mut nodes)
+    /// The layout of type `id` (a map's key or value), for showing entries; `nodes` is what
+    /// is left of the object's budget of parts ([`MAX_NODES`] for all its maps together).
+    pub fn layout(&self, id: u32, nodes: &mut usize) -> Result<Layout, BtfError> {
+        self.layout_depth(id, 0, nodes)
     }
 
     fn layout_depth(&self, id: u32, depth: usize, nodes: &mut usize) -> Result<Layout, BtfError> {
         if depth > MAX_DEPTH {
             return Err(BtfError::TooDeep);
         }
-        *nodes += 1;
-        if *nodes > MAX_NODES {
-            return Err(BtfError::TooLarge);
-        }
+        *nodes = nodes.checked_sub(1).ok_or(BtfError::TooLarge)?;
         let id = self.resolve(id)?;
         let t = self.ty(id)?.clone();
         let size = t.size_or_type;
@@ -278,25 +286,25 @@ impl<'a> Btf<'a> {
             INT => {
                 let enc = u32_at(self.type_data, t.extra)?;
                 let (encoding, offset, bits) = ((enc >> 24) & 0xf, (enc >> 16) & 0xff, enc & 0xff);
-                if offset != 0 || bits != 8 * size {
+                if offset != 0 || u64::from(bits) != 8 * u64::from(size) {
                     Layout::Opaque { size }
                 } else {
-                    let (signed, char, boolean) =
-                        (encoding & 1 != 0, encoding & 2 != 0, encoding & 4 != 0);
+                    // clang marks no `char` with BTF_INT_CHAR: the name says it, `char` alone
+                    // (as bpftool reads it; `unsigned char`, `__u8`, are numbers).
+                    let char = encoding & 2 != 0
+                        || (size == 1 && self.short_name(t.name_off).is_ok_and(|n| n == "char"));
+                    let (signed, boolean) = (encoding & 1 != 0, encoding & 4 != 0);
                     Layout::Int { size, signed, boolean, char }
                 }
             }
             ENUM | ENUM64 => {
                 let wide = t.kind == ENUM64;
                 let step = if wide { 12 } else { 8 };
-                let mut names = Vec::with_capacity(t.vlen as usize);
+                let mut names = Vec::with_capacity((t.vlen as usize).min(*nodes));
                 for k in 0..t.vlen as usize {
-                    *nodes += 1;
-                    if *nodes > MAX_NODES {
-                        return Err(BtfError::TooLarge);
-                    }
+                    *nodes = nodes.checked_sub(1).ok_or(BtfError::TooLarge)?;
                     let at = t.extra + step * k;
-                    let name = self.name(u32_at(self.type_data, at)?)?.to_string();
+                    let name = self.short_name(u32_at(self.type_data, at)?)?.to_string();
                     let lo = u32_at(self.type_data, at + 4)?;
                     let value = match (wide, t.kind_flag) {
                         (true, _) => {
@@ -310,15 +318,21 @@ impl<'a> Btf<'a> {
                 Layout::Enum { size, signed: t.kind_flag, names }
             }
             STRUCT | UNION => {
-                let mut fields = Vec::with_capacity(t.vlen as usize);
+                let mut fields = Vec::with_capacity((t.vlen as usize).min(*nodes));
                 for k in 0..t.vlen as usize {
                     let at = t.extra + 12 * k;
-                    let name = self.name(u32_at(self.type_data, at)?)?.to_string();
+                    let name = self.short_name(u32_at(self.type_data, at)?)?.to_string();
                     let member = u32_at(self.type_data, at + 4)?;
                     let offset = u32_at(self.type_data, at + 8)?;
                     let (bit_offset, bits) =
                         if t.kind_flag { (offset & 0xff_ffff, offset >> 24) } else { (offset, 0) };
                     let layout = self.layout_depth(member, depth + 1, nodes)?;
+                    // A member must lie inside its struct: else the sizes lie, and showing
+                    // it could multiply work level by level.
+                    let end = u64::from(bit_offset) / 8 + if bits == 0 { layout.size() } else { 0 };
+                    if end > u64::from(size) {
+                        return Err(BtfError::TooLarge);
+                    }
                     let name = if name.is_empty() { format!("(anon {k})") } else { name };
                     fields.push(Field { name, bit_offset, bits, layout });
                 }

@@ -156,6 +156,8 @@ impl<'d> ElfObject<'d> {
             None => None,
         };
         let mut found: Vec<(usize, u64, String, MapDef, MapSection)> = Vec::new();
+        // One budget of layout parts for every map of the object.
+        let mut layout_budget = crate::maps::layout::MAX_NODES;
         for sym in self.file.symbols() {
             let SymbolSection::Section(si) = sym.section() else { continue };
             let si = si.0;
@@ -226,10 +228,11 @@ impl<'d> ElfObject<'d> {
                             .ok_or_else(|| missing(&name, "max_entries"))?,
                     };
                     // Shown only where BTF's type is the size the map has.
-                    let layout_of = |k: &str, size: u32| match m.get(k) {
-                        Some(btf::Member::Type { id, .. }) => {
-                            btf.layout(*id).ok().filter(|l| l.size() == size as u64)
-                        }
+                    let mut layout_of = |k: &str, size: u32| match m.get(k) {
+                        Some(btf::Member::Type { id, .. }) => btf
+                            .layout(*id, &mut layout_budget)
+                            .ok()
+                            .filter(|l| l.size() == size as u64),
                         _ => None,
                     };
                     let layout = MapLayout {

@@ -5,10 +5,13 @@
 
 use serde_json::{json, Map as JsonMap, Value};
 
-/// Nodes one layout may have: hostile BTF cannot make formatting expensive.
-pub const MAX_NODES: usize = 1024;
+/// Parts the layouts of one object's maps may have together: hostile BTF cannot make loading
+/// expensive.
+pub const MAX_NODES: usize = 4096;
 /// Elements of one array shown; the rest are summarised.
 const MAX_SHOWN: usize = 256;
+/// Values one entry is shown with; the rest are summarised (nested arrays multiply).
+const MAX_VALUES: usize = 4096;
 
 /// The shape of a key or a value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,23 +72,33 @@ impl Layout {
 
     /// `bytes` shown as this layout says; bytes it does not cover are not shown.
     pub fn format(&self, bytes: &[u8]) -> Value {
+        let mut left = MAX_VALUES;
+        self.format_within(bytes, &mut left)
+    }
+
+    /// As [`Layout::format`], making at most `left` values (then `"..."`).
+    fn format_within(&self, bytes: &[u8], left: &mut usize) -> Value {
+        let Some(rest) = left.checked_sub(1) else { return json!("...") };
+        *left = rest;
+        let own = |size: u32| &bytes[..(size as usize).min(bytes.len())];
         match self {
             Layout::Int { size, signed, boolean, char: _ } => match int(bytes, *size, *signed) {
                 Some(v) if *boolean => json!(v != 0),
                 Some(v) => v.to_json(),
-                None => hex(bytes),
+                None => hex(own(*size)),
             },
             Layout::Enum { size, signed, names } => match int(bytes, *size, *signed) {
+                // Compared as bits: an unsigned 64-bit value above i64::MAX has its name too.
                 Some(v) => names
                     .iter()
-                    .find(|(_, n)| Some(*n) == v.as_i64())
+                    .find(|(_, n)| *n as u64 == v.bits())
                     .map_or_else(|| v.to_json(), |(name, _)| json!(name)),
-                None => hex(bytes),
+                None => hex(own(*size)),
             },
             Layout::Struct { fields, .. } => {
                 let mut out = JsonMap::new();
                 for f in fields {
-                    out.insert(f.name.clone(), f.format(bytes));
+                    out.insert(f.name.clone(), f.format(bytes, left));
                 }
                 Value::Object(out)
             }
@@ -101,8 +114,9 @@ impl Layout {
                     let end = text.iter().position(|&b| b == 0).unwrap_or(n);
                     return json!(String::from_utf8_lossy(&text[..end]));
                 }
-                let mut items: Vec<Value> =
-                    (0..n.min(MAX_SHOWN)).map(|i| elem.format(&bytes[i * step..])).collect();
+                let mut items: Vec<Value> = (0..n.min(MAX_SHOWN))
+                    .map(|i| elem.format_within(&bytes[i * step..], left))
+                    .collect();
                 if n > MAX_SHOWN {
                     items.push(json!(format!("... {} more", n - MAX_SHOWN)));
                 }
@@ -114,10 +128,10 @@ impl Layout {
 }
 
 impl Field {
-    fn format(&self, bytes: &[u8]) -> Value {
+    fn format(&self, bytes: &[u8], left: &mut usize) -> Value {
         if self.bits == 0 {
             return match bytes.get((self.bit_offset / 8) as usize..) {
-                Some(at) if self.bit_offset % 8 == 0 => self.layout.format(at),
+                Some(at) if self.bit_offset % 8 == 0 => self.layout.format_within(at, left),
                 _ => Value::Null,
             };
         }
@@ -149,10 +163,11 @@ impl Number {
         }
     }
 
-    fn as_i64(self) -> Option<i64> {
+    /// The 64 bits it stands for (a signed one sign-extended).
+    fn bits(self) -> u64 {
         match self {
-            Number::Unsigned(v) => i64::try_from(v).ok(),
-            Number::Signed(v) => Some(v),
+            Number::Unsigned(v) => v,
+            Number::Signed(v) => v as u64,
         }
     }
 }
@@ -243,6 +258,9 @@ mod tests {
     #[test]
     fn short_bytes_and_odd_widths_fall_back_to_hex_or_null() {
         assert_eq!(u(4).format(&[1, 2]), json!("0x0102"));
+        assert_eq!(u(3).format(&[1, 2, 3, 4, 5]), json!("0x010203"), "its own bytes only");
+        let wide = Layout::Enum { size: 8, signed: false, names: vec![("TOP".into(), -1)] };
+        assert_eq!(wide.format(&[0xff; 8]), json!("TOP"), "a u64 enum value above i64::MAX");
         assert_eq!(u(16).format(&[0xff; 16]), json!(format!("0x{}", "ff".repeat(16))));
         let signed = Layout::Int { size: 2, signed: true, boolean: false, char: false };
         assert_eq!(signed.format(&[0xfe, 0xff]), json!(-2));
@@ -254,5 +272,15 @@ mod tests {
         let big = Layout::Array { elem: Box::new(u(1)), len: 1000 };
         let shown = big.format(&[7; 1000]);
         assert_eq!(shown.as_array().unwrap().len(), MAX_SHOWN + 1);
+        // Structs that claim one byte but hold arrays of 256 of themselves, 8 deep, would be
+        // 256^8 values: the budget ends it.
+        let mut deep = u(1);
+        for _ in 0..8 {
+            let field = Field { name: "a".into(), bit_offset: 0, bits: 0, layout: deep };
+            let liar = Layout::Struct { size: 1, fields: vec![field] };
+            deep = Layout::Array { elem: Box::new(liar), len: 256 };
+        }
+        let text = deep.format(&[0; 4096]).to_string();
+        assert!(text.contains("\"...\"") && text.len() < 64 * MAX_VALUES, "{}", text.len());
     }
 }

@@ -41,11 +41,14 @@ impl Drop for Running {
     }
 }
 
-/// `hotplane run --keep-running --config CFG`, once its control socket `sock` is there.
+/// `hotplane run --keep-running --config CFG`, once its control socket `sock` is there. Its
+/// default directory is beside the socket: the test announces nothing in the machine's.
 pub fn run_until_socket(cfg: &Path, sock: &Path) -> std::process::Child {
+    let runtime = sock.parent().unwrap_or(Path::new(".")).join("rt");
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_hotplane"))
         .args(["run", "--keep-running", "--config"])
         .arg(cfg)
+        .env("HOTPLANE_RUNTIME_DIR", runtime)
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);

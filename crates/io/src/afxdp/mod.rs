@@ -155,6 +155,8 @@ pub struct AfXdpQueue {
     /// Kernel drop counts already added to our counters (the socket's are cumulative).
     seen_kernel_drops: u64,
     seen_invalid_tx: u64,
+    /// The XDP attach mode and the copy mode taken (`generic (SKB) XDP, copy`).
+    mode: String,
 }
 
 // SAFETY: every ring, socket and mapping is owned by this queue and used by one worker at a time.
@@ -314,6 +316,10 @@ impl Port for AfXdpQueue {
         self.counters.clone()
     }
 
+    fn mode(&self) -> String {
+        self.mode.clone()
+    }
+
     fn housekeeping(&mut self) {
         self.reap();
         self.give_back();
@@ -333,8 +339,14 @@ impl Port for AfXdpQueue {
     }
 }
 
-/// Load the redirect program and attach it to `ifindex` in the requested mode.
-fn attach(port: &str, ifname: &str, ifindex: u32, mode: XdpMode) -> Result<Ebpf, PortError> {
+/// Load the redirect program and attach it to `ifindex` in the requested mode; returns it with
+/// the mode it took (`native`, `generic (SKB)`).
+fn attach(
+    port: &str,
+    ifname: &str,
+    ifindex: u32,
+    mode: XdpMode,
+) -> Result<(Ebpf, &'static str), PortError> {
     let cfg = |msg: String| PortError::Config { port: port.into(), msg };
     let mut bpf = Ebpf::load(XDP_OBJECT).map_err(|e| {
         let hint = match &e {
@@ -353,7 +365,7 @@ fn attach(port: &str, ifname: &str, ifindex: u32, mode: XdpMode) -> Result<Ebpf,
     prog.load().map_err(|e| {
         cfg(format!("loading the XDP program: {e} (needs CAP_BPF and CAP_NET_ADMIN: run as root)"))
     })?;
-    let tries: &[(XdpFlags, &str)] = match mode {
+    let tries: &[(XdpFlags, &'static str)] = match mode {
         XdpMode::Auto => &[(XdpFlags::DRV_MODE, "native"), (XdpFlags::SKB_MODE, "generic (SKB)")],
         XdpMode::Native => &[(XdpFlags::DRV_MODE, "native")],
         XdpMode::Skb => &[(XdpFlags::SKB_MODE, "generic (SKB)")],
@@ -384,7 +396,7 @@ fn attach(port: &str, ifname: &str, ifindex: u32, mode: XdpMode) -> Result<Ebpf,
                         "native XDP unavailable ({last}); using {label} mode"
                     );
                 }
-                return Ok(bpf);
+                return Ok((bpf, label));
             }
             Err(e) => last = chain(&e),
         }
@@ -487,6 +499,7 @@ fn socket(
         attachment: None,
         seen_kernel_drops: 0,
         seen_invalid_tx: 0,
+        mode: if zero_copy { "zero-copy" } else { "copy" }.into(),
     })
 }
 
@@ -502,6 +515,8 @@ fn socket_with_fallback(
         ZeroCopy::Off => socket_when_free(spec, cx, ifindex, queue, false),
         ZeroCopy::Auto => socket(spec, cx, ifindex, queue, true).or_else(|e| {
             if queue == 0 {
+                // Said at info: a veth never has it. The mode taken is in the start line and
+                // the statistics (`Port::mode`).
                 tracing::info!(port = cx.name, interface = %spec.interface, error = %e,
                     "zero-copy unavailable; using copy mode");
             }
@@ -597,7 +612,7 @@ fn open_here(
             spec.netns.as_ref().map(|n| format!(" in network namespace `{n}`")).unwrap_or_default()
         ))
     })?;
-    let mut bpf = attach(cx.name, &spec.interface, ifindex, spec.mode)?;
+    let (mut bpf, xdp_mode) = attach(cx.name, &spec.interface, ifindex, spec.mode)?;
     let mut queues = Vec::with_capacity(want as usize);
     for q in 0..want {
         match socket_with_fallback(spec, cx, ifindex, q) {
@@ -632,6 +647,7 @@ fn open_here(
         .into_iter()
         .map(|mut q| {
             q.attachment = Some(attachment.clone());
+            q.mode = format!("{xdp_mode} XDP, {}", q.mode);
             Box::new(q) as Box<dyn Port>
         })
         .collect())
