@@ -412,7 +412,11 @@ impl Control {
                         Ok(Received::Partial { header, received, .. }) => {
                             Some(partial_ack(&header, received))
                         }
-                        Err(r) => Some(refused_ack(&r)),
+                        Err(r) => {
+                            // Logged as an in-band refusal is (the client has the ack too).
+                            tracing::info!(reason = %r.reason, "update refused: {}", r.message);
+                            Some(refused_ack(&r))
+                        }
                     };
                     if let Some(a) = ack {
                         acks.push(ack_json(&a));

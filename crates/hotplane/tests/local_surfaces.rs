@@ -222,6 +222,47 @@ fn a_socket_a_config_put_elsewhere_is_found_without_flags() {
     assert!(!o.status.success() && err.contains("cannot reach the data plane at"), "{err}");
 }
 
+/// The log level is set by `HOTPLANE_LOG`, else by the `RUST_LOG` Rust users reach for, else
+/// warnings only: a refused update is logged at info, so it shows with `RUST_LOG=info` and not
+/// by default.
+#[test]
+fn rust_log_sets_the_log_level_as_hotplane_log_does() {
+    let dir = tmpdir("log");
+    let cfg = dir.join("c.toml");
+    std::fs::write(&cfg, "[[port]]\nname = \"p0\"\nkind = \"mem\"\n[control]\nsocket = true\n")
+        .unwrap();
+    for (var, level, shown) in
+        [("RUST_LOG", "info", true), ("HOTPLANE_LOG", "info", true), ("", "", false)]
+    {
+        let runtime = dir.join(format!("rt-{var}"));
+        let mut run = Command::new(env!("CARGO_BIN_EXE_hotplane"));
+        run.args(["run", "--keep-running", "--config"])
+            .arg(&cfg)
+            .env("HOTPLANE_RUNTIME_DIR", &runtime)
+            .env_remove("HOTPLANE_LOG")
+            .env_remove("RUST_LOG")
+            .stderr(Stdio::piped());
+        if !var.is_empty() {
+            run.env(var, level);
+        }
+        let mut child = run.spawn().unwrap();
+        let deadline = Instant::now() + HANG;
+        while !runtime.join("hotplane.sock").exists() {
+            assert!(Instant::now() < deadline, "never started");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // An update MACed with a key the node does not have: refused, and logged at info.
+        let key = "11".repeat(32);
+        let update = ["update", "--target", "pre", "--stage", r#"{"stage":"drop"}"#, "--key", &key];
+        assert!(!push_in(&runtime, &update).status.success());
+        assert!(push_in(&runtime, &["shutdown"]).status.success());
+        let mut err = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        assert!(wait_exit(&mut child).is_some());
+        assert_eq!(err.contains("unknown_key"), shown, "{var}={level}: {err}");
+    }
+}
+
 /// `hotplane push ARGS` as a user whose default directory is `runtime`, given no socket.
 fn push_in(runtime: &Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_hotplane"))
