@@ -52,6 +52,10 @@ const FRAME: [u8; 64] = {
 };
 
 fuzz_target!(|data: &[u8]| {
+    // The name an update gives itself: any bytes, and named again, it reads back.
+    let _ = hotplane_lua::naming::source_name(data);
+    let named = hotplane_lua::naming::named_source("fuzz.lua", data);
+    assert_eq!(hotplane_lua::naming::source_name(&named), Some("fuzz.lua"));
     let e = env();
     let opts = FunctionOpts { jit: data.first().is_none_or(|b| b & 1 == 0), opt_level: 3 };
     // The lexer alone never panics, whatever the bytes.

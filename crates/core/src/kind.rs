@@ -323,6 +323,36 @@ pub fn is_plain_program_name(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
+/// How a language writes a block comment: `("/*", "*/")`, `("--[[", "]]")`.
+pub type CommentMarks = (&'static str, &'static str);
+
+/// An update carries only source, so its sender names the program in it: a block comment at
+/// the very end, `{open}hotplane:file=NAME{close}`, with no newline of its own, so every line
+/// keeps its number, end-of-file diagnostics included. (After a last line that is a `#`
+/// directive it goes on a line of its own, where it cannot change the directive.) `source`
+/// with it, if `name` is plain ([`is_plain_program_name`]).
+pub fn with_name_comment(mut source: Vec<u8>, name: &str, (open, close): CommentMarks) -> Vec<u8> {
+    if is_plain_program_name(name) {
+        let last = source.rsplit(|&b| b == b'\n').next().unwrap_or_default();
+        if last.trim_ascii_start().starts_with(b"#") {
+            source.push(b'\n');
+        }
+        source.extend_from_slice(format!("{open}hotplane:file={name}{close}").as_bytes());
+    }
+    source
+}
+
+/// The name a source gives itself with [`with_name_comment`], if it does and the name is
+/// plain.
+pub fn name_in_comment(source: &[u8], (open, close): CommentMarks) -> Option<&str> {
+    // Bytes, not text: what comes before the comment need not be UTF-8 (Lua's need not).
+    let last = source.rsplit(|&b| b == b'\n').next()?.strip_suffix(close.as_bytes())?;
+    let marker = format!("{open}hotplane:file=");
+    let at = last.windows(marker.len()).rposition(|w| w == marker.as_bytes())?;
+    let name = std::str::from_utf8(&last[at + marker.len()..]).ok()?;
+    is_plain_program_name(name).then_some(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -284,6 +284,42 @@ pub fn restrict(path: &Path, group: Option<u32>) -> Result<(), SocketError> {
 mod tests {
     use super::*;
 
+    /// A pointer is followed only to a socket of this user in a private directory: not to a
+    /// file, a link, a path that is gone, or a socket in a directory others can write.
+    #[test]
+    fn an_announcement_is_trusted_only_for_our_own_private_socket() {
+        let base = std::env::temp_dir().join(format!("hp-announce-{}", std::process::id()));
+        let (dir, private, shared) = (base.join("rt"), base.join("private"), base.join("shared"));
+        for (d, mode) in [(&dir, 0o700), (&private, 0o700), (&shared, 0o777)] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let point = |target: &Path| {
+            let pointer = dir.join(POINTER_NAME);
+            std::fs::write(&pointer, target.as_os_str().as_encoded_bytes()).unwrap();
+            std::fs::set_permissions(&pointer, std::fs::Permissions::from_mode(0o600)).unwrap();
+            announced_socket(&dir)
+        };
+        let sock = private.join("s.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        assert_eq!(point(&sock), Some(sock.clone()));
+        let file = private.join("file");
+        std::fs::write(&file, b"x").unwrap();
+        assert_eq!(point(&file), None, "not a socket");
+        let link = private.join("link.sock");
+        std::os::unix::fs::symlink(&sock, &link).unwrap();
+        assert_eq!(point(&link), None, "a link");
+        assert_eq!(point(&private.join("gone.sock")), None, "gone");
+        let open_sock = shared.join("s.sock");
+        let _other = std::os::unix::net::UnixListener::bind(&open_sock).unwrap();
+        assert_eq!(point(&open_sock), None, "in a directory others can write");
+        assert_eq!(point(Path::new("relative.sock")), None);
+        std::fs::set_permissions(dir.join(POINTER_NAME), std::fs::Permissions::from_mode(0o666))
+            .unwrap();
+        assert_eq!(announced_socket(&dir), None, "a pointer others can write");
+        std::fs::remove_dir_all(&base).ok();
+    }
+
     #[test]
     fn default_directory_depends_on_who_runs() {
         let p = PathBuf::from;

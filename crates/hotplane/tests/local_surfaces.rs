@@ -144,26 +144,9 @@ fn default_socket_is_private_and_the_client_finds_it() {
     let cfg = dir.join("c.toml");
     std::fs::write(&cfg, "[[port]]\nname = \"p0\"\nkind = \"mem\"\n[control]\nsocket = true\n")
         .unwrap();
-    let bin = env!("CARGO_BIN_EXE_hotplane");
-    let mut child = Command::new(bin)
-        .args(["run", "--keep-running", "--config"])
-        .arg(&cfg)
-        .env("HOTPLANE_RUNTIME_DIR", &runtime)
-        .env_remove("HOTPLANE_SOCKET")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = run_in(&runtime, &cfg).stderr(Stdio::piped()).spawn().unwrap();
     let sock = runtime.join("hotplane.sock");
-    let deadline = Instant::now() + HANG;
-    while !sock.exists() {
-        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
-            let _ = child.kill();
-            let mut err = String::new();
-            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-            panic!("the default socket never appeared: {err}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for(&mut child, &[&sock]);
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode(&runtime), 0o700);
     assert_eq!(mode(&sock), 0o600);
@@ -194,21 +177,9 @@ fn a_socket_a_config_put_elsewhere_is_found_without_flags() {
         ),
     )
     .unwrap();
-    let bin = env!("CARGO_BIN_EXE_hotplane");
-    let mut child = Command::new(bin)
-        .args(["run", "--keep-running", "--config"])
-        .arg(&cfg)
-        .env("HOTPLANE_RUNTIME_DIR", &runtime)
-        .env_remove("HOTPLANE_SOCKET")
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = run_in(&runtime, &cfg).stderr(Stdio::piped()).spawn().unwrap();
     let pointer = runtime.join("current-socket");
-    let deadline = Instant::now() + HANG;
-    while !(sock.exists() && pointer.exists()) {
-        assert!(Instant::now() < deadline && child.try_wait().unwrap().is_none(), "never started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for(&mut child, &[&sock, &pointer]);
     assert_eq!(std::fs::metadata(&pointer).unwrap().permissions().mode() & 0o777, 0o600);
     let push = |args: &[&str]| push_in(&runtime, args);
     let o = push(&["slots"]);
@@ -235,22 +206,13 @@ fn rust_log_sets_the_log_level_as_hotplane_log_does() {
         [("RUST_LOG", "info", true), ("HOTPLANE_LOG", "info", true), ("", "", false)]
     {
         let runtime = dir.join(format!("rt-{var}"));
-        let mut run = Command::new(env!("CARGO_BIN_EXE_hotplane"));
-        run.args(["run", "--keep-running", "--config"])
-            .arg(&cfg)
-            .env("HOTPLANE_RUNTIME_DIR", &runtime)
-            .env_remove("HOTPLANE_LOG")
-            .env_remove("RUST_LOG")
-            .stderr(Stdio::piped());
+        let mut run = run_in(&runtime, &cfg);
+        run.env_remove("HOTPLANE_LOG").env_remove("RUST_LOG").stderr(Stdio::piped());
         if !var.is_empty() {
             run.env(var, level);
         }
         let mut child = run.spawn().unwrap();
-        let deadline = Instant::now() + HANG;
-        while !runtime.join("hotplane.sock").exists() {
-            assert!(Instant::now() < deadline, "never started");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_for(&mut child, &[&runtime.join("hotplane.sock")]);
         // An update MACed with a key the node does not have: refused, and logged at info.
         let key = "11".repeat(32);
         let update = ["update", "--target", "pre", "--stage", r#"{"stage":"drop"}"#, "--key", &key];
@@ -260,6 +222,33 @@ fn rust_log_sets_the_log_level_as_hotplane_log_does() {
         child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
         assert!(wait_exit(&mut child).is_some());
         assert_eq!(err.contains("unknown_key"), shown, "{var}={level}: {err}");
+    }
+}
+
+/// `hotplane run --keep-running --config CFG` as a user whose default directory is `runtime`.
+fn run_in(runtime: &Path, cfg: &Path) -> Command {
+    let mut run = Command::new(env!("CARGO_BIN_EXE_hotplane"));
+    run.args(["run", "--keep-running", "--config"])
+        .arg(cfg)
+        .env("HOTPLANE_RUNTIME_DIR", runtime)
+        .env_remove("HOTPLANE_SOCKET");
+    run
+}
+
+/// Until every one of `paths` exists; a run that ends first (or hangs) fails the test with its
+/// stderr (piped).
+fn wait_for(child: &mut Child, paths: &[&Path]) {
+    let deadline = Instant::now() + HANG;
+    while !paths.iter().all(|p| p.exists()) {
+        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            panic!("{paths:?} never appeared: {err}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

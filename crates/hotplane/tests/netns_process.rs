@@ -212,6 +212,19 @@ fn gen_on_interfaces_measures_loss_and_latency() {
         assert!(v["latency_us"]["p50"].as_f64().unwrap() > 0.0);
         assert!(v["tx_mpps"].as_f64().unwrap() > 0.0);
     }
+    // A sweep: each step's received packets are those it sent, none of the next step's.
+    let out = Command::new(BIN)
+        .args(["gen", "--interface", "a0", "--rx", "b0", "--netns", &ns])
+        .args(["--rates", "20000,40000", "--step", "0.5", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(out.stdout.trim_ascii_end()).unwrap();
+    for s in v["steps"].as_array().expect("steps") {
+        let (tx, rx) = (s["tx_pps"].as_f64().unwrap(), s["rx_pps"].as_f64().unwrap());
+        assert!(tx > 0.0 && (rx - tx).abs() <= tx * 0.01, "received as sent: {s}");
+        assert_eq!(s["loss_ratio"], 0.0, "{s}");
+    }
 }
 
 /// `hotplane run --p4 basic.p4 --entries FILE -i 1@d1 -i 2@d2`, a switch in one line, in its

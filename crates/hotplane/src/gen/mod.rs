@@ -245,43 +245,34 @@ pub fn run(o: &GenOpts) -> anyhow::Result<Value> {
     let (mut last_t, mut last) = (start, Tally::default());
     // A sweep: which rate runs, since when, and what each step did.
     let (mut step, mut step_t, mut step_from) = (0usize, start, Tally::default());
-    let mut steps_done: Vec<Value> = Vec::new();
+    let mut steps_done: Vec<Step> = Vec::new();
     let mut end_step = |step: usize, from: &Tally, now: &Tally, secs: f64| {
         let (tx_pps, tx_mbps, rx_pps, rx_mbps) = from.rates(now, secs);
         let sent = now.tx - from.tx;
-        let loss = if sent == 0 {
-            0.0
-        } else {
-            sent.saturating_sub(now.rx - from.rx) as f64 / sent as f64
-        };
-        steps_done.push(json!({
-            "asked_pps": o.steps[step], "tx_pps": tx_pps.round(), "rx_pps": rx_pps.round(),
-            "tx_mbps": (tx_mbps * 100.0).round() / 100.0, "rx_mbps": (rx_mbps * 100.0).round() / 100.0,
-            "loss_ratio": (loss * 1e6).round() / 1e6,
-        }));
+        let lost = sent.saturating_sub(now.rx - from.rx);
+        let loss = if sent == 0 { 0.0 } else { lost as f64 / sent as f64 };
+        steps_done.push(Step { asked: o.steps[step], tx_pps, tx_mbps, rx_pps, rx_mbps, loss });
     };
     let all_done = || gens.iter().all(|g| g.generator_done());
-    // A step's packets still in flight when it ends are counted as its own: its received
-    // count is read this long after its sent count (and the next step's too).
+    // The pause between steps, for packets still in flight.
     let in_flight = Duration::from_millis(o.drain_ms.min(100));
     let mut swept = false;
     while !all_done() && !swept && !stop.load(Ordering::Relaxed) {
         // Polled often: the end of the run is the time the achieved rate is measured over.
         std::thread::sleep(Duration::from_millis(1));
         if !o.steps.is_empty() && step_t.elapsed().as_secs_f64() >= o.step_secs {
-            let sent = tally();
-            let last_step = step + 1 == o.steps.len();
-            match o.steps.get(step + 1) {
-                Some(&next) => gens[0].set_rate(Some(next))?,
-                None => gens[0].pause(),
-            }
+            // Paused between steps: what is in flight arrives and is counted with the step
+            // that sent it, and nothing of the next step is.
             let secs = step_t.elapsed().as_secs_f64();
-            let changed = Instant::now();
+            gens[0].pause();
             std::thread::sleep(in_flight);
-            let received = tally();
-            let boundary = Tally { rx: received.rx, rx_bytes: received.rx_bytes, ..sent };
+            let boundary = tally();
             end_step(step, &step_from, &boundary, secs);
-            (step, step_t, step_from) = (step + 1, changed, boundary);
+            let last_step = step + 1 == o.steps.len();
+            if let Some(&next) = o.steps.get(step + 1) {
+                gens[0].set_rate(Some(next))?;
+            }
+            (step, step_t, step_from) = (step + 1, Instant::now(), boundary);
             swept = last_step;
         }
         if !o.json && last_t.elapsed() >= Duration::from_secs(1) {
@@ -342,31 +333,9 @@ pub fn run(o: &GenOpts) -> anyhow::Result<Value> {
             "tx_mpps": ((sent as f64 / secs / 1e6) * 1e4).round() / 1e4,
             "tx_mbps": (tx_mbps * 100.0).round() / 100.0,
         });
-        if let Some((asked, achieved)) = pacing {
-            out["asked_pps"] = json!(asked);
-            out["achieved_pps"] = json!(achieved.round());
-        }
-        if !o.steps.is_empty() {
-            for s in steps_done.iter_mut() {
-                for key in ["rx_pps", "rx_mbps", "loss_ratio"] {
-                    s.as_object_mut().map(|s| s.remove(key));
-                }
-            }
-            out["steps"] = json!(steps_done);
-        }
+        // Into a capture nothing is received: the steps say what was sent.
+        report_pacing(&mut out, pacing, &steps_done, false, o.json);
         if !o.json {
-            if !o.steps.is_empty() {
-                println!("{:>12} {:>12} {:>10}", "asked pps", "sent pps", "tx Mbit/s");
-                for s in &steps_done {
-                    let n = |k: &str| s[k].as_f64().unwrap_or(0.0);
-                    println!(
-                        "{:>12.0} {:>12.0} {:>10.2}",
-                        n("asked_pps"),
-                        n("tx_pps"),
-                        n("tx_mbps")
-                    );
-                }
-            }
             println!(
                 "wrote {sent} frames to {} in {secs:.2} s ({tx_mbps:.1} Mbit/s)",
                 path.display()
@@ -397,39 +366,8 @@ pub fn run(o: &GenOpts) -> anyhow::Result<Value> {
     if !stamped {
         out["latency_us"] = Value::Null; // not measured without stamps
     }
-    if let Some((asked, achieved)) = pacing {
-        out["asked_pps"] = json!(asked);
-        out["achieved_pps"] = json!(achieved.round());
-    }
-    if !o.steps.is_empty() {
-        for s in &steps_done {
-            let (asked, tx) =
-                (s["asked_pps"].as_f64().unwrap_or(0.0), s["tx_pps"].as_f64().unwrap_or(0.0));
-            if tx < asked * 0.95 {
-                eprintln!("warning: at {asked:.0} pps asked the generator sent {tx:.0} pps: it fell behind");
-            }
-        }
-        out["steps"] = json!(steps_done);
-    }
+    report_pacing(&mut out, pacing, &steps_done, true, o.json);
     if !o.json {
-        if !o.steps.is_empty() {
-            println!(
-                "{:>12} {:>12} {:>12} {:>10} {:>10} {:>9}",
-                "asked pps", "sent pps", "recv pps", "tx Mbit/s", "rx Mbit/s", "loss %"
-            );
-            for s in &steps_done {
-                let n = |k: &str| s[k].as_f64().unwrap_or(0.0);
-                println!(
-                    "{:>12.0} {:>12.0} {:>12.0} {:>10.2} {:>10.2} {:>9.4}",
-                    n("asked_pps"),
-                    n("tx_pps"),
-                    n("rx_pps"),
-                    n("tx_mbps"),
-                    n("rx_mbps"),
-                    n("loss_ratio") * 100.0
-                );
-            }
-        }
         println!(
             "sent {sent} in {secs:.2} s ({:.3} Mpps, {tx_mbps:.1} Mbit/s), received {received} ({:.3} Mpps, {rx_mbps:.1} Mbit/s), lost {lost} ({:.4} %), reordered {}, duplicated {}",
             sent as f64 / secs / 1e6,
@@ -452,6 +390,78 @@ pub fn run(o: &GenOpts) -> anyhow::Result<Value> {
         }
     }
     Ok(out)
+}
+
+/// What one step of a rate sweep did.
+struct Step {
+    asked: f64,
+    tx_pps: f64,
+    tx_mbps: f64,
+    rx_pps: f64,
+    rx_mbps: f64,
+    loss: f64,
+}
+
+impl Step {
+    /// `received`: the receive side's figures too (not into a capture).
+    fn json(&self, received: bool) -> Value {
+        let mut v = json!({
+            "asked_pps": self.asked,
+            "tx_pps": self.tx_pps.round(),
+            "tx_mbps": (self.tx_mbps * 100.0).round() / 100.0,
+        });
+        if received {
+            v["rx_pps"] = json!(self.rx_pps.round());
+            v["rx_mbps"] = json!((self.rx_mbps * 100.0).round() / 100.0);
+            v["loss_ratio"] = json!((self.loss * 1e6).round() / 1e6);
+        }
+        v
+    }
+}
+
+/// The asked and achieved rate (`pacing`), and a sweep's steps: into `out`, a warning for a
+/// step the pacer could not hold, and (unless `json_only`) a table of the steps.
+fn report_pacing(
+    out: &mut Value,
+    pacing: Option<(f64, f64)>,
+    steps: &[Step],
+    received: bool,
+    json_only: bool,
+) {
+    if let Some((asked, achieved)) = pacing {
+        out["asked_pps"] = json!(asked);
+        out["achieved_pps"] = json!(achieved.round());
+    }
+    if steps.is_empty() {
+        return;
+    }
+    for s in steps.iter().filter(|s| s.tx_pps < s.asked * 0.95) {
+        eprintln!(
+            "warning: at {:.0} pps asked the generator sent {:.0} pps: it fell behind",
+            s.asked, s.tx_pps
+        );
+    }
+    out["steps"] = steps.iter().map(|s| s.json(received)).collect();
+    if json_only {
+        return;
+    }
+    let rx = |line: String| if received { line } else { String::new() };
+    println!(
+        "{:>12} {:>12} {:>10}{}",
+        "asked pps",
+        "sent pps",
+        "tx Mbit/s",
+        rx(format!(" {:>12} {:>10} {:>9}", "recv pps", "rx Mbit/s", "loss %"))
+    );
+    for s in steps {
+        println!(
+            "{:>12.0} {:>12.0} {:>10.2}{}",
+            s.asked,
+            s.tx_pps,
+            s.tx_mbps,
+            rx(format!(" {:>12.0} {:>10.2} {:>9.4}", s.rx_pps, s.rx_mbps, s.loss * 100.0))
+        );
+    }
 }
 
 /// Measure a capture: per-flow counts, missing sequence numbers, duplicates, reordering.

@@ -629,3 +629,41 @@ fn read_templates(path: &std::path::Path, max_frame: usize) -> Result<Vec<Vec<u8
     }
     Ok(frames)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::read_templates;
+    use crate::pcap::format::CaptureWriter;
+
+    /// A capture to send from is outside input: a cut, oversized, empty or absent one is
+    /// refused with the file and the frame named, never sent in part.
+    #[test]
+    fn hostile_captures_are_refused_as_templates() {
+        let dir = std::env::temp_dir().join(format!("hp-templates-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, frames: &[(&[u8], u32)]| {
+            let path = dir.join(name);
+            let mut w = CaptureWriter::new(std::fs::File::create(&path).unwrap(), 65535).unwrap();
+            for (f, wire) in frames {
+                w.write_cut(1, f, *wire).unwrap();
+            }
+            w.flush().unwrap();
+            path
+        };
+        let ok = write("ok.pcap", &[(&[1; 60], 60), (&[2; 64], 64)]);
+        assert_eq!(read_templates(&ok, 1920).unwrap().len(), 2);
+        let cut = write("cut.pcap", &[(&[1; 60], 60), (&[2; 20], 64)]);
+        assert!(read_templates(&cut, 1920)
+            .unwrap_err()
+            .contains("frame 1 was cut to 20 of its 64"));
+        let big = write("big.pcap", &[(&[1; 2000], 2000)]);
+        assert!(read_templates(&big, 1920).unwrap_err().contains("frame 0 has 2000 bytes"));
+        let empty = write("empty.pcap", &[]);
+        assert!(read_templates(&empty, 1920).unwrap_err().contains("no frames"));
+        let garbage = dir.join("garbage.pcap");
+        std::fs::write(&garbage, b"not a capture").unwrap();
+        assert!(read_templates(&garbage, 1920).unwrap_err().starts_with("gen.pcap = "));
+        assert!(read_templates(&dir.join("absent.pcap"), 1920).is_err());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
