@@ -56,12 +56,16 @@ fuzz_target!(|data: &[u8]| {
         Rng::new(data.iter().fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(*b as u64)));
     let mut frames = shape_samples(&shape, &dict, 6, &mut rng);
     frames.extend(violators(&shape, &dict, 6, &mut rng));
-    let r = difftest(&spec, &s, &frames, &helpers, Engine::Interp, &|_| {}).expect("both load");
-    assert_eq!(
-        r.mismatches, 0,
-        "{:?}\nprogram {:?}\nspecialised {:?}\nshape {shape}",
-        r.first, spec.insns, s.spec.insns
-    );
+    // The interpreter checks the guard in Rust; the JIT runs it compiled in front of the
+    // program (the checker also compares the two guards' answers packet by packet).
+    for engine in [Engine::Interp, Engine::Jit] {
+        let r = difftest(&spec, &s, &frames, &helpers, engine, &|_| {}).expect("both load");
+        assert_eq!(
+            r.mismatches, 0,
+            "{engine:?}: {:?}\nprogram {:?}\nspecialised {:?}\nshape {shape}",
+            r.first, spec.insns, s.spec.insns
+        );
+    }
     // The oracle: the specialised program on the admitted packets, every access checked.
     let load = LoadOptions { engine: Engine::Interp, cpus: 1, ..LoadOptions::default() };
     let fast = Program::load(&s.spec, s.context, &helpers, load, None).expect("it loaded above");
@@ -100,6 +104,11 @@ fuzz_target!(|data: &[u8]| {
         "mapconst ({} entries, {} lookups inlined): {:?}\nprogram {:?}\nspecialised {:?}\nshape {shape}",
         entries, s.inlined_lookups, r.first, spec.insns, s.spec.insns
     );
+    // The compiled guard checks the map pins too.
+    let jit = Guarded::load(&spec, &s, &helpers, Engine::Jit, &registry).expect("it verified");
+    let r = difftest_with(&spec, &jit, &frames, &helpers, Engine::Jit, &fill)
+        .expect("the original loads");
+    assert_eq!(r.mismatches, 0, "mapconst, JIT: {:?}\nspecialised {:?}", r.first, s.spec.insns);
     for f in frames.iter().filter(|f| s.guard.admits(f)) {
         let mut p = pool.alloc().unwrap();
         if p.set_frame(f).is_ok() {
@@ -113,6 +122,12 @@ fuzz_target!(|data: &[u8]| {
             let _ = m.update_copy(&9u64.to_le_bytes(), &[0; 8], 0);
         }
         assert!(frames.iter().all(|f| !s.guard.admits(f)), "a pin survived a write");
+        for f in &frames {
+            let mut p = pool.alloc().unwrap();
+            if p.set_frame(f).is_ok() {
+                assert!(!jit.run(&mut p, 0).1, "a compiled pin survived a write");
+            }
+        }
     }
     hotplane_ebpf::xdp::take_redirect();
 });

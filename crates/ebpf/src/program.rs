@@ -7,12 +7,13 @@ use crate::insn::{pseudo, Insn};
 use crate::interp::{interpret_on, Region, RunError, STACK_BYTES};
 use crate::jit::{self, JitCode};
 use crate::maps::layout::MapLayout;
-use crate::maps::{Map, MapDef, MapError, MapKind};
+use crate::maps::{Map, MapDef, MapError, MapKind, MapPin};
 use crate::oracle::{run_checked, CheckedContext, CheckedMap};
 use crate::verifier::{self, Context, Env, MapInfo, Verified, VerifyError};
 use hotplane_core::Packet;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -209,7 +210,36 @@ pub struct Program {
     jit: Option<JitCode>,
     /// The JIT code's entry, looked up once.
     entry: Option<jit::Entry>,
+    /// A guard compiled in front of the JIT code ([`Program::load_guarded`]).
+    compiled_guard: Option<CompiledGuard>,
 }
+
+/// What a specialised program's compiled guard checks besides the packet's length: the
+/// masked compares of its bytes and the map pins ([`jit::guard`]).
+#[derive(Debug, Clone)]
+pub struct GuardPlan {
+    pub min_len: u32,
+    pub max_len: u32,
+    /// Each inside `min_len`.
+    pub checks: Vec<jit::guard::ByteCheck>,
+    pub pins: Vec<MapPin>,
+}
+
+/// The state a compiled guard's code refers to by address, owned by its program.
+struct CompiledGuard {
+    /// Where refused packets go: its code must live as long as this code may jump into it.
+    original: Arc<Program>,
+    /// The pins' maps (their write counters are read by address).
+    _pins: Vec<MapPin>,
+    /// Per-CPU packets sent to the original, written by the guard's code.
+    misses: Box<[MissCounter]>,
+}
+
+#[repr(align(64))]
+#[derive(Default)]
+struct MissCounter(AtomicU64);
+
+const _: () = assert!(std::mem::size_of::<MissCounter>() == jit::guard::MISS_STRIDE);
 
 impl std::fmt::Debug for Program {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -239,7 +269,7 @@ impl Program {
         opts: LoadOptions,
         registry: Option<&MapRegistry>,
     ) -> Result<Program, LoadError> {
-        Self::load_from(spec, context, helpers, opts, MapSource::Registry(registry))
+        Self::load_from(spec, context, helpers, opts, MapSource::Registry(registry), None)
     }
 
     /// [`Program::load`] on exactly `maps` (in `spec`'s map order, each of the shape `spec`
@@ -252,7 +282,34 @@ impl Program {
         opts: LoadOptions,
         maps: &[Arc<Map>],
     ) -> Result<Program, LoadError> {
-        Self::load_from(spec, context, helpers, opts, MapSource::Given(maps))
+        Self::load_from(spec, context, helpers, opts, MapSource::Given(maps), None)
+    }
+
+    /// A specialised form of `original` on its maps, with `plan` compiled in front of it: a
+    /// packet the guard refuses runs `original`'s code (a tail jump), counted per CPU
+    /// ([`Program::guard_misses`]). Only where both run as JIT code and the plan's compares
+    /// lie inside its shortest packet; otherwise the program loads without a compiled guard
+    /// ([`Program::has_compiled_guard`]), and the caller checks the guard itself.
+    pub fn load_guarded(
+        spec: &ProgramSpec,
+        context: Context,
+        helpers: &Helpers,
+        opts: LoadOptions,
+        original: &Arc<Program>,
+        plan: GuardPlan,
+    ) -> Result<Program, LoadError> {
+        if !context.is_xdp() || u64::from(plan.min_len) < context.packet_min_len() {
+            return Err(LoadError::Invalid(
+                "a guard is for XDP programs, and must refuse packets shorter than the program \
+                 was verified for"
+                    .into(),
+            ));
+        }
+        // The original gets the same CPU index: its per-CPU copies must be as many.
+        let opts = LoadOptions { cpus: original.cpus, ..opts };
+        let guarded = (original.entry.is_some() && opts.engine == Engine::Jit)
+            .then(|| (plan, Arc::clone(original)));
+        Self::load_from(spec, context, helpers, opts, MapSource::Given(&original.maps), guarded)
     }
 
     fn load_from(
@@ -261,6 +318,7 @@ impl Program {
         helpers: &Helpers,
         opts: LoadOptions,
         source: MapSource<'_>,
+        guarded: Option<(GuardPlan, Arc<Program>)>,
     ) -> Result<Program, LoadError> {
         if spec.maps.len() > MAX_MAPS {
             return Err(LoadError::Invalid(format!(
@@ -321,10 +379,31 @@ impl Program {
         }
         let linked = link(&verified.insns, &maps)?;
         let t1 = Instant::now();
+        let mut compiled_guard = None;
         let jit = match opts.engine {
             Engine::Jit => {
                 let inline = inline_lookups(&verified, &maps, &linked);
-                Some(jit::compile_with(&linked, helpers, verified.stack_depth, &inline)?)
+                let depth = verified.stack_depth;
+                Some(match guarded {
+                    Some((plan, original)) => {
+                        let misses: Box<[MissCounter]> =
+                            (0..opts.cpus.max(1)).map(|_| MissCounter::default()).collect();
+                        let g = jit::guard::EntryGuard {
+                            data_off: std::mem::offset_of!(XdpCtx, data) as i32,
+                            data_end_off: std::mem::offset_of!(XdpCtx, data_end) as i32,
+                            min_len: plan.min_len,
+                            max_len: plan.max_len,
+                            checks: plan.checks,
+                            pins: plan.pins.iter().map(MapPin::counter).collect(),
+                            misses: misses.as_ptr() as u64,
+                            fallback: original.entry.map_or(0, |e| e as usize as u64),
+                        };
+                        let code = jit::compile_guarded(&linked, helpers, depth, &inline, &g)?;
+                        compiled_guard = Some(CompiledGuard { original, _pins: plan.pins, misses });
+                        code
+                    }
+                    None => jit::compile_with(&linked, helpers, depth, &inline)?,
+                })
             }
             Engine::Interp => None,
         };
@@ -349,7 +428,27 @@ impl Program {
             map_regions,
             entry: jit.as_ref().map(JitCode::entry),
             jit,
+            compiled_guard,
         })
+    }
+
+    /// Whether a guard is compiled in front of the code: then every packet may be run, and
+    /// the guard itself sends those it refuses to the original.
+    pub fn has_compiled_guard(&self) -> bool {
+        self.compiled_guard.is_some()
+    }
+
+    /// Packets the compiled guard sent to the original on `worker`'s CPU index (as
+    /// [`Program::xdp_runner`] picks it); `None` without a compiled guard.
+    pub fn guard_misses(&self, worker: u32) -> Option<u64> {
+        let g = self.compiled_guard.as_ref()?;
+        let cpu = worker as usize % g.misses.len();
+        Some(g.misses[cpu].0.load(Ordering::Relaxed))
+    }
+
+    /// The program a compiled guard falls back to.
+    pub fn fallback(&self) -> Option<&Arc<Program>> {
+        self.compiled_guard.as_ref().map(|g| &g.original)
     }
 
     /// Instructions as they run (map references linked).
@@ -363,7 +462,9 @@ impl Program {
 
     /// Run with r1 = `r1`, r2 = `r2`, letting the interpreter also touch `extra`.
     fn run(&self, r1: u64, r2: u64, extra: [Region; 2]) -> Result<u64, RunError> {
-        if let Some(entry) = self.entry {
+        // A compiled guard indexes its miss counters by r2, which only the XDP runner
+        // guarantees to be a CPU index: anything else is interpreted (bounds-checked).
+        if let Some(entry) = self.entry.filter(|_| self.compiled_guard.is_none()) {
             // SAFETY: the program passed the verifier for this context, so it only touches
             // the memory r1 describes, its stack and its maps, which `self` keeps alive.
             return Ok(unsafe { entry(r1, r2) });
@@ -417,6 +518,8 @@ impl Program {
         let cpu = if cpu < self.cpus { cpu } else { cpu % self.cpus };
         let ctx = XdpCtx { rx_queue_index: worker, ..XdpCtx::default() };
         let min_len = match self.context {
+            // The compiled guard checks the length and sends a short packet to the original.
+            _ if self.compiled_guard.is_some() => 0,
             Context::XdpMinLen { min_len } => u64::from(min_len),
             _ => 0,
         };

@@ -165,7 +165,11 @@ impl Stage for XdpStage {
         let mut runner = self.program.xdp_runner(w as u32);
         // A specialised form, if one is published: one atomic load per batch.
         let variant = self.chain.as_ref().and_then(|c| c.variant(cx.guard));
-        let mut fast = variant.map(|v| (&v.specialised.guard, v.fast.xdp_runner(w as u32)));
+        let mut fast = variant.map(|v| {
+            (v.fast.has_compiled_guard(), &v.specialised.guard, v.fast.xdp_runner(w as u32))
+        });
+        // A compiled guard counts the packets it refuses itself.
+        let misses_before = variant.and_then(|v| v.fast.guard_misses(w as u32));
         let mut admitted = 0;
         for i in sel {
             let p = &mut pkts[i];
@@ -174,7 +178,7 @@ impl Stage for XdpStage {
                 xdp::take_redirect();
             }
             let r0 = match &mut fast {
-                Some((guard, fast)) if guard.admits(p.data()) => {
+                Some((compiled, guard, fast)) if *compiled || guard.admits(p.data()) => {
                     admitted += 1;
                     fast.run(p)
                 }
@@ -215,7 +219,10 @@ impl Stage for XdpStage {
         self.counters.add(w, PASS, pass);
         self.counters.add(w, DROP, drop);
         self.counters.add(w, TX, tx);
-        if let (Some(chain), Some(_)) = (&self.chain, variant) {
+        if let (Some(chain), Some(v)) = (&self.chain, variant) {
+            if let (Some(before), Some(after)) = (misses_before, v.fast.guard_misses(w as u32)) {
+                admitted -= after.wrapping_sub(before).min(admitted);
+            }
             chain.count(w, admitted, sel.count() as u64 - admitted);
         }
         if let Some(t) = started {

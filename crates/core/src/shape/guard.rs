@@ -126,6 +126,12 @@ impl PacketGuard {
         })
     }
 
+    /// Every word lies inside the shortest admitted packet (checked with no bounds check of
+    /// its own once the length is).
+    pub fn words_inside(&self) -> bool {
+        self.inside
+    }
+
     /// Bytes with at least one checked bit.
     pub fn checked_bytes(&self) -> usize {
         self.words.iter().map(|w| (0..8).filter(|k| (w.mask >> (8 * k)) & 0xff != 0).count()).sum()

@@ -160,10 +160,51 @@ pub struct Coverage {
     /// Maps some path writes: through an update or delete helper, or by a store (or helper
     /// output) into one of its values.
     pub written_maps: std::collections::BTreeSet<u32>,
+    /// Loads and stores: what their pointer points into on every path (for
+    /// [`super::copies`], which must know two accesses cannot overlap).
+    pub bases: Vec<Base>,
+}
+
+/// What a load's or store's pointer points into, joined over the paths reaching it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Base {
+    Unseen,
+    /// The packet; the pointer's offset from `data` at entry where every path agrees on it.
+    Packet(Option<i64>),
+    /// Call frame `frame`'s stack.
+    Stack(u8),
+    /// A value of map `map`.
+    MapValue(u32),
+    /// Anything else, or different regions on different paths.
+    Other,
+}
+
+impl Base {
+    fn of(reg: &Reg) -> Base {
+        match reg {
+            Reg::Ptr(p) => match p.kind {
+                PtrKind::Packet => Base::Packet(p.fixed()),
+                PtrKind::Stack { frame } => Base::Stack(frame),
+                // Dereferenced, so not null (the verifier saw to that).
+                PtrKind::MapValue { map } | PtrKind::MapValueOrNull { map } => Base::MapValue(map),
+                _ => Base::Other,
+            },
+            _ => Base::Other,
+        }
+    }
+
+    fn join(self, o: Base) -> Base {
+        match (self, o) {
+            (Base::Unseen, x) | (x, Base::Unseen) => x,
+            (Base::Packet(a), Base::Packet(b)) => Base::Packet(a.filter(|a| Some(*a) == b)),
+            (a, b) if a == b => a,
+            _ => Base::Other,
+        }
+    }
 }
 
 impl Coverage {
-    fn new(len: usize) -> Self {
+    pub(super) fn new(len: usize) -> Self {
         Self {
             visited: vec![false; len],
             taken: vec![false; len],
@@ -174,6 +215,7 @@ impl Coverage {
             moves_packet: false,
             lookups: BTreeMap::new(),
             written_maps: Default::default(),
+            bases: vec![Base::Unseen; len],
         }
     }
 
@@ -204,6 +246,9 @@ impl Coverage {
             self.note_lookup(pc, site);
         }
         self.written_maps.extend(o.written_maps);
+        for (b, o) in self.bases.iter_mut().zip(o.bases) {
+            *b = b.join(o);
+        }
     }
 }
 
@@ -387,6 +432,7 @@ impl<'a> Explorer<'a> {
                 Ok(Next::Go(pc + 2))
             }
             class::LDX => {
+                self.note_base(pc, i.src, st);
                 if let Reg::Ptr(p) = st.reg(i.src).reg {
                     if let (PtrKind::Packet, Some(o)) = (p.kind, p.fixed()) {
                         let start = o.saturating_add(i.off as i64);
@@ -409,17 +455,25 @@ impl<'a> Explorer<'a> {
                 Ok(Next::Go(pc + 1))
             }
             class::ST => {
+                self.note_base(pc, i.dst, st);
                 self.note_store(st.reg(i.dst));
                 store(i, st, Value::constant(i.imm as i64 as u64));
                 Ok(Next::Go(pc + 1))
             }
             class::STX => {
+                self.note_base(pc, i.dst, st);
                 self.note_store(st.reg(i.dst));
                 let v = st.reg(i.src);
                 store(i, st, v);
                 Ok(Next::Go(pc + 1))
             }
             _ => self.jump(pc, i, st),
+        }
+    }
+
+    fn note_base(&mut self, pc: usize, reg: u8, st: &AbsState) {
+        if let Some(b) = self.cov.bases.get_mut(pc) {
+            *b = b.join(Base::of(&st.reg(reg).reg));
         }
     }
 

@@ -21,13 +21,15 @@ use crate::program::{Engine, LoadError, LoadOptions, MapRegistry, Program, Progr
 use crate::verifier::Context;
 use crate::xdp;
 use hotplane_core::{Packet, Pool, PoolConfig};
+use std::sync::Arc;
 
 /// The specialised program behind its guard, sharing maps with the original (as in a data
 /// plane, where both are loaded from one registry).
 pub struct Guarded {
     pub guard: Guard,
+    /// The specialised program; in the JIT, with the guard compiled in front of it.
     pub fast: Program,
-    pub original: Program,
+    pub original: Arc<Program>,
 }
 
 impl Guarded {
@@ -39,11 +41,16 @@ impl Guarded {
         registry: &MapRegistry,
     ) -> Result<Guarded, LoadError> {
         let opts = LoadOptions { engine, ..LoadOptions::default() };
-        Ok(Guarded {
-            guard: s.guard.clone(),
-            fast: Program::load(&s.spec, s.context, helpers, opts, Some(registry))?,
-            original: Program::load(original, Context::Xdp, helpers, opts, Some(registry))?,
-        })
+        let original =
+            Arc::new(Program::load(original, Context::Xdp, helpers, opts, Some(registry))?);
+        // As the data plane runs it: the guard compiled where it can be.
+        let fast = match s.guard.plan() {
+            Some(plan) => {
+                Program::load_guarded(&s.spec, s.context, helpers, opts, &original, plan)?
+            }
+            None => Program::load_with_maps(&s.spec, s.context, helpers, opts, &original.maps)?,
+        };
+        Ok(Guarded { guard: s.guard.clone(), fast, original })
     }
 
     /// The specialised program.
@@ -55,6 +62,10 @@ impl Guarded {
     /// Returns the action and whether the guard admitted the packet.
     #[inline]
     pub fn run(&self, pkt: &mut Packet, worker: u32) -> (u64, bool) {
+        if let Some(before) = self.fast.guard_misses(worker) {
+            let r0 = self.fast.run_xdp(pkt, worker);
+            return (r0, self.fast.guard_misses(worker) == Some(before));
+        }
         if self.guard.admits(pkt.data()) {
             (self.fast.run_xdp(pkt, worker), true)
         } else {
@@ -172,10 +183,13 @@ pub fn difftest_with(
         if let Some(n) = report.actions.get_mut(want as usize) {
             *n += 1;
         }
+        let should_admit = candidate.guard.admits(b.data());
         let (got, admitted) = candidate.run(&mut b, 0);
         let got_redirect = xdp::take_redirect();
         report.admitted += usize::from(admitted);
-        let what = if want != got {
+        let what = if admitted != should_admit {
+            Some(format!("the compiled guard admits it: {admitted}; the guard: {should_admit}"))
+        } else if want != got {
             Some(format!("action {got} where the original returns {want}"))
         } else if a.data() != b.data() {
             Some(format!(

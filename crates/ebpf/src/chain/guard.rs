@@ -3,7 +3,9 @@
 //! contents it was specialised to ([`MapPin`]s, `super::mapconst`). A packet that fails either
 //! runs the original program.
 
+use crate::jit::guard::EntryGuard;
 use crate::maps::MapPin;
+use crate::program::GuardPlan;
 pub use hotplane_core::shape::{GuardWord, PacketGuard};
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -59,6 +61,20 @@ impl Guard {
     /// Bytes with at least one checked bit.
     pub fn checked_bytes(&self) -> usize {
         self.packet.checked_bytes()
+    }
+
+    /// This guard as machine code compiles it ([`crate::Program::load_guarded`]): each word
+    /// as its narrowest compare. `None` when a word reaches past the shortest admitted packet
+    /// (then the guard is checked here, in Rust, with its careful path).
+    pub fn plan(&self) -> Option<GuardPlan> {
+        self.packet.words_inside().then(|| GuardPlan {
+            min_len: self.min_len(),
+            max_len: self.max_len(),
+            checks: (self.words().iter())
+                .filter_map(|w| EntryGuard::check_of_word(u32::from(w.off), w.mask, w.value))
+                .collect(),
+            pins: self.pins.clone(),
+        })
     }
 
     /// Whether `pkt` may run the specialised program.

@@ -82,68 +82,116 @@ fn agreed_bytes(pin: &MapPin) -> Vec<Option<u8>> {
         .collect()
 }
 
+/// A key's bytes `at..at + size` (one load) and the little-endian value each entry has there.
+struct Chunk {
+    at: usize,
+    size: usize,
+    values: Vec<u64>,
+}
+
+/// The key cut into the widest loads the stack offset's alignment allows.
+fn chunks(key_off: i64, pin: &MapPin) -> Vec<Chunk> {
+    let len = pin.entries.first().map_or(0, |e| e.key.len());
+    let mut out = Vec::new();
+    let mut k = 0usize;
+    while k < len {
+        let at = key_off + k as i64;
+        let size = [8usize, 4, 2, 1]
+            .into_iter()
+            .find(|s| k + s <= len && at.rem_euclid(*s as i64) == 0)
+            .unwrap_or(1);
+        let values = (pin.entries.iter())
+            .map(|e| {
+                let mut word = [0u8; 8];
+                word[..size].copy_from_slice(&e.key[k..k + size]);
+                u64::from_le_bytes(word)
+            })
+            .collect();
+        out.push(Chunk { at: k, size, values });
+        k += size;
+    }
+    out
+}
+
+/// `ldx r3, [r2 + at]` of `size` bytes.
+fn load_chunk(out: &mut Vec<Insn>, at: usize, size: usize) {
+    let width = match size {
+        8 => mem::DW,
+        4 => mem::W,
+        2 => mem::H,
+        _ => mem::B,
+    };
+    out.push(Insn::new(class::LDX | mem::MEM | width, 3, 2, at as i16, 0));
+}
+
+/// `if r3 <op> value goto ?` for a chunk of `size` bytes (r4 is scratch for a 64-bit value
+/// with no immediate form); returns the jump's index, for its offset to be set.
+fn compare_chunk(out: &mut Vec<Insn>, size: usize, value: u64, op: u8) -> usize {
+    match (size, i32::try_from(value as i64)) {
+        (8, Err(_)) => {
+            out.push(Insn::new(op::LDDW, 4, 0, 0, value as u32 as i32));
+            out.push(Insn::new(0, 0, 0, 0, (value >> 32) as u32 as i32));
+            out.push(Insn::new(class::JMP | op | SRC_X, 3, 4, 0, 0));
+        }
+        (8, Ok(imm)) => out.push(Insn::new(class::JMP | op | SRC_K, 3, 0, 0, imm)),
+        // 32-bit compare: the loaded word is zero-extended, the immediate's low 32 bits are
+        // the value.
+        _ => out.push(Insn::new(class::JMP32 | op | SRC_K, 3, 0, 0, value as u32 as i32)),
+    }
+    out.len() - 1
+}
+
 /// `r0 = map_lookup_elem(r1 = map, r2 = key on the stack at key_off)` as compares of the key
-/// with each entry of `pin`. r3 and r4 are scratch (a call clobbers r1 to r5 anyway).
+/// with `pin`'s entries: the parts of the key all entries share are compared once; where only
+/// one part tells the entries apart (a service map keyed by address, one port and protocol),
+/// it is loaded once and compared with each entry's value; otherwise each entry's differing
+/// parts are compared in turn. r3 and r4 are scratch (a call clobbers r1 to r5 anyway).
 fn inline_lookup(map: u32, key_off: i64, pin: &MapPin) -> Vec<Insn> {
     let mut out: Vec<Insn> = Vec::new();
+    let mut to_miss: Vec<usize> = Vec::new();
     let mut to_end: Vec<usize> = Vec::new();
-    for e in &pin.entries {
-        let (key, slot) = (&e.key, e.slot);
-        let mut to_next: Vec<usize> = Vec::new();
-        let mut k = 0usize;
-        while k < key.len() {
-            // The widest load the remaining bytes and the stack offset's alignment allow.
-            let at = key_off + k as i64;
-            let size = [8usize, 4, 2, 1]
-                .into_iter()
-                .find(|s| k + s <= key.len() && at.rem_euclid(*s as i64) == 0)
-                .unwrap_or(1);
-            let mut word = [0u8; 8];
-            word[..size].copy_from_slice(&key[k..k + size]);
-            let value = u64::from_le_bytes(word);
-            let width = match size {
-                8 => mem::DW,
-                4 => mem::W,
-                2 => mem::H,
-                _ => mem::B,
-            };
-            out.push(Insn::new(class::LDX | mem::MEM | width, 3, 2, k as i16, 0));
-            match (size, i32::try_from(value as i64)) {
-                (8, Err(_)) => {
-                    out.push(Insn::new(op::LDDW, 4, 0, 0, value as u32 as i32));
-                    out.push(Insn::new(0, 0, 0, 0, (value >> 32) as u32 as i32));
-                    to_next.push(out.len());
-                    out.push(Insn::new(class::JMP | jmp::JNE | SRC_X, 3, 4, 0, 0));
-                }
-                (8, Ok(imm)) => {
-                    to_next.push(out.len());
-                    out.push(Insn::new(class::JMP | jmp::JNE | SRC_K, 3, 0, 0, imm));
-                }
-                _ => {
-                    // 32-bit compare: the loaded word is zero-extended, the immediate's low 32
-                    // bits are the value.
-                    to_next.push(out.len());
-                    out.push(Insn::new(
-                        class::JMP32 | jmp::JNE | SRC_K,
-                        3,
-                        0,
-                        0,
-                        value as u32 as i32,
-                    ));
-                }
-            }
-            k += size;
-        }
+    let (common, differing): (Vec<Chunk>, Vec<Chunk>) =
+        chunks(key_off, pin).into_iter().partition(|c| c.values.windows(2).all(|w| w[0] == w[1]));
+    for c in &common {
+        load_chunk(&mut out, c.at, c.size);
+        to_miss.push(compare_chunk(&mut out, c.size, c.values[0], jmp::JNE));
+    }
+    let hit = |out: &mut Vec<Insn>, to_end: &mut Vec<usize>, slot: usize| {
         out.push(Insn::new(op::LDDW, 0, pseudo::MAP_ENTRY, 0, map as i32));
         out.push(Insn::new(0, 0, 0, 0, slot as i32));
         to_end.push(out.len());
         out.push(Insn::new(op::JA, 0, 0, 0, 0));
-        let next = out.len();
-        for j in to_next {
-            out[j].off = (next - j - 1) as i16;
+    };
+    if let [c] = differing.as_slice() {
+        load_chunk(&mut out, c.at, c.size);
+        let to_hit: Vec<usize> =
+            c.values.iter().map(|v| compare_chunk(&mut out, c.size, *v, jmp::JEQ)).collect();
+        to_miss.push(out.len());
+        out.push(Insn::new(op::JA, 0, 0, 0, 0));
+        for (j, e) in to_hit.into_iter().zip(&pin.entries) {
+            let here = out.len();
+            out[j].off = (here - j - 1) as i16;
+            hit(&mut out, &mut to_end, e.slot);
+        }
+    } else {
+        for (n, e) in pin.entries.iter().enumerate() {
+            let mut to_next: Vec<usize> = Vec::new();
+            for c in &differing {
+                load_chunk(&mut out, c.at, c.size);
+                to_next.push(compare_chunk(&mut out, c.size, c.values[n], jmp::JNE));
+            }
+            hit(&mut out, &mut to_end, e.slot);
+            let next = out.len();
+            for j in to_next {
+                out[j].off = (next - j - 1) as i16;
+            }
         }
     }
+    let miss = out.len();
     out.push(Insn::new(op::MOV64_IMM, 0, 0, 0, 0));
+    for j in to_miss {
+        out[j].off = (miss - j - 1) as i16;
+    }
     let end = out.len();
     for j in to_end {
         out[j].off = (end - j - 1) as i16;

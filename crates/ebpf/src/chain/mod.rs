@@ -7,6 +7,7 @@
 //! verified XDP program. Depends on this crate and `hotplane-core` only.
 
 pub mod analysis;
+mod copies;
 pub mod difftest;
 mod domain;
 pub mod examples;

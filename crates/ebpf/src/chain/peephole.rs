@@ -2,7 +2,11 @@
 //! the program does on every input: jumps to a `ja` go straight to its target, code nothing
 //! reaches any more goes, a conditional jump over a lone `ja` becomes the inverted jump, and a
 //! register operand holding a constant set earlier in the same block becomes an immediate
-//! (which often leaves the `mov` that set it dead, for the liveness pass).
+//! (which often leaves the `mov` that set it dead, for the liveness pass), and arithmetic
+//! with constants becomes cheaper arithmetic that computes the same (a multiply by a power of
+//! two a shift, a 32-bit rotate's mask and shift one 32-bit shift, an operation that changes
+//! nothing a no-op). An instruction made a no-op becomes `ja +0`, which the caller's clean-up
+//! removes with the jumps to the next instruction.
 
 use super::rewrite::{is_conditional, target};
 use crate::insn::{alu, class, jmp, mem, op, pseudo, Insn, SRC_K};
@@ -98,7 +102,7 @@ fn inverse(op: u8) -> Option<u8> {
 }
 
 /// Whether some jump or call lands on each instruction.
-fn targeted(prog: &[Insn]) -> Vec<bool> {
+pub(super) fn targeted(prog: &[Insn]) -> Vec<bool> {
     let mut t = vec![false; prog.len() + 1];
     for (pc, i) in prog.iter().enumerate() {
         if let Some(x) = target(pc, *i).and_then(|x| usize::try_from(x).ok()) {
@@ -137,8 +141,15 @@ pub(super) fn invert_over_ja(prog: &[Insn], code: &mut [Option<Insn>]) -> usize 
     removed
 }
 
-/// `op dst, src` where `src` holds a constant a `mov` set earlier in the same block (no jump
-/// lands between) becomes `op dst, imm`. Returns the operands changed.
+/// The no-op that takes an instruction's place until the clean-up removes it.
+fn nop() -> Insn {
+    Insn::new(op::JA, 0, 0, 0, 0)
+}
+
+/// `op dst, src` where `src` holds a constant a `mov` or `lddw` set earlier in the same block
+/// (no jump lands between) becomes `op dst, imm`; where the constant has no immediate form,
+/// `and dst, src; rsh dst, k` with `src` the mask of bits k..31 (how clang writes a 32-bit
+/// rotate in 64-bit registers) becomes `rsh32 dst, k`. Returns the instructions changed.
 pub(super) fn constant_operands(prog: &mut [Insn]) -> usize {
     let targeted = targeted(prog);
     let mut known: [Option<u64>; 11] = [None; 11];
@@ -174,6 +185,21 @@ pub(super) fn constant_operands(prog: &mut [Insn]) -> usize {
         if let (Some(imm), true) = (imm, foldable_alu || foldable_jump) {
             prog[pc] = Insn::new((i.code & !crate::insn::SRC_X) | SRC_K, i.dst, 0, i.off, imm);
             changed += 1;
+        } else if let (Some(mask), Some(&next)) = (src_const, prog.get(pc + 1)) {
+            // (x & mask) >> k with mask's bits from k up exactly bits k..31: (u32)x >> k.
+            let shift = next.imm;
+            let rotate_half = i.code == class::ALU64 | alu::AND | crate::insn::SRC_X
+                && next.code == class::ALU64 | alu::RSH | SRC_K
+                && next.dst == i.dst
+                && i.src != i.dst
+                && (1..32).contains(&shift)
+                && !targeted[pc + 1]
+                && mask >> shift == 0xffff_ffff >> shift;
+            if rotate_half {
+                prog[pc] = nop();
+                prog[pc + 1] = Insn::new(class::ALU | alu::RSH | SRC_K, i.dst, 0, 0, shift);
+                changed += 1;
+            }
         }
         // A store of a known register becomes a store of an immediate (sign-extended for a
         // double word; narrower stores keep the low bytes either way).
@@ -209,6 +235,11 @@ pub(super) fn constant_operands(prog: &mut [Insn]) -> usize {
             class::LD => {
                 known[(i.dst as usize).min(10)] = None;
                 if i.is_lddw() {
+                    // A plain 64-bit constant (not a map reference) is known.
+                    if let (0, Some(hi)) = (i.src, prog.get(pc + 1)) {
+                        let v = u64::from(i.imm as u32) | u64::from(hi.imm as u32) << 32;
+                        known[(i.dst as usize).min(10)] = Some(v);
+                    }
                     pc += 1;
                 }
             }
@@ -231,24 +262,81 @@ pub(super) fn constant_operands(prog: &mut [Insn]) -> usize {
 
 /// Unsigned division and remainder by a power of two become a shift and a mask (a divide is
 /// tens of cycles; constants folded from map values, like a service's backend count, make
-/// them common). Returns the instructions changed.
+/// them common), a multiply by one a shift; 64-bit operations with an operand that changes
+/// nothing (`add 0`, `or 0`, `and -1`, `lsh 0`, ...) go, `lsh 32; rsh 32` (a zero
+/// extension) becomes `mov32`, `mov a, b; mov32 a, a` becomes `mov32 a, b`, and `rsh k; lsh k`
+/// becomes an `and` clearing the low k bits. Returns the instructions changed.
 pub(super) fn strength_reduce(prog: &mut [Insn]) -> usize {
+    let targeted = targeted(prog);
     let mut changed = 0;
-    for i in prog.iter_mut() {
+    for pc in 0..prog.len() {
+        let i = prog[pc];
+        // `mov a, b; mov32 a, a`: one zero-extending copy.
+        let mov_x = class::ALU64 | alu::MOV | crate::insn::SRC_X;
+        let mov32_x = class::ALU | alu::MOV | crate::insn::SRC_X;
+        if let Some(&n) = prog.get(pc + 1).filter(|_| !targeted[pc + 1]) {
+            let copy = i.code == mov_x && i.off == 0 && i.src != i.dst;
+            let widen = n.code == mov32_x && n.off == 0 && n.dst == i.dst && n.src == i.dst;
+            if copy && widen {
+                prog[pc] = Insn::new(mov32_x, i.dst, i.src, 0, 0);
+                prog[pc + 1] = nop();
+                changed += 1;
+                continue;
+            }
+        }
         let alu_class = matches!(i.class(), class::ALU | class::ALU64);
         // `off` 1 is the signed form (sdiv, smod), which rounds differently.
-        if !alu_class || i.is_src_reg() || i.off != 0 || i.imm <= 0 || i.imm & (i.imm - 1) != 0 {
+        if !alu_class || i.is_src_reg() || i.off != 0 {
             continue;
         }
+        let wide = i.class() == class::ALU64;
+        let power = i.imm > 0 && i.imm & (i.imm - 1) == 0;
         let reduced = match i.op() {
-            alu::MOD => Some((alu::AND, i.imm - 1)),
-            alu::DIV => Some((alu::RSH, i.imm.trailing_zeros() as i32)),
+            alu::MOD if power => Some((alu::AND, i.imm - 1)),
+            alu::DIV if power => Some((alu::RSH, i.imm.trailing_zeros() as i32)),
+            alu::MUL if power => Some((alu::LSH, i.imm.trailing_zeros() as i32)),
             _ => None,
         };
-        if let Some((op, imm)) = reduced {
-            *i = Insn::new(i.class() | op | SRC_K, i.dst, 0, 0, imm);
-            changed += 1;
+        let identity = wide
+            && match i.op() {
+                alu::ADD | alu::SUB | alu::OR | alu::XOR | alu::LSH | alu::RSH | alu::ARSH => {
+                    i.imm == 0
+                }
+                alu::AND => i.imm == -1,
+                alu::MUL | alu::DIV => i.imm == 1,
+                _ => false,
+            };
+        let zero_extend = wide
+            && i.op() == alu::LSH
+            && i.imm == 32
+            && prog.get(pc + 1).is_some_and(|n| {
+                n.code == class::ALU64 | alu::RSH | SRC_K
+                    && n.dst == i.dst
+                    && n.imm == 32
+                    && !targeted[pc + 1]
+            });
+        let next = prog.get(pc + 1).filter(|_| !targeted[pc + 1]).copied();
+        // `rsh k; lsh k`: the low k bits cleared.
+        let clear_low = wide
+            && i.op() == alu::RSH
+            && (1..32).contains(&i.imm)
+            && next.is_some_and(|n| {
+                n.code == class::ALU64 | alu::LSH | SRC_K && n.dst == i.dst && n.imm == i.imm
+            });
+        if identity {
+            prog[pc] = nop();
+        } else if clear_low {
+            prog[pc] = Insn::new(class::ALU64 | alu::AND | SRC_K, i.dst, 0, 0, -(1i32 << i.imm));
+            prog[pc + 1] = nop();
+        } else if zero_extend {
+            prog[pc] = Insn::new(class::ALU | alu::MOV | crate::insn::SRC_X, i.dst, i.dst, 0, 0);
+            prog[pc + 1] = nop();
+        } else if let Some((op, imm)) = reduced {
+            prog[pc] = Insn::new(i.class() | op | SRC_K, i.dst, 0, 0, imm);
+        } else {
+            continue;
         }
+        changed += 1;
     }
     changed
 }
@@ -317,6 +405,35 @@ exit",
         )
         .unwrap();
         assert_eq!(prog, want);
+    }
+
+    #[test]
+    fn arithmetic_that_changes_nothing_goes_and_idioms_get_cheaper() {
+        let text = "add r1, 0\nmul r2, 8\nmul32 r3, 1\nlsh r4, 32\nrsh r4, 32\nrsh r5, 2
+lsh r5, 2\nmov r6, r7\nmov32 r6, r6\nadd32 r8, 0\nexit";
+        let mut prog = assemble(text).unwrap();
+        assert_eq!(strength_reduce(&mut prog), 6);
+        let want = assemble(
+            "ja +0\nlsh r2, 3\nlsh32 r3, 0\nmov32 r4, r4\nja +0\nand r5, -4\nja +0
+mov32 r6, r7\nja +0\nadd32 r8, 0\nexit",
+        )
+        .unwrap();
+        // A 32-bit `add 0` zero-extends: it stays.
+        assert_eq!(prog, want);
+    }
+
+    #[test]
+    fn a_rotate_half_with_a_register_mask_becomes_a_32_bit_shift() {
+        let text = "lddw r4, 0xfffc0000\nmov r3, r1\nand r3, r4\nrsh r3, 18\nexit";
+        let mut prog = assemble(text).unwrap();
+        assert!(constant_operands(&mut prog) >= 1);
+        assert_eq!(prog[3..5], assemble("ja +0\nrsh32 r3, 18").unwrap()[..]);
+        // Not when the mask keeps bits above 31.
+        let text = "lddw r4, 0x1fffc0000\nand r3, r4\nrsh r3, 18\nexit";
+        let mut prog = assemble(text).unwrap();
+        let before = prog.clone();
+        constant_operands(&mut prog);
+        assert_eq!(prog, before);
     }
 
     #[test]

@@ -161,13 +161,14 @@ impl fmt::Display for ChainReport {
         writeln!(
             f,
             "  decided: {} branches ({} packet bounds checks); folded: {} loads, {} ALU results, \
-             {} register operands; {} jumps threaded",
+             {} register operands; {} jumps threaded; {} slots of byte copies merged",
             r.branches_decided,
             r.bounds_checks_decided,
             r.loads_folded,
             r.alu_folded,
             r.operands_folded,
-            r.jumps_threaded
+            r.jumps_threaded,
+            r.copies_merged
         )?;
         let guard = match self.mode {
             Mode::Guarded => s.guard.to_string(),

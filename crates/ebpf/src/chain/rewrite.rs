@@ -34,6 +34,8 @@ pub struct RewriteStats {
     pub jumps_threaded: usize,
     /// Register operands holding a known constant, now immediates.
     pub operands_folded: usize,
+    /// Slots saved by merging byte copies into word copies.
+    pub copies_merged: usize,
 }
 
 /// The passes cannot apply.
@@ -134,6 +136,8 @@ pub fn rewrite(
         }
         pc += width;
     }
+    let targeted = peephole::targeted(prog);
+    stats.copies_merged = super::copies::merge_byte_copies(prog, cov, &targeted, &mut code);
     let remap = opts.mutation != Some(Mutation::NoRemap);
     // A kept jump must never land where unreached code was taken out: its place would be
     // taken by whatever follows.
@@ -431,6 +435,7 @@ mod tests {
             moves_packet: false,
             lookups: Default::default(),
             written_maps: Default::default(),
+            bases: vec![super::super::analysis::Base::Other; n],
         }
     }
 

@@ -12,6 +12,7 @@
 //! be given programs the verifier accepted (after map references are linked to addresses).
 
 mod arena;
+pub mod guard;
 pub mod x86;
 
 use crate::helpers::Helpers;
@@ -114,8 +115,9 @@ impl JitCode {
     }
 
     pub fn entry(&self) -> Entry {
-        // SAFETY: the code starts with the main function's prologue and follows the C calling
-        // convention; calling it is still unsafe (see `Entry`).
+        // SAFETY: the code starts with the main function's prologue (or with a guard that
+        // falls through into it or tail-jumps to another program's entry, `guard`) and follows
+        // the C calling convention; calling it is still unsafe (see `Entry`).
         unsafe { std::mem::transmute::<*const u8, Entry>(self.ptr()) }
     }
 
@@ -154,6 +156,22 @@ pub fn compile_with(
     inline: &Inline,
 ) -> Result<JitCode, JitError> {
     let code = emit(prog, helpers, stack_depth, inline)?;
+    JitCode::new(&code).map_err(|e| JitError { pc: 0, msg: e.to_string() })
+}
+
+/// [`compile_with`], with `guard` compiled in front of the program: the entry checks the
+/// packet and either falls through into the program or jumps to `guard.fallback`.
+pub fn compile_guarded(
+    prog: &[Insn],
+    helpers: &Helpers,
+    stack_depth: usize,
+    inline: &Inline,
+    guard: &guard::EntryGuard,
+) -> Result<JitCode, JitError> {
+    let body = emit(prog, helpers, stack_depth, inline)?;
+    let (mut code, miss) = guard::emit_prefix(guard, body.len())?;
+    code.extend_from_slice(&body);
+    code.extend_from_slice(&miss);
     JitCode::new(&code).map_err(|e| JitError { pc: 0, msg: e.to_string() })
 }
 

@@ -382,6 +382,13 @@ impl Asm {
         self.modrm_reg(2, r);
     }
 
+    /// `jmp r`.
+    pub fn jmp_r(&mut self, r: u8) {
+        self.rex(false, 0, r, false);
+        self.byte(0xff);
+        self.modrm_reg(4, r);
+    }
+
     pub fn ret(&mut self) {
         self.byte(0xc3);
     }

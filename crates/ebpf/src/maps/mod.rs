@@ -344,6 +344,13 @@ impl MapPin {
         &self.map
     }
 
+    /// The address of the map's writes-begun counter and the value it must hold: what a
+    /// compiled guard compares (`crate::jit::guard`). The address is valid while this pin
+    /// (which holds the map) lives.
+    pub fn counter(&self) -> (u64, u64) {
+        (self.map.writes.begun.as_ptr() as u64, self.begun)
+    }
+
     /// Writes begun before the snapshot (its generation).
     pub fn generation(&self) -> u64 {
         self.begun

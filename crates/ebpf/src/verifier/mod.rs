@@ -61,7 +61,7 @@ impl Context {
     }
 
     /// Bytes from `data` known to be in the packet at the start.
-    fn packet_min_len(self) -> u64 {
+    pub fn packet_min_len(self) -> u64 {
         match self {
             Context::XdpMinLen { min_len } => min_len as u64,
             _ => 0,

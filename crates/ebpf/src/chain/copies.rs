@@ -1,0 +1,186 @@
+//! Byte copies merged into word copies. clang writes a small `memcpy` between pointers it
+//! cannot prove aligned (a MAC address from a map value into the packet) as one byte load and
+//! one byte store per byte; a run of such pairs over consecutive bytes becomes the fewest
+//! loads and stores of 8, 4, 2 and 1 bytes (six bytes: two pairs instead of six), which
+//! matters where stores are the bottleneck. Only where the copy's source and destination
+//! cannot overlap (so the order of the bytes cannot matter): the same pointer with ranges
+//! apart, or pointers into different regions on every path ([`Base`]). The copy register ends
+//! holding the last byte, as before (a final byte load, which the liveness pass removes when
+//! nothing reads it).
+
+use super::analysis::{Base, Coverage};
+use crate::insn::{class, mem, Insn};
+
+/// The byte-copy pair `ldxb rT, [rS + src]; stxb [rD + src + delta], rT` at `pc`, if there is
+/// one: `(rT, rS, rD, delta)` and `src`.
+fn pair_at(prog: &[Insn], pc: usize) -> Option<((u8, u8, u8, i64), i64)> {
+    let (l, s) = (*prog.get(pc)?, *prog.get(pc + 1)?);
+    let load = l.code == class::LDX | mem::MEM | mem::B;
+    let store = s.code == class::STX | mem::MEM | mem::B;
+    if !(load && store && s.src == l.dst && l.dst != l.src && s.dst != l.dst) {
+        return None;
+    }
+    let delta = i64::from(s.off) - i64::from(l.off);
+    Some(((l.dst, l.src, s.dst, delta), i64::from(l.off)))
+}
+
+/// Whether `n` bytes at `src` (base `a`, register `ra`) and at `src + delta` (base `b`,
+/// register `rb`) are apart on every path.
+fn apart(a: Base, b: Base, ra: u8, rb: u8, src: i64, delta: i64, n: i64) -> bool {
+    if ra == rb {
+        return delta.abs() >= n;
+    }
+    match (a, b) {
+        (Base::Packet(Some(pa)), Base::Packet(Some(pb))) => {
+            let (s, d) = (pa + src, pb + src + delta);
+            s + n <= d || d + n <= s
+        }
+        (Base::Packet(_), Base::Stack(_) | Base::MapValue(_))
+        | (Base::Stack(_), Base::Packet(_) | Base::MapValue(_))
+        | (Base::MapValue(_), Base::Packet(_) | Base::Stack(_)) => true,
+        (Base::Stack(f), Base::Stack(g)) => f != g,
+        (Base::MapValue(m), Base::MapValue(k)) => m != k,
+        _ => false,
+    }
+}
+
+/// Merge the runs of byte-copy pairs in `prog` (whose coverage is `cov`) that `code` still
+/// holds unchanged, writing the merged copies into `code` (the run's other slots become
+/// `None`). `targeted[pc]`: some jump lands on `pc`. Returns the slots saved.
+pub(super) fn merge_byte_copies(
+    prog: &[Insn],
+    cov: &Coverage,
+    targeted: &[bool],
+    code: &mut [Option<Insn>],
+) -> usize {
+    let mut saved = 0;
+    let mut pc = 0;
+    while pc + 1 < prog.len() {
+        let Some((key, first)) = pair_at(prog, pc) else {
+            pc += 1;
+            continue;
+        };
+        // The run: pairs of the same registers and distance, one block, untouched so far.
+        let mut pairs = vec![first];
+        let mut end = pc + 2;
+        while let Some((k, p)) = pair_at(prog, end) {
+            if k != key || targeted[end] || targeted[end + 1] {
+                break;
+            }
+            pairs.push(p);
+            end += 2;
+        }
+        let (copy, sreg, dreg, delta) = key;
+        let lo = pairs.iter().copied().min().unwrap_or(0);
+        let n = pairs.len() as i64;
+        let mut offsets: Vec<i64> = pairs.clone();
+        offsets.sort_unstable();
+        offsets.dedup();
+        let contiguous = offsets.len() == pairs.len() && offsets.last() == Some(&(lo + n - 1));
+        let bases = |p: usize| (cov.bases[p], cov.bases[p + 1]);
+        let (a, b) = bases(pc);
+        let same_bases = (pc..end).step_by(2).all(|p| bases(p) == (a, b));
+        let ok = n >= 2
+            && contiguous
+            && same_bases
+            && (pc + 1..end).all(|p| !targeted[p])
+            && (pc..end).all(|p| code[p] == Some(prog[p]) && cov.visited[p])
+            && apart(a, b, sreg, dreg, lo, delta, n);
+        if !ok {
+            pc += 1;
+            continue;
+        }
+        let mut merged = Vec::new();
+        let mut k = 0i64;
+        while k < n {
+            let (size, width) = [(8, mem::DW), (4, mem::W), (2, mem::H), (1, mem::B)]
+                .into_iter()
+                .find(|(s, _)| k + s <= n)
+                .unwrap_or((1, mem::B));
+            let at = lo + k;
+            let (Ok(s), Ok(d)) = (i16::try_from(at), i16::try_from(at + delta)) else { break };
+            merged.push(Insn::new(class::LDX | mem::MEM | width, copy, sreg, s, 0));
+            merged.push(Insn::new(class::STX | mem::MEM | width, dreg, copy, d, 0));
+            k += size;
+        }
+        let last = pairs.last().copied().unwrap_or(lo);
+        let restore = i16::try_from(last).ok();
+        if k < n || restore.is_none() || merged.len() + 1 >= (end - pc) {
+            pc += 1;
+            continue;
+        }
+        merged.push(Insn::new(class::LDX | mem::MEM | mem::B, copy, sreg, restore.unwrap_or(0), 0));
+        saved += (end - pc) - merged.len();
+        let merged = merged.into_iter().map(Some).chain(std::iter::repeat(None));
+        for (slot, i) in code[pc..end].iter_mut().zip(merged) {
+            *slot = i;
+        }
+        pc = end;
+    }
+    saved
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::asm::assemble;
+
+    fn coverage(prog: &[Insn], bases: &[(usize, Base)]) -> Coverage {
+        let mut cov = Coverage::new(prog.len());
+        cov.visited = vec![true; prog.len()];
+        for &(pc, b) in bases {
+            cov.bases[pc] = b;
+        }
+        cov
+    }
+
+    fn run(text: &str, bases: &[(usize, Base)]) -> (usize, Vec<Insn>) {
+        let prog = assemble(text).unwrap();
+        let cov = coverage(&prog, bases);
+        let mut code: Vec<Option<Insn>> = prog.iter().copied().map(Some).collect();
+        let saved = merge_byte_copies(&prog, &cov, &vec![false; prog.len() + 1], &mut code);
+        (saved, code.into_iter().flatten().collect())
+    }
+
+    const MAC_SWAP: &str = "ldxb r1, [r8+5]\nstxb [r8+11], r1\nldxb r1, [r8+4]\nstxb [r8+10], r1
+ldxb r1, [r8+3]\nstxb [r8+9], r1\nldxb r1, [r8+2]\nstxb [r8+8], r1
+ldxb r1, [r8+1]\nstxb [r8+7], r1\nldxb r1, [r8]\nstxb [r8+6], r1\nexit";
+
+    #[test]
+    fn six_byte_copies_in_one_region_become_two_and_the_last_byte_stays() {
+        let (saved, out) = run(MAC_SWAP, &[]);
+        assert_eq!(saved, 7);
+        let want = assemble(
+            "ldxw r1, [r8]\nstxw [r8+6], r1\nldxh r1, [r8+4]\nstxh [r8+10], r1\nldxb r1, [r8]\nexit",
+        )
+        .unwrap();
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn overlapping_or_possibly_aliasing_copies_are_left_alone() {
+        // Destination a byte on: each byte copied is the next one's source, the order matters.
+        let text = "ldxb r1, [r8]\nstxb [r8+1], r1\nldxb r1, [r8+1]\nstxb [r8+2], r1
+ldxb r1, [r8+2]\nstxb [r8+3], r1\nexit";
+        assert_eq!(run(text, &[]).0, 0);
+        // Destination 2 bytes on, 4 bytes copied: not as one, but the last two pairs (bytes 2
+        // and 3 to 4 and 5, after the first two pairs wrote 2 and 3) are apart.
+        let text = "ldxb r1, [r8]\nstxb [r8+2], r1\nldxb r1, [r8+1]\nstxb [r8+3], r1
+ldxb r1, [r8+2]\nstxb [r8+4], r1\nldxb r1, [r8+3]\nstxb [r8+5], r1\nexit";
+        let (saved, out) = run(text, &[]);
+        assert_eq!(saved, 1);
+        assert_eq!(out[..4], assemble(text).unwrap()[..4]);
+        // Two registers into the packet at unknown offsets: they might overlap.
+        let two = "ldxb r1, [r9]\nstxb [r8], r1\nldxb r1, [r9+1]\nstxb [r8+1], r1\nexit";
+        let packet = Base::Packet(None);
+        let bases = [(0, packet), (1, packet), (2, packet), (3, packet)];
+        assert_eq!(run(two, &bases).0, 0);
+        // A map value into the packet: apart.
+        let map = Base::MapValue(2);
+        let bases = [(0, map), (1, packet), (2, map), (3, packet)];
+        let (saved, out) = run(two, &bases);
+        assert_eq!(saved, 1);
+        let want = "ldxh r1, [r9]\nstxh [r8], r1\nldxb r1, [r9+1]\nexit";
+        assert_eq!(out, assemble(want).unwrap());
+    }
+}
