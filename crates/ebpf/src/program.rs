@@ -563,7 +563,9 @@ impl Program {
 
     /// Run an XDP program on `pkt` in the interpreter's checked mode (the memory-safety
     /// oracle, [`crate::oracle`]), whatever the program's engine: any
-    /// [`RunError::Violation`] is an access the verifier should have refused.
+    /// [`RunError::Violation`] is an access the verifier should have refused. A program with
+    /// a compiled guard runs its own instructions, without the guard: give it only packets the
+    /// guard admits.
     pub fn run_checked_xdp(&self, pkt: &mut Packet, worker: u32) -> Result<u64, RunError> {
         let mut ctx = XdpCtx { rx_queue_index: worker, ..XdpCtx::default() };
         let in_port = pkt.meta.in_port;
@@ -612,7 +614,9 @@ impl Program {
         }
     }
 
-    /// Run on plain memory (the conformance environment: r1 = memory, r2 = its length).
+    /// Run on plain memory (the conformance environment: r1 = memory, r2 = its length). A
+    /// program with a compiled guard runs its own instructions here, interpreted, without the
+    /// guard.
     pub fn run_mem(&self, mem: &mut [u8]) -> Result<u64, RunError> {
         let r = Region::of(mem, true);
         self.run(mem.as_mut_ptr() as u64, mem.len() as u64, [r, r])

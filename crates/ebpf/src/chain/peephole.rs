@@ -326,7 +326,9 @@ pub(super) fn strength_reduce(prog: &mut [Insn]) -> usize {
         if identity {
             prog[pc] = nop();
         } else if clear_low {
-            prog[pc] = Insn::new(class::ALU64 | alu::AND | SRC_K, i.dst, 0, 0, -(1i32 << i.imm));
+            // All ones from bit k up: sign-extended, the 64-bit mask (k <= 31).
+            let mask = (u32::MAX << i.imm) as i32;
+            prog[pc] = Insn::new(class::ALU64 | alu::AND | SRC_K, i.dst, 0, 0, mask);
             prog[pc + 1] = nop();
         } else if zero_extend {
             prog[pc] = Insn::new(class::ALU | alu::MOV | crate::insn::SRC_X, i.dst, i.dst, 0, 0);
@@ -420,6 +422,10 @@ mov32 r6, r7\nja +0\nadd32 r8, 0\nexit",
         .unwrap();
         // A 32-bit `add 0` zero-extends: it stays.
         assert_eq!(prog, want);
+        // The widest cleared run a sign-extended immediate can express.
+        let mut prog = assemble("rsh r1, 31\nlsh r1, 31\nexit").unwrap();
+        assert_eq!(strength_reduce(&mut prog), 1);
+        assert_eq!(prog, assemble("and r1, 0x80000000\nja +0\nexit").unwrap());
     }
 
     #[test]

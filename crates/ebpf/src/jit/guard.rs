@@ -36,6 +36,8 @@ pub struct EntryGuard {
     /// `(address, value)`: a u64 that must hold the value (a map's writes begun).
     pub pins: Vec<(u64, u64)>,
     /// Per-CPU miss counters, [`MISS_STRIDE`] bytes apart, indexed by r2 (the CPU index).
+    /// Bumped without a lock: one thread at a time runs each CPU index (as one worker runs
+    /// its own), else counts may be lost (never memory: the index is bounded).
     pub misses: u64,
     /// The original program's entry: where a refused packet goes.
     pub fallback: u64,
