@@ -1,8 +1,8 @@
-//! Byte copies merged into word copies. clang writes a small `memcpy` between pointers it
+//! Narrow copies merged into wide ones. clang writes a small `memcpy` between pointers it
 //! cannot prove aligned (a MAC address from a map value into the packet) as one byte load and
-//! one byte store per byte; a run of such pairs over consecutive bytes becomes the fewest
-//! loads and stores of 8, 4, 2 and 1 bytes (six bytes: two pairs instead of six), which
-//! matters where stores are the bottleneck. Only where the copy's source and destination
+//! one byte store per byte, and a 16-byte address as four 32-bit pairs; a run of such pairs of
+//! one width over consecutive bytes becomes the fewest loads and stores of 8, 4, 2 and 1 bytes
+//! (six bytes: two pairs instead of six), which matters where stores are the bottleneck. Only where the copy's source and destination
 //! cannot overlap (so the order of the bytes cannot matter): the same pointer with ranges
 //! apart, or pointers into different kinds of region on every path ([`Base`]: the packet, a
 //! map value, a stack frame; two map values never count as apart, since two of a program's
@@ -13,17 +13,26 @@
 use super::analysis::{Base, Coverage};
 use crate::insn::{class, mem, Insn};
 
-/// The byte-copy pair `ldxb rT, [rS + src]; stxb [rD + src + delta], rT` at `pc`, if there is
-/// one: `(rT, rS, rD, delta)` and `src`.
-fn pair_at(prog: &[Insn], pc: usize) -> Option<((u8, u8, u8, i64), i64)> {
+/// What the pairs of a run share: copy register, source base, destination base, destination
+/// offset minus source offset, and the width in bytes (1, 2 or 4).
+type RunKey = (u8, u8, u8, i64, i64);
+
+/// The copy pair `ldx rT, [rS + src]; stx [rD + src + delta], rT` (both of one width below 8
+/// bytes) at `pc`, if there is one: its run key and `src`.
+fn pair_at(prog: &[Insn], pc: usize) -> Option<(RunKey, i64)> {
     let (l, s) = (*prog.get(pc)?, *prog.get(pc + 1)?);
-    let load = l.code == class::LDX | mem::MEM | mem::B;
-    let store = s.code == class::STX | mem::MEM | mem::B;
-    if !(load && store && s.src == l.dst && l.dst != l.src && s.dst != l.dst) {
+    let width = match l.code {
+        c if c == class::LDX | mem::MEM | mem::B => 1,
+        c if c == class::LDX | mem::MEM | mem::H => 2,
+        c if c == class::LDX | mem::MEM | mem::W => 4,
+        _ => return None,
+    };
+    let store = s.code == class::STX | mem::MEM | (l.code & 0x18);
+    if !(store && s.src == l.dst && l.dst != l.src && s.dst != l.dst) {
         return None;
     }
     let delta = i64::from(s.off) - i64::from(l.off);
-    Some(((l.dst, l.src, s.dst, delta), i64::from(l.off)))
+    Some(((l.dst, l.src, s.dst, delta, width), i64::from(l.off)))
 }
 
 /// Whether `n` bytes at `src` (base `a`, register `ra`) and at `src + delta` (base `b`,
@@ -49,7 +58,7 @@ fn apart(a: Base, b: Base, ra: u8, rb: u8, src: i64, delta: i64, n: i64) -> bool
 /// Merge the runs of byte-copy pairs in `prog` (whose coverage is `cov`) that `code` still
 /// holds unchanged, writing the merged copies into `code` (the run's other slots become
 /// `None`). `targeted[pc]`: some jump lands on `pc`. Returns the slots saved.
-pub(super) fn merge_byte_copies(
+pub(super) fn merge_copies(
     prog: &[Insn],
     cov: &Coverage,
     targeted: &[bool],
@@ -72,17 +81,19 @@ pub(super) fn merge_byte_copies(
             pairs.push(p);
             end += 2;
         }
-        let (copy, sreg, dreg, delta) = key;
+        let (copy, sreg, dreg, delta, width) = key;
         let lo = pairs.iter().copied().min().unwrap_or(0);
-        let n = pairs.len() as i64;
+        // Bytes copied.
+        let n = pairs.len() as i64 * width;
         let mut offsets: Vec<i64> = pairs.clone();
         offsets.sort_unstable();
         offsets.dedup();
-        let contiguous = offsets.len() == pairs.len() && offsets.last() == Some(&(lo + n - 1));
+        let contiguous = offsets.len() == pairs.len()
+            && offsets.iter().enumerate().all(|(k, o)| *o == lo + k as i64 * width);
         let bases = |p: usize| (cov.bases[p], cov.bases[p + 1]);
         let (a, b) = bases(pc);
         let same_bases = (pc..end).step_by(2).all(|p| bases(p) == (a, b));
-        let ok = n >= 2
+        let ok = pairs.len() >= 2
             && contiguous
             && same_bases
             && (pc + 1..end).all(|p| !targeted[p])
@@ -111,7 +122,9 @@ pub(super) fn merge_byte_copies(
             pc += 1;
             continue;
         }
-        merged.push(Insn::new(class::LDX | mem::MEM | mem::B, copy, sreg, restore.unwrap_or(0), 0));
+        // The copy register as the last pair left it (its load's width).
+        let last_load = prog[end - 2];
+        merged.push(Insn::new(last_load.code, copy, sreg, restore.unwrap_or(0), 0));
         saved += (end - pc) - merged.len();
         let merged = merged.into_iter().map(Some).chain(std::iter::repeat(None));
         for (slot, i) in code[pc..end].iter_mut().zip(merged) {
@@ -130,7 +143,7 @@ mod tests {
     fn coverage(prog: &[Insn], bases: &[(usize, Base)]) -> Coverage {
         let mut cov = Coverage::new(prog.len());
         cov.visited = vec![true; prog.len()];
-        for &(pc, b) in bases {
+        for &(pc, b) in bases.iter().filter(|(pc, _)| *pc < prog.len()) {
             cov.bases[pc] = b;
         }
         cov
@@ -140,7 +153,7 @@ mod tests {
         let prog = assemble(text).unwrap();
         let cov = coverage(&prog, bases);
         let mut code: Vec<Option<Insn>> = prog.iter().copied().map(Some).collect();
-        let saved = merge_byte_copies(&prog, &cov, &vec![false; prog.len() + 1], &mut code);
+        let saved = merge_copies(&prog, &cov, &vec![false; prog.len() + 1], &mut code);
         (saved, code.into_iter().flatten().collect())
     }
 
@@ -157,6 +170,24 @@ ldxb r1, [r8+1]\nstxb [r8+7], r1\nldxb r1, [r8]\nstxb [r8+6], r1\nexit";
         )
         .unwrap();
         assert_eq!(out, want);
+    }
+
+    #[test]
+    fn four_word_copies_become_two_double_words() {
+        let map = Base::MapValue(2);
+        let packet = Base::Packet(Some(0));
+        let text = "ldxw r1, [r9+12]\nstxw [r2+36], r1\nldxw r1, [r9+8]\nstxw [r2+32], r1
+ldxw r1, [r9+4]\nstxw [r2+28], r1\nldxw r1, [r9]\nstxw [r2+24], r1\nexit";
+        let bases: Vec<(usize, Base)> =
+            (0..8).map(|pc| (pc, if pc % 2 == 0 { map } else { packet })).collect();
+        let (saved, out) = run(text, &bases);
+        assert_eq!(saved, 3);
+        let want = "ldxdw r1, [r9]\nstxdw [r2+24], r1\nldxdw r1, [r9+8]\nstxdw [r2+32], r1
+ldxw r1, [r9]\nexit";
+        assert_eq!(out, assemble(want).unwrap());
+        // Words with a gap are not one run.
+        let gap = "ldxw r1, [r9]\nstxw [r2], r1\nldxw r1, [r9+8]\nstxw [r2+8], r1\nexit";
+        assert_eq!(run(gap, &bases).0, 0);
     }
 
     #[test]

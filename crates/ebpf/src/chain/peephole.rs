@@ -141,6 +141,30 @@ pub(super) fn invert_over_ja(prog: &[Insn], code: &mut [Option<Insn>]) -> usize 
     removed
 }
 
+/// The next instruction after `pc` in its block that reads or writes `prog[pc]`'s destination
+/// register, if the block has one (no jump, call or jump target comes first).
+fn next_touching(prog: &[Insn], targeted: &[bool], pc: usize) -> Option<usize> {
+    let r = prog.get(pc)?.dst;
+    let mut at = pc + 1;
+    while let Some(&i) = prog.get(at) {
+        if targeted.get(at).copied().unwrap_or(true) {
+            return None;
+        }
+        let reads_src = match i.class() {
+            class::LDX | class::STX => true,
+            class::ALU | class::ALU64 => i.is_src_reg(),
+            class::ST => false,
+            class::LD if i.is_lddw() => false,
+            _ => return None,
+        };
+        if i.dst == r || (reads_src && i.src == r) {
+            return Some(at);
+        }
+        at += if i.is_lddw() { 2 } else { 1 };
+    }
+    None
+}
+
 /// The no-op that takes an instruction's place until the clean-up removes it.
 fn nop() -> Insn {
     Insn::new(op::JA, 0, 0, 0, 0)
@@ -185,19 +209,19 @@ pub(super) fn constant_operands(prog: &mut [Insn]) -> usize {
         if let (Some(imm), true) = (imm, foldable_alu || foldable_jump) {
             prog[pc] = Insn::new((i.code & !crate::insn::SRC_X) | SRC_K, i.dst, 0, i.off, imm);
             changed += 1;
-        } else if let (Some(mask), Some(&next)) = (src_const, prog.get(pc + 1)) {
+        } else if let (Some(mask), Some(at)) = (src_const, next_touching(prog, &targeted, pc)) {
             // (x & mask) >> k with mask's bits from k up exactly bits k..31: (u32)x >> k.
+            let next = prog[at];
             let shift = next.imm;
             let rotate_half = i.code == class::ALU64 | alu::AND | crate::insn::SRC_X
                 && next.code == class::ALU64 | alu::RSH | SRC_K
                 && next.dst == i.dst
                 && i.src != i.dst
                 && (1..32).contains(&shift)
-                && !targeted[pc + 1]
                 && mask >> shift == 0xffff_ffff >> shift;
             if rotate_half {
                 prog[pc] = nop();
-                prog[pc + 1] = Insn::new(class::ALU | alu::RSH | SRC_K, i.dst, 0, 0, shift);
+                prog[at] = Insn::new(class::ALU | alu::RSH | SRC_K, i.dst, 0, 0, shift);
                 changed += 1;
             }
         }
@@ -434,6 +458,17 @@ mov32 r6, r7\nja +0\nadd32 r8, 0\nexit",
         let mut prog = assemble(text).unwrap();
         assert!(constant_operands(&mut prog) >= 1);
         assert_eq!(prog[3..5], assemble("ja +0\nrsh32 r3, 18").unwrap()[..]);
+        // Also with other work in between that leaves r2 alone (a checksum fold).
+        let text = "lddw r1, 0xffff0000\nmov r2, r0\nand r2, r1\nand r0, 0xffff\nrsh r2, 16\nexit";
+        let mut prog = assemble(text).unwrap();
+        constant_operands(&mut prog);
+        assert_eq!(prog[3..6], assemble("ja +0\nand r0, 0xffff\nrsh32 r2, 16").unwrap()[..]);
+        // Not across a read of the register in between.
+        let text = "lddw r1, 0xffff0000\nand r2, r1\nmov r3, r2\nrsh r2, 16\nexit";
+        let mut prog = assemble(text).unwrap();
+        let before = prog.clone();
+        constant_operands(&mut prog);
+        assert_eq!(prog[2..], before[2..]);
         // Not when the mask keeps bits above 31.
         let text = "lddw r4, 0x1fffc0000\nand r3, r4\nrsh r3, 18\nexit";
         let mut prog = assemble(text).unwrap();

@@ -136,8 +136,12 @@ pub fn rewrite(
         }
         pc += width;
     }
-    let targeted = peephole::targeted(prog);
-    stats.copies_merged = super::copies::merge_byte_copies(prog, cov, &targeted, &mut code);
+    // Not in the conservative form, the fallback when the verifier refuses the first: it must
+    // not fail for a wider access the merge made.
+    if !opts.keep_bounds_checks {
+        let targeted = peephole::targeted(prog);
+        stats.copies_merged = super::copies::merge_copies(prog, cov, &targeted, &mut code);
+    }
     let remap = opts.mutation != Some(Mutation::NoRemap);
     // A kept jump must never land where unreached code was taken out: its place would be
     // taken by whatever follows.
