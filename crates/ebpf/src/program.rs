@@ -228,7 +228,7 @@ pub struct GuardPlan {
 /// The state a compiled guard's code refers to by address, owned by its program.
 struct CompiledGuard {
     /// Where refused packets go: its code must live as long as this code may jump into it.
-    original: Arc<Program>,
+    _original: Arc<Program>,
     /// The pins' maps (their write counters are read by address).
     _pins: Vec<MapPin>,
     /// Per-CPU packets sent to the original, written by the guard's code.
@@ -399,7 +399,8 @@ impl Program {
                             fallback: original.entry.map_or(0, |e| e as usize as u64),
                         };
                         let code = jit::compile_guarded(&linked, helpers, depth, &inline, &g)?;
-                        compiled_guard = Some(CompiledGuard { original, _pins: plan.pins, misses });
+                        compiled_guard =
+                            Some(CompiledGuard { _original: original, _pins: plan.pins, misses });
                         code
                     }
                     None => jit::compile_with(&linked, helpers, depth, &inline)?,
@@ -444,11 +445,6 @@ impl Program {
         let g = self.compiled_guard.as_ref()?;
         let cpu = worker as usize % g.misses.len();
         Some(g.misses[cpu].0.load(Ordering::Relaxed))
-    }
-
-    /// The program a compiled guard falls back to.
-    pub fn fallback(&self) -> Option<&Arc<Program>> {
-        self.compiled_guard.as_ref().map(|g| &g.original)
     }
 
     /// Instructions as they run (map references linked).

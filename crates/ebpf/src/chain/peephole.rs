@@ -151,6 +151,9 @@ fn next_touching(prog: &[Insn], targeted: &[bool], pc: usize) -> Option<usize> {
             return None;
         }
         let reads_src = match i.class() {
+            // An atomic may read and write r0 too (cmpxchg): the block ends here for this
+            // purpose.
+            class::STX if i.mem_mode() == mem::ATOMIC => return None,
             class::LDX | class::STX => true,
             class::ALU | class::ALU64 => i.is_src_reg(),
             class::ST => false,
@@ -465,6 +468,12 @@ mov32 r6, r7\nja +0\nadd32 r8, 0\nexit",
         assert_eq!(prog[3..6], assemble("ja +0\nand r0, 0xffff\nrsh32 r2, 16").unwrap()[..]);
         // Not across a read of the register in between.
         let text = "lddw r1, 0xffff0000\nand r2, r1\nmov r3, r2\nrsh r2, 16\nexit";
+        let mut prog = assemble(text).unwrap();
+        let before = prog.clone();
+        constant_operands(&mut prog);
+        assert_eq!(prog[2..], before[2..]);
+        // Not past an atomic (cmpxchg reads and writes r0 unnamed).
+        let text = "lddw r1, 0xffff0000\nand r0, r1\nlock cmpxchg [r10-8], r2\nrsh r0, 16\nexit";
         let mut prog = assemble(text).unwrap();
         let before = prog.clone();
         constant_operands(&mut prog);
