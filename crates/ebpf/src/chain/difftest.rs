@@ -43,13 +43,7 @@ impl Guarded {
         let opts = LoadOptions { engine, ..LoadOptions::default() };
         let original =
             Arc::new(Program::load(original, Context::Xdp, helpers, opts, Some(registry))?);
-        // As the data plane runs it: the guard compiled where it can be.
-        let fast = match s.guard.plan() {
-            Some(plan) => {
-                Program::load_guarded(&s.spec, s.context, helpers, opts, &original, plan)?
-            }
-            None => Program::load_with_maps(&s.spec, s.context, helpers, opts, &original.maps)?,
-        };
+        let fast = s.load_behind(&original, helpers, opts)?;
         Ok(Guarded { guard: s.guard.clone(), fast, original })
     }
 

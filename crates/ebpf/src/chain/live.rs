@@ -319,25 +319,9 @@ impl ChainManager {
                 // On the original's very maps: the pins and the inlined slots are theirs.
                 // The guard is compiled in front of the code where it can be (JIT), and
                 // falls back to the original's code itself.
-                let helpers = &opts.analysis.helpers;
-                let fast = match s.guard.plan() {
-                    Some(plan) => Program::load_guarded(
-                        &s.spec,
-                        s.context,
-                        helpers,
-                        load,
-                        &stage.program,
-                        plan,
-                    ),
-                    None => Program::load_with_maps(
-                        &s.spec,
-                        s.context,
-                        helpers,
-                        load,
-                        &stage.program.maps,
-                    ),
-                }
-                .map_err(|e| format!("the specialised program does not load: {e}"))?;
+                let fast = s
+                    .load_behind(&stage.program, &opts.analysis.helpers, load)
+                    .map_err(|e| format!("the specialised program does not load: {e}"))?;
                 Ok(ChainVariant {
                     specialised: s,
                     fast,

@@ -9,8 +9,10 @@ use super::guard::Guard;
 use super::rewrite::{rewrite, Mutation, RewriteError, RewriteOptions, RewriteStats};
 use super::shape::Guarantee;
 use crate::helpers::Arg;
-use crate::program::ProgramSpec;
+use crate::helpers::Helpers;
+use crate::program::{LoadError, LoadOptions, Program, ProgramSpec};
 use crate::verifier::{self, Context, Env, MapInfo, VerifyError};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// A downstream program specialised to an assumed guarantee.
@@ -56,6 +58,25 @@ impl Timing {
 }
 
 impl Specialised {
+    /// The specialised program on `original`'s maps, as a data plane runs it: with its guard
+    /// compiled in front of it where that can be (JIT), falling back to `original`'s code;
+    /// otherwise bare, for the caller to check [`Specialised::guard`] itself.
+    pub fn load_behind(
+        &self,
+        original: &Arc<Program>,
+        helpers: &Helpers,
+        opts: LoadOptions,
+    ) -> Result<Program, LoadError> {
+        match self.guard.plan() {
+            Some(plan) => {
+                Program::load_guarded(&self.spec, self.context, helpers, opts, original, plan)
+            }
+            None => {
+                Program::load_with_maps(&self.spec, self.context, helpers, opts, &original.maps)
+            }
+        }
+    }
+
     pub fn slots(&self) -> usize {
         self.spec.insns.len()
     }

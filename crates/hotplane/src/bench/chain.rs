@@ -94,18 +94,19 @@ fn load(
         .map_err(|e| anyhow!("{}: {e}", spec.name))
 }
 
-/// `s` with its guard compiled in front of it, falling back to `original` (as the data plane
-/// runs a specialised program in the JIT); `guard` is `s.guard` or a weaker form of it.
+/// `spec` with `guard` compiled in front of it, falling back to `original` (as the data plane
+/// runs a specialised program in the JIT); `guard` is the specialisation's or a weaker form.
 fn load_guarded(
-    s: &Specialised,
+    spec: &ProgramSpec,
+    context: Context,
     guard: &Guard,
     original: &Arc<Program>,
 ) -> anyhow::Result<Program> {
     let plan =
-        guard.plan().ok_or_else(|| anyhow!("{}: the guard cannot be compiled", s.spec.name))?;
+        guard.plan().ok_or_else(|| anyhow!("{}: the guard cannot be compiled", spec.name))?;
     let opts = LoadOptions { engine: Engine::Jit, cpus: 1, ..LoadOptions::default() };
-    Program::load_guarded(&s.spec, s.context, &xdp::deterministic_helpers(), opts, original, plan)
-        .map_err(|e| anyhow!("{}: {e}", s.spec.name))
+    Program::load_guarded(spec, context, &xdp::deterministic_helpers(), opts, original, plan)
+        .map_err(|e| anyhow!("{}: {e}", spec.name))
 }
 
 /// ns per packet of `guard` compiled in front of a program that returns at once, less the same
@@ -121,11 +122,7 @@ fn compiled_guard_ns(
 ) -> anyhow::Result<f64> {
     let ret = ProgramSpec::bytecode("ret", hotplane_ebpf::asm::assemble("mov r0, 2\nexit")?);
     let plain = Arc::new(load(&ret, Context::Xdp, Engine::Jit, &MapRegistry::default())?);
-    let plan = guard.plan().ok_or_else(|| anyhow!("the guard cannot be compiled"))?;
-    let opts = LoadOptions { engine: Engine::Jit, cpus: 1, ..LoadOptions::default() };
-    let helpers = xdp::deterministic_helpers();
-    let guarded = Program::load_guarded(&ret, Context::Xdp, &helpers, opts, &plain, plan)
-        .map_err(|e| anyhow!("{e}"))?;
+    let guarded = load_guarded(&ret, Context::Xdp, guard, &plain)?;
     let mut batch: Vec<Packet> = frames
         .iter()
         .take(BATCH)
@@ -294,8 +291,9 @@ pub fn run(o: &Opts) -> anyhow::Result<()> {
         let maps = MapRegistry::default();
         let mut times: [Vec<f64>; 7] = Default::default();
         let jit_orig = Arc::new(load(&row.spec, Context::Xdp, Engine::Jit, &maps)?);
-        let jit_fast = load_guarded(&row.s, &row.s.guard, &jit_orig)?;
-        let jit_trusted = load_guarded(&row.s, &row.s.guard.length_only(), &jit_orig)?;
+        let jit_fast = load_guarded(&row.s.spec, row.s.context, &row.s.guard, &jit_orig)?;
+        let jit_trusted =
+            load_guarded(&row.s.spec, row.s.context, &row.s.guard.length_only(), &jit_orig)?;
         let int_orig = load(&row.spec, Context::Xdp, Engine::Interp, &maps)?;
         let int_fast = load(&row.s.spec, row.s.context, Engine::Interp, &maps)?;
         fill_services(&maps).map_err(|e| anyhow!("{e}"))?;
@@ -515,7 +513,7 @@ fn mapconst(
         .collect();
     anyhow::ensure!(frames.len() >= 16, "only {} outputs reach the four services", frames.len());
     let jit_orig = Arc::new(load(&row.spec, Context::Xdp, Engine::Jit, &maps)?);
-    let jit_fast = load_guarded(&s, &s.guard, &jit_orig)?;
+    let jit_fast = load_guarded(&s.spec, s.context, &s.guard, &jit_orig)?;
     let int_orig = load(&row.spec, Context::Xdp, Engine::Interp, &maps)?;
     let int_fast = load(&s.spec, s.context, Engine::Interp, &maps)?;
     let interp_packets = (o.packets / 10).max(1000);
